@@ -1,0 +1,76 @@
+package crd
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+)
+
+func TestFromUnstructured(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ai.example.com/v1alpha1", "kind": "InferenceService",
+		"metadata": map[string]any{"name": "qwen3", "namespace": "team-a"},
+		"spec":     map[string]any{"model": "Qwen/Qwen3-0.6B", "replicas": int64(3), "gpusPerReplica": int64(2)},
+	}}
+	isvc, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isvc.Spec.Model != "Qwen/Qwen3-0.6B" || isvc.Spec.Replicas != 3 || isvc.Spec.GPUs() != 2 || isvc.Spec.ImageOrDefault() != DefaultImage {
+		t.Fatalf("decoded %+v", isvc.Spec)
+	}
+	isvc.Spec.Model = "changed"
+	if u.Object["spec"].(map[string]any)["model"] != "Qwen/Qwen3-0.6B" {
+		t.Fatal("decoding aliased the cached object")
+	}
+
+	u.Object["spec"].(map[string]any)["replicas"] = "three"
+	if _, err := FromUnstructured(u); err == nil || !strings.Contains(err.Error(), "team-a/qwen3") {
+		t.Fatalf("want a decode error naming the object, got %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := func() *InferenceService {
+		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 1}}
+		i.Name = "qwen3"
+		return i
+	}
+	cases := []struct {
+		name   string
+		mutate func(*InferenceService)
+		want   string
+	}{
+		{"valid", func(*InferenceService) {}, ""},
+		{"long name", func(i *InferenceService) { i.Name = strings.Repeat("a", 51) }, "metadata.name"},
+		{"dotted name", func(i *InferenceService) { i.Name = "a.b" }, "metadata.name"},
+		{"digit first", func(i *InferenceService) { i.Name = "1abc" }, "metadata.name"},
+		{"no model", func(i *InferenceService) { i.Spec.Model = "" }, "spec.model is required"},
+		{"model with space", func(i *InferenceService) { i.Spec.Model = "a b" }, "spec.model"},
+		{"flag model", func(i *InferenceService) { i.Spec.Model = "--trust-remote-code" }, "must not start with '-'"},
+		{"negative replicas", func(i *InferenceService) { i.Spec.Replicas = -1 }, "spec.replicas"},
+		{"huge replicas", func(i *InferenceService) { i.Spec.Replicas = MaxReplicas + 1 }, "spec.replicas"},
+		{"negative gpus", func(i *InferenceService) { i.Spec.GPUsPerReplica = ptr.To[int32](-1) }, "spec.gpusPerReplica"},
+		{"too many gpus", func(i *InferenceService) { i.Spec.GPUsPerReplica = ptr.To[int32](17) }, "spec.gpusPerReplica"},
+		{"zero gpus", func(i *InferenceService) { i.Spec.GPUsPerReplica = ptr.To[int32](0) }, ""},
+		{"bad image", func(i *InferenceService) { i.Spec.Image = "a\tb" }, "spec.image"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			i := ok()
+			c.mutate(i)
+			err := Validate(i)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want error containing %q, got %v", c.want, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,150 @@
+package crd
+
+import (
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// CEL rules and their messages; tests create objects that break each one and expect its message.
+const (
+	RuleName        = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
+	RuleNameMessage = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
+	RuleModel        = `!self.startsWith('-')`
+	RuleModelMessage = "spec.model must not start with '-': it is passed to vLLM as the --model argument"
+)
+
+// Definition returns the CustomResourceDefinition for InferenceService; manifests/crd is
+// generated from it and a test fails when the two drift.
+func Definition() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   Plural + "." + Group,
+			Labels: map[string]string{"app.kubernetes.io/name": "inferenceservice-operator"},
+		},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural: Plural, Singular: Singular, Kind: Kind, ListKind: Kind + "List",
+				ShortNames: []string{ShortName}, Categories: []string{"all", "ai"},
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: openAPISchema()},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{
+					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+					Scale: &apiextensionsv1.CustomResourceSubresourceScale{
+						SpecReplicasPath:   ".spec.replicas",
+						StatusReplicasPath: ".status.replicas",
+						LabelSelectorPath:  ptr.To(".status.selector"),
+					},
+				},
+				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
+					{Name: "Model", Type: "string", JSONPath: ".spec.model", Description: "The model served"},
+					{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas", Description: "Desired replicas"},
+					{Name: "Ready", Type: "integer", JSONPath: ".status.readyReplicas", Description: "Replicas ready to serve"},
+					{Name: "Phase", Type: "string", JSONPath: ".status.phase", Description: "Progressing, Ready, Failed or Terminating"},
+					{Name: "Reason", Type: "string", JSONPath: ".status.reason", Description: "Why the model is not Ready, if it is not"},
+					{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+				},
+			}},
+		},
+	}
+}
+
+func openAPISchema() *apiextensionsv1.JSONSchemaProps {
+	str := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc}
+	}
+	i32 := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int32", Description: desc}
+	}
+	i64 := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int64", Description: desc}
+	}
+	bounded := func(p apiextensionsv1.JSONSchemaProps, lo, hi float64) apiextensionsv1.JSONSchemaProps {
+		p.Minimum, p.Maximum = &lo, &hi
+		return p
+	}
+	text := func(p apiextensionsv1.JSONSchemaProps, max int64) apiextensionsv1.JSONSchemaProps {
+		p.MinLength, p.MaxLength, p.Pattern = ptr.To[int64](1), &max, `^\S+$`
+		return p
+	}
+
+	model := text(str("The model vLLM serves, passed as its --model argument: a Hugging Face id such as Qwen/Qwen3-0.6B, or a path. Required."), int64(maxString))
+	model.XValidations = apiextensionsv1.ValidationRules{{Rule: RuleModel, Message: RuleModelMessage}}
+
+	gpus := bounded(i32(fmt.Sprintf("GPUs (nvidia.com/gpu) requested by each replica; 0 to %d, default %d.", MaxGPUsPerReplica, DefaultGPUsPerReplica)), 0, MaxGPUsPerReplica)
+	gpus.Default = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprint(DefaultGPUsPerReplica))}
+
+	image := text(str("The model server container image; default "+DefaultImage+"."), int64(maxString))
+	image.Default = &apiextensionsv1.JSON{Raw: []byte(`"` + DefaultImage + `"`)}
+
+	condition := apiextensionsv1.JSONSchemaProps{
+		Type:        "object",
+		Description: "A standard Kubernetes condition.",
+		Required:    []string{"type", "status", "lastTransitionTime", "reason", "message"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"type":               str("Type of the condition: Ready, Progressing, GatewayRegistered."),
+			"status":             {Type: "string", Description: "True, False or Unknown.", Enum: enumOf("True", "False", "Unknown")},
+			"observedGeneration": i64("The spec generation the condition was set for."),
+			"lastTransitionTime": {Type: "string", Format: "date-time", Description: "When the status last changed."},
+			"reason":             str("A CamelCase reason for the condition's last transition."),
+			"message":            str("A human-readable explanation: which layer and object, and why."),
+		},
+	}
+
+	return &apiextensionsv1.JSONSchemaProps{
+		Type:         "object",
+		Description:  "InferenceService serves an LLM with vLLM: the operator derives a Deployment, a Service on port 8000 and a HorizontalPodAutoscaler on num_requests_waiting, and reports in status why the model is or is not serving.",
+		Required:     []string{"spec"},
+		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleName, Message: RuleNameMessage}},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"apiVersion": str("APIVersion defines the versioned schema of this representation of an object."),
+			"kind":       str("Kind is a string value representing the REST resource this object represents."),
+			"metadata":   {Type: "object"},
+			"spec": {
+				Type:        "object",
+				Description: "What the user wants served. The operator never writes it.",
+				Required:    []string{"model", "replicas"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"model":          model,
+					"replicas":       bounded(i32(fmt.Sprintf("Desired model server pods, 0 to %d. The HPA scales between max(1, replicas/2) and 3 x replicas; 0 scales the model to zero and removes the HPA. Required.", MaxReplicas)), 0, MaxReplicas),
+					"gpusPerReplica": gpus,
+					"image":          image,
+				},
+			},
+			"status": {
+				Type:        "object",
+				Description: "What the operator observed. Written only by the operator, through the status subresource.",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"observedGeneration": i64("The metadata.generation this status was computed for."),
+					"replicas":           i32("Pods the Deployment currently has."),
+					"readyReplicas":      i32("Pods ready to serve."),
+					"selector":           str("Label selector of the model's pods, for the scale subresource."),
+					"phase":              {Type: "string", Description: "Progressing, Ready, Failed or Terminating.", Enum: enumOf(string(PhaseProgressing), string(PhaseReady), string(PhaseFailed), string(PhaseTerminating))},
+					"reason":             str("The reason of the most blocking condition while not Ready."),
+					"conditions": {
+						Type:         "array",
+						Description:  "Standard conditions: Ready, Progressing, GatewayRegistered.",
+						XListType:    ptr.To("map"),
+						XListMapKeys: []string{"type"},
+						Items:        &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &condition},
+					},
+				},
+			},
+		},
+	}
+}
+
+func enumOf(values ...string) []apiextensionsv1.JSON {
+	out := make([]apiextensionsv1.JSON, len(values))
+	for i, v := range values {
+		out[i] = apiextensionsv1.JSON{Raw: []byte(`"` + v + `"`)}
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+// Package crd defines the InferenceService API: its Go types, defaults, validation and the
+// CustomResourceDefinition the API server serves, all as pure code.
+package crd
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const (
+	// Group is the API group of InferenceService.
+	Group = "ai.example.com"
+	// Version is the served and stored version.
+	Version = "v1alpha1"
+	// Kind is the object kind.
+	Kind = "InferenceService"
+	// Plural is the resource name in URLs.
+	Plural = "inferenceservices"
+	// Singular is the singular resource name.
+	Singular = "inferenceservice"
+	// ShortName is the kubectl short name.
+	ShortName = "isvc"
+
+	// DefaultImage is the vLLM model server image the seed uses.
+	DefaultImage = "vllm/vllm-openai:v0.11.0"
+	// DefaultGPUsPerReplica is used when spec.gpusPerReplica is omitted.
+	DefaultGPUsPerReplica = 1
+	// MaxGPUsPerReplica bounds one replica to the largest common GPU node.
+	MaxGPUsPerReplica = 16
+	// MaxReplicas keeps the HPA's maximum (3 x replicas) well inside int32 and sane.
+	MaxReplicas = 1000
+	// MaxNameLength leaves room for every derived name (pods add 17 characters) and keeps
+	// the name usable as a label value and a DNS-1035 Service name.
+	MaxNameLength = 50
+)
+
+// GroupVersion is ai.example.com/v1alpha1.
+var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+
+// Resource is the GroupVersionResource used by the dynamic client and informer.
+var Resource = GroupVersion.WithResource(Plural)
+
+// GroupVersionKind of InferenceService.
+var GroupVersionKind = GroupVersion.WithKind(Kind)
+
+// InferenceService is a model served by vLLM: a Deployment, a Service and an HPA.
+type InferenceService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InferenceServiceSpec   `json:"spec"`
+	Status InferenceServiceStatus `json:"status,omitempty"`
+}
+
+// InferenceServiceSpec is what the user owns.
+type InferenceServiceSpec struct {
+	// Model is the model to serve, as vLLM's --model argument (a Hugging Face id or a path).
+	Model string `json:"model"`
+	// Replicas is the number of model server pods; the HPA may scale between max(1, r/2) and 3r.
+	Replicas int32 `json:"replicas"`
+	// GPUsPerReplica is the number of nvidia.com/gpu each pod requests.
+	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
+	// Image is the model server container image.
+	Image string `json:"image,omitempty"`
+}
+
+// Phase is the one-word summary shown by kubectl get.
+type Phase string
+
+const (
+	// PhaseProgressing: children are being created or updated, or pods are not ready yet.
+	PhaseProgressing Phase = "Progressing"
+	// PhaseReady: every child matches the spec and readyReplicas >= replicas.
+	PhaseReady Phase = "Ready"
+	// PhaseFailed: the operator cannot make progress without a change by the user.
+	PhaseFailed Phase = "Failed"
+	// PhaseTerminating: the object is being deleted and its external resources cleaned up.
+	PhaseTerminating Phase = "Terminating"
+)
+
+// InferenceServiceStatus is what the controller observes and writes back.
+type InferenceServiceStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas is the number of pods the Deployment currently has (for the scale subresource).
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of pods ready to serve, from the Deployment.
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Selector is the pods' label selector (for the scale subresource).
+	Selector string `json:"selector,omitempty"`
+	// Phase summarises the conditions.
+	Phase Phase `json:"phase,omitempty"`
+	// Reason is the reason of the most blocking condition, for kubectl get.
+	Reason string `json:"reason,omitempty"`
+	// Conditions are the standard Kubernetes conditions: Ready, Progressing and others.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types.
+const (
+	// ConditionReady is True when the model serves with at least spec.replicas ready pods.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while the operator or the Deployment is moving toward the spec.
+	ConditionProgressing = "Progressing"
+	// ConditionGatewayRegistered is True once the model's route is registered with the gateway.
+	ConditionGatewayRegistered = "GatewayRegistered"
+)
+
+// GPUs returns spec.gpusPerReplica with its default applied.
+func (s *InferenceServiceSpec) GPUs() int32 {
+	if s.GPUsPerReplica == nil {
+		return DefaultGPUsPerReplica
+	}
+	return *s.GPUsPerReplica
+}
+
+// ImageOrDefault returns spec.image with its default applied.
+func (s *InferenceServiceSpec) ImageOrDefault() string {
+	if s.Image == "" {
+		return DefaultImage
+	}
+	return s.Image
+}
