@@ -1,15 +1,298 @@
+// Command localcluster runs a whole Kubernetes control plane in one process
+// on 127.0.0.1: embedded etcd, kube-apiserver, kube-controller-manager
+// controllers, kube-scheduler, fake nodes and a fake kubelet.
 package main
 
 import (
-	_ "go.etcd.io/etcd/server/v3/embed"
-	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
-	_ "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	_ "k8s.io/client-go/informers"
-	_ "k8s.io/component-base/version"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
-func main() {}
+// controllers run in-process (kube-controller-manager --controllers).
+var controllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"statefulset-controller",
+	"daemonset-controller",
+	"job-controller",
+	"cronjob-controller",
+	"ttl-after-finished-controller",
+	"garbage-collector-controller",
+	"resourcequota-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"root-ca-certificate-publisher-controller",
+	"horizontal-pod-autoscaler-controller",
+	"disruption-controller",
+	"pod-garbage-collector-controller",
+	"clusterrole-aggregation-controller",
+}
+
+var admissionPlugins = []string{
+	"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "PodSecurity",
+	"Priority", "DefaultTolerationSeconds", "DefaultStorageClass", "StorageObjectInUseProtection",
+	"PersistentVolumeClaimResize", "RuntimeClass", "DefaultIngressClass",
+	"MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "ResourceQuota",
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		dataDir      = flag.String("data-dir", "", "directory for etcd data, certificates and kubeconfigs (required)")
+		kubeconfig   = flag.String("kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/admin.kubeconfig)")
+		port         = flag.Int("apiserver-port", 0, "kube-apiserver port on 127.0.0.1; 0 reuses the data dir's last port if free, else picks a free one")
+		nodes        = flag.Int("nodes", 4, "number of fake nodes")
+		nodeCPU      = flag.String("node-cpu", "32", "CPU capacity of each fake node")
+		nodeMemory   = flag.String("node-memory", "256Gi", "memory capacity of each fake node")
+		nodeGPUs     = flag.Int64("node-gpus", 8, "nvidia.com/gpu capacity of each fake node")
+		nodePods     = flag.Int64("node-pods", 110, "pod capacity of each fake node")
+		backoffInit  = flag.Duration("kubelet-crash-backoff-initial", 2*time.Second, "fake kubelet: first back-off after a crash or failed image pull (doubles each time)")
+		backoffMax   = flag.Duration("kubelet-crash-backoff-max", 16*time.Second, "fake kubelet: back-off cap")
+		crashRun     = flag.Duration("kubelet-crash-run", time.Second, "fake kubelet: how long a crashing container runs before it exits")
+		terminated   = flag.Duration("kubelet-terminated-for", time.Second, "fake kubelet: how long a crashed container shows as terminated (Error/OOMKilled) before CrashLoopBackOff, and ErrImagePull before ImagePullBackOff")
+		hpaSync      = flag.Duration("hpa-sync-period", 5*time.Second, "horizontal-pod-autoscaler sync period")
+		verbosity    = flag.Int("v", 0, "klog verbosity of the control plane components")
+	)
+	flag.Parse()
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	_ = kfs.Set("v", strconv.Itoa(*verbosity))
+	_ = kfs.Set("logtostderr", "true")
+
+	if *dataDir == "" {
+		fmt.Fprintln(os.Stderr, "--data-dir is required")
+		return 2
+	}
+	cpu, err := resource.ParseQuantity(*nodeCPU)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--node-cpu: %v\n", err)
+		return 2
+	}
+	mem, err := resource.ParseQuantity(*nodeMemory)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--node-memory: %v\n", err)
+		return 2
+	}
+	dir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if *kubeconfig == "" {
+		*kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	}
+	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
+		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated}, *hpaSync); err != nil {
+		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration) error {
+	sigCh := make(chan os.Signal, 2)
+	signal.Notify(sigCh, syscall.SIGTERM, syscall.SIGINT)
+
+	p, err := ensurePKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	etcd, etcdURL, err := startEtcd(dir)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer etcd.Close()
+
+	if port == 0 {
+		if port, err = persistedPort(filepath.Join(dir, "apiserver.port")); err != nil {
+			return err
+		}
+	} else {
+		_ = os.WriteFile(filepath.Join(dir, "apiserver.port"), []byte(strconv.Itoa(port)), 0o600)
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+
+	kcDir := filepath.Join(dir, "kubeconfigs")
+	if err := os.MkdirAll(kcDir, 0o700); err != nil {
+		return err
+	}
+	write := func(path, stem string) error {
+		b, err := p.kubeconfig(server, stem)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(path, b, 0o600)
+	}
+	for _, id := range clientIdentities {
+		if err := write(filepath.Join(kcDir, id.stem+".kubeconfig"), id.stem); err != nil {
+			return err
+		}
+	}
+	if err := write(kubeconfigPath, "admin"); err != nil {
+		return err
+	}
+
+	// kube-apiserver
+	apiCtx, apiCancel := context.WithCancel(context.Background())
+	defer apiCancel()
+	apiErr := make(chan error, 1)
+	go func() {
+		apiErr <- runAPIServer(apiCtx, []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + filepath.Join(dir, "pki", "apiserver-generated"),
+			"--tls-cert-file=" + p.servingCert,
+			"--tls-private-key-file=" + p.servingKey,
+			"--client-ca-file=" + p.caCert,
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + p.saPub,
+			"--service-account-signing-key-file=" + p.saKey,
+			"--authorization-mode=RBAC",
+			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--endpoint-reconciler-type=none",
+			"--allow-privileged=true",
+			"--profiling=false",
+			"--v=" + klogV(),
+		})
+	}()
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// Wait for /readyz.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var code int
+		res := client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(context.Background())
+		res.StatusCode(&code)
+		if code == http.StatusOK {
+			break
+		}
+		select {
+		case err := <-apiErr:
+			return fmt.Errorf("kube-apiserver exited: %v", err)
+		case <-sigCh:
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("kube-apiserver /readyz not ok after 90s")
+		}
+	}
+
+	compCtx, compCancel := context.WithCancel(context.Background())
+	defer compCancel()
+	cmDone := make(chan error, 1)
+	go func() {
+		cmDone <- runControllerManager(compCtx, []string{
+			"--kubeconfig=" + filepath.Join(kcDir, "controller-manager.kubeconfig"),
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--bind-address=127.0.0.1",
+			"--controllers=" + strings.Join(controllers, ","),
+			"--service-account-private-key-file=" + p.saKey,
+			"--root-ca-file=" + p.caCert,
+			"--use-service-account-credentials=false",
+			"--flex-volume-plugin-dir=" + filepath.Join(dir, "controller-manager", "flexvolume"),
+			"--cert-dir=" + filepath.Join(dir, "controller-manager", "certs"),
+			"--horizontal-pod-autoscaler-sync-period=" + hpaSync.String(),
+			"--v=" + klogV(),
+		})
+	}()
+	schedDone := make(chan error, 1)
+	go func() {
+		schedDone <- runScheduler(compCtx, []string{
+			"--kubeconfig=" + filepath.Join(kcDir, "scheduler.kubeconfig"),
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--bind-address=127.0.0.1",
+			"--v=" + klogV(),
+		})
+	}()
+
+	kcfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(kcDir, "kubelet.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	kcfg.QPS, kcfg.Burst = 200, 400
+	kclient, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return err
+	}
+	if err := nc.ensureNodes(compCtx, kclient); err != nil {
+		return err
+	}
+	nc.heartbeat(compCtx, kclient)
+	kl := newKubelet(kclient, kc, nc.count)
+	if err := kl.run(compCtx); err != nil {
+		return err
+	}
+
+	fmt.Printf("localcluster ready kubeconfig=%s server=%s\n", kubeconfigPath, server)
+
+	var exitErr error
+	select {
+	case <-sigCh:
+	case err := <-apiErr:
+		exitErr = fmt.Errorf("kube-apiserver exited: %v", err)
+	case err := <-cmDone:
+		exitErr = fmt.Errorf("kube-controller-manager exited: %v", err)
+	case err := <-schedDone:
+		exitErr = fmt.Errorf("kube-scheduler exited: %v", err)
+	}
+	klog.InfoS("localcluster shutting down")
+	compCancel()
+	waitFor(cmDone, 5*time.Second)
+	waitFor(schedDone, 5*time.Second)
+	apiCancel()
+	waitFor(apiErr, 15*time.Second)
+	return exitErr
+}
+
+func waitFor(ch <-chan error, d time.Duration) {
+	select {
+	case <-ch:
+	case <-time.After(d):
+	}
+}
+
+func klogV() string {
+	if f := flag.Lookup("v"); f != nil {
+		return f.Value.String()
+	}
+	return "0"
+}

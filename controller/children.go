@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
+)
+
+// Names and values the operator puts on its children.
+const (
+	// InstanceLabel selects a model's pods; it is the Service's and Deployment's selector.
+	InstanceLabel = "ai.example.com/inferenceservice"
+	// ReplicasAnnotation records the spec.replicas last applied to the Deployment, so the
+	// operator sets the count only when the user changes it and otherwise leaves it to the HPA.
+	ReplicasAnnotation = "ai.example.com/replicas"
+	// ContainerName is the model server container.
+	ContainerName = "vllm"
+	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
+	PortName = "http"
+	Port     = 8000
+	// GPUResource is the extended resource the NVIDIA device plugin advertises.
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	// QueueMetric is vLLM's queue length, the HPA's signal.
+	QueueMetric = "num_requests_waiting"
+	// TargetQueueLength is the average queue length per pod the HPA aims for.
+	TargetQueueLength = 5
+)
+
+// childLabels are set on every child and on the pod template.
+func childLabels(name string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":     "vllm",
+		"app.kubernetes.io/instance": name,
+		informers.ManagedByLabel:     informers.ManagedByValue,
+		InstanceLabel:                name,
+	}
+}
+
+func selectorLabels(name string) map[string]string {
+	return map[string]string{InstanceLabel: name}
+}
+
+// ownerRef makes the isvc the controller of a child, so deletion cascades and events map back.
+func ownerRef(isvc *crd.InferenceService) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: crd.GroupVersion.String(), Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+func childMeta(isvc *crd.InferenceService) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: isvc.Name, Namespace: isvc.Namespace, Labels: childLabels(isvc.Name),
+		OwnerReferences: []metav1.OwnerReference{ownerRef(isvc)},
+	}
+}
+
+// hpaBounds are the seed's autoscaling bounds: min max(1, r/2), max 3r.
+func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
+	return max(1, replicas/2), replicas * 3
+}
+
+func desiredDeployment(isvc *crd.InferenceService) *appsv1.Deployment {
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: childMeta(isvc),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(isvc.Spec.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(isvc.Name)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(isvc.Name)},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{desiredContainer(&isvc.Spec)},
+					Volumes: []corev1.Volume{{
+						// vLLM shares tensors through /dev/shm; the runtime's 64Mi default is too small.
+						Name:         "shm",
+						VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
+					}},
+				},
+			},
+		},
+	}
+	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
+	return d
+}
+
+func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
+	probe := func(period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}},
+			PeriodSeconds:    period,
+			FailureThreshold: failures,
+		}
+	}
+	c := corev1.Container{
+		Name:  ContainerName,
+		Image: spec.ImageOrDefault(),
+		Args:  []string{"--model", spec.Model, "--port", strconv.Itoa(Port)},
+		Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
+		// Weights can take many minutes to load: the startup probe allows an hour before
+		// liveness applies, so a slow load is not mistaken for a hang.
+		StartupProbe:   probe(10, 360),
+		ReadinessProbe: probe(5, 3),
+		LivenessProbe:  probe(20, 3),
+		VolumeMounts:   []corev1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
+	}
+	if g := spec.GPUs(); g > 0 {
+		q := *resource.NewQuantity(int64(g), resource.DecimalSI)
+		c.Resources = corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{GPUResource: q},
+			Requests: corev1.ResourceList{GPUResource: q},
+		}
+	}
+	return c
+}
+
+func desiredService(isvc *crd.InferenceService) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: childMeta(isvc),
+		Spec: corev1.ServiceSpec{
+			Selector: selectorLabels(isvc.Name),
+			Ports: []corev1.ServicePort{{
+				Name: PortName, Port: Port, TargetPort: intstr.FromString(PortName), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
+func desiredHPA(isvc *crd.InferenceService) *autoscalingv2.HorizontalPodAutoscaler {
+	if isvc.Spec.Replicas == 0 {
+		return nil
+	}
+	lo, hi := hpaBounds(isvc.Spec.Replicas)
+	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
+	target := *resource.NewQuantity(TargetQueueLength, resource.DecimalSI)
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
+		ObjectMeta: childMeta(isvc),
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name},
+			MinReplicas:    ptr.To(lo),
+			MaxReplicas:    hi,
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.PodsMetricSourceType,
+				Pods: &autoscalingv2.PodsMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: QueueMetric},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
+				},
+			}},
+		},
+	}
+}

@@ -1,0 +1,261 @@
+package controller
+
+import (
+	"maps"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+)
+
+// Each child kind has a pair: xDrifted compares only the fields the operator owns (never what
+// the API server defaults or other controllers write back, or the operator would loop), and
+// setX writes those fields onto a copy of the live object. A test checks that after setX,
+// xDrifted is false.
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeLabels(have, want map[string]string) map[string]string {
+	if have == nil {
+		have = make(map[string]string, len(want))
+	}
+	maps.Copy(have, want)
+	return have
+}
+
+// wantedReplicas decides the Deployment's replica count without fighting the HPA: the spec's
+// count is applied when the user changed it (the annotation records the last one applied) or
+// when the live count is outside the HPA's bounds; otherwise the HPA's choice stands.
+func wantedReplicas(live *appsv1.Deployment, specReplicas int32) (int32, bool) {
+	if live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(specReplicas)) {
+		return specReplicas, true
+	}
+	cur := ptr.Deref(live.Spec.Replicas, 1)
+	if specReplicas == 0 {
+		return 0, cur != 0
+	}
+	lo, hi := hpaBounds(specReplicas)
+	if cur < lo || cur > hi {
+		return specReplicas, true
+	}
+	return cur, false
+}
+
+func findContainer(cs []corev1.Container, name string) int {
+	for i := range cs {
+		if cs[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func probeDrifted(have, want *corev1.Probe) bool {
+	if have == nil || want == nil {
+		return (have == nil) != (want == nil)
+	}
+	if have.HTTPGet == nil || want.HTTPGet == nil {
+		return (have.HTTPGet == nil) != (want.HTTPGet == nil)
+	}
+	return have.HTTPGet.Path != want.HTTPGet.Path || have.HTTPGet.Port != want.HTTPGet.Port ||
+		have.PeriodSeconds != want.PeriodSeconds || have.FailureThreshold != want.FailureThreshold
+}
+
+func quantityDrifted(have, want corev1.ResourceList, name corev1.ResourceName) bool {
+	h, hok := have[name]
+	w, wok := want[name]
+	return hok != wok || (hok && h.Cmp(w) != 0)
+}
+
+func containerDrifted(have, want *corev1.Container) bool {
+	if have.Image != want.Image || len(have.Args) != len(want.Args) || len(have.Ports) != len(want.Ports) {
+		return true
+	}
+	for i := range want.Args {
+		if have.Args[i] != want.Args[i] {
+			return true
+		}
+	}
+	for i := range want.Ports {
+		h, w := have.Ports[i], want.Ports[i]
+		if h.Name != w.Name || h.ContainerPort != w.ContainerPort || h.Protocol != w.Protocol {
+			return true
+		}
+	}
+	if quantityDrifted(have.Resources.Limits, want.Resources.Limits, GPUResource) ||
+		quantityDrifted(have.Resources.Requests, want.Resources.Requests, GPUResource) {
+		return true
+	}
+	if probeDrifted(have.StartupProbe, want.StartupProbe) || probeDrifted(have.ReadinessProbe, want.ReadinessProbe) ||
+		probeDrifted(have.LivenessProbe, want.LivenessProbe) {
+		return true
+	}
+	for _, m := range want.VolumeMounts {
+		if !hasMount(have.VolumeMounts, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasMount(ms []corev1.VolumeMount, want corev1.VolumeMount) bool {
+	for _, m := range ms {
+		if m.Name == want.Name && m.MountPath == want.MountPath {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
+	for _, v := range vs {
+		if v.Name == want.Name {
+			return equality.Semantic.DeepEqual(v.VolumeSource, want.VolumeSource)
+		}
+	}
+	return false
+}
+
+func deploymentDrifted(live, want *appsv1.Deployment, specReplicas int32) bool {
+	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] {
+		return true
+	}
+	if _, change := wantedReplicas(live, specReplicas); change {
+		return true
+	}
+	lt, wt := &live.Spec.Template, &want.Spec.Template
+	if !hasLabels(lt.Labels, wt.Labels) {
+		return true
+	}
+	i := findContainer(lt.Spec.Containers, ContainerName)
+	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) {
+		return true
+	}
+	for _, v := range wt.Spec.Volumes {
+		if !hasVolume(lt.Spec.Volumes, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// setDeployment writes the owned fields of want onto out, a copy of the live object.
+func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
+	n, _ := wantedReplicas(out, specReplicas)
+	out.Spec.Replicas = ptr.To(n)
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Annotations = mergeLabels(out.Annotations, want.Annotations)
+	t := &out.Spec.Template
+	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
+	wc := want.Spec.Template.Spec.Containers[0]
+	if i := findContainer(t.Spec.Containers, ContainerName); i < 0 {
+		t.Spec.Containers = append(t.Spec.Containers, wc)
+	} else {
+		c := &t.Spec.Containers[i]
+		c.Image, c.Args, c.Ports = wc.Image, wc.Args, wc.Ports
+		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
+		setQuantity(&c.Resources.Limits, wc.Resources.Limits, GPUResource)
+		setQuantity(&c.Resources.Requests, wc.Resources.Requests, GPUResource)
+		for _, m := range wc.VolumeMounts {
+			if !hasMount(c.VolumeMounts, m) {
+				c.VolumeMounts = append(removeMount(c.VolumeMounts, m.Name), m)
+			}
+		}
+	}
+	for _, v := range want.Spec.Template.Spec.Volumes {
+		if !hasVolume(t.Spec.Volumes, v) {
+			t.Spec.Volumes = append(removeVolume(t.Spec.Volumes, v.Name), v)
+		}
+	}
+}
+
+func setQuantity(dst *corev1.ResourceList, src corev1.ResourceList, name corev1.ResourceName) {
+	q, ok := src[name]
+	if !ok {
+		delete(*dst, name)
+		return
+	}
+	if *dst == nil {
+		*dst = corev1.ResourceList{}
+	}
+	(*dst)[name] = q
+}
+
+func removeMount(ms []corev1.VolumeMount, name string) []corev1.VolumeMount {
+	out := ms[:0]
+	for _, m := range ms {
+		if m.Name != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func removeVolume(vs []corev1.Volume, name string) []corev1.Volume {
+	out := vs[:0]
+	for _, v := range vs {
+		if v.Name != name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func findPort(ps []corev1.ServicePort, name string) int {
+	for i := range ps {
+		if ps[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func serviceDrifted(live, want *corev1.Service) bool {
+	if !hasLabels(live.Labels, want.Labels) || !maps.Equal(live.Spec.Selector, want.Spec.Selector) {
+		return true
+	}
+	i := findPort(live.Spec.Ports, PortName)
+	if i < 0 {
+		return true
+	}
+	h, w := live.Spec.Ports[i], want.Spec.Ports[0]
+	return h.Port != w.Port || h.TargetPort != w.TargetPort || h.Protocol != w.Protocol
+}
+
+func setService(out, want *corev1.Service) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.Selector = maps.Clone(want.Spec.Selector)
+	w := want.Spec.Ports[0]
+	if i := findPort(out.Spec.Ports, PortName); i < 0 {
+		out.Spec.Ports = append(out.Spec.Ports, w)
+	} else {
+		p := &out.Spec.Ports[i]
+		p.Port, p.TargetPort, p.Protocol = w.Port, w.TargetPort, w.Protocol
+	}
+}
+
+func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {
+	return !hasLabels(live.Labels, want.Labels) ||
+		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef ||
+		ptr.Deref(live.Spec.MinReplicas, 1) != ptr.Deref(want.Spec.MinReplicas, 1) ||
+		live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
+		!equality.Semantic.DeepEqual(live.Spec.Metrics, want.Spec.Metrics)
+}
+
+func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.ScaleTargetRef = want.Spec.ScaleTargetRef
+	out.Spec.MinReplicas = ptr.To(*want.Spec.MinReplicas)
+	out.Spec.MaxReplicas = want.Spec.MaxReplicas
+	out.Spec.Metrics = want.Spec.Metrics
+}

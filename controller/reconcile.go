@@ -1,0 +1,139 @@
+// Package controller turns InferenceServices into Deployments, Services and HPAs: event
+// handlers resolve owners and enqueue, a pure Reconcile decides actions and status, and a thin
+// layer applies them with conflict retries and reports the outcome.
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Observed is what the caches hold for one InferenceService. Every pointer is shared with an
+// informer's cache and must not be modified.
+type Observed struct {
+	Deployment  *appsv1.Deployment
+	Service     *corev1.Service
+	HPA         *autoscalingv2.HorizontalPodAutoscaler
+	ReplicaSets []*appsv1.ReplicaSet
+	Pods        []*corev1.Pod
+}
+
+// Input is everything Reconcile depends on.
+type Input struct {
+	ISVC     *crd.InferenceService
+	Observed Observed
+	Now      metav1.Time
+}
+
+// Verb is what to do with a child.
+type Verb string
+
+// Verbs.
+const (
+	Create Verb = "create"
+	Update Verb = "update"
+	Delete Verb = "delete"
+)
+
+// Child is any of the objects the operator manages.
+type Child interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Action is one change to one child. For Update, Object is a copy of the live object with the
+// owned fields set, carrying the resourceVersion read from the cache.
+type Action struct {
+	Verb   Verb
+	Kind   string
+	Object Child
+}
+
+// Output is Reconcile's decision.
+type Output struct {
+	Actions []Action
+	// Conflicts name children that exist but are not controlled by this InferenceService.
+	Conflicts []string
+	Status    crd.InferenceServiceStatus
+}
+
+// Reconcile is the controller's core, a pure function of the spec and the observed children:
+// create what is missing, update only owned fields that differ, delete what should not exist,
+// never touch a child someone else controls, and compute the status.
+func Reconcile(in Input) Output {
+	isvc := in.ISVC
+	var out Output
+	r := isvc.Spec.Replicas
+
+	wantD := desiredDeployment(isvc)
+	switch live := in.Observed.Deployment; {
+	case live == nil:
+		out.add(Create, "Deployment", wantD)
+	case !controlledBy(live, isvc):
+		out.conflict("Deployment", live)
+	case deploymentDrifted(live, wantD, r):
+		upd := live.DeepCopy()
+		setDeployment(upd, wantD, r)
+		out.add(Update, "Deployment", upd)
+	}
+
+	wantS := desiredService(isvc)
+	switch live := in.Observed.Service; {
+	case live == nil:
+		out.add(Create, "Service", wantS)
+	case !controlledBy(live, isvc):
+		out.conflict("Service", live)
+	case serviceDrifted(live, wantS):
+		upd := live.DeepCopy()
+		setService(upd, wantS)
+		out.add(Update, "Service", upd)
+	}
+
+	wantH := desiredHPA(isvc)
+	switch live := in.Observed.HPA; {
+	case live == nil && wantH != nil:
+		out.add(Create, "HorizontalPodAutoscaler", wantH)
+	case live == nil:
+	case !controlledBy(live, isvc):
+		if wantH != nil {
+			out.conflict("HorizontalPodAutoscaler", live)
+		}
+	case wantH == nil:
+		out.add(Delete, "HorizontalPodAutoscaler", live)
+	case hpaDrifted(live, wantH):
+		upd := live.DeepCopy()
+		setHPA(upd, wantH)
+		out.add(Update, "HorizontalPodAutoscaler", upd)
+	}
+
+	out.Status = computeStatus(in, out.Actions, out.Conflicts)
+	return out
+}
+
+func (o *Output) add(v Verb, kind string, obj Child) {
+	o.Actions = append(o.Actions, Action{Verb: v, Kind: kind, Object: obj})
+}
+
+func (o *Output) conflict(kind string, obj metav1.Object) {
+	o.Conflicts = append(o.Conflicts, conflictMessage(kind, obj))
+}
+
+func conflictMessage(kind string, obj metav1.Object) string {
+	owner := "no controller"
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		owner = "controller " + ref.Kind + " " + ref.Name
+	}
+	return kind + " " + obj.GetNamespace() + "/" + obj.GetName() + " already exists and is not owned by this InferenceService (" + owner + "); delete or rename it"
+}
+
+// controlledBy checks the controller reference by UID, so a same-named child of a deleted and
+// recreated InferenceService is not mistaken for this one's.
+func controlledBy(obj metav1.Object, isvc *crd.InferenceService) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == isvc.UID
+}

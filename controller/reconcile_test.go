@@ -1,0 +1,356 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// world is a tiny fake API server and deployment controller for table tests of the pure
+// reconcile; the real proof is the e2e suite against a real API server.
+type world struct {
+	isvc *crd.InferenceService
+	obs  Observed
+	rv   int
+}
+
+func newWorld(replicas int32) *world {
+	i := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: replicas, GPUsPerReplica: ptr.To[int32](1)}}
+	i.Name, i.Namespace, i.UID, i.Generation = "qwen3", "default", types.UID("isvc-uid"), 1
+	return &world{isvc: i}
+}
+
+func (w *world) now() metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, w.rv, 0, time.UTC)) }
+
+func (w *world) reconcile() Output {
+	out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: w.now()})
+	w.isvc.Status = out.Status
+	return out
+}
+
+// apply plays the API server: store, bump resourceVersion and generation, fill defaults.
+func (w *world) apply(actions []Action) {
+	for _, a := range actions {
+		w.rv++
+		a.Object.SetResourceVersion(fmt.Sprint(w.rv))
+		switch o := a.Object.(type) {
+		case *appsv1.Deployment:
+			if a.Verb == Delete {
+				w.obs.Deployment = nil
+				continue
+			}
+			o.Generation++
+			serverDefaults(o)
+			w.obs.Deployment = o
+		case *corev1.Service:
+			if a.Verb == Delete {
+				w.obs.Service = nil
+				continue
+			}
+			o.Spec.ClusterIP, o.Spec.Type, o.Spec.SessionAffinity = "10.0.0.1", corev1.ServiceTypeClusterIP, corev1.ServiceAffinityNone
+			w.obs.Service = o
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			if a.Verb == Delete {
+				w.obs.HPA = nil
+				continue
+			}
+			w.obs.HPA = o
+		}
+	}
+}
+
+func serverDefaults(d *appsv1.Deployment) {
+	d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	d.Spec.Template.Spec.DNSPolicy = corev1.DNSClusterFirst
+	for i := range d.Spec.Template.Spec.Containers {
+		c := &d.Spec.Template.Spec.Containers[i]
+		c.ImagePullPolicy, c.TerminationMessagePath = corev1.PullIfNotPresent, "/dev/termination-log"
+		for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			if p != nil {
+				p.TimeoutSeconds, p.SuccessThreshold, p.HTTPGet.Scheme = 1, 1, corev1.URISchemeHTTP
+			}
+		}
+	}
+}
+
+// podsReady plays the deployment controller and kubelet: every desired pod updated and ready.
+func (w *world) podsReady() {
+	d := w.obs.Deployment.DeepCopy()
+	n := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	w.obs.Deployment = d
+}
+
+func verbs(actions []Action) string {
+	var s []string
+	for _, a := range actions {
+		s = append(s, string(a.Verb)+" "+a.Kind)
+	}
+	return strings.Join(s, ", ")
+}
+
+// TestSeedRun reproduces the source document's run step for step.
+func TestSeedRun(t *testing.T) {
+	w := newWorld(3)
+
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler" {
+		t.Fatalf("first reconcile: %s", got)
+	}
+	if out.Status.ReadyReplicas != 0 || out.Status.Phase != crd.PhaseProgressing {
+		t.Fatalf("first status %+v", out.Status)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+
+	out = w.reconcile()
+	if len(out.Actions) != 0 || out.Status.ReadyReplicas != 3 || out.Status.Phase != crd.PhaseReady {
+		t.Fatalf("converged: actions %q status %+v", verbs(out.Actions), out.Status)
+	}
+	if !meta.IsStatusConditionTrue(out.Status.Conditions, crd.ConditionReady) {
+		t.Fatal("Ready condition not True")
+	}
+
+	w.isvc.Spec.Replicas, w.isvc.Generation = 6, 2
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler" {
+		t.Fatalf("after 3->6: %s", got)
+	}
+	d := out.Actions[0].Object.(*appsv1.Deployment)
+	h := out.Actions[1].Object.(*autoscalingv2.HorizontalPodAutoscaler)
+	if *d.Spec.Replicas != 6 || *h.Spec.MinReplicas != 3 || h.Spec.MaxReplicas != 18 || h.Spec.Metrics[0].Pods.Metric.Name != "num_requests_waiting" {
+		t.Fatalf("deploy replicas %d, hpa %d..%d", *d.Spec.Replicas, *h.Spec.MinReplicas, h.Spec.MaxReplicas)
+	}
+	if d.ResourceVersion == "" {
+		t.Fatal("an update must carry the resourceVersion read, for optimistic locking")
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	out = w.reconcile()
+	if len(out.Actions) != 0 || out.Status.ReadyReplicas != 6 || out.Status.Phase != crd.PhaseReady {
+		t.Fatalf("after 3->6 converged: %q %+v", verbs(out.Actions), out.Status)
+	}
+
+	w.obs.Service = nil
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "create Service" {
+		t.Fatalf("self-heal: %s", got)
+	}
+}
+
+func converged(t *testing.T, replicas int32) *world {
+	t.Helper()
+	w := newWorld(replicas)
+	w.apply(w.reconcile().Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("not converged: %s", verbs(out.Actions))
+	}
+	return w
+}
+
+func TestDoesNotFightTheHPA(t *testing.T) {
+	w := converged(t, 4) // HPA bounds 2..12
+	for _, n := range []int32{2, 9, 12} {
+		d := w.obs.Deployment.DeepCopy()
+		d.Spec.Replicas = ptr.To(n)
+		w.obs.Deployment = d
+		if out := w.reconcile(); len(out.Actions) != 0 {
+			t.Fatalf("HPA chose %d: operator wants %s", n, verbs(out.Actions))
+		}
+	}
+	d := w.obs.Deployment.DeepCopy()
+	d.Spec.Replicas = ptr.To[int32](100) // outside the HPA's bounds: someone tampered
+	w.obs.Deployment = d
+	out := w.reconcile()
+	if len(out.Actions) != 1 || *out.Actions[0].Object.(*appsv1.Deployment).Spec.Replicas != 4 {
+		t.Fatalf("tampered replicas not restored: %s", verbs(out.Actions))
+	}
+}
+
+func TestRestoresTamperedOwnedFieldsOnly(t *testing.T) {
+	cases := map[string]func(w *world){
+		"image": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			d.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+			w.obs.Deployment = d
+		},
+		"gpus": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, GPUResource)
+			w.obs.Deployment = d
+		},
+		"service port": func(w *world) {
+			s := w.obs.Service.DeepCopy()
+			s.Spec.Ports[0].Port = 9000
+			w.obs.Service = s
+		},
+		"service selector": func(w *world) {
+			s := w.obs.Service.DeepCopy()
+			s.Spec.Selector = map[string]string{"app": "other"}
+			w.obs.Service = s
+		},
+		"hpa max": func(w *world) {
+			h := w.obs.HPA.DeepCopy()
+			h.Spec.MaxReplicas = 1
+			w.obs.HPA = h
+		},
+		"managed-by label": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			delete(d.Labels, "app.kubernetes.io/managed-by")
+			w.obs.Deployment = d
+		},
+	}
+	for name, tamper := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := converged(t, 2)
+			tamper(w)
+			out := w.reconcile()
+			if len(out.Actions) != 1 || out.Actions[0].Verb != Update {
+				t.Fatalf("want one update, got %s", verbs(out.Actions))
+			}
+			w.apply(out.Actions)
+			if out := w.reconcile(); len(out.Actions) != 0 {
+				t.Fatalf("not converged after restore: %s", verbs(out.Actions))
+			}
+		})
+	}
+
+	ignored := map[string]func(w *world){
+		"sidecar added": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "proxy", Image: "envoy"})
+			w.obs.Deployment = d
+		},
+		"extra label and annotation": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			d.Labels["team"], d.Annotations["note"] = "a", "b"
+			w.obs.Deployment = d
+		},
+		"status written by the deployment controller": func(w *world) {
+			d := w.obs.Deployment.DeepCopy()
+			d.Status.ReadyReplicas, d.Status.Conditions = 1, []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable}}
+			w.obs.Deployment = d
+		},
+		"hpa status": func(w *world) {
+			h := w.obs.HPA.DeepCopy()
+			h.Status.CurrentReplicas, h.Status.DesiredReplicas = 3, 3
+			w.obs.HPA = h
+		},
+	}
+	for name, change := range ignored {
+		t.Run("ignores "+name, func(t *testing.T) {
+			w := converged(t, 2)
+			change(w)
+			if out := w.reconcile(); len(out.Actions) != 0 {
+				t.Fatalf("must not act on a field it does not own: %s", verbs(out.Actions))
+			}
+		})
+	}
+}
+
+func TestNeverTouchesChildrenItDoesNotControl(t *testing.T) {
+	w := newWorld(2)
+	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"}}
+	w.obs.Deployment = foreign
+	// A child of a deleted isvc with the same name: same kind and name, other UID.
+	stale := desiredService(w.isvc)
+	stale.OwnerReferences[0].UID = "deleted-isvc"
+	w.obs.Service = stale
+	out := w.reconcile()
+	for _, a := range out.Actions {
+		if a.Kind == "Deployment" || a.Kind == "Service" {
+			t.Fatalf("acted on a child it does not control: %s", verbs(out.Actions))
+		}
+	}
+	if len(out.Conflicts) != 2 || out.Status.Phase != crd.PhaseFailed || out.Status.Reason != ReasonChildConflict {
+		t.Fatalf("conflicts %v status %+v", out.Conflicts, out.Status)
+	}
+	c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionReady)
+	if !strings.Contains(c.Message, "Deployment default/qwen3 already exists and is not owned") {
+		t.Fatalf("message %q", c.Message)
+	}
+}
+
+func TestScaleToZeroRemovesTheHPA(t *testing.T) {
+	w := converged(t, 2)
+	w.isvc.Spec.Replicas, w.isvc.Generation = 0, 2
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, delete HorizontalPodAutoscaler" {
+		t.Fatalf("scale to zero: %s", got)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	out = w.reconcile()
+	if len(out.Actions) != 0 || out.Status.Phase != crd.PhaseReady || meta.FindStatusCondition(out.Status.Conditions, crd.ConditionReady).Reason != ReasonScaledToZero {
+		t.Fatalf("at zero: %s %+v", verbs(out.Actions), out.Status)
+	}
+	w.isvc.Spec.Replicas, w.isvc.Generation = 2, 3
+	if got := verbs(w.reconcile().Actions); got != "update Deployment, create HorizontalPodAutoscaler" {
+		t.Fatalf("scale from zero: %s", got)
+	}
+}
+
+func TestStatusIsStableWhenNothingChanges(t *testing.T) {
+	w := converged(t, 3)
+	before := w.isvc.Status
+	w.rv += 100 // time passes
+	after := w.reconcile().Status
+	for i := range before.Conditions {
+		if !before.Conditions[i].LastTransitionTime.Equal(&after.Conditions[i].LastTransitionTime) {
+			t.Fatal("lastTransitionTime moved without a transition")
+		}
+	}
+	if !statusEqual(&before, &after) {
+		t.Fatalf("status changed with nothing changed:\n%+v\n%+v", before, after)
+	}
+}
+
+func TestNotReadyReportsTheLayer(t *testing.T) {
+	w := converged(t, 3)
+	d := w.obs.Deployment.DeepCopy()
+	d.Status.ReadyReplicas = 1
+	w.obs.Deployment = d
+	st := w.reconcile().Status
+	c := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
+	if st.Phase != crd.PhaseProgressing || c.Reason != ReasonReplicasNotReady || c.Message != "Deployment qwen3: 1/3 replicas ready" {
+		t.Fatalf("%+v %+v", st, c)
+	}
+}
+
+func TestSetThenNotDrifted(t *testing.T) {
+	w := newWorld(5)
+	w.isvc.Spec.Image = "vllm/vllm-openai:v0.12.0"
+	wantD, wantS, wantH := desiredDeployment(w.isvc), desiredService(w.isvc), desiredHPA(w.isvc)
+	blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}}}},
+		Volumes:    []corev1.Volume{{Name: "shm"}},
+	}}}}
+	setDeployment(blankD, wantD, 5)
+	if deploymentDrifted(blankD, wantD, 5) {
+		t.Fatal("deployment drifted after set")
+	}
+	blankS := &corev1.Service{}
+	setService(blankS, wantS)
+	if serviceDrifted(blankS, wantS) {
+		t.Fatal("service drifted after set")
+	}
+	blankH := &autoscalingv2.HorizontalPodAutoscaler{}
+	setHPA(blankH, wantH)
+	if hpaDrifted(blankH, wantH) {
+		t.Fatal("hpa drifted after set")
+	}
+}

@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Condition reasons. They are API: dashboards and alerts match on them.
+const (
+	// ReasonAvailable: at least spec.replicas pods are ready and every child matches the spec.
+	ReasonAvailable = "Available"
+	// ReasonScaledToZero: spec.replicas is 0; nothing runs and nothing is expected to.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonReconciling: the operator is creating, updating or deleting children.
+	ReasonReconciling = "Reconciling"
+	// ReasonRolloutInProgress: the Deployment is rolling out a new pod template.
+	ReasonRolloutInProgress = "RolloutInProgress"
+	// ReasonReplicasNotReady: children match the spec but fewer than spec.replicas pods are ready.
+	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonChildConflict: a same-named child exists that this InferenceService does not control.
+	ReasonChildConflict = "ChildConflict"
+	// ReasonInvalidSpec: the stored object breaks a validation rule (stored before the rule existed).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonForbidden: the operator's RBAC does not allow an action on a child.
+	ReasonForbidden = "Forbidden"
+	// ReasonReconcileError: an API call failed; the operator retries with backoff.
+	ReasonReconcileError = "ReconcileError"
+	// ReasonConverged: Progressing is False because nothing is left to do.
+	ReasonConverged = "Converged"
+	// ReasonDeleting: the InferenceService is being deleted.
+	ReasonDeleting = "Deleting"
+	// ReasonRegistered / ReasonGatewayUnavailable: the gateway registration's outcome.
+	ReasonRegistered         = "Registered"
+	ReasonGatewayUnavailable = "GatewayUnavailable"
+)
+
+// Cause is one reason the model is not serving, ranked: lower Rank blocks more.
+type Cause struct {
+	Rank    int
+	Reason  string
+	Message string
+}
+
+// Ranks, most blocking first.
+const (
+	RankSpec     = 0 // nothing can proceed until the user changes the object
+	RankConflict = 10
+	RankAPI      = 20
+	RankPods     = 50
+	RankRollout  = 70
+	RankActing   = 80
+)
+
+func computeStatus(in Input, actions []Action, conflicts []string) crd.InferenceServiceStatus {
+	isvc := in.ISVC
+	st := crd.InferenceServiceStatus{
+		ObservedGeneration: isvc.Generation,
+		Selector:           labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
+		Conditions:         append([]metav1.Condition(nil), isvc.Status.Conditions...),
+	}
+	d := in.Observed.Deployment
+	if d != nil && controlledBy(d, isvc) {
+		st.Replicas, st.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
+	} else {
+		d = nil
+	}
+
+	var causes []Cause
+	for _, c := range conflicts {
+		causes = append(causes, Cause{RankConflict, ReasonChildConflict, c})
+	}
+	if len(actions) > 0 {
+		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
+	}
+	if d != nil && len(actions) == 0 {
+		causes = append(causes, rolloutCauses(isvc, d)...)
+	}
+	return withCauses(st, isvc, causes, in.Now)
+}
+
+// withCauses sets Ready, Progressing, phase and reason from the ranked causes.
+func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, causes []Cause, now metav1.Time) crd.InferenceServiceStatus {
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now,
+		})
+	}
+	if len(causes) == 0 {
+		reason, msg := ReasonAvailable, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, isvc.Spec.Replicas)
+		if isvc.Spec.Replicas == 0 {
+			reason, msg = ReasonScaledToZero, "spec.replicas is 0: no pods run"
+		}
+		set(crd.ConditionReady, metav1.ConditionTrue, reason, msg)
+		set(crd.ConditionProgressing, metav1.ConditionFalse, ReasonConverged, "every child matches the spec")
+		st.Phase, st.Reason = crd.PhaseReady, ""
+		return st
+	}
+	sortCauses(causes)
+	top := causes[0]
+	msgs := make([]string, len(causes))
+	for i, c := range causes {
+		msgs[i] = c.Message
+	}
+	set(crd.ConditionReady, metav1.ConditionFalse, top.Reason, strings.Join(msgs, "; "))
+	st.Reason = top.Reason
+	if top.Rank <= RankConflict {
+		set(crd.ConditionProgressing, metav1.ConditionFalse, top.Reason, top.Message)
+		st.Phase = crd.PhaseFailed
+	} else {
+		set(crd.ConditionProgressing, metav1.ConditionTrue, top.Reason, top.Message)
+		st.Phase = crd.PhaseProgressing
+	}
+	return st
+}
+
+// sortCauses orders by rank, stable so equal ranks keep discovery order (insertion sort: the
+// list is a handful long and this avoids sort's allocation).
+func sortCauses(cs []Cause) {
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].Rank < cs[j-1].Rank; j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
+}
+
+func describeActions(actions []Action) string {
+	var b strings.Builder
+	for i, a := range actions {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(a.Verb))
+		b.WriteByte(' ')
+		b.WriteString(a.Kind)
+		b.WriteByte(' ')
+		b.WriteString(a.Object.GetName())
+	}
+	return b.String()
+}
+
+// statusEqual decides whether a status write is needed; Semantic compares times and
+// quantities by value.
+func statusEqual(a, b *crd.InferenceServiceStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,241 @@
+// Package informers hands out the operator's caches: a dynamic informer on InferenceService and
+// typed informers on the children it manages, scoped by label and stripped of managedFields,
+// one set per watched namespace (or one for the whole cluster).
+package informers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// ManagedByLabel is set by the operator on every child and pod template, so the children
+// informers watch only what the operator manages.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "inferenceservice-operator"
+)
+
+// Options scope the caches.
+type Options struct {
+	// Namespaces to watch; empty means all namespaces.
+	Namespaces []string
+	// Resync re-delivers every cached object this often (0 disables it).
+	Resync time.Duration
+}
+
+// Set is the operator's caches across its namespaces.
+type Set struct {
+	scopes map[string]*scope // by namespace; "" for cluster-wide
+}
+
+type scope struct {
+	isvc     dynamicinformer.DynamicSharedInformerFactory
+	children informers.SharedInformerFactory
+	isvcInf  informers.GenericInformer
+	deploy   cache.SharedIndexInformer
+	rs       cache.SharedIndexInformer
+	svc      cache.SharedIndexInformer
+	hpa      cache.SharedIndexInformer
+	pod      cache.SharedIndexInformer
+}
+
+// New builds, but does not start, the informers.
+func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
+	namespaces := opts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	s := &Set{scopes: map[string]*scope{}}
+	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).String()
+	for _, ns := range namespaces {
+		sc := &scope{}
+		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
+		sc.isvcInf = sc.isvc.ForResource(crd.Resource)
+		must(sc.isvcInf.Informer().SetTransform(StripManagedFields))
+		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
+			informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+			informers.WithTransform(StripManagedFields),
+		)
+		sc.deploy = sc.children.Apps().V1().Deployments().Informer()
+		sc.rs = sc.children.Apps().V1().ReplicaSets().Informer()
+		sc.svc = sc.children.Core().V1().Services().Informer()
+		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		sc.pod = sc.children.Core().V1().Pods().Informer()
+		s.scopes[ns] = sc
+	}
+	return s
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // only on programmer error: a transform set after the informer started
+	}
+}
+
+// StripManagedFields drops managedFields, which the operator never reads, to halve the cache.
+func StripManagedFields(obj interface{}) (interface{}, error) {
+	if acc, err := meta.Accessor(obj); err == nil && acc.GetManagedFields() != nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Handlers receives the events of every informer in the set.
+type Handlers struct {
+	InferenceService cache.ResourceEventHandler
+	Child            cache.ResourceEventHandler // Deployments, Services, HPAs
+	ReplicaSet       cache.ResourceEventHandler
+	Pod              cache.ResourceEventHandler
+}
+
+// AddEventHandlers wires h into every scope.
+func (s *Set) AddEventHandlers(h Handlers) error {
+	for _, sc := range s.scopes {
+		add := func(inf cache.SharedIndexInformer, eh cache.ResourceEventHandler) error {
+			if eh == nil {
+				return nil
+			}
+			_, err := inf.AddEventHandler(eh)
+			return err
+		}
+		for _, p := range []struct {
+			inf cache.SharedIndexInformer
+			h   cache.ResourceEventHandler
+		}{{sc.isvcInf.Informer(), h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
+			if err := add(p.inf, p.h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Start starts every informer; they stop when ctx is done.
+func (s *Set) Start(ctx context.Context) {
+	for _, sc := range s.scopes {
+		sc.isvc.Start(ctx.Done())
+		sc.children.Start(ctx.Done())
+	}
+}
+
+// HasSynced reports whether every cache has been filled once; /readyz uses it.
+func (s *Set) HasSynced() bool {
+	for _, sc := range s.scopes {
+		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.pod} {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// WaitForCacheSync blocks until every cache has synced or ctx is done.
+func (s *Set) WaitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), s.HasSynced)
+}
+
+func (s *Set) scopeFor(namespace string) (*scope, bool) {
+	if sc, ok := s.scopes[metav1.NamespaceAll]; ok {
+		return sc, true
+	}
+	sc, ok := s.scopes[namespace]
+	return sc, ok
+}
+
+// Watches reports whether namespace is in the operator's scope.
+func (s *Set) Watches(namespace string) bool {
+	_, ok := s.scopeFor(namespace)
+	return ok
+}
+
+func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, name string) (T, bool, error) {
+	var zero T
+	sc, ok := s.scopeFor(namespace)
+	if !ok {
+		return zero, false, nil
+	}
+	obj, exists, err := pick(sc).GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return zero, false, err
+	}
+	t, ok := obj.(T)
+	if !ok {
+		return zero, false, fmt.Errorf("cache for %s/%s holds %T", namespace, name, obj)
+	}
+	return t, true, nil
+}
+
+// InferenceService returns the cached object; callers must not modify it.
+func (s *Set) InferenceService(namespace, name string) (*unstructured.Unstructured, bool, error) {
+	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf.Informer() }, namespace, name)
+}
+
+// Deployment returns the cached Deployment; callers must not modify it.
+func (s *Set) Deployment(namespace, name string) (*appsv1.Deployment, bool, error) {
+	return get[*appsv1.Deployment](s, func(sc *scope) cache.SharedIndexInformer { return sc.deploy }, namespace, name)
+}
+
+// Service returns the cached Service; callers must not modify it.
+func (s *Set) Service(namespace, name string) (*corev1.Service, bool, error) {
+	return get[*corev1.Service](s, func(sc *scope) cache.SharedIndexInformer { return sc.svc }, namespace, name)
+}
+
+// HPA returns the cached HorizontalPodAutoscaler; callers must not modify it.
+func (s *Set) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error) {
+	return get[*autoscalingv2.HorizontalPodAutoscaler](s, func(sc *scope) cache.SharedIndexInformer { return sc.hpa }, namespace, name)
+}
+
+// ReplicaSets lists the cached ReplicaSets in namespace matching selector.
+func (s *Set) ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error) {
+	sc, ok := s.scopeFor(namespace)
+	if !ok {
+		return nil, nil
+	}
+	var out []*appsv1.ReplicaSet
+	err := cache.ListAllByNamespace(sc.rs.GetIndexer(), namespace, selector, func(o interface{}) {
+		out = append(out, o.(*appsv1.ReplicaSet))
+	})
+	return out, err
+}
+
+// Pods lists the cached Pods in namespace matching selector.
+func (s *Set) Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	sc, ok := s.scopeFor(namespace)
+	if !ok {
+		return nil, nil
+	}
+	var out []*corev1.Pod
+	err := cache.ListAllByNamespace(sc.pod.GetIndexer(), namespace, selector, func(o interface{}) {
+		out = append(out, o.(*corev1.Pod))
+	})
+	return out, err
+}
+
+// InferenceServices lists every cached InferenceService (for metrics); do not modify them.
+func (s *Set) InferenceServices() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, sc := range s.scopes {
+		for _, o := range sc.isvcInf.Informer().GetStore().List() {
+			out = append(out, o.(*unstructured.Unstructured))
+		}
+	}
+	return out
+}
