@@ -117,8 +117,23 @@ func (c nodeConfig) ensureNodes(ctx context.Context, client kubernetes.Interface
 			return fmt.Errorf("node %s: %w", name, err)
 		}
 		node.Status = c.nodeStatus(i, node.Status.Conditions)
-		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		if node, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("node %s status: %w", name, err)
+		}
+		// The TaintNodesByCondition admission plugin taints new nodes
+		// not-ready; the node lifecycle controller would lift it once the
+		// node reports Ready. Do that here.
+		var taints []v1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != v1.TaintNodeNotReady && t.Key != v1.TaintNodeUnreachable {
+				taints = append(taints, t)
+			}
+		}
+		if len(taints) != len(node.Spec.Taints) {
+			node.Spec.Taints = taints
+			if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("node %s taints: %w", name, err)
+			}
 		}
 		if err := renewLease(ctx, client, name); err != nil {
 			return err
