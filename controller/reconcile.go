@@ -59,7 +59,9 @@ type Output struct {
 	Actions []Action
 	// Conflicts name children that exist but are not controlled by this InferenceService.
 	Conflicts []string
-	Status    crd.InferenceServiceStatus
+	// Causes are why the model is not serving yet; Status is decided from them.
+	Causes []Cause
+	Status crd.InferenceServiceStatus
 }
 
 // Reconcile is the controller's core, a pure function of the spec and the observed children:
@@ -111,7 +113,8 @@ func Reconcile(in Input) Output {
 		out.add(Update, "HorizontalPodAutoscaler", upd)
 	}
 
-	out.Status = computeStatus(in, out.Actions, out.Conflicts)
+	out.Causes = causesOf(in, out.Actions, out.Conflicts)
+	out.Status = WithCauses(BaseStatus(in), isvc, out.Causes, in.Now)
 	return out
 }
 

@@ -31,7 +31,9 @@ func newWorld(replicas int32) *world {
 	return &world{isvc: i}
 }
 
-func (w *world) now() metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, w.rv, 0, time.UTC)) }
+func (w *world) now() metav1.Time {
+	return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, w.rv, 0, time.UTC))
+}
 
 func (w *world) reconcile() Output {
 	out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: w.now()})

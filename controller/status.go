@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,20 +59,22 @@ const (
 	RankActing   = 80
 )
 
-func computeStatus(in Input, actions []Action, conflicts []string) crd.InferenceServiceStatus {
+// BaseStatus is the observed part of the status, before conditions are decided.
+func BaseStatus(in Input) crd.InferenceServiceStatus {
 	isvc := in.ISVC
 	st := crd.InferenceServiceStatus{
 		ObservedGeneration: isvc.Generation,
 		Selector:           labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
 		Conditions:         append([]metav1.Condition(nil), isvc.Status.Conditions...),
 	}
-	d := in.Observed.Deployment
-	if d != nil && controlledBy(d, isvc) {
+	if d := in.Observed.Deployment; d != nil && controlledBy(d, isvc) {
 		st.Replicas, st.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
-	} else {
-		d = nil
 	}
+	return st
+}
 
+// causesOf lists why the model is not (yet) serving, unsorted.
+func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 	var causes []Cause
 	for _, c := range conflicts {
 		causes = append(causes, Cause{RankConflict, ReasonChildConflict, c})
@@ -79,14 +82,15 @@ func computeStatus(in Input, actions []Action, conflicts []string) crd.Inference
 	if len(actions) > 0 {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
-	if d != nil && len(actions) == 0 {
-		causes = append(causes, rolloutCauses(isvc, d)...)
+	if d := in.Observed.Deployment; d != nil && controlledBy(d, in.ISVC) && len(actions) == 0 {
+		causes = append(causes, rolloutCauses(in.ISVC, d)...)
 	}
-	return withCauses(st, isvc, causes, in.Now)
+	return causes
 }
 
-// withCauses sets Ready, Progressing, phase and reason from the ranked causes.
-func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, causes []Cause, now metav1.Time) crd.InferenceServiceStatus {
+// WithCauses sets Ready, Progressing, phase and reason on st from the causes, most blocking
+// first; no cause means Ready.
+func WithCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, causes []Cause, now metav1.Time) crd.InferenceServiceStatus {
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now,
@@ -102,7 +106,7 @@ func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, cause
 		st.Phase, st.Reason = crd.PhaseReady, ""
 		return st
 	}
-	sortCauses(causes)
+	causes = sortCauses(causes)
 	top := causes[0]
 	msgs := make([]string, len(causes))
 	for i, c := range causes {
@@ -120,14 +124,12 @@ func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, cause
 	return st
 }
 
-// sortCauses orders by rank, stable so equal ranks keep discovery order (insertion sort: the
-// list is a handful long and this avoids sort's allocation).
-func sortCauses(cs []Cause) {
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && cs[j].Rank < cs[j-1].Rank; j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
+// sortCauses returns the causes ordered by rank, stable so equal ranks keep discovery order;
+// it copies so a caller's slice is never reordered.
+func sortCauses(cs []Cause) []Cause {
+	cs = slices.Clone(cs)
+	slices.SortStableFunc(cs, func(a, b Cause) int { return a.Rank - b.Rank })
+	return cs
 }
 
 func describeActions(actions []Action) string {

@@ -10,8 +10,8 @@ import (
 
 // CEL rules and their messages; tests create objects that break each one and expect its message.
 const (
-	RuleName        = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
-	RuleNameMessage = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
+	RuleName         = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
+	RuleNameMessage  = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
 	RuleModel        = `!self.startsWith('-')`
 	RuleModelMessage = "spec.model must not start with '-': it is passed to vLLM as the --model argument"
 )

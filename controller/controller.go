@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// FieldManager names the operator in managedFields and audit logs.
+const FieldManager = "inferenceservice-operator"
+
+// Finalizer holds an InferenceService until its gateway route is deregistered.
+const Finalizer = "ai.example.com/gateway-route"
+
+// Caches is what the controller reads; informers.Set implements it. Returned objects belong
+// to the caches and must not be modified.
+type Caches interface {
+	InferenceService(namespace, name string) (*unstructured.Unstructured, bool, error)
+	Deployment(namespace, name string) (*appsv1.Deployment, bool, error)
+	Service(namespace, name string) (*corev1.Service, bool, error)
+	HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error)
+	ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error)
+	Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
+}
+
+// Metrics receives what the controller observes; metrics.Metrics implements it.
+type Metrics interface {
+	ConflictRetry(resource string)
+	APIError(reason string)
+	ObserveInferenceService(s Snapshot)
+	ForgetInferenceService(namespace, name string)
+}
+
+// Snapshot is one InferenceService's figures for metrics.
+type Snapshot struct {
+	Namespace, Name, Model, Phase  string
+	DesiredReplicas, ReadyReplicas int32
+	// GPUs requested (replicas x gpusPerReplica), allocated (bound pods), ready (ready pods)
+	// and pending (requested but not allocated: unschedulable or refused by quota).
+	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
+}
+
+// Config wires a Controller.
+type Config struct {
+	Kube     kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Caches   Caches
+	Queue    *queue.Queue
+	Recorder events.EventRecorder
+	// Gateway registers routes; nil disables registration and the finalizer.
+	Gateway Registrar
+	Metrics Metrics
+}
+
+// Controller reconciles InferenceServices.
+type Controller struct {
+	kube     kubernetes.Interface                   // writes children
+	isvcs    dynamic.NamespaceableResourceInterface // writes isvc status and finalizers
+	caches   Caches                                 // every read on the hot path
+	queue    *queue.Queue                           // keys of isvcs to reconcile
+	recorder events.EventRecorder                   // Events on the isvc for users
+	gateway  Registrar
+	metrics  Metrics
+	now      func() time.Time
+}
+
+// New builds a controller; call Handlers to wire it to informers, then Run.
+func New(cfg Config) *Controller {
+	return &Controller{
+		kube: cfg.Kube, isvcs: cfg.Dynamic.Resource(crd.Resource), caches: cfg.Caches, queue: cfg.Queue,
+		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, now: time.Now,
+	}
+}
+
+// Run reconciles with the given number of workers until ctx is done, then waits for in-flight
+// reconciles to finish.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	klog.InfoS("Starting workers", "count", workers)
+	c.queue.Run(ctx, workers, c.sync)
+	klog.InfoS("Workers stopped")
+}
+
+// Handlers are the informer event handlers: each maps an event to the InferenceService key.
+func (c *Controller) Handlers() informers.Handlers {
+	return informers.Handlers{
+		InferenceService: c.handler(func(obj metav1.Object) {
+			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+		}),
+		Child:      c.handler(c.enqueueOwner),
+		ReplicaSet: c.handler(c.enqueueDeploymentOwner),
+		Pod:        c.handler(c.enqueuePodOwner),
+	}
+}
+
+// handler skips resyncs whose resourceVersion did not change and unwraps tombstones.
+func (c *Controller) handler(enqueue func(metav1.Object)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if m, err := metaOf(obj); err == nil {
+				enqueue(m)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, err1 := metaOf(oldObj)
+			n, err2 := metaOf(newObj)
+			if err1 == nil && err2 == nil && o.GetResourceVersion() != n.GetResourceVersion() {
+				enqueue(n)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if m, err := metaOf(obj); err == nil {
+				enqueue(m)
+			}
+		},
+	}
+}
+
+func metaOf(obj interface{}) (metav1.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return m, nil
+}
+
+// enqueueOwner maps a child to its InferenceService through the controller reference, and
+// checks the UID so a child of a deleted namesake is ignored. A child controlled by someone
+// else but carrying the instance label still wakes its namesake, whose status names it.
+func (c *Controller) enqueueOwner(obj metav1.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != crd.Kind || !isOurGroup(ref.APIVersion) {
+		if name, ok := obj.GetLabels()[InstanceLabel]; ok {
+			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
+		}
+		return
+	}
+	u, ok, err := c.caches.InferenceService(obj.GetNamespace(), ref.Name)
+	if err != nil || !ok || u.GetUID() != ref.UID {
+		return
+	}
+	c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name})
+}
+
+func isOurGroup(apiVersion string) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && gv.Group == crd.Group
+}
+
+// enqueueDeploymentOwner maps a ReplicaSet to its Deployment, then to the InferenceService.
+func (c *Controller) enqueueDeploymentOwner(obj metav1.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "Deployment" {
+		return
+	}
+	d, ok, err := c.caches.Deployment(obj.GetNamespace(), ref.Name)
+	if err != nil || !ok || d.UID != ref.UID {
+		return
+	}
+	c.enqueueOwner(d)
+}
+
+// enqueuePodOwner maps a Pod to its ReplicaSet's Deployment's InferenceService.
+func (c *Controller) enqueuePodOwner(obj metav1.Object) {
+	if name, ok := obj.GetLabels()[InstanceLabel]; ok {
+		// The instance label is ours and immutable on the template; pods of a rollout in
+		// progress may belong to a ReplicaSet the cache has not seen yet.
+		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
+	}
+}

@@ -1,0 +1,487 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// Event reasons for what the operator does to children.
+const (
+	EventCreated      = "Created"
+	EventUpdated      = "Updated"
+	EventDeleted      = "Deleted"
+	EventFailed       = "Failed"
+	EventDeregistered = "Deregistered"
+	EventRegistered   = "Registered"
+)
+
+// sync is the queue's handler: read from the caches, decide with the pure Reconcile, apply,
+// write status only when it changed. Errors are returned for queue.handleErr to classify.
+func (c *Controller) sync(ctx context.Context, key queue.Key) error {
+	u, ok, err := c.caches.InferenceService(key.Namespace, key.Name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
+		return nil
+	}
+	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
+	isvc, err := crd.FromUnstructured(u)
+	if err != nil {
+		// The schema should make this impossible; an object stored before it was is reported.
+		return c.failPermanently(ctx, u, &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Generation: u.GetGeneration()}}, now, ReasonInvalidSpec, err)
+	}
+	if isvc.DeletionTimestamp != nil {
+		return c.finalize(ctx, u, isvc, now)
+	}
+	if err := crd.Validate(isvc); err != nil {
+		return c.failPermanently(ctx, u, isvc, now, ReasonInvalidSpec, err)
+	}
+	if err := c.ensureFinalizer(ctx, u); err != nil {
+		return err
+	}
+
+	obs, err := c.observe(isvc)
+	if err != nil {
+		return err
+	}
+	out := Reconcile(Input{ISVC: isvc, Observed: obs, Now: now})
+
+	applyErr := c.applyAll(ctx, u, out.Actions)
+	var extra []Cause
+	if applyErr != nil {
+		extra = append(extra, causeOf(applyErr))
+	}
+	regCond, regErr := c.register(ctx, u, isvc, now)
+	if regErr != nil {
+		extra = append(extra, Cause{RankAPI, ReasonGatewayUnavailable, regErr.Error()})
+	}
+	st := out.Status
+	if len(extra) > 0 {
+		st = WithCauses(BaseStatus(Input{ISVC: isvc, Observed: obs}), isvc, append(out.Causes, extra...), now)
+	}
+	switch {
+	case c.gateway == nil:
+		meta.RemoveStatusCondition(&st.Conditions, crd.ConditionGatewayRegistered)
+	case regCond != nil:
+		meta.SetStatusCondition(&st.Conditions, *regCond)
+	}
+
+	c.observeMetrics(isvc, &st, obs)
+	if err := c.writeStatus(ctx, u, isvc, &st); err != nil {
+		return errors.Join(applyErr, regErr, err)
+	}
+	if err := errors.Join(applyErr, regErr); err != nil {
+		return err
+	}
+	if len(out.Conflicts) > 0 {
+		// Nothing to retry in the cache's view, but an unlabeled namesake may go away.
+		return queue.Temporary(errors.New(out.Conflicts[0]), 0)
+	}
+	return nil
+}
+
+// observe reads this InferenceService's children from the caches.
+func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
+	var obs Observed
+	var err error
+	ns, name := isvc.Namespace, isvc.Name
+	var ok bool
+	if obs.Deployment, ok, err = c.caches.Deployment(ns, name); err != nil {
+		return obs, err
+	} else if !ok {
+		obs.Deployment = nil
+	}
+	if obs.Service, ok, err = c.caches.Service(ns, name); err != nil {
+		return obs, err
+	} else if !ok {
+		obs.Service = nil
+	}
+	if obs.HPA, ok, err = c.caches.HPA(ns, name); err != nil {
+		return obs, err
+	} else if !ok {
+		obs.HPA = nil
+	}
+	sel := labels.SelectorFromSet(selectorLabels(name))
+	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, sel); err != nil {
+		return obs, err
+	}
+	obs.Pods, err = c.caches.Pods(ns, sel)
+	return obs, err
+}
+
+// causeOf turns an API error into the status cause users see.
+func causeOf(err error) Cause {
+	var conflict *conflictError
+	switch {
+	case errors.As(err, &conflict):
+		return Cause{RankConflict, ReasonChildConflict, conflict.Error()}
+	case apierrors.IsForbidden(err):
+		return Cause{RankAPI, ReasonForbidden, err.Error()}
+	default:
+		return Cause{RankAPI, ReasonReconcileError, err.Error()}
+	}
+}
+
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
+
+func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured, actions []Action) error {
+	var errs []error
+	for _, a := range actions {
+		err := c.apply(ctx, a)
+		if err != nil {
+			c.metrics.APIError(string(apierrors.ReasonForError(err)))
+			c.recorder.Eventf(u, nil, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
+				"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
+			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
+			continue
+		}
+		reason := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[a.Verb]
+		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, reason, actionName(a.Verb), "%s %s %s", reason, a.Kind, a.Object.GetName())
+	}
+	return errors.Join(errs...)
+}
+
+func actionName(v Verb) string {
+	switch v {
+	case Create:
+		return "Create"
+	case Update:
+		return "Update"
+	default:
+		return "Delete"
+	}
+}
+
+// apply performs one action. Updates carry the resourceVersion read from the cache; on a
+// conflict the live object is re-read from the API server and the owned fields re-applied.
+func (c *Controller) apply(ctx context.Context, a Action) error {
+	switch a.Verb {
+	case Create:
+		_, err := c.write(ctx, Create, a.Object)
+		if apierrors.IsAlreadyExists(err) {
+			// Not in the label-scoped cache: a namesake the operator does not manage.
+			live, gerr := c.get(ctx, a.Object)
+			if gerr == nil && isControlledBy(live, a.Object) {
+				return nil // ours, the cache is just behind
+			}
+			return &conflictError{conflictMessage(a.Kind, a.Object) + " (found on create)"}
+		}
+		return err
+	case Delete:
+		uid, rv := a.Object.GetUID(), a.Object.GetResourceVersion()
+		err := c.delete(ctx, a.Object, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	obj := a.Object
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			c.metrics.ConflictRetry(a.Kind)
+			live, err := c.get(ctx, a.Object)
+			if err != nil {
+				return err
+			}
+			if !isControlledBy(live, a.Object) {
+				return &conflictError{conflictMessage(a.Kind, live)}
+			}
+			var changed bool
+			if obj, changed = remerge(live, a.Object); !changed {
+				return nil
+			}
+		}
+		first = false
+		_, err := c.write(ctx, Update, obj)
+		return err
+	})
+}
+
+// isControlledBy reports whether live has the same controller as the object we built.
+func isControlledBy(live, ours metav1.Object) bool {
+	a, b := metav1.GetControllerOfNoCopy(live), metav1.GetControllerOfNoCopy(ours)
+	return a != nil && b != nil && a.UID == b.UID
+}
+
+// remerge re-applies the owned fields of desired (an updated copy) onto a freshly read live
+// object, after a conflict.
+func remerge(live, desired Child) (Child, bool) {
+	switch l := live.(type) {
+	case *appsv1.Deployment:
+		d := desired.(*appsv1.Deployment)
+		r := *d.Spec.Replicas
+		if !deploymentDrifted(l, d, r) {
+			return nil, false
+		}
+		setDeployment(l, d, r)
+		return l, true
+	case *corev1.Service:
+		d := desired.(*corev1.Service)
+		if !serviceDrifted(l, d) {
+			return nil, false
+		}
+		setService(l, d)
+		return l, true
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		d := desired.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !hpaDrifted(l, d) {
+			return nil, false
+		}
+		setHPA(l, d)
+		return l, true
+	}
+	return nil, false
+}
+
+func (c *Controller) write(ctx context.Context, v Verb, obj Child) (Child, error) {
+	co := metav1.CreateOptions{FieldManager: FieldManager}
+	uo := metav1.UpdateOptions{FieldManager: FieldManager}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		cl := c.kube.AppsV1().Deployments(o.Namespace)
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
+	case *corev1.Service:
+		cl := c.kube.CoreV1().Services(o.Namespace)
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		cl := c.kube.AutoscalingV2().HorizontalPodAutoscalers(o.Namespace)
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
+	}
+	return nil, fmt.Errorf("unsupported child %T", obj)
+}
+
+func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		return c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case *corev1.Service:
+		return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	return nil, fmt.Errorf("unsupported child %T", obj)
+}
+
+func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Preconditions) error {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	opts := metav1.DeleteOptions{Preconditions: pre}
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		return c.kube.AppsV1().Deployments(ns).Delete(ctx, name, opts)
+	case *corev1.Service:
+		return c.kube.CoreV1().Services(ns).Delete(ctx, name, opts)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, name, opts)
+	}
+	return fmt.Errorf("unsupported child %T", obj)
+}
+
+// warningReasons are the Ready reasons that deserve a Warning Event when they appear.
+var warningReasons = map[string]bool{
+	ReasonChildConflict: true, ReasonInvalidSpec: true, ReasonForbidden: true, ReasonReconcileError: true,
+	ReasonGatewayUnavailable: true,
+}
+
+// writeStatus writes st through the status subresource when it differs from what is stored,
+// and emits one Warning Event when a new blocking reason appears.
+func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) error {
+	if statusEqual(&isvc.Status, st) {
+		return nil
+	}
+	c.warnOnNewReason(u, &isvc.Status, st)
+	m, err := crd.StatusToUnstructured(st)
+	if err != nil {
+		return err
+	}
+	// Only status is read by the server on this path; no need to copy the cached object.
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]interface{}{
+			"name": u.GetName(), "namespace": u.GetNamespace(), "uid": string(u.GetUID()), "resourceVersion": u.GetResourceVersion(),
+		},
+		"status": m,
+	}}
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			c.metrics.ConflictRetry("InferenceService/status")
+			latest, err := c.isvcs.Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if latest.GetGeneration() != u.GetGeneration() || latest.GetUID() != u.GetUID() {
+				return nil // the spec moved on; its own event will reconcile and write status
+			}
+			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
+		}
+		first = false
+		_, err := c.isvcs.Namespace(u.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (c *Controller) warnOnNewReason(u *unstructured.Unstructured, old, st *crd.InferenceServiceStatus) {
+	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
+	if nc == nil || nc.Status == metav1.ConditionTrue || !warningReasons[nc.Reason] {
+		return
+	}
+	if oc := meta.FindStatusCondition(old.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason && oc.Message == nc.Message {
+		return
+	}
+	c.recorder.Eventf(u, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)
+}
+
+// failPermanently reports an error retrying cannot fix, in status and an Event, and tells the
+// queue to stop retrying until the object changes.
+func (c *Controller) failPermanently(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
+	st := isvc.Status
+	st.ObservedGeneration = isvc.Generation
+	st = WithCauses(st, isvc, []Cause{{RankSpec, reason, cause.Error()}}, now)
+	if err := c.writeStatus(ctx, u, isvc, &st); err != nil {
+		return err
+	}
+	return queue.Permanent(cause)
+}
+
+func hasFinalizer(u metav1.Object) bool { return slices.Contains(u.GetFinalizers(), Finalizer) }
+
+// patchFinalizers sets the finalizer list with the resourceVersion as a precondition, so a
+// concurrent change is never overwritten.
+func (c *Controller) patchFinalizers(ctx context.Context, u *unstructured.Unstructured, finalizers []string) error {
+	patch, err := json.Marshal(map[string]interface{}{
+		"metadata": map[string]interface{}{"finalizers": finalizers, "resourceVersion": u.GetResourceVersion()},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.isvcs.Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *Controller) ensureFinalizer(ctx context.Context, u *unstructured.Unstructured) error {
+	if c.gateway == nil || hasFinalizer(u) {
+		return nil
+	}
+	return c.patchFinalizers(ctx, u, append(slices.Clone(u.GetFinalizers()), Finalizer))
+}
+
+func routeOf(isvc *crd.InferenceService) Route {
+	return Route{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Service: isvc.Name, Port: Port}
+}
+
+// register registers the route once per generation; it returns the new GatewayRegistered
+// condition, or nil when nothing changed.
+func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time) (*metav1.Condition, error) {
+	if c.gateway == nil {
+		return nil, nil
+	}
+	if cond := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionGatewayRegistered); cond != nil &&
+		cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == isvc.Generation {
+		return nil, nil
+	}
+	r := routeOf(isvc)
+	cond := &metav1.Condition{Type: crd.ConditionGatewayRegistered, ObservedGeneration: isvc.Generation, LastTransitionTime: now}
+	if err := c.gateway.Register(ctx, r); err != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonGatewayUnavailable, err.Error()
+		return cond, fmt.Errorf("registering route: %w", err)
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonRegistered
+	cond.Message = fmt.Sprintf("route %s/%s -> Service %s port %d registered", r.Namespace, r.Name, r.Service, r.Port)
+	c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventRegistered, "Register", "%s", cond.Message)
+	return cond, nil
+}
+
+// finalize deregisters the route, then removes the finalizer; children go with the garbage
+// collector through their ownerReferences.
+func (c *Controller) finalize(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time) error {
+	if !hasFinalizer(u) {
+		return nil
+	}
+	if c.gateway != nil {
+		if err := c.gateway.Deregister(ctx, routeOf(isvc)); err != nil {
+			err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
+			st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
+			st.Phase = crd.PhaseTerminating
+			return errors.Join(err, c.writeStatus(ctx, u, isvc, &st))
+		}
+		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
+	}
+	remaining := slices.DeleteFunc(slices.Clone(u.GetFinalizers()), func(f string) bool { return f == Finalizer })
+	err := c.patchFinalizers(ctx, u, remaining)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// observeMetrics hands the figures of one reconcile to metrics.
+func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.InferenceServiceStatus, obs Observed) {
+	g := int64(isvc.Spec.GPUs())
+	var bound, ready int64
+	for _, p := range obs.Pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+		if podReady(p) {
+			ready++
+		}
+	}
+	desired := int64(isvc.Spec.Replicas)
+	if d := obs.Deployment; d != nil && controlledBy(d, isvc) {
+		desired = int64(ptr.Deref(d.Spec.Replicas, isvc.Spec.Replicas)) // what the HPA chose
+	}
+	c.metrics.ObserveInferenceService(Snapshot{
+		Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(st.Phase),
+		DesiredReplicas: isvc.Spec.Replicas, ReadyReplicas: st.ReadyReplicas,
+		GPUsRequested: desired * g, GPUsAllocated: bound * g, GPUsReady: ready * g,
+		GPUsPending: max(0, desired-bound) * g,
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
