@@ -188,8 +188,8 @@ func TestGPUDeploymentBecomesReady(t *testing.T) {
 			t.Fatalf("unexpected pod line %q", line)
 		}
 	}
-	conds := jsonpath(t, ns, "pods", `{range .items[*]}{range .status.conditions[*]}{.type}={.status};{end}{"\n"}{end}`)
-	for _, want := range []string{"PodScheduled=True", "Initialized=True", "ContainersReady=True", "Ready=True"} {
+	conds := jsonpath(t, ns, "pods", `{range .items[*]}{range .status.conditions[*]};{.type}={.status}{end}{"\n"}{end}`)
+	for _, want := range []string{";PodScheduled=True", ";Initialized=True", ";ContainersReady=True", ";Ready=True", ";PodReadyToStartContainers=True"} {
 		if strings.Count(conds, want) != 3 {
 			t.Fatalf("want %s on 3 pods:\n%s", want, conds)
 		}
@@ -295,6 +295,7 @@ spec:
     - {name: Replicas, type: integer, jsonPath: .spec.replicas}
     - {name: Model, type: string, jsonPath: .spec.model}
     - {name: Phase, type: string, jsonPath: .status.phase}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
     schema:
       openAPIV3Schema:
         type: object
@@ -357,8 +358,18 @@ spec:
 	if err == nil {
 		t.Fatalf("an edit violating the schema was accepted")
 	}
-	if !strings.Contains(stderr, "spec.replicas") || !strings.Contains(stderr, "less than or equal to 10") {
+	if !strings.Contains(stderr, `widgets.test.localcluster.io "w1" is invalid`) {
 		t.Fatalf("unexpected edit error: %s", stderr)
+	}
+	// kubectl keeps the refused copy, with the server's reasons as comments.
+	_, rest, _ := strings.Cut(stderr, "stored to \"")
+	copyPath, _, _ := strings.Cut(rest, "\"")
+	saved, err := os.ReadFile(copyPath)
+	if err != nil {
+		t.Fatalf("refused copy: %v (stderr %s)", err, stderr)
+	}
+	if !strings.Contains(string(saved), "spec.replicas: Invalid value: 50: spec.replicas in body should be less than or equal to 10") {
+		t.Fatalf("refused copy lacks the validation error:\n%s", saved)
 	}
 	if r := jsonpath(t, ns, "widget/w1", "{.spec.replicas}"); r != "3" {
 		t.Fatalf("refused edit changed replicas to %q", r)
