@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers"
+	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -44,17 +45,8 @@ type Caches interface {
 type Metrics interface {
 	ConflictRetry(resource string)
 	APIError(reason string)
-	ObserveInferenceService(s Snapshot)
+	ObserveInferenceService(s metrics.Snapshot)
 	ForgetInferenceService(namespace, name string)
-}
-
-// Snapshot is one InferenceService's figures for metrics.
-type Snapshot struct {
-	Namespace, Name, Model, Phase  string
-	DesiredReplicas, ReadyReplicas int32
-	// GPUs requested (replicas x gpusPerReplica), allocated (bound pods), ready (ready pods)
-	// and pending (requested but not allocated: unschedulable or refused by quota).
-	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
 }
 
 // Config wires a Controller.
@@ -100,17 +92,21 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // Handlers are the informer event handlers: each maps an event to the InferenceService key.
 func (c *Controller) Handlers() informers.Handlers {
 	return informers.Handlers{
-		InferenceService: c.handler(func(obj metav1.Object) {
+		// An InferenceService's resync is its periodic reconcile: it re-checks what no event
+		// reports (a gateway route lost, an unlabeled namesake gone) and writes nothing when
+		// converged.
+		InferenceService: c.handler(true, func(obj metav1.Object) {
 			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		}),
-		Child:      c.handler(c.enqueueOwner),
-		ReplicaSet: c.handler(c.enqueueDeploymentOwner),
-		Pod:        c.handler(c.enqueuePodOwner),
+		Child:      c.handler(false, c.enqueueOwner),
+		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
+		Pod:        c.handler(false, c.enqueuePodOwner),
 	}
 }
 
-// handler skips resyncs whose resourceVersion did not change and unwraps tombstones.
-func (c *Controller) handler(enqueue func(metav1.Object)) cache.ResourceEventHandler {
+// handler unwraps tombstones and, unless resyncs are wanted, skips updates whose
+// resourceVersion did not change (a resync of a child says nothing new).
+func (c *Controller) handler(resyncs bool, enqueue func(metav1.Object)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if m, err := metaOf(obj); err == nil {
@@ -120,7 +116,7 @@ func (c *Controller) handler(enqueue func(metav1.Object)) cache.ResourceEventHan
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, err1 := metaOf(oldObj)
 			n, err2 := metaOf(newObj)
-			if err1 == nil && err2 == nil && o.GetResourceVersion() != n.GetResourceVersion() {
+			if err1 == nil && err2 == nil && (resyncs || o.GetResourceVersion() != n.GetResourceVersion()) {
 				enqueue(n)
 			}
 		},

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -469,7 +470,7 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.Inferenc
 	if d := obs.Deployment; d != nil && controlledBy(d, isvc) {
 		desired = int64(ptr.Deref(d.Spec.Replicas, isvc.Spec.Replicas)) // what the HPA chose
 	}
-	c.metrics.ObserveInferenceService(Snapshot{
+	c.metrics.ObserveInferenceService(metrics.Snapshot{
 		Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(st.Phase),
 		DesiredReplicas: isvc.Spec.Replicas, ReadyReplicas: st.ReadyReplicas,
 		GPUsRequested: desired * g, GPUsAllocated: bound * g, GPUsReady: ready * g,

@@ -45,7 +45,7 @@ func DefaultConfig(name string) Config {
 
 // Observer is told each reconcile's outcome; metrics implement it.
 type Observer interface {
-	ObserveReconcile(result Result, d time.Duration)
+	ObserveReconcile(result string, d time.Duration)
 }
 
 // Result classifies one reconcile's outcome.
@@ -131,7 +131,7 @@ func (q *Queue) processNext(ctx context.Context, h Handler) bool {
 	}()
 	result := q.handleErr(k, err)
 	if q.observer != nil {
-		q.observer.ObserveReconcile(result, q.now().Sub(start))
+		q.observer.ObserveReconcile(string(result), q.now().Sub(start))
 	}
 	return true
 }

@@ -13,10 +13,10 @@ type recorder struct {
 	results []Result
 }
 
-func (r *recorder) ObserveReconcile(res Result, _ time.Duration) {
+func (r *recorder) ObserveReconcile(res string, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.results = append(r.results, res)
+	r.results = append(r.results, Result(res))
 }
 
 func (r *recorder) snapshot() []Result {

@@ -1,0 +1,265 @@
+// Command inferenceservice-operator runs the InferenceService controller: it only wires flags,
+// clients, caches, metrics, probes and leader election together and starts the controller.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/informers"
+	"github.com/example/inferenceservice-operator/metrics"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type options struct {
+	kubeconfig, namespaces, gatewayURL        string
+	metricsAddr, probeAddr                    string
+	workers, burst                            int
+	qps                                       float64
+	resync, backoffBase, backoffMax           time.Duration
+	leaderElect                               bool
+	leaseNamespace, leaseName                 string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
+	flag.StringVar(&o.gatewayURL, "gateway-url", "", "Gateway admin API for route registration (PUT/DELETE {url}/routes/{ns}/{name}); empty disables registration and the finalizer.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	flag.IntVar(&o.workers, "workers", 4, "Concurrent reconciles.")
+	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
+	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
+	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")
+	flag.DurationVar(&o.backoffBase, "backoff-base", 5*time.Millisecond, "First retry delay of a failing InferenceService; doubles per failure.")
+	flag.DurationVar(&o.backoffMax, "backoff-max", 5*time.Minute, "Largest retry delay of a failing InferenceService.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader on a Lease so only one replica reconciles.")
+	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "", "Namespace of the Lease; empty uses the pod's namespace.")
+	flag.StringVar(&o.leaseName, "leader-election-id", "inferenceservice-operator", "Name of the Lease.")
+	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a lease is valid without renewal.")
+	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
+	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates retry.")
+	klog.InitFlags(nil)
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		klog.ErrorS(err, "Operator failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func restConfig(o options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.UserAgent = "inferenceservice-operator/" + version
+	return cfg, nil
+}
+
+func run(ctx context.Context, o options) error {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg, version)
+	clientmetrics.Register(m.ClientGoOpts())
+
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var gw controller.Registrar
+	if o.gatewayURL != "" {
+		if gw, err = controller.NewHTTPRegistrar(o.gatewayURL); err != nil {
+			return err
+		}
+	}
+
+	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync})
+	qcfg := queue.DefaultConfig("inferenceservice")
+	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
+	q := queue.New(qcfg, m)
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
+
+	ctrl := controller.New(controller.Config{
+		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
+	})
+	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
+		return err
+	}
+
+	var leading atomic.Bool
+	servers := serve(o, reg, caches.HasSynced, &leading)
+	defer shutdown(servers)
+
+	// Caches start before leadership so a new leader starts warm.
+	caches.Start(ctx)
+	if !caches.WaitForCacheSync(ctx) {
+		return errors.New("caches did not sync before shutdown")
+	}
+	klog.InfoS("Caches synced", "version", version, "namespaces", o.namespaces, "workers", o.workers)
+
+	if !o.leaderElect {
+		ctrl.Run(ctx, o.workers)
+		return nil
+	}
+	return runLeader(ctx, o, kube, m, &leading, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
+}
+
+func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *metrics.Metrics, leading *atomic.Bool, work func(context.Context)) error {
+	ns := o.leaseNamespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return fmt.Errorf("--leader-election-namespace is required outside a cluster: %w", err)
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id = id + "_" + fmt.Sprint(os.Getpid())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.leaseName, kube.CoreV1(), kube.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	lost := make(chan struct{})
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+		ReleaseOnCancel: true, Name: o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Became leader", "identity", id)
+				leading.Store(true)
+				m.SetLeader(o.leaseName, true)
+				work(ctx)
+			},
+			OnStoppedLeading: func() {
+				leading.Store(false)
+				m.SetLeader(o.leaseName, false)
+				if ctx.Err() == nil {
+					close(lost)
+				}
+			},
+		},
+	})
+	select {
+	case <-lost:
+		// RunOrDie returns only after the workers stopped; leaving now guarantees no stale writes.
+		return errors.New("lost the leader lease")
+	default:
+		return nil
+	}
+}
+
+func serve(o options, reg *prometheus.Registry, synced func() bool, _ *atomic.Bool) []*http.Server {
+	var servers []*http.Server
+	if o.metricsAddr != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		servers = append(servers, listen(o.metricsAddr, mux, "metrics"))
+	}
+	probes := http.NewServeMux()
+	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !synced() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return append(servers, listen(o.probeAddr, probes, "probes"))
+}
+
+func listen(addr string, h http.Handler, what string) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		klog.ErrorS(err, "Cannot listen", "endpoint", what, "address", addr)
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	// Tests bind to port 0 and read the chosen address from this line.
+	klog.InfoS("Serving", "endpoint", what, "address", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Server failed", "endpoint", what)
+		}
+	}()
+	return srv
+}
+
+func shutdown(servers []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

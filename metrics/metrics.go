@@ -1,0 +1,186 @@
+// Package metrics exports the operator's Prometheus metrics onto a Registerer it is given:
+// reconcile outcomes and latency, workqueue health, client-go's REST traffic, leader election,
+// and what no other inference operator exports, the GPUs each model holds, wants and waits for.
+package metrics
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+)
+
+// ControllerName is the value of the controller label, as controller-runtime dashboards expect.
+const ControllerName = "inferenceservice"
+
+// Snapshot is one InferenceService's figures.
+type Snapshot struct {
+	Namespace, Name, Model, Phase  string
+	DesiredReplicas, ReadyReplicas int32
+	// GPUs requested (replicas the Deployment wants x gpusPerReplica), allocated (pods bound to
+	// nodes), ready (ready pods) and pending (requested but not allocated: unschedulable or
+	// refused by quota).
+	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
+}
+
+// Reconcile results, the values of the result label.
+var results = []string{"success", "requeue", "error", "permanent_error"}
+
+// Metrics holds every collector; the controller and the queue report to it.
+type Metrics struct {
+	reconcileTotal  *prometheus.CounterVec
+	reconcileErrors *prometheus.CounterVec
+	reconcileTime   *prometheus.HistogramVec
+	conflictRetries *prometheus.CounterVec
+	apiErrors       *prometheus.CounterVec
+	requestLatency  *prometheus.HistogramVec
+	requestResult   *prometheus.CounterVec
+	replicasDesired *prometheus.GaugeVec
+	replicasReady   *prometheus.GaugeVec
+	gpus            *prometheus.GaugeVec
+	info            *prometheus.GaugeVec
+	leader          *prometheus.GaugeVec
+	Workqueue       *WorkqueueProvider
+
+	mu       sync.Mutex
+	infoSeen map[[2]string][2]string // (namespace, name) -> (model, phase) exported
+}
+
+// New registers the operator's collectors on reg.
+func New(reg prometheus.Registerer, version string) *Metrics {
+	m := &Metrics{
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_total", Help: "Reconciles by result: success, requeue, error, permanent_error.",
+		}, []string{"controller", "result"}),
+		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_errors_total", Help: "Reconciles that returned an error.",
+		}, []string{"controller"}),
+		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "controller_runtime_reconcile_time_seconds", Help: "Time per reconcile, including API calls.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"controller"}),
+		conflictRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_conflict_retries_total", Help: "Writes retried after a resourceVersion conflict, by resource.",
+		}, []string{"resource"}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_api_errors_total", Help: "Failed writes to children, by API status reason.",
+		}, []string{"reason"}),
+		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rest_client_request_duration_seconds", Help: "API request latency by verb and host.",
+			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60},
+		}, []string{"verb", "host"}),
+		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rest_client_requests_total", Help: "API requests by status code, method and host.",
+		}, []string{"code", "method", "host"}),
+		replicasDesired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferenceservice_replicas_desired", Help: "spec.replicas of each InferenceService.",
+		}, []string{"namespace", "name"}),
+		replicasReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferenceservice_replicas_ready", Help: "Ready model server pods of each InferenceService.",
+		}, []string{"namespace", "name"}),
+		gpus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferenceservice_gpus", Help: "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota).",
+		}, []string{"namespace", "name", "state"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferenceservice_info", Help: "1 for each InferenceService, with its model and phase.",
+		}, []string{"namespace", "name", "model", "phase"}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leader_election_master_status", Help: "1 while this replica holds the lease.",
+		}, []string{"name"}),
+		infoSeen: map[[2]string][2]string{},
+	}
+	m.Workqueue = newWorkqueueProvider(reg)
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inferenceservice_operator_build_info", Help: "1, labelled with the operator's version.",
+	}, []string{"version"})
+	build.WithLabelValues(version).Set(1)
+	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors,
+		m.requestLatency, m.requestResult, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, build)
+	for _, r := range results {
+		m.reconcileTotal.WithLabelValues(ControllerName, r)
+	}
+	m.reconcileErrors.WithLabelValues(ControllerName)
+	return m
+}
+
+// ObserveReconcile records one reconcile's result and duration.
+func (m *Metrics) ObserveReconcile(result string, d time.Duration) {
+	m.reconcileTotal.WithLabelValues(ControllerName, result).Inc()
+	if result == "error" || result == "permanent_error" {
+		m.reconcileErrors.WithLabelValues(ControllerName).Inc()
+	}
+	m.reconcileTime.WithLabelValues(ControllerName).Observe(d.Seconds())
+}
+
+// ConflictRetry counts a write retried after a resourceVersion conflict.
+func (m *Metrics) ConflictRetry(resource string) { m.conflictRetries.WithLabelValues(resource).Inc() }
+
+// APIError counts a failed write by its API status reason.
+func (m *Metrics) APIError(reason string) {
+	if reason == "" {
+		reason = "Unknown"
+	}
+	m.apiErrors.WithLabelValues(reason).Inc()
+}
+
+// ObserveInferenceService sets one InferenceService's gauges.
+func (m *Metrics) ObserveInferenceService(s Snapshot) {
+	m.replicasDesired.WithLabelValues(s.Namespace, s.Name).Set(float64(s.DesiredReplicas))
+	m.replicasReady.WithLabelValues(s.Namespace, s.Name).Set(float64(s.ReadyReplicas))
+	for state, v := range map[string]int64{"requested": s.GPUsRequested, "allocated": s.GPUsAllocated, "ready": s.GPUsReady, "pending": s.GPUsPending} {
+		m.gpus.WithLabelValues(s.Namespace, s.Name, state).Set(float64(v))
+	}
+	key, val := [2]string{s.Namespace, s.Name}, [2]string{s.Model, s.Phase}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.infoSeen[key]; ok && old != val {
+		m.info.DeleteLabelValues(s.Namespace, s.Name, old[0], old[1])
+	}
+	m.infoSeen[key] = val
+	m.info.WithLabelValues(s.Namespace, s.Name, s.Model, s.Phase).Set(1)
+}
+
+// ForgetInferenceService removes a deleted object's series: a deleted object's series disappear.
+func (m *Metrics) ForgetInferenceService(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "name": name}
+	m.replicasDesired.DeletePartialMatch(labels)
+	m.replicasReady.DeletePartialMatch(labels)
+	m.gpus.DeletePartialMatch(labels)
+	m.info.DeletePartialMatch(labels)
+	m.mu.Lock()
+	delete(m.infoSeen, [2]string{namespace, name})
+	m.mu.Unlock()
+}
+
+// SetLeader records whether this replica leads.
+func (m *Metrics) SetLeader(name string, leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.WithLabelValues(name).Set(v)
+}
+
+// ClientGoOpts adapts client-go's REST client metrics onto these collectors; pass the result
+// to k8s.io/client-go/tools/metrics.Register once per process.
+func (m *Metrics) ClientGoOpts() clientmetrics.RegisterOpts {
+	return clientmetrics.RegisterOpts{
+		RequestLatency: latencyAdapter{m.requestLatency},
+		RequestResult:  resultAdapter{m.requestResult},
+	}
+}
+
+type latencyAdapter struct{ h *prometheus.HistogramVec }
+
+func (a latencyAdapter) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+	a.h.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+}
+
+type resultAdapter struct{ c *prometheus.CounterVec }
+
+func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
+	a.c.WithLabelValues(code, method, host).Inc()
+}

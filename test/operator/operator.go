@@ -1,0 +1,212 @@
+// Package operator builds the operator binary and runs it as a child process against the
+// local cluster, so end-to-end tests exercise exactly what users run: the same flags, the same
+// RBAC (through a ServiceAccount kubeconfig), metrics scraped over HTTP.
+package operator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/example/inferenceservice-operator/test/cluster"
+)
+
+// Build compiles the operator into dir and returns the binary's path.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "inferenceservice-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build operator: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Process is one running operator.
+type Process struct {
+	cmd         *exec.Cmd
+	MetricsAddr string
+	ProbeAddr   string
+	done        chan struct{}
+	mu          sync.Mutex
+	log         *os.File
+}
+
+var servingRE = regexp.MustCompile(`"Serving" endpoint="(\w+)" address="([^"]+)"`)
+
+// Start runs bin with args (metrics and probes on loopback ephemeral ports unless args set
+// them), logging to logPath, and waits until both endpoints are listening.
+func Start(ctx context.Context, bin, logPath string, args ...string) (*Process, error) {
+	full := append([]string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
+	cmd := exec.Command(bin, full...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{}), log: logf}
+	addrs := make(chan [2]string, 4)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				addrs <- [2]string{m[1], m[2]}
+			}
+		}
+		_, _ = io.Copy(logf, stderr)
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	deadline := time.After(30 * time.Second)
+	for p.MetricsAddr == "" || p.ProbeAddr == "" {
+		select {
+		case a := <-addrs:
+			if a[0] == "metrics" {
+				p.MetricsAddr = a[1]
+			} else {
+				p.ProbeAddr = a[1]
+			}
+		case <-p.done:
+			return nil, fmt.Errorf("operator exited before serving; see %s", logPath)
+		case <-deadline:
+			p.Kill()
+			return nil, fmt.Errorf("operator did not start serving in 30s; see %s", logPath)
+		case <-ctx.Done():
+			p.Kill()
+			return nil, ctx.Err()
+		}
+	}
+	return p, nil
+}
+
+// WaitReady polls /readyz until the caches have synced.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get("http://" + p.ProbeAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("operator not ready after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return errors.New("operator exited")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *Process) Stop(timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if s := p.cmd.ProcessState; s != nil && !s.Success() {
+			return fmt.Errorf("operator exited with %v", s)
+		}
+		return nil
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("operator did not exit within %s of SIGTERM", timeout)
+	}
+}
+
+// Kill sends SIGKILL and waits.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Scrape fetches and parses /metrics.
+func (p *Process) Scrape() (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// Writes sums the operator's mutating API requests (POST, PUT, PATCH, DELETE) from
+// client-go's rest_client_requests_total.
+func (p *Process) Writes() (float64, error) {
+	fams, err := p.Scrape()
+	if err != nil {
+		return 0, err
+	}
+	return SumCounter(fams, "rest_client_requests_total", func(labels map[string]string) bool {
+		switch strings.ToUpper(labels["method"]) {
+		case "POST", "PUT", "PATCH", "DELETE":
+			return true
+		}
+		return false
+	}), nil
+}
+
+// SumCounter adds up the samples of a counter or gauge family whose labels match.
+func SumCounter(fams map[string]*dto.MetricFamily, name string, match func(map[string]string) bool) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return 0
+	}
+	var sum float64
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if match != nil && !match(labels) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
