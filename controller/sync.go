@@ -153,13 +153,15 @@ func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured,
 		err := c.apply(ctx, a)
 		if err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
-			c.recorder.Eventf(u, nil, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
+			c.recorder.Eventf(u, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
 				"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
 			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
 			continue
 		}
 		reason := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[a.Verb]
-		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, reason, actionName(a.Verb), "%s %s %s", reason, a.Kind, a.Object.GetName())
+		// The child is the related object: events.k8s.io groups events into a series by
+		// (regarding, related, reason, action), so without it one create hides the next.
+		c.recorder.Eventf(u, a.Object, corev1.EventTypeNormal, reason, actionName(a.Verb), "%s %s %s", reason, a.Kind, a.Object.GetName())
 	}
 	return errors.Join(errs...)
 }

@@ -812,6 +812,7 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 			c.advance(ps, now)
 		}
 		want := ps.render(cur, now)
+		wake := ps.nextWake(now)
 		if !apiequality.Semantic.DeepEqual(want, cur.Status) {
 			updated, err := k.writeStatus(ctx, ps, now)
 			if apierrors.IsNotFound(err) || ctx.Err() != nil {
@@ -819,14 +820,9 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 			}
 			if err != nil {
 				klog.ErrorS(err, "fake kubelet: status update failed", "pod", klog.KObj(pod))
-				// retry soon
-				if !timer.Stop() {
-					select {
-					case <-timer.C:
-					default:
-					}
+				if retry := now.Add(500 * time.Millisecond); wake.IsZero() || retry.Before(wake) {
+					wake = retry
 				}
-				timer.Reset(500 * time.Millisecond)
 			} else {
 				cur = updated
 			}
@@ -834,7 +830,7 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		if cur.Status.Phase == v1.PodFailed || cur.Status.Phase == v1.PodSucceeded {
 			return
 		}
-		if wake := ps.nextWake(now); !wake.IsZero() {
+		if !wake.IsZero() {
 			if !timer.Stop() {
 				select {
 				case <-timer.C:

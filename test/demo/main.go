@@ -1,0 +1,145 @@
+// Command demo runs the operator's main job on the embedded local cluster: it starts the
+// cluster, installs the CRD and RBAC from manifests/, runs the operator with its
+// ServiceAccount's token, and walks the source document's run with kubectl.
+//
+//	go run ./test/demo          # the walk, then stop
+//	go run ./test/demo -keep    # the walk, then keep everything up for your own kubectl
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/operator"
+)
+
+func main() {
+	keep := flag.Bool("keep", false, "keep the cluster and operator running after the walk, until Ctrl-C")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n\033[1m==> "+format+"\033[0m\n", args...)
+}
+
+func run(ctx context.Context, keep bool) error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "isvc-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	step("Building and starting the local cluster (the first build takes several minutes)")
+	c, err := cluster.Start(ctx, cluster.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	kubectl := func(args ...string) error {
+		fmt.Printf("$ kubectl %s\n", strings.Join(args, " "))
+		out, stderr, err := c.Kubectl(ctx, args...)
+		fmt.Print(out, stderr)
+		return err
+	}
+
+	step("Installing the CRD and the operator's RBAC")
+	for _, a := range [][]string{
+		{"apply", "-k", filepath.Join(root, "manifests", "crd")},
+		{"apply", "-k", filepath.Join(root, "manifests", "rbac")},
+		{"wait", "--for=condition=Established", "crd/inferenceservices.ai.example.com"},
+	} {
+		if err := kubectl(a...); err != nil {
+			return err
+		}
+	}
+
+	step("Starting the operator with the ServiceAccount token the manifests grant")
+	bin, err := operator.Build(ctx, dir)
+	if err != nil {
+		return err
+	}
+	sa, err := c.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-operator")
+	if err != nil {
+		return err
+	}
+	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), "--kubeconfig="+sa)
+	if err != nil {
+		return err
+	}
+	defer op.Stop(30 * time.Second)
+	if err := op.WaitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+	fmt.Println("operator ready; metrics on http://" + op.MetricsAddr + "/metrics")
+
+	sample := filepath.Join(root, "manifests", "samples", "qwen3.yaml")
+	b, _ := os.ReadFile(sample)
+	step("Five lines of YAML ship a model")
+	fmt.Print(string(b))
+	walk := [][]string{
+		{"apply", "-f", sample},
+		{"get", "isvc,deploy,svc,hpa"},
+		{"wait", "--for=condition=Ready", "isvc/qwen3", "--timeout=60s"},
+		{"get", "isvc"},
+	}
+	for _, a := range walk {
+		if err := kubectl(a...); err != nil {
+			return err
+		}
+	}
+	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18")
+	for _, a := range [][]string{
+		{"patch", "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
+		{"wait", "--for=jsonpath={.status.readyReplicas}=6", "isvc/qwen3", "--timeout=60s"},
+		{"get", "isvc,deploy,hpa"},
+	} {
+		if err := kubectl(a...); err != nil {
+			return err
+		}
+	}
+	step("Deleting the Service by hand: the operator puts it back")
+	if err := kubectl("delete", "svc/qwen3"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, err := c.Kubectl(ctx, "get", "svc/qwen3"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval
+	}
+	if err := kubectl("get", "svc/qwen3"); err != nil {
+		return err
+	}
+	step("What the operator recorded")
+	if err := kubectl("describe", "isvc/qwen3"); err != nil {
+		return err
+	}
+
+	if !keep {
+		step("Done. Run with -keep to keep the cluster up for your own kubectl.")
+		return nil
+	}
+	step("Cluster and operator are up. In another shell:")
+	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc\n\nCtrl-C to stop.\n", c.KubeconfigPath())
+	<-ctx.Done()
+	return nil
+}
