@@ -128,6 +128,8 @@ func run(ctx context.Context, o options) error {
 	}
 
 	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync})
+	reg.MustRegister(metrics.NewQuotaCollector(caches))
+	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")
 	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
 	q := queue.New(qcfg, m)

@@ -53,6 +53,10 @@ type scope struct {
 	svc      cache.SharedIndexInformer
 	hpa      cache.SharedIndexInformer
 	pod      cache.SharedIndexInformer
+	// ResourceQuotas are an admin's, not labelled by the operator: their own unscoped factory,
+	// read only by the metrics collector at scrape time, so no resync.
+	quotas   informers.SharedInformerFactory
+	quotaInf cache.SharedIndexInformer
 }
 
 // New builds, but does not start, the informers.
@@ -78,6 +82,9 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.svc = sc.children.Core().V1().Services().Informer()
 		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
+		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
+			informers.WithNamespace(ns), informers.WithTransform(StripManagedFields))
+		sc.quotaInf = sc.quotas.Core().V1().ResourceQuotas().Informer()
 		s.scopes[ns] = sc
 	}
 	return s
@@ -132,13 +139,14 @@ func (s *Set) Start(ctx context.Context) {
 	for _, sc := range s.scopes {
 		sc.isvc.Start(ctx.Done())
 		sc.children.Start(ctx.Done())
+		sc.quotas.Start(ctx.Done())
 	}
 }
 
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
 	for _, sc := range s.scopes {
-		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.pod} {
+		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.pod, sc.quotaInf} {
 			if !inf.HasSynced() {
 				return false
 			}
@@ -235,6 +243,17 @@ func (s *Set) InferenceServices() []*unstructured.Unstructured {
 	for _, sc := range s.scopes {
 		for _, o := range sc.isvcInf.Informer().GetStore().List() {
 			out = append(out, o.(*unstructured.Unstructured))
+		}
+	}
+	return out
+}
+
+// ResourceQuotas lists every cached ResourceQuota (for metrics); do not modify them.
+func (s *Set) ResourceQuotas() []*corev1.ResourceQuota {
+	var out []*corev1.ResourceQuota
+	for _, sc := range s.scopes {
+		for _, o := range sc.quotaInf.GetStore().List() {
+			out = append(out, o.(*corev1.ResourceQuota))
 		}
 	}
 	return out

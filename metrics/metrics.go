@@ -38,6 +38,9 @@ type Metrics struct {
 	apiErrors       *prometheus.CounterVec
 	requestLatency  *prometheus.HistogramVec
 	requestResult   *prometheus.CounterVec
+	rateLimiter     *prometheus.HistogramVec
+	requestRetries  *prometheus.CounterVec
+	maxReconciles   *prometheus.GaugeVec
 	replicasDesired *prometheus.GaugeVec
 	replicasReady   *prometheus.GaugeVec
 	gpus            *prometheus.GaugeVec
@@ -75,6 +78,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rest_client_requests_total", Help: "API requests by status code, method and host.",
 		}, []string{"code", "method", "host"}),
+		rateLimiter: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rest_client_rate_limiter_duration_seconds", Help: "Time API requests waited on the client-side rate limiter (--kube-api-qps, --kube-api-burst), by verb and host.",
+			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60},
+		}, []string{"verb", "host"}),
+		requestRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rest_client_request_retries_total", Help: "API requests client-go retried, by status code, method and host.",
+		}, []string{"code", "method", "host"}),
+		maxReconciles: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "controller_runtime_max_concurrent_reconciles", Help: "Reconcile workers (--workers).",
+		}, []string{"controller"}),
 		replicasDesired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inferenceservice_replicas_desired", Help: "spec.replicas of each InferenceService.",
 		}, []string{"namespace", "name"}),
@@ -98,7 +111,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors,
-		m.requestLatency, m.requestResult, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
@@ -113,6 +126,11 @@ func (m *Metrics) ObserveReconcile(result string, d time.Duration) {
 		m.reconcileErrors.WithLabelValues(ControllerName).Inc()
 	}
 	m.reconcileTime.WithLabelValues(ControllerName).Observe(d.Seconds())
+}
+
+// SetMaxConcurrentReconciles records the number of reconcile workers.
+func (m *Metrics) SetMaxConcurrentReconciles(n int) {
+	m.maxReconciles.WithLabelValues(ControllerName).Set(float64(n))
 }
 
 // ConflictRetry counts a write retried after a resourceVersion conflict.
@@ -168,8 +186,10 @@ func (m *Metrics) SetLeader(name string, leading bool) {
 // to k8s.io/client-go/tools/metrics.Register once per process.
 func (m *Metrics) ClientGoOpts() clientmetrics.RegisterOpts {
 	return clientmetrics.RegisterOpts{
-		RequestLatency: latencyAdapter{m.requestLatency},
-		RequestResult:  resultAdapter{m.requestResult},
+		RequestLatency:     latencyAdapter{m.requestLatency},
+		RequestResult:      resultAdapter{m.requestResult},
+		RateLimiterLatency: latencyAdapter{m.rateLimiter},
+		RequestRetry:       retryAdapter{m.requestRetries},
 	}
 }
 
@@ -182,5 +202,11 @@ func (a latencyAdapter) Observe(_ context.Context, verb string, u url.URL, d tim
 type resultAdapter struct{ c *prometheus.CounterVec }
 
 func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
+	a.c.WithLabelValues(code, method, host).Inc()
+}
+
+type retryAdapter struct{ c *prometheus.CounterVec }
+
+func (a retryAdapter) IncrementRetry(_ context.Context, code, method, host string) {
 	a.c.WithLabelValues(code, method, host).Inc()
 }
