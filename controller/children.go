@@ -27,8 +27,8 @@ const (
 	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
 	PortName = "http"
 	Port     = 8000
-	// GPUResource is the extended resource the NVIDIA device plugin advertises.
-	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	// QueueLabel hands the pods to a Kueue LocalQueue.
+	QueueLabel = "kueue.x-k8s.io/queue-name"
 	// QueueMetric is vLLM's queue length, the HPA's signal.
 	QueueMetric = "num_requests_waiting"
 	// TargetQueueLength is the average queue length per pod the HPA aims for.
@@ -70,16 +70,21 @@ func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
 }
 
 func desiredDeployment(isvc *crd.InferenceService) *appsv1.Deployment {
+	meta, podLabels := childMeta(isvc), childLabels(isvc.Name)
+	if q := isvc.Spec.QueueName; q != "" {
+		meta.Labels[QueueLabel], podLabels[QueueLabel] = q, q
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: childMeta(isvc),
+		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(isvc.Spec.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(isvc.Name)},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(isvc.Name)},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{desiredContainer(&isvc.Spec)},
+					PriorityClassName: isvc.Spec.PriorityClassName,
+					Containers:        []corev1.Container{desiredContainer(&isvc.Spec)},
 					Volumes: []corev1.Volume{{
 						// vLLM shares tensors through /dev/shm; the runtime's 64Mi default is too small.
 						Name:         "shm",
@@ -112,15 +117,42 @@ func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
 		ReadinessProbe: probe(5, 3),
 		LivenessProbe:  probe(20, 3),
 		VolumeMounts:   []corev1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
-	}
-	if g := spec.GPUs(); g > 0 {
-		q := *resource.NewQuantity(int64(g), resource.DecimalSI)
-		c.Resources = corev1.ResourceRequirements{
-			Limits:   corev1.ResourceList{GPUResource: q},
-			Requests: corev1.ResourceList{GPUResource: q},
-		}
+		Resources:      desiredResources(spec),
 	}
 	return c
+}
+
+// desiredResources sets requests so a namespace with a quota admits the pods, GPUs in both
+// requests and limits (extended resources require it), and mirrors the API server's defaulting
+// (a limit without a request becomes the request) so the comparison never sees a false drift.
+func desiredResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
+	req, lim := crd.DefaultRequests(), corev1.ResourceList{}
+	var user crd.Resources
+	if spec.Resources != nil {
+		user = *spec.Resources
+	}
+	for k, v := range user.Requests {
+		req[k] = v.DeepCopy()
+	}
+	for k, l := range user.Limits {
+		lim[k] = l.DeepCopy()
+		// A missing request becomes the limit, as the API server would default it; a default
+		// request above a user's limit is lowered to it (a user's own request above its limit
+		// is refused by the CRD's CEL rule).
+		_, userSet := user.Requests[k]
+		if r, ok := req[k]; !ok || (!userSet && r.Cmp(l) > 0) {
+			req[k] = l.DeepCopy()
+		}
+	}
+	if g := spec.GPUs(); g > 0 {
+		name := spec.GPUResourceName()
+		req[name] = *resource.NewQuantity(int64(g), resource.DecimalSI)
+		lim[name] = *resource.NewQuantity(int64(g), resource.DecimalSI)
+	}
+	if len(lim) == 0 {
+		lim = nil
+	}
+	return corev1.ResourceRequirements{Requests: req, Limits: lim}
 }
 
 func desiredService(isvc *crd.InferenceService) *corev1.Service {

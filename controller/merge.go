@@ -71,10 +71,16 @@ func probeDrifted(have, want *corev1.Probe) bool {
 		have.PeriodSeconds != want.PeriodSeconds || have.FailureThreshold != want.FailureThreshold
 }
 
-func quantityDrifted(have, want corev1.ResourceList, name corev1.ResourceName) bool {
-	h, hok := have[name]
-	w, wok := want[name]
-	return hok != wok || (hok && h.Cmp(w) != 0)
+func resourcesDrifted(have, want corev1.ResourceList) bool {
+	if len(have) != len(want) {
+		return true
+	}
+	for k, w := range want {
+		if h, ok := have[k]; !ok || h.Cmp(w) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func containerDrifted(have, want *corev1.Container) bool {
@@ -92,8 +98,8 @@ func containerDrifted(have, want *corev1.Container) bool {
 			return true
 		}
 	}
-	if quantityDrifted(have.Resources.Limits, want.Resources.Limits, GPUResource) ||
-		quantityDrifted(have.Resources.Requests, want.Resources.Requests, GPUResource) {
+	if resourcesDrifted(have.Resources.Limits, want.Resources.Limits) ||
+		resourcesDrifted(have.Resources.Requests, want.Resources.Requests) {
 		return true
 	}
 	if probeDrifted(have.StartupProbe, want.StartupProbe) || probeDrifted(have.ReadinessProbe, want.ReadinessProbe) ||
@@ -134,7 +140,7 @@ func deploymentDrifted(live, want *appsv1.Deployment, specReplicas int32) bool {
 		return true
 	}
 	lt, wt := &live.Spec.Template, &want.Spec.Template
-	if !hasLabels(lt.Labels, wt.Labels) {
+	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName {
 		return true
 	}
 	i := findContainer(lt.Spec.Containers, ContainerName)
@@ -157,6 +163,7 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 	out.Annotations = mergeLabels(out.Annotations, want.Annotations)
 	t := &out.Spec.Template
 	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
+	t.Spec.PriorityClassName = want.Spec.Template.Spec.PriorityClassName
 	wc := want.Spec.Template.Spec.Containers[0]
 	if i := findContainer(t.Spec.Containers, ContainerName); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
@@ -164,8 +171,7 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 		c := &t.Spec.Containers[i]
 		c.Image, c.Args, c.Ports = wc.Image, wc.Args, wc.Ports
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
-		setQuantity(&c.Resources.Limits, wc.Resources.Limits, GPUResource)
-		setQuantity(&c.Resources.Requests, wc.Resources.Requests, GPUResource)
+		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
 		for _, m := range wc.VolumeMounts {
 			if !hasMount(c.VolumeMounts, m) {
 				c.VolumeMounts = append(removeMount(c.VolumeMounts, m.Name), m)
@@ -177,18 +183,6 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 			t.Spec.Volumes = append(removeVolume(t.Spec.Volumes, v.Name), v)
 		}
 	}
-}
-
-func setQuantity(dst *corev1.ResourceList, src corev1.ResourceList, name corev1.ResourceName) {
-	q, ok := src[name]
-	if !ok {
-		delete(*dst, name)
-		return
-	}
-	if *dst == nil {
-		*dst = corev1.ResourceList{}
-	}
-	(*dst)[name] = q
 }
 
 func removeMount(ms []corev1.VolumeMount, name string) []corev1.VolumeMount {

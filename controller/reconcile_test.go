@@ -192,7 +192,7 @@ func TestRestoresTamperedOwnedFieldsOnly(t *testing.T) {
 		},
 		"gpus": func(w *world) {
 			d := w.obs.Deployment.DeepCopy()
-			delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, GPUResource)
+			delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, crd.DefaultGPUResource)
 			w.obs.Deployment = d
 		},
 		"service port": func(w *world) {

@@ -54,10 +54,28 @@ const (
 	RankSpec     = 0 // nothing can proceed until the user changes the object
 	RankConflict = 10
 	RankAPI      = 20
-	RankPods     = 50
+	RankPods     = 65 // fewer ready pods than wanted, and the walk found nothing more precise
 	RankRollout  = 70
 	RankActing   = 80
 )
+
+// failing reasons need someone to act (raise a quota, fix an image, free GPUs): phase Failed
+// and Progressing False. The others resolve by themselves or by the operator's retries.
+var failing = map[string]bool{
+	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true,
+	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
+	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonImagePullFailed: true,
+	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
+	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
+}
+
+// IsFailing reports whether a Ready reason means the model cannot serve without a change.
+func IsFailing(reason string) bool { return failing[reason] }
+
+// IsWarning reports whether a Ready reason deserves a Warning Event when it appears.
+func IsWarning(reason string) bool {
+	return failing[reason] || reason == ReasonReconcileError || reason == ReasonGatewayUnavailable
+}
 
 // BaseStatus is the observed part of the status, before conditions are decided.
 func BaseStatus(in Input) crd.InferenceServiceStatus {
@@ -83,7 +101,7 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
 	if d := in.Observed.Deployment; d != nil && controlledBy(d, in.ISVC) && len(actions) == 0 {
-		causes = append(causes, rolloutCauses(in.ISVC, d)...)
+		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)...)
 	}
 	return causes
 }
@@ -114,7 +132,7 @@ func WithCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, cause
 	}
 	set(crd.ConditionReady, metav1.ConditionFalse, top.Reason, strings.Join(msgs, "; "))
 	st.Reason = top.Reason
-	if top.Rank <= RankConflict {
+	if failing[top.Reason] {
 		set(crd.ConditionProgressing, metav1.ConditionFalse, top.Reason, top.Message)
 		st.Phase = crd.PhaseFailed
 	} else {

@@ -312,12 +312,6 @@ func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Precondi
 	return fmt.Errorf("unsupported child %T", obj)
 }
 
-// warningReasons are the Ready reasons that deserve a Warning Event when they appear.
-var warningReasons = map[string]bool{
-	ReasonChildConflict: true, ReasonInvalidSpec: true, ReasonForbidden: true, ReasonReconcileError: true,
-	ReasonGatewayUnavailable: true,
-}
-
 // writeStatus writes st through the status subresource when it differs from what is stored,
 // and emits one Warning Event when a new blocking reason appears.
 func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) error {
@@ -359,12 +353,14 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 	})
 }
 
+// warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
+// only changes (a restart count growing) is not a new cause.
 func (c *Controller) warnOnNewReason(u *unstructured.Unstructured, old, st *crd.InferenceServiceStatus) {
 	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
-	if nc == nil || nc.Status == metav1.ConditionTrue || !warningReasons[nc.Reason] {
+	if nc == nil || nc.Status == metav1.ConditionTrue || !IsWarning(nc.Reason) {
 		return
 	}
-	if oc := meta.FindStatusCondition(old.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason && oc.Message == nc.Message {
+	if oc := meta.FindStatusCondition(old.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
 		return
 	}
 	c.recorder.Eventf(u, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)

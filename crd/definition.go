@@ -10,10 +10,14 @@ import (
 
 // CEL rules and their messages; tests create objects that break each one and expect its message.
 const (
-	RuleName         = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
-	RuleNameMessage  = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
-	RuleModel        = `!self.startsWith('-')`
-	RuleModelMessage = "spec.model must not start with '-': it is passed to vLLM as the --model argument"
+	RuleName                       = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
+	RuleNameMessage                = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
+	RuleModel                      = `!self.startsWith('-')`
+	RuleModelMessage               = "spec.model must not start with '-': it is passed to vLLM as the --model argument"
+	RuleResourceKeys               = `self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])`
+	RuleResourceKeysMessage        = "only cpu, memory and ephemeral-storage may be set here; GPUs come from spec.gpusPerReplica and spec.resources.gpuResourceName"
+	RuleLimitsCoverRequests        = `!has(self.requests) || !has(self.limits) || self.limits.all(k, !(k in self.requests) || quantity(string(self.limits[k])).compareTo(quantity(string(self.requests[k]))) >= 0)`
+	RuleLimitsCoverRequestsMessage = "each limit in spec.resources.limits must be at least its request in spec.resources.requests"
 )
 
 // Definition returns the CustomResourceDefinition for InferenceService; manifests/crd is
@@ -98,6 +102,26 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 		},
 	}
 
+	quantity := apiextensionsv1.JSONSchemaProps{
+		AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+		XIntOrString: true,
+		Pattern:      `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`,
+	}
+	resourceList := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{
+			Type: "object", Description: desc, MaxProperties: ptr.To[int64](3),
+			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &quantity},
+			XValidations:         apiextensionsv1.ValidationRules{{Rule: RuleResourceKeys, Message: RuleResourceKeysMessage}},
+		}
+	}
+	k8sName := func(desc string, max int64) apiextensionsv1.JSONSchemaProps {
+		p := str(desc)
+		p.MaxLength, p.Pattern = &max, `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+		return p
+	}
+	gpuName := str("Extended resource GPUs are requested as; default nvidia.com/gpu (for example amd.com/gpu).")
+	gpuName.MaxLength, gpuName.Pattern = ptr.To[int64](253), `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`
+
 	return &apiextensionsv1.JSONSchemaProps{
 		Type:         "object",
 		Description:  "InferenceService serves an LLM with vLLM: the operator derives a Deployment, a Service on port 8000 and a HorizontalPodAutoscaler on num_requests_waiting, and reports in status why the model is or is not serving.",
@@ -112,10 +136,22 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 				Description: "What the user wants served. The operator never writes it.",
 				Required:    []string{"model", "replicas"},
 				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"model":          model,
-					"replicas":       bounded(i32(fmt.Sprintf("Desired model server pods, 0 to %d. The HPA scales between max(1, replicas/2) and 3 x replicas; 0 scales the model to zero and removes the HPA. Required.", MaxReplicas)), 0, MaxReplicas),
-					"gpusPerReplica": gpus,
-					"image":          image,
+					"model":             model,
+					"replicas":          bounded(i32(fmt.Sprintf("Desired model server pods, 0 to %d. The HPA scales between max(1, replicas/2) and 3 x replicas; 0 scales the model to zero and removes the HPA. Required.", MaxReplicas)), 0, MaxReplicas),
+					"gpusPerReplica":    gpus,
+					"image":             image,
+					"priorityClassName": k8sName("PriorityClass of the model's pods: a high one for online serving, with preemption, and a low one for offline work.", 253),
+					"queueName":         k8sName("Kueue LocalQueue that admits the model's pods (sets the kueue.x-k8s.io/queue-name label), so online and offline work can share a quota.", 63),
+					"resources": {
+						Type:        "object",
+						Description: "Overrides for the model server container's resources.",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"requests":        resourceList("CPU, memory and ephemeral-storage requests; default cpu 2, memory 8Gi, so a namespace with a quota on them admits the pods."),
+							"limits":          resourceList("CPU, memory and ephemeral-storage limits; none by default. Size memory for the load peak, not the steady state."),
+							"gpuResourceName": gpuName,
+						},
+						XValidations: apiextensionsv1.ValidationRules{{Rule: RuleLimitsCoverRequests, Message: RuleLimitsCoverRequestsMessage}},
+					},
 				},
 			},
 			"status": {

@@ -3,6 +3,8 @@
 package crd
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -62,6 +64,41 @@ type InferenceServiceSpec struct {
 	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
 	// Image is the model server container image.
 	Image string `json:"image,omitempty"`
+	// PriorityClassName is the pods' PriorityClass: online serving high, offline work low, so
+	// the scheduler preempts offline pods for online ones under pressure.
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// QueueName is the Kueue LocalQueue that admits the pods (label kueue.x-k8s.io/queue-name),
+	// so online and offline work can share a quota.
+	QueueName string `json:"queueName,omitempty"`
+	// Resources overrides the model server's CPU and memory and the GPU resource name.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Resources overrides the model server container's resources.
+type Resources struct {
+	// Requests for cpu, memory and ephemeral-storage; default cpu 2, memory 8Gi, so a namespace
+	// with a quota on them admits the pods.
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// Limits for cpu, memory and ephemeral-storage; none by default.
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// GPUResourceName is the extended resource GPUs are requested as; default nvidia.com/gpu.
+	GPUResourceName string `json:"gpuResourceName,omitempty"`
+}
+
+// DefaultGPUResource is the NVIDIA device plugin's resource name.
+const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// DefaultRequests are the model server's requests when spec.resources.requests omits them.
+func DefaultRequests() corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+}
+
+// GPUResourceName returns the GPU resource name with its default applied.
+func (s *InferenceServiceSpec) GPUResourceName() corev1.ResourceName {
+	if s.Resources == nil || s.Resources.GPUResourceName == "" {
+		return DefaultGPUResource
+	}
+	return corev1.ResourceName(s.Resources.GPUResourceName)
 }
 
 // Phase is the one-word summary shown by kubectl get.
