@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// promServer is a real Prometheus scraping the operator under test every second, with the
+// project's rules loaded.
+type promServer struct {
+	addr string
+}
+
+// startPrometheus runs prometheus against env.op's metrics endpoint until the test ends.
+func startPrometheus(t *testing.T) *promServer {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian; .ci/run does so in CI)")
+	}
+	dir := t.TempDir()
+	rules, err := filepath.Abs(filepath.Join(env.root, "manifests", "monitoring", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+scrape_configs:
+- job_name: inferenceservice-operator
+  honor_labels: true
+  static_configs:
+  - targets: [%q]
+`, rules, env.op.MetricsAddr)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin,
+		"--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--web.console.templates="+dir, "--web.console.libraries="+dir,
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	// Registered after TempDir, so it runs first: the process is gone before its data dir.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("prometheus log:\n%s", b)
+			}
+		}
+		logf.Close()
+	})
+	p := &promServer{addr: addr}
+	eventually(t, 30*time.Second, "prometheus ready", func() error {
+		select {
+		case <-done:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("prometheus exited:\n%s", b)
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/-/ready: %s", resp.Status)
+		}
+		return nil
+	})
+	return p
+}
+
+// freeLoopbackAddr picks a free loopback port (Prometheus cannot report the one it chose).
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// sample is one element of an instant vector.
+type sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// query runs an instant PromQL query through the HTTP API.
+func (p *promServer) query(q string) ([]sample, error) {
+	resp, err := http.Get("http://" + p.addr + "/api/v1/query?" + url.Values{"query": {q}}.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status, Error string
+		Data          struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("%s: %s", q, body.Error)
+	}
+	if body.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("%s: result type %s", q, body.Data.ResultType)
+	}
+	out := make([]sample, 0, len(body.Data.Result))
+	for _, r := range body.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: value %v: %w", q, r.Value[1], err)
+		}
+		out = append(out, sample{r.Metric, v})
+	}
+	return out, nil
+}
+
+// scalar runs a query that must return exactly one sample.
+func (p *promServer) scalar(q string) (float64, error) {
+	s, err := p.query(q)
+	if err != nil {
+		return 0, err
+	}
+	if len(s) != 1 {
+		return 0, fmt.Errorf("%s: %d samples, want 1: %v", q, len(s), s)
+	}
+	return s[0].Value, nil
+}
