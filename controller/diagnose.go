@@ -258,6 +258,13 @@ func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time)
 	}
 	if r := cs.State.Running; r != nil && !cs.Ready {
 		since := now.Sub(r.StartedAt.Time).Round(time.Second)
+		if last != nil && cs.RestartCount > 0 && (last.ExitCode != 0 || last.Reason == "OOMKilled") && since < crashLoopMemory {
+			// Restarted after a crash and not ready yet: still the crash loop, not a new cause.
+			if last.Reason == "OOMKilled" {
+				return podFinding{RankOOM, ReasonOOMKilled, where + ": OOMKilled, raise spec.resources.limits.memory" + lastText()}, true
+			}
+			return podFinding{RankCrash, ReasonCrashLoopBackOff, where + ": restarted after a crash" + lastText()}, true
+		}
 		if !ptr.Deref(cs.Started, false) {
 			// The startup probe has not passed: weights are still loading. Not a failure.
 			return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("%s: started %s ago, startup probe not passed yet (loading weights)", where, since)}, true
@@ -266,6 +273,10 @@ func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time)
 	}
 	return podFinding{}, false
 }
+
+// crashLoopMemory is how long a restarted container that is not ready still counts as crash
+// looping; the kubelet forgets its back-off after 10 minutes of running.
+const crashLoopMemory = 10 * time.Minute
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")

@@ -129,6 +129,15 @@ func TestLayerWalk(t *testing.T) {
 			reason: ReasonOOMKilled, phase: crd.PhaseFailed, msgContain: "OOMKilled, raise spec.resources.limits.memory; last terminated: exit code 137 (OOMKilled), 2 restarts (and 1 more pods)",
 		},
 		{
+			name: "restarted after a crash, running, not ready yet: still the crash loop",
+			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
+				cs := running(true, false, time.Second)
+				cs.RestartCount, cs.LastTerminationState.Terminated = 3, crashed
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+			})},
+			reason: ReasonCrashLoopBackOff, phase: crd.PhaseFailed, msgContain: "restarted after a crash; last terminated: exit code 1 (Error)",
+		},
+		{
 			name: "running but the readiness probe fails",
 			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, 95*time.Second)}
