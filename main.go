@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +44,8 @@ var version = "dev"
 type options struct {
 	kubeconfig, namespaces, gatewayURL        string
 	metricsAddr, probeAddr                    string
+	metricsSecure                             bool
+	metricsCertDir                            string
 	workers, burst                            int
 	qps                                       float64
 	resync, backoffBase, backoffMax           time.Duration
@@ -56,6 +60,8 @@ func parseFlags() options {
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "Gateway admin API for route registration (PUT/DELETE {url}/routes/{ns}/{name}); empty disables registration and the finalizer.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) and authorizes for GET on /metrics (SubjectAccessReview).")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for --metrics-secure; empty uses a self-signed certificate.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	flag.IntVar(&o.workers, "workers", 4, "Concurrent reconciles.")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
@@ -147,7 +153,15 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var leading atomic.Bool
-	servers := serve(o, reg, caches.HasSynced, &leading)
+	metricsHandler := http.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	var metricsTLS *tls.Config
+	if o.metricsSecure {
+		if metricsTLS, err = serverTLS(o.metricsCertDir); err != nil {
+			return fmt.Errorf("metrics TLS: %w", err)
+		}
+		metricsHandler = metrics.NewAuthorizer(kube, time.Minute).Wrap(metricsHandler)
+	}
+	servers := serve(o, metricsHandler, metricsTLS, caches.HasSynced, &leading)
 	defer shutdown(servers)
 
 	// Caches start before leadership so a new leader starts warm.
@@ -212,12 +226,25 @@ func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *met
 	}
 }
 
-func serve(o options, reg *prometheus.Registry, synced func() bool, _ *atomic.Bool) []*http.Server {
+// serverTLS loads tls.crt and tls.key from dir, or makes a self-signed certificate.
+func serverTLS(dir string) (*tls.Config, error) {
+	if dir == "" {
+		host, _ := os.Hostname()
+		return metrics.SelfSignedTLS("localhost", "127.0.0.1", host)
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
+}
+
+func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synced func() bool, _ *atomic.Bool) []*http.Server {
 	var servers []*http.Server
 	if o.metricsAddr != "0" {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		servers = append(servers, listen(o.metricsAddr, mux, "metrics"))
+		mux.Handle("/metrics", metricsHandler)
+		servers = append(servers, listen(o.metricsAddr, mux, "metrics", metricsTLS))
 	}
 	probes := http.NewServeMux()
 	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -228,10 +255,11 @@ func serve(o options, reg *prometheus.Registry, synced func() bool, _ *atomic.Bo
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return append(servers, listen(o.probeAddr, probes, "probes"))
+	return append(servers, listen(o.probeAddr, probes, "probes", nil))
 }
 
-func listen(addr string, h http.Handler, what string) *http.Server {
+// listen serves h on addr, over TLS when tlsCfg is set.
+func listen(addr string, h http.Handler, what string, tlsCfg *tls.Config) *http.Server {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -239,7 +267,10 @@ func listen(addr string, h http.Handler, what string) *http.Server {
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 	// Tests bind to port 0 and read the chosen address from this line.
-	klog.InfoS("Serving", "endpoint", what, "address", ln.Addr().String())
+	klog.InfoS("Serving", "endpoint", what, "address", ln.Addr().String(), "tls", tlsCfg != nil)
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Server failed", "endpoint", what)
