@@ -159,7 +159,7 @@ func run(ctx context.Context, o options) error {
 		if metricsTLS, err = serverTLS(o.metricsCertDir); err != nil {
 			return fmt.Errorf("metrics TLS: %w", err)
 		}
-		metricsHandler = metrics.NewAuthorizer(kube, time.Minute).Wrap(metricsHandler)
+		metricsHandler = metrics.NewAuthorizer(kube, time.Minute, 10*time.Second).Wrap(metricsHandler)
 	}
 	servers := serve(o, metricsHandler, metricsTLS, caches.HasSynced, &leading)
 	defer shutdown(servers)

@@ -30,11 +30,12 @@ const maxCachedDecisions = 1024
 // Authorizer guards an endpoint the way kube-rbac-proxy and controller-runtime's secure metrics
 // do: the bearer token is authenticated with a TokenReview and the user authorized with a
 // SubjectAccessReview on the non-resource URL (verb get), so Prometheus needs a ClusterRole with
-// nonResourceURLs: [/metrics], verbs: [get]. Decisions are cached for a TTL, by token hash.
+// nonResourceURLs: [/metrics], verbs: [get]. Decisions are cached by token hash: grants for
+// one TTL, refusals for a shorter one so a new RoleBinding takes effect soon.
 type Authorizer struct {
-	kube kubernetes.Interface
-	ttl  time.Duration
-	now  func() time.Time
+	kube              kubernetes.Interface
+	allowTTL, denyTTL time.Duration
+	now               func() time.Time
 
 	mu    sync.Mutex
 	cache map[[32]byte]decision
@@ -46,10 +47,10 @@ type decision struct {
 	expires time.Time
 }
 
-// NewAuthorizer returns an Authorizer calling the API server through kube, caching decisions
-// for ttl.
-func NewAuthorizer(kube kubernetes.Interface, ttl time.Duration) *Authorizer {
-	return &Authorizer{kube: kube, ttl: ttl, now: time.Now, cache: map[[32]byte]decision{}}
+// NewAuthorizer returns an Authorizer calling the API server through kube, caching grants for
+// allowTTL and refusals for denyTTL.
+func NewAuthorizer(kube kubernetes.Interface, allowTTL, denyTTL time.Duration) *Authorizer {
+	return &Authorizer{kube: kube, allowTTL: allowTTL, denyTTL: denyTTL, now: time.Now, cache: map[[32]byte]decision{}}
 }
 
 // Wrap serves h only to requests whose bearer token may get the requested path.
@@ -90,7 +91,10 @@ func (a *Authorizer) decide(ctx context.Context, token, path string) (decision, 
 	if err != nil {
 		return d, err // API errors are not cached: the next scrape retries
 	}
-	d.expires = now.Add(a.ttl)
+	d.expires = now.Add(a.denyTTL)
+	if d.status == http.StatusOK {
+		d.expires = now.Add(a.allowTTL)
+	}
 	a.mu.Lock()
 	if len(a.cache) >= maxCachedDecisions {
 		a.cache = map[[32]byte]decision{}

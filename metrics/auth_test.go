@@ -43,7 +43,7 @@ func fakeAPI(users map[string]string, allowed map[string]bool) (*fake.Clientset,
 
 func TestAuthorizer(t *testing.T) {
 	kube, calls, fail := fakeAPI(map[string]string{"good": "prometheus", "other": "someone"}, map[string]bool{"prometheus": true})
-	a := NewAuthorizer(kube, time.Minute)
+	a := NewAuthorizer(kube, time.Minute, 10*time.Second)
 	now := time.Unix(1000, 0)
 	a.now = func() time.Time { return now }
 	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }))
@@ -75,6 +75,15 @@ func TestAuthorizer(t *testing.T) {
 	before := *calls
 	if get("Bearer good") != http.StatusOK || get("Bearer other") != http.StatusForbidden || *calls != before {
 		t.Fatalf("cached decisions made %d API calls", *calls-before)
+	}
+	// A refusal expires first: a new binding takes effect without waiting for the grant TTL.
+	now = now.Add(20 * time.Second)
+	before = *calls
+	if get("Bearer good") != http.StatusOK || *calls != before {
+		t.Fatal("a grant expired with the refusal TTL")
+	}
+	if get("Bearer other") != http.StatusForbidden || *calls != before+2 {
+		t.Fatalf("refusal not reviewed again after its TTL (%d calls)", *calls-before)
 	}
 	// After the TTL the token is reviewed again; an API failure is a 500 and is not cached.
 	now = now.Add(2 * time.Minute)
