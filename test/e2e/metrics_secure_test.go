@@ -43,7 +43,9 @@ func TestMetricsSecure(t *testing.T) {
 	// A reader bound to the manifests' metrics-reader ClusterRole, and a ServiceAccount without it.
 	readerRole := filepath.Join(env.root, "manifests", "monitoring", "metrics_reader_role.yaml")
 	kubectl(t, "apply", "-f", readerRole)
-	t.Cleanup(func() { _, _, _ = env.cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", readerRole) })
+	t.Cleanup(func() {
+		_, _, _ = env.cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", readerRole)
+	})
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "inferenceservice-operator-metrics-reader"},
