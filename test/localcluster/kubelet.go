@@ -403,8 +403,8 @@ func (c *ctr) imageEvents(ps *podState) {
 	ref := containerRef(ps.pod, c.spec.Name, c.init)
 	img := c.spec.Image
 	if c.spec.ImagePullPolicy == v1.PullAlways {
-		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", img)
-		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in 312ms (312ms including waiting). Image size: 4212134 bytes.", img)
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", normalizedImage(img))
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in 312ms (312ms including waiting). Image size: 4212134 bytes.", normalizedImage(img))
 	} else {
 		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", img)
 	}
@@ -505,8 +505,9 @@ func (c *ctr) pullErrMessage() string {
 
 func (c *ctr) pullFail(ps *podState, now time.Time) {
 	ref := containerRef(ps.pod, c.spec.Name, c.init)
-	ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.spec.Image)
-	ps.rec.Eventf(ref, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", c.spec.Image, c.pullErrMessage())
+	img := normalizedImage(c.spec.Image)
+	ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", img)
+	ps.rec.Eventf(ref, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", img, c.pullErrMessage())
 	ps.rec.Event(ref, v1.EventTypeWarning, "Failed", "Error: ErrImagePull")
 	c.state = csErrImagePull
 	c.pullErrAt = now
@@ -532,7 +533,7 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 		case csErrImagePull:
 			c.state = csImagePullBackOff
 			c.next = c.pullErrAt.Add(c.backoff)
-			ps.rec.Eventf(ref, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.spec.Image)
+			ps.rec.Eventf(ref, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", normalizedImage(c.spec.Image))
 			ps.rec.Event(ref, v1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
 		case csImagePullBackOff:
 			c.restarts++ // only used to grow the back-off; restartCount stays 0 for pulls
