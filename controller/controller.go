@@ -70,6 +70,7 @@ type Controller struct {
 	recorder events.EventRecorder                   // Events on the isvc for users
 	gateway  Registrar
 	metrics  Metrics
+	desired  desiredCache // children per isvc generation, so resyncs do not rebuild them
 	now      func() time.Time
 }
 

@@ -59,9 +59,9 @@ func TestLayerWalk(t *testing.T) {
 		msgContain string
 	}{
 		{
-			name:       "quota exceeded on the ReplicaSet",
-			rsFailure:  `pods "qwen3-7b6cd-x2x9z" is forbidden: exceeded quota: team-a, requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8`,
-			reason:     ReasonQuotaExceeded, phase: crd.PhaseFailed,
+			name:      "quota exceeded on the ReplicaSet",
+			rsFailure: `pods "qwen3-7b6cd-x2x9z" is forbidden: exceeded quota: team-a, requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8`,
+			reason:    ReasonQuotaExceeded, phase: crd.PhaseFailed,
 			msgContain: `ReplicaSet qwen3-7b6cd: pods "qwen3-7b6cd-x2x9z" is forbidden: exceeded quota: team-a`,
 		},
 		{

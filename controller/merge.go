@@ -123,11 +123,18 @@ func hasMount(ms []corev1.VolumeMount, want corev1.VolumeMount) bool {
 	return false
 }
 
+// hasVolume checks the operator's emptyDir volumes (the only kind it adds) without reflection.
 func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
 	for _, v := range vs {
-		if v.Name == want.Name {
-			return equality.Semantic.DeepEqual(v.VolumeSource, want.VolumeSource)
+		if v.Name != want.Name {
+			continue
 		}
+		h, w := v.EmptyDir, want.EmptyDir
+		if h == nil || w == nil {
+			return h == w && equality.Semantic.DeepEqual(v.VolumeSource, want.VolumeSource)
+		}
+		return h.Medium == w.Medium && (h.SizeLimit == nil) == (w.SizeLimit == nil) &&
+			(h.SizeLimit == nil || h.SizeLimit.Cmp(*w.SizeLimit) == 0)
 	}
 	return false
 }
@@ -243,7 +250,31 @@ func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {
 		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef ||
 		ptr.Deref(live.Spec.MinReplicas, 1) != ptr.Deref(want.Spec.MinReplicas, 1) ||
 		live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
-		!equality.Semantic.DeepEqual(live.Spec.Metrics, want.Spec.Metrics)
+		metricsDrifted(live.Spec.Metrics, want.Spec.Metrics)
+}
+
+// metricsDrifted compares the Pods metrics the operator sets field by field (the reflective
+// Semantic.DeepEqual costs a dozen allocations per resync); other shapes fall back to it.
+func metricsDrifted(have, want []autoscalingv2.MetricSpec) bool {
+	if len(have) != len(want) {
+		return true
+	}
+	for i := range want {
+		h, w := &have[i], &want[i]
+		if w.Type != autoscalingv2.PodsMetricSourceType || w.Pods == nil {
+			if !equality.Semantic.DeepEqual(*h, *w) {
+				return true
+			}
+			continue
+		}
+		if h.Type != w.Type || h.Pods == nil || h.Pods.Metric.Name != w.Pods.Metric.Name || h.Pods.Metric.Selector != nil ||
+			h.Pods.Target.Type != w.Pods.Target.Type || h.Pods.Target.AverageValue == nil ||
+			h.Pods.Target.AverageValue.Cmp(*w.Pods.Target.AverageValue) != 0 ||
+			h.Resource != nil || h.Object != nil || h.External != nil || h.ContainerResource != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {

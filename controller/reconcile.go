@@ -8,6 +8,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -28,6 +29,28 @@ type Input struct {
 	ISVC     *crd.InferenceService
 	Observed Observed
 	Now      metav1.Time
+	// Desired may carry DesiredChildren(ISVC) computed earlier for the same generation; nil
+	// means compute it. It is only read.
+	Desired *Desired
+}
+
+// Desired is what the spec asks for. It depends only on the object's identity and spec, so
+// the controller keeps one per generation instead of rebuilding it on every resync.
+type Desired struct {
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service
+	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero
+	Selector   string
+}
+
+// DesiredChildren builds the children the spec asks for.
+func DesiredChildren(isvc *crd.InferenceService) *Desired {
+	return &Desired{
+		Deployment: desiredDeployment(isvc),
+		Service:    desiredService(isvc),
+		HPA:        desiredHPA(isvc),
+		Selector:   labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
+	}
 }
 
 // Verb is what to do with a child.
@@ -71,8 +94,12 @@ func Reconcile(in Input) Output {
 	isvc := in.ISVC
 	var out Output
 	r := isvc.Spec.Replicas
+	want := in.Desired
+	if want == nil {
+		want = DesiredChildren(isvc)
+	}
 
-	wantD := desiredDeployment(isvc)
+	wantD := want.Deployment
 	switch live := in.Observed.Deployment; {
 	case live == nil:
 		out.add(Create, "Deployment", wantD)
@@ -84,7 +111,7 @@ func Reconcile(in Input) Output {
 		out.add(Update, "Deployment", upd)
 	}
 
-	wantS := desiredService(isvc)
+	wantS := want.Service
 	switch live := in.Observed.Service; {
 	case live == nil:
 		out.add(Create, "Service", wantS)
@@ -96,7 +123,7 @@ func Reconcile(in Input) Output {
 		out.add(Update, "Service", upd)
 	}
 
-	wantH := desiredHPA(isvc)
+	wantH := want.HPA
 	switch live := in.Observed.HPA; {
 	case live == nil && wantH != nil:
 		out.add(Create, "HorizontalPodAutoscaler", wantH)
@@ -114,7 +141,7 @@ func Reconcile(in Input) Output {
 	}
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
-	out.Status = WithCauses(BaseStatus(in), isvc, out.Causes, in.Now)
+	out.Status = WithCauses(baseStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	return out
 }
 

@@ -79,10 +79,20 @@ func IsWarning(reason string) bool {
 
 // BaseStatus is the observed part of the status, before conditions are decided.
 func BaseStatus(in Input) crd.InferenceServiceStatus {
+	sel := ""
+	if in.Desired != nil {
+		sel = in.Desired.Selector
+	} else {
+		sel = labels.SelectorFromSet(selectorLabels(in.ISVC.Name)).String()
+	}
+	return baseStatus(in, sel)
+}
+
+func baseStatus(in Input, selector string) crd.InferenceServiceStatus {
 	isvc := in.ISVC
 	st := crd.InferenceServiceStatus{
 		ObservedGeneration: isvc.Generation,
-		Selector:           labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
+		Selector:           selector,
 		Conditions:         append([]metav1.Condition(nil), isvc.Status.Conditions...),
 	}
 	if d := in.Observed.Deployment; d != nil && controlledBy(d, isvc) {

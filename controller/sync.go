@@ -43,6 +43,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 	if !ok {
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
+		c.desired.forget(key)
 		return nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -65,7 +66,8 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if err != nil {
 		return err
 	}
-	out := Reconcile(Input{ISVC: isvc, Observed: obs, Now: now})
+	in := Input{ISVC: isvc, Observed: obs, Now: now, Desired: c.desired.get(key, isvc)}
+	out := Reconcile(in)
 
 	applyErr := c.applyAll(ctx, u, out.Actions)
 	var extra []Cause
@@ -78,7 +80,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 	st := out.Status
 	if len(extra) > 0 {
-		st = WithCauses(BaseStatus(Input{ISVC: isvc, Observed: obs}), isvc, append(out.Causes, extra...), now)
+		st = WithCauses(BaseStatus(in), isvc, append(out.Causes, extra...), now)
 	}
 	switch {
 	case c.gateway == nil:
