@@ -470,7 +470,7 @@ func (c *ctr) complete(ps *podState, now time.Time) {
 	ps.rec.Event(ref, v1.EventTypeNormal, "Started", "Container started")
 	c.containerID = newContainerID(ps.pod, c.spec.Name, 0)
 	c.state = csCompleted
-	t := metav1.NewTime(now)
+	t := mtime(now)
 	c.term = &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: t, FinishedAt: t, ContainerID: c.containerID}
 }
 
@@ -478,8 +478,8 @@ func (c *ctr) crash(ps *podState, now time.Time) {
 	t := &v1.ContainerStateTerminated{
 		ExitCode:    1,
 		Reason:      "Error",
-		StartedAt:   metav1.NewTime(c.startedAt),
-		FinishedAt:  metav1.NewTime(now),
+		StartedAt:   mtime(c.startedAt),
+		FinishedAt:  mtime(now),
 		ContainerID: c.containerID,
 	}
 	if c.beh.kind == bOOMKilled {
@@ -623,7 +623,7 @@ func (ps *podState) containerStatus(c *ctr, now time.Time) v1.ContainerStatus {
 	}
 	switch c.state {
 	case csRunning:
-		s.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
+		s.State.Running = &v1.ContainerStateRunning{StartedAt: mtime(c.startedAt)}
 		s.Started = &t
 		s.Ready = c.ready(now)
 	case csCompleted:
@@ -658,7 +658,7 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 	st.PodIP = ps.ip
 	st.PodIPs = []v1.PodIP{{IP: ps.ip}}
 	if st.StartTime == nil {
-		t := metav1.NewTime(ps.t0)
+		t := mtime(ps.t0)
 		st.StartTime = &t
 	}
 	st.InitContainerStatuses = nil
@@ -748,7 +748,7 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 	}
 	var out []v1.PodCondition
 	for _, m := range mine {
-		m.LastTransitionTime = metav1.NewTime(now)
+		m.LastTransitionTime = mtime(now)
 		for _, prev := range base.Status.Conditions {
 			if prev.Type == m.Type && prev.Status == m.Status {
 				m.LastTransitionTime = prev.LastTransitionTime
@@ -792,8 +792,8 @@ func (ps *podState) reconcileSpec(pod *v1.Pod, now time.Time) {
 		}
 		if c.state == csRunning {
 			ps.rec.Eventf(containerRef(pod, c.spec.Name, false), v1.EventTypeNormal, "Killing", "Container %s definition changed, will be restarted", c.spec.Name)
-			t := metav1.NewTime(now)
-			c.last = &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: metav1.NewTime(c.startedAt), FinishedAt: t, ContainerID: c.containerID}
+			t := mtime(now)
+			c.last = &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: mtime(c.startedAt), FinishedAt: t, ContainerID: c.containerID}
 		}
 		c.spec = *spec
 		c.beh = b
@@ -894,3 +894,7 @@ func (k *kubelet) writeStatus(ctx context.Context, ps *podState, now time.Time) 
 	}
 	return nil, lastErr
 }
+
+// mtime is a metav1.Time at the API's one-second precision, so a rendered
+// status compares equal to the one read back.
+func mtime(t time.Time) metav1.Time { return metav1.NewTime(t.Truncate(time.Second)) }
