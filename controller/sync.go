@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -30,6 +32,7 @@ const (
 	EventUpdated      = "Updated"
 	EventDeleted      = "Deleted"
 	EventFailed       = "Failed"
+	EventReconciled   = "Reconciled"
 	EventDeregistered = "Deregistered"
 	EventRegistered   = "Registered"
 )
@@ -90,6 +93,12 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 
 	c.observeMetrics(isvc, &st, obs)
+	if len(out.Actions) > 0 && applyErr == nil && regErr == nil && regCond == nil {
+		// The children's own events reconcile again within moments and write the status the
+		// actions led to; writing the intermediate one as well would double the writes per
+		// change. The recheck covers an action whose event never comes.
+		return queue.Temporary(errActed, recheckAfterActing)
+	}
 	if err := c.writeStatus(ctx, u, isvc, &st); err != nil {
 		return errors.Join(applyErr, regErr, err)
 	}
@@ -102,6 +111,11 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 	return nil
 }
+
+// errActed marks a reconcile that changed children and left the status to the next one.
+var errActed = errors.New("children changed; status follows on their events")
+
+const recheckAfterActing = 2 * time.Second
 
 // observe reads this InferenceService's children from the caches.
 func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
@@ -149,9 +163,14 @@ type conflictError struct{ msg string }
 
 func (e *conflictError) Error() string { return e.msg }
 
+// applyAll applies the actions and records one Normal Event for what succeeded (one write,
+// not one per child) and one Warning Event per failure.
 func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured, actions []Action) error {
 	var errs []error
-	for _, a := range actions {
+	var done []string
+	var first *Action
+	reason := ""
+	for i, a := range actions {
 		err := c.apply(ctx, a)
 		if err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
@@ -160,10 +179,18 @@ func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured,
 			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
 			continue
 		}
-		reason := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[a.Verb]
-		// The child is the related object: events.k8s.io groups events into a series by
-		// (regarding, related, reason, action), so without it one create hides the next.
-		c.recorder.Eventf(u, a.Object, corev1.EventTypeNormal, reason, actionName(a.Verb), "%s %s %s", reason, a.Kind, a.Object.GetName())
+		r := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[a.Verb]
+		if first == nil {
+			first, reason = &actions[i], r
+		} else if r != reason {
+			reason = EventReconciled
+		}
+		done = append(done, r+" "+a.Kind+" "+a.Object.GetName())
+	}
+	if first != nil {
+		// The first child is the related object: events.k8s.io folds events with the same
+		// (regarding, related, reason, action) into one series, which would hide a later one.
+		c.recorder.Eventf(u, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(done, "; "))
 	}
 	return errors.Join(errs...)
 }
