@@ -504,6 +504,43 @@ func TestFakeKubeletBehaviors(t *testing.T) {
 	}
 }
 
+// With a startupProbe, status.started stays false while weights load
+// (slow-ready), as a real kubelet reports until the startup probe passes.
+func TestStartupProbeSlowReady(t *testing.T) {
+	ns := namespace(t)
+	apply(t, ns, `apiVersion: v1
+kind: Pod
+metadata:
+  name: loader
+spec:
+  containers:
+  - name: server
+    image: kubelet.fake/slow-ready-5:v1
+    startupProbe:
+      httpGet: {path: /health, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 600
+    readinessProbe:
+      httpGet: {path: /health, port: 8080}
+      periodSeconds: 1
+`)
+	state := func() string {
+		return jsonpath(t, ns, "pod/loader", `{.status.phase}/{.status.containerStatuses[0].started}/{.status.containerStatuses[0].ready}`)
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		s := state()
+		return s == "Running/false/false", s
+	})
+	eventually(t, 30*time.Second, func() (bool, string) {
+		s := state()
+		return s == "Running/true/true", s
+	})
+	ev := jsonpath(t, ns, "events", `{range .items[?(@.reason=="Unhealthy")]}{.message}{"\n"}{end}`)
+	if !strings.Contains(ev, "Startup probe failed: HTTP probe failed with statuscode: 503") {
+		t.Fatalf("no startup probe failure event:\n%s", ev)
+	}
+}
+
 func dump(obs map[string]*podObs) string {
 	var b strings.Builder
 	for n, o := range obs {

@@ -254,6 +254,7 @@ type ctr struct {
 	restarts int32
 
 	startedAt   time.Time
+	startedOK   time.Time // startup probe passed (status.started); zero: never
 	readyAt     time.Time // zero: never
 	containerID string
 	term        *v1.ContainerStateTerminated // current (csTerminated) or last termination
@@ -266,10 +267,16 @@ type ctr struct {
 
 func (c *ctr) hasReadiness() bool { return c.spec.ReadinessProbe != nil }
 
+// started is status.started: true once running and the startup probe (if
+// any) has passed.
+func (c *ctr) started(now time.Time) bool {
+	return c.state == csRunning && !c.startedOK.IsZero() && !now.Before(c.startedOK)
+}
+
 func (c *ctr) ready(now time.Time) bool {
 	switch c.state {
 	case csRunning:
-		return !c.readyAt.IsZero() && !now.Before(c.readyAt)
+		return c.started(now) && !c.readyAt.IsZero() && !now.Before(c.readyAt)
 	case csCompleted:
 		return true
 	}
@@ -437,23 +444,39 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 }
 
 func (c *ctr) setRunningSchedule(ps *podState, now time.Time) {
-	delay := time.Duration(0)
+	delay := time.Duration(0) // readiness probe initial delay
 	if p := c.spec.ReadinessProbe; p != nil {
 		delay = time.Duration(p.InitialDelaySeconds) * time.Second
 	}
+	startup := c.spec.StartupProbe != nil
+	sdelay := time.Duration(0) // startup probe initial delay
+	if startup {
+		sdelay = time.Duration(c.spec.StartupProbe.InitialDelaySeconds) * time.Second
+	}
+	c.startedOK = c.startedAt.Add(sdelay)
 	c.readyAt = time.Time{}
 	c.next = time.Time{}
 	c.nextProbe = time.Time{}
 	switch c.beh.kind {
 	case bReady:
-		c.readyAt = c.startedAt.Add(delay)
+		c.readyAt = c.startedAt.Add(max(delay, sdelay))
 	case bSlowReady:
-		c.readyAt = c.startedAt.Add(max(delay, c.beh.delay))
-		c.nextProbe = c.startedAt.Add(delay)
+		// Loading weights: the startup probe (if any) and the readiness
+		// probe pass only after the delay.
+		if startup {
+			c.startedOK = c.startedAt.Add(max(sdelay, c.beh.delay))
+			c.nextProbe = c.startedAt.Add(sdelay)
+		} else {
+			c.nextProbe = c.startedAt.Add(delay)
+		}
+		c.readyAt = c.startedAt.Add(max(delay, sdelay, c.beh.delay))
 	case bNeverReady:
-		c.nextProbe = c.startedAt.Add(delay)
+		// Starts (startup probe passes), but readiness never does.
+		c.nextProbe = c.startedAt.Add(max(delay, sdelay))
 	case bCrashLoop, bOOMKilled:
-		if !c.hasReadiness() {
+		if startup {
+			c.startedOK = time.Time{} // exits before its startup probe passes
+		} else if !c.hasReadiness() {
 			c.readyAt = c.startedAt // no probe: ready while it runs
 		}
 		c.next = c.startedAt.Add(ps.k.cfg.crashRun)
@@ -547,17 +570,21 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 	}
 	if c.state == csRunning && !c.nextProbe.IsZero() && !now.Before(c.nextProbe) && !c.ready(now) {
 		ref := containerRef(ps.pod, c.spec.Name, c.init)
-		ps.rec.Eventf(ref, v1.EventTypeWarning, "Unhealthy", "Readiness probe failed: %s", c.probeFailure(ps))
+		kind, probe := "Readiness", c.spec.ReadinessProbe
+		if c.spec.StartupProbe != nil && !c.started(now) {
+			kind, probe = "Startup", c.spec.StartupProbe
+		}
+		ps.rec.Eventf(ref, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", kind, probeFailure(ps, probe))
 		period := 10 * time.Second
-		if p := c.spec.ReadinessProbe; p != nil && p.PeriodSeconds > 0 {
-			period = time.Duration(p.PeriodSeconds) * time.Second
+		if probe != nil && probe.PeriodSeconds > 0 {
+			period = time.Duration(probe.PeriodSeconds) * time.Second
 		}
 		c.nextProbe = now.Add(period)
 	}
 }
 
-func (c *ctr) probeFailure(ps *podState) string {
-	if p := c.spec.ReadinessProbe; p != nil {
+func probeFailure(ps *podState, p *v1.Probe) string {
+	if p != nil {
 		switch {
 		case p.TCPSocket != nil:
 			return fmt.Sprintf("dial tcp %s:%s: connect: connection refused", ps.ip, p.TCPSocket.Port.String())
@@ -583,6 +610,9 @@ func (ps *podState) nextWake(now time.Time) time.Time {
 		if c.state == csRunning {
 			if c.readyAt.After(now) {
 				consider(c.readyAt)
+			}
+			if c.startedOK.After(now) {
+				consider(c.startedOK)
 			}
 			if !c.ready(now) {
 				consider(c.nextProbe)
@@ -624,7 +654,9 @@ func (ps *podState) containerStatus(c *ctr, now time.Time) v1.ContainerStatus {
 	switch c.state {
 	case csRunning:
 		s.State.Running = &v1.ContainerStateRunning{StartedAt: mtime(c.startedAt)}
-		s.Started = &t
+		if c.started(now) {
+			s.Started = &t
+		}
 		s.Ready = c.ready(now)
 	case csCompleted:
 		s.State.Terminated = c.term
