@@ -211,6 +211,9 @@ func Build(ctx context.Context) (string, error) {
 		return bin, nil
 	}
 	tmp := bin + ".tmp" + strconv.Itoa(os.Getpid())
+	fmt.Fprintf(os.Stderr, "cluster: building %s (a cold Go cache takes 7-9 minutes on 2 cores)\n", bin)
+	started := time.Now()
+	defer func() { fmt.Fprintf(os.Stderr, "cluster: build took %v\n", time.Since(started).Round(time.Second)) }()
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags, "-o", tmp, ".")
 	cmd.Dir = dir
 	cmd.Env = append(buildEnv(), "CGO_ENABLED=0")
