@@ -70,14 +70,12 @@ func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*apps
 	stuck := deploymentCondition(d, appsv1.DeploymentProgressing)
 	isStuck := stuck != nil && stuck.Status == corev1.ConditionFalse && stuck.Reason == "ProgressDeadlineExceeded"
 	switch {
-	case d.Status.ObservedGeneration < d.Generation:
-		causes = append(causes, Cause{RankRollout, ReasonRolloutInProgress,
-			fmt.Sprintf("Deployment %s: generation %d not yet observed by the deployment controller", d.Name, d.Generation)})
 	case isStuck:
 		causes = append(causes, Cause{RankStuck, ReasonProgressDeadlineExceeded, fmt.Sprintf("Deployment %s: %s", d.Name, stuck.Message)})
-	case d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas:
+	case d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas:
+		// No counts here: they move with every pod, and each move would be a status write.
 		causes = append(causes, Cause{RankRollout, ReasonRolloutInProgress,
-			fmt.Sprintf("Deployment %s: %d of %d replicas updated, %d old replicas pending termination", d.Name, d.Status.UpdatedReplicas, desired, max(0, d.Status.Replicas-d.Status.UpdatedReplicas))})
+			fmt.Sprintf("Deployment %s: rolling out generation %d", d.Name, d.Generation)})
 	}
 	if d.Status.ReadyReplicas >= want && !isStuck {
 		return causes
@@ -123,6 +121,13 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 		}
 	}
 	return causes
+}
+
+// starting is one message for every stage of a healthy start (scheduling, pulling, weights
+// loading behind the startup probe): stages that move on their own are not worth a write each.
+func starting(p *corev1.Pod) podFinding {
+	return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("Pod %s: starting since %s (scheduling, pulling the image or loading weights; the startup probe allows up to an hour)",
+		p.Name, p.CreationTimestamp.UTC().Format(time.RFC3339))}
 }
 
 // podFinding is one pod's most blocking problem.
@@ -194,7 +199,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podF
 		}
 	}
 	if p.Spec.NodeName == "" {
-		return podFinding{RankStarting, ReasonStarting, prefix + ": waiting to be scheduled"}, true
+		return starting(p), true
 	}
 	var best *podFinding
 	consider := func(f podFinding) {
@@ -204,11 +209,14 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podF
 	}
 	for i := range p.Status.ContainerStatuses {
 		if f, ok := diagnoseContainer(prefix, &p.Status.ContainerStatuses[i], now); ok {
+			if f.reason == ReasonStarting {
+				f = starting(p)
+			}
 			consider(f)
 		}
 	}
 	if best == nil && len(p.Status.ContainerStatuses) == 0 {
-		consider(podFinding{RankStarting, ReasonStarting, prefix + ": " + string(p.Status.Phase) + ", containers not created yet"})
+		consider(starting(p))
 	}
 	if best == nil {
 		return podFinding{}, false
@@ -257,7 +265,7 @@ func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time)
 		return podFinding{RankCrash, ReasonCrashLoopBackOff, where + ": exited" + lastText()}, true
 	}
 	if r := cs.State.Running; r != nil && !cs.Ready {
-		since := now.Sub(r.StartedAt.Time).Round(time.Second)
+		since := now.Sub(r.StartedAt.Time)
 		if last != nil && cs.RestartCount > 0 && (last.ExitCode != 0 || last.Reason == "OOMKilled") && since < crashLoopMemory {
 			// Restarted after a crash and not ready yet: still the crash loop, not a new cause.
 			if last.Reason == "OOMKilled" {
@@ -267,9 +275,11 @@ func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time)
 		}
 		if !ptr.Deref(cs.Started, false) {
 			// The startup probe has not passed: weights are still loading. Not a failure.
-			return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("%s: started %s ago, startup probe not passed yet (loading weights)", where, since)}, true
+			return podFinding{RankStarting, ReasonStarting, where + ": startup probe not passed yet (loading weights)"}, true
 		}
-		return podFinding{RankReadiness, ReasonReadinessProbeFailing, fmt.Sprintf("%s: running for %s but not ready: readiness probe on /health port %d failing", where, since, Port)}, true
+		// A timestamp, not a duration: the message must not change while nothing does.
+		return podFinding{RankReadiness, ReasonReadinessProbeFailing, fmt.Sprintf("%s: running since %s but not ready: readiness probe on /health port %d failing",
+			where, r.StartedAt.UTC().Format(time.RFC3339), Port)}, true
 	}
 	return podFinding{}, false
 }

@@ -142,14 +142,14 @@ func TestLayerWalk(t *testing.T) {
 			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, 95*time.Second)}
 			})},
-			reason: ReasonReadinessProbeFailing, phase: crd.PhaseFailed, msgContain: "running for 1m35s but not ready: readiness probe on /health port 8000 failing",
+			reason: ReasonReadinessProbeFailing, phase: crd.PhaseFailed, msgContain: "running since 2026-01-01T11:58:25Z but not ready: readiness probe on /health port 8000 failing",
 		},
 		{
 			name: "still loading weights is not a failure",
 			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{running(false, false, 10*time.Minute)}
 			})},
-			reason: ReasonStarting, phase: crd.PhaseProgressing, msgContain: "startup probe not passed yet (loading weights)",
+			reason: ReasonStarting, phase: crd.PhaseProgressing, msgContain: "Pod qwen3-7b6cd-a: starting since",
 		},
 		{
 			name:   "nothing more precise than the count",
@@ -218,5 +218,20 @@ func TestPodsOfOtherDeploymentsAreIgnored(t *testing.T) {
 	})}
 	if st := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status; st.Reason != ReasonReplicasNotReady {
 		t.Fatalf("reason %s from a pod this isvc does not own", st.Reason)
+	}
+}
+
+// TestMessagesAreStableOverTime: with nothing changing, a later reconcile must compute the
+// same status, or every resync of a failing isvc would be a write.
+func TestMessagesAreStableOverTime(t *testing.T) {
+	for _, cs := range []corev1.ContainerStatus{running(true, false, time.Minute), running(false, false, time.Minute)} {
+		w, _ := walkWorld(t, 1, 0)
+		w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{cs} })}
+		a := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status
+		w.isvc.Status = a
+		b := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0.Add(17 * time.Minute))}).Status
+		if !statusEqual(&a, &b) {
+			t.Fatalf("status moved with time alone:\n%+v\n%+v", a, b)
+		}
 	}
 }

@@ -356,3 +356,36 @@ func TestSetThenNotDrifted(t *testing.T) {
 		t.Fatal("hpa drifted after set")
 	}
 }
+
+func TestStatusWorthWriting(t *testing.T) {
+	w := converged(t, 3)
+	d := w.obs.Deployment.DeepCopy()
+	d.Status.ReadyReplicas = 1
+	w.obs.Deployment = d
+	base := w.reconcile().Status // Progressing, ReplicasNotReady 1/3
+	mut := func(f func(s *crd.InferenceServiceStatus)) *crd.InferenceServiceStatus {
+		s := base.DeepCopy()
+		f(s)
+		return s
+	}
+	cases := []struct {
+		name string
+		next *crd.InferenceServiceStatus
+		want bool
+	}{
+		{"identical", mut(func(*crd.InferenceServiceStatus) {}), false},
+		{"progressing message only", mut(func(s *crd.InferenceServiceStatus) { s.Conditions[0].Message += " (pod b starting)" }), false},
+		{"ready count", mut(func(s *crd.InferenceServiceStatus) { s.ReadyReplicas = 2 }), true},
+		{"reason", mut(func(s *crd.InferenceServiceStatus) { s.Reason = ReasonStarting }), true},
+		{"generation", mut(func(s *crd.InferenceServiceStatus) { s.ObservedGeneration++ }), true},
+		{"failing message", mut(func(s *crd.InferenceServiceStatus) {
+			s.Phase = crd.PhaseFailed
+			s.Conditions[0].Reason, s.Conditions[0].Message = ReasonCrashLoopBackOff, "restarts 5"
+		}), true},
+	}
+	for _, c := range cases {
+		if got := statusWorthWriting(&base, c.next); got != c.want {
+			t.Errorf("%s: worth writing %v, want %v", c.name, got, c.want)
+		}
+	}
+}

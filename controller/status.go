@@ -180,3 +180,28 @@ func describeActions(actions []Action) string {
 func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
+
+// statusWorthWriting reports whether next differs from stored in something a user acts on.
+// While a start or rollout progresses on its own, only its counts and reason are written: its
+// message moves with every pod and would cost a write each. Failing reasons always are.
+func statusWorthWriting(stored, next *crd.InferenceServiceStatus) bool {
+	if statusEqual(stored, next) {
+		return false
+	}
+	if stored.ObservedGeneration != next.ObservedGeneration || stored.Replicas != next.Replicas ||
+		stored.ReadyReplicas != next.ReadyReplicas || stored.Phase != next.Phase || stored.Reason != next.Reason ||
+		stored.Selector != next.Selector || len(stored.Conditions) != len(next.Conditions) || next.Phase != crd.PhaseProgressing {
+		return true
+	}
+	for i := range next.Conditions {
+		n := &next.Conditions[i]
+		o := meta.FindStatusCondition(stored.Conditions, n.Type)
+		if o == nil || o.Status != n.Status || o.Reason != n.Reason || o.ObservedGeneration != n.ObservedGeneration {
+			return true
+		}
+		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason)) {
+			return true
+		}
+	}
+	return false
+}

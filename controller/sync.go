@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -163,16 +164,26 @@ type conflictError struct{ msg string }
 
 func (e *conflictError) Error() string { return e.msg }
 
-// applyAll applies the actions and records one Normal Event for what succeeded (one write,
-// not one per child) and one Warning Event per failure.
+// applyAll applies the actions concurrently (children are independent, and a new isvc's
+// three creates then cost one round trip), records one Normal Event for what succeeded and one
+// Warning Event per failure.
 func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured, actions []Action) error {
+	results := make([]error, len(actions))
+	var wg sync.WaitGroup
+	for i := range actions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.apply(ctx, actions[i])
+		}()
+	}
+	wg.Wait()
 	var errs []error
 	var done []string
 	var first *Action
 	reason := ""
 	for i, a := range actions {
-		err := c.apply(ctx, a)
-		if err != nil {
+		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
 			c.recorder.Eventf(u, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
 				"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
@@ -344,7 +355,7 @@ func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Precondi
 // writeStatus writes st through the status subresource when it differs from what is stored,
 // and emits one Warning Event when a new blocking reason appears.
 func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) error {
-	if statusEqual(&isvc.Status, st) {
+	if !statusWorthWriting(&isvc.Status, st) {
 		return nil
 	}
 	c.warnOnNewReason(u, &isvc.Status, st)

@@ -158,3 +158,10 @@ func (s *InferenceServiceSpec) ImageOrDefault() string {
 	}
 	return s.Image
 }
+
+// DeepCopy copies a status, conditions included.
+func (s *InferenceServiceStatus) DeepCopy() *InferenceServiceStatus {
+	out := *s
+	out.Conditions = append([]metav1.Condition(nil), s.Conditions...)
+	return &out
+}

@@ -210,3 +210,22 @@ func SumCounter(fams map[string]*dto.MetricFamily, name string, match func(map[s
 	}
 	return sum
 }
+
+// Pid is the operator's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// RSSBytes reads the process's resident set size from /proc.
+func (p *Process) RSSBytes() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb int64
+			_, err := fmt.Sscan(f[1], &kb)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
