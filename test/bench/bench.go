@@ -80,8 +80,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	// Pods need room: 1 replica per isvc, small requests, 250 pods per fake node.
-	nodes := c.N/200 + 1
+	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
+	nodes := c.N/100 + 1
 	cl, err := cluster.Start(ctx, cluster.Options{Nodes: nodes, ExtraArgs: []string{"--node-pods=250"}})
 	if err != nil {
 		return r, err
