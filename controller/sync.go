@@ -481,8 +481,20 @@ func (c *Controller) finalize(ctx context.Context, u *unstructured.Unstructured,
 		}
 		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 	}
-	remaining := slices.DeleteFunc(slices.Clone(u.GetFinalizers()), func(f string) bool { return f == Finalizer })
-	err := c.patchFinalizers(ctx, u, remaining)
+	// Deregistered: remove the finalizer even if the cached object is stale, re-reading on a
+	// conflict, so the gateway is not called twice for one deletion.
+	latest := u
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		remaining := slices.DeleteFunc(slices.Clone(latest.GetFinalizers()), func(f string) bool { return f == Finalizer })
+		err := c.patchFinalizers(ctx, latest, remaining)
+		if apierrors.IsConflict(err) {
+			c.metrics.ConflictRetry("InferenceService/finalizers")
+			if fresh, gerr := c.isvcs.Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{}); gerr == nil {
+				latest = fresh
+			}
+		}
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
