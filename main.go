@@ -153,6 +153,14 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var leading atomic.Bool
+	// With leader election, /healthz fails when this replica leads but has not renewed the lease
+	// for longer than the lease plus 20s, so the kubelet restarts a wedged leader.
+	var watchdog *leaderelection.HealthzAdaptor
+	healthz := func(*http.Request) error { return nil }
+	if o.leaderElect {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		healthz = watchdog.Check
+	}
 	metricsHandler := http.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	var metricsTLS *tls.Config
 	if o.metricsSecure {
@@ -161,7 +169,7 @@ func run(ctx context.Context, o options) error {
 		}
 		metricsHandler = metrics.NewAuthorizer(kube, time.Minute, 10*time.Second).Wrap(metricsHandler)
 	}
-	servers := serve(o, metricsHandler, metricsTLS, caches.HasSynced, &leading)
+	servers := serve(o, metricsHandler, metricsTLS, caches.HasSynced, healthz)
 	defer shutdown(servers)
 
 	// Caches start before leadership so a new leader starts warm.
@@ -175,10 +183,13 @@ func run(ctx context.Context, o options) error {
 		ctrl.Run(ctx, o.workers)
 		return nil
 	}
-	return runLeader(ctx, o, kube, m, &leading, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
+	return runLeader(ctx, o, kube, m, &leading, watchdog, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
 }
 
-func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *metrics.Metrics, leading *atomic.Bool, work func(context.Context)) error {
+// runLeader runs work only while this replica holds the Lease. On SIGTERM (ctx done) the
+// workers finish first and then the Lease is released, so a rollout hands over at once without
+// two writers; when the Lease is lost instead, the process exits non-zero immediately.
+func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *metrics.Metrics, leading *atomic.Bool, watchdog *leaderelection.HealthzAdaptor, work func(context.Context)) error {
 	ns := o.leaseNamespace
 	if ns == "" {
 		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -197,33 +208,53 @@ func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *met
 	if err != nil {
 		return err
 	}
-	lost := make(chan struct{})
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	// The elector's context outlives ctx until the workers have stopped: ReleaseOnCancel must
+	// only release a Lease whose guarded work is done, or two replicas could write at once.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	workDone := make(chan struct{})
+	var started atomic.Bool
+	go func() {
+		<-ctx.Done()
+		if started.Load() {
+			<-workDone
+		}
+		stopElecting()
+	}()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-		ReleaseOnCancel: true, Name: o.leaseName,
+		ReleaseOnCancel: true, Name: o.leaseName, WatchDog: watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				klog.InfoS("Became leader", "identity", id)
+			OnStartedLeading: func(lctx context.Context) {
+				started.Store(true)
+				defer close(workDone)
+				if ctx.Err() != nil {
+					return // acquired as SIGTERM arrived: release without working
+				}
+				klog.InfoS("Became leader", "identity", id, "lease", ns+"/"+o.leaseName)
 				leading.Store(true)
 				m.SetLeader(o.leaseName, true)
-				work(ctx)
+				wctx, cancel := context.WithCancel(lctx)
+				defer context.AfterFunc(ctx, cancel)()
+				work(wctx)
 			},
 			OnStoppedLeading: func() {
 				leading.Store(false)
 				m.SetLeader(o.leaseName, false)
 				if ctx.Err() == nil {
-					close(lost)
+					// Lost, not released: in-flight reconciles must not write another byte, so
+					// exit now rather than drain them; the Deployment restarts the container.
+					klog.ErrorS(nil, "Lost the leader lease; exiting", "identity", id)
+					klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 				}
 			},
 		},
 	})
-	select {
-	case <-lost:
-		// RunOrDie returns only after the workers stopped; leaving now guarantees no stale writes.
-		return errors.New("lost the leader lease")
-	default:
-		return nil
+	if err != nil {
+		return err
 	}
+	le.Run(electCtx)
+	return nil
 }
 
 // serverTLS loads tls.crt and tls.key from dir, or makes a self-signed certificate.
@@ -239,7 +270,7 @@ func serverTLS(dir string) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
 }
 
-func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synced func() bool, _ *atomic.Bool) []*http.Server {
+func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synced func() bool, healthz func(*http.Request) error) []*http.Server {
 	var servers []*http.Server
 	if o.metricsAddr != "0" {
 		mux := http.NewServeMux()
@@ -247,7 +278,13 @@ func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synce
 		servers = append(servers, listen(o.metricsAddr, mux, "metrics", metricsTLS))
 	}
 	probes := http.NewServeMux()
-	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	probes.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := healthz(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !synced() {
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
