@@ -203,3 +203,13 @@ func waitHolder(t *testing.T, ns, lease, want string, since time.Time, timeout t
 	})
 	return took
 }
+
+// readLog returns an operator's log so far.
+func readLog(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

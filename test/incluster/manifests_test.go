@@ -1,0 +1,353 @@
+package incluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// applyClean runs kubectl with args and fails on an error or on anything written to stderr
+// (where kubectl prints the API server's warnings, Pod Security ones included).
+func applyClean(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := env.cluster.Kubectl(ctxFor(t, 2*time.Minute), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(stderr) != "" {
+		t.Fatalf("kubectl %s warned:\n%s", strings.Join(args, " "), stderr)
+	}
+	return out
+}
+
+// render is `kubectl kustomize dir` split into objects.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out := kubectl(t, "kustomize", filepath.Join(env.root, dir))
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return objs
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetNamespace() == ns && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s/%s in the rendered manifests", kind, ns, name)
+	return nil
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func toYAML(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	var docs []string
+	for _, o := range objs {
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+// TestManifestsApply: the base passes a server-side dry run and applies with no error and no
+// warning; the operator's pods are admitted in a namespace enforcing the restricted Pod
+// Security level (which does refuse a privileged pod there) and become Ready.
+func TestManifestsApply(t *testing.T) {
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.root, "manifests"))
+	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
+	kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-operator", "--timeout=120s")
+
+	ctx := ctxFor(t, time.Minute)
+	ns, err := env.kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Fatalf("namespace labels %v", ns.Labels)
+	}
+	d, err := env.kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas != 2 {
+		t.Fatalf("ready replicas %d, want 2", d.Status.ReadyReplicas)
+	}
+	checkDeploymentHardening(t, d)
+	if _, err := env.kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+		t.Fatalf("PodDisruptionBudget: %v", err)
+	}
+
+	// The enforcement is real: the same pod, privileged, is refused in that namespace.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: systemNamespace},
+		Spec:       *d.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
+	pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	_, err = env.kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Fatalf("a privileged pod in %s: %v; want refused by PodSecurity", systemNamespace, err)
+	}
+	// And the operator's own pod template passes it as a bare pod too.
+	pod.Spec = *d.Spec.Template.Spec.DeepCopy()
+	pod.Name = "operator-dry-run"
+	if _, err := env.kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the operator's pod template under restricted: %v", err)
+	}
+}
+
+// checkDeploymentHardening: the security settings the README promises.
+func checkDeploymentHardening(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	psc, sc := spec.SecurityContext, c.SecurityContext
+	for what, ok := range map[string]bool{
+		"2 replicas":                   ptr.Deref(d.Spec.Replicas, 0) == 2,
+		"--leader-elect":               slices.Contains(c.Args, "--leader-elect"),
+		"runAsNonRoot":                 psc != nil && ptr.Deref(psc.RunAsNonRoot, false),
+		"runAsUser 65532":              psc != nil && ptr.Deref(psc.RunAsUser, 0) == 65532,
+		"seccomp RuntimeDefault":       psc != nil && psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"readOnlyRootFilesystem":       sc != nil && ptr.Deref(sc.ReadOnlyRootFilesystem, false),
+		"no privilege escalation":      sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
+		"capabilities drop ALL":        sc != nil && sc.Capabilities != nil && slices.Contains(sc.Capabilities.Drop, "ALL"),
+		"cpu and memory requests":      !c.Resources.Requests.Cpu().IsZero() && !c.Resources.Requests.Memory().IsZero(),
+		"memory limit":                 !c.Resources.Limits.Memory().IsZero(),
+		"liveness on /healthz":         c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path == "/healthz",
+		"readiness on /readyz":         c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/readyz",
+		"serviceAccountName":           spec.ServiceAccountName == "inferenceservice-operator",
+		"graceful termination allowed": ptr.Deref(spec.TerminationGracePeriodSeconds, 0) >= 10,
+	} {
+		if !ok {
+			t.Errorf("deployment: not %s", what)
+		}
+	}
+}
+
+// TestUpgradeKeepsObjects: changes to the CRD and RBAC applied over a running install (an isvc
+// stored, the operator Deployment up) update in place: same UIDs, nothing deleted, and
+// re-applying the base reverts the change, again in place.
+func TestUpgradeKeepsObjects(t *testing.T) {
+	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
+	ns := namespace(t)
+	createISVC(t, ns, "survivor", 1)
+
+	type ref struct{ kind, ns, name string }
+	refs := []ref{
+		{"CustomResourceDefinition", "", "inferenceservices.ai.example.com"},
+		{"ClusterRole", "", "inferenceservice-operator"},
+		{"ClusterRoleBinding", "", "inferenceservice-operator"},
+		{"ServiceAccount", systemNamespace, "inferenceservice-operator"},
+		{"Role", systemNamespace, "inferenceservice-operator-leader-election"},
+		{"Deployment", systemNamespace, "inferenceservice-operator"},
+		{"InferenceService", ns, "survivor"},
+	}
+	uids := func() map[ref]types.UID {
+		out := map[ref]types.UID{}
+		for _, r := range refs {
+			args := []string{"get", r.kind, r.name, "-o", "jsonpath={.metadata.uid}"}
+			if r.ns != "" {
+				args = append(args, "-n", r.ns)
+			}
+			out[r] = types.UID(kubectl(t, args...))
+		}
+		return out
+	}
+	before := uids()
+
+	objs := render(t, "manifests")
+	crdObj := find(t, objs, "CustomResourceDefinition", "", "inferenceservices.ai.example.com")
+	labels := crdObj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels["example.com/upgrade-test"] = "v2"
+	crdObj.SetLabels(labels)
+	role := find(t, objs, "ClusterRole", "", "inferenceservice-operator")
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	rules = append(rules, map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get"}})
+	if err := unstructured.SetNestedSlice(role.Object, rules, "rules"); err != nil {
+		t.Fatal(err)
+	}
+	applyClean(t, "apply", "-f", writeFile(t, "upgrade.yaml", toYAML(t, objs)))
+
+	ctx := ctxFor(t, time.Minute)
+	cr, err := env.kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasRule(cr.Rules, "", "configmaps", "get") {
+		t.Fatal("the added rule is not in the ClusterRole")
+	}
+	if got := kubectl(t, "get", "crd", "inferenceservices.ai.example.com", "-o", `jsonpath={.metadata.labels.example\.com/upgrade-test}`); got != "v2" {
+		t.Fatalf("CRD label %q", got)
+	}
+	if after := uids(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("UIDs changed on upgrade:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// Back to the base: the extra rule and label go, again in place.
+	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
+	if cr, err = env.kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if hasRule(cr.Rules, "", "configmaps", "get") {
+		t.Fatal("re-applying the base kept the removed rule")
+	}
+	if after := uids(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("UIDs changed on downgrade:\nbefore %v\nafter  %v", before, after)
+	}
+	t.Logf("upgrade and downgrade kept %d objects with their UIDs", len(refs))
+}
+
+func hasRule(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// triples flattens rules into group/resource/verb strings.
+func triples(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, g+"/"+res+":"+v)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestNamespacedOverlay: the overlay passes a server-side dry run; its Roles plus its
+// cluster-scoped ClusterRole are exactly the base ClusterRole; and the operator run with the
+// overlay's --namespaces under a copy of the overlay's RBAC reconciles in the watched
+// namespaces and leaves the others alone, with no permission error.
+func TestNamespacedOverlay(t *testing.T) {
+	objs := render(t, "manifests/overlays/namespaced")
+	d := convert[appsv1.Deployment](t, find(t, objs, "Deployment", systemNamespace, "inferenceservice-operator"))
+	var nsArg string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--namespaces="); ok {
+			nsArg = v
+		}
+	}
+	watched := strings.Split(nsArg, ",")
+	if len(watched) < 2 {
+		t.Fatalf("overlay --namespaces=%q; want a list", nsArg)
+	}
+	for _, ns := range watched {
+		createNamespace(t, ns)
+	}
+	other := createNamespace(t, "not-watched")
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.root, "manifests", "overlays", "namespaced"))
+
+	// Same permissions, only split: namespaced ones in Roles, cluster-scoped ones cluster-wide.
+	clusterRole := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "", "inferenceservice-operator"))
+	var roles []*rbacv1.Role
+	for _, ns := range watched {
+		r := convert[rbacv1.Role](t, find(t, objs, "Role", ns, "inferenceservice-operator"))
+		if got, want := triples(append(slices.Clone(r.Rules), clusterRole.Rules...)), triples(manifestClusterRole(t).Rules); !slices.Equal(got, want) {
+			t.Fatalf("Role in %s plus the overlay's ClusterRole:\n%v\nbase ClusterRole:\n%v", ns, got, want)
+		}
+		roles = append(roles, r)
+	}
+
+	// The overlay's RBAC, renamed for a test ServiceAccount so the installed base is untouched.
+	const name = "isvc-namespaced-test"
+	ctx := ctxFor(t, time.Minute)
+	kc := serviceAccountWithRole(t, systemNamespace, name, clusterRole)
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().ServiceAccounts(systemNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	for _, r := range roles {
+		r = r.DeepCopy()
+		r.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: r.Namespace}
+		if _, err := env.kube.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}},
+		}
+		if _, err := env.kube.RbacV1().RoleBindings(r.Namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not even the ServiceAccount can touch the unwatched namespace.
+	out, _, _ := env.cluster.Kubectl(ctx, "auth", "can-i", "list", "deployments", "-n", other,
+		"--as=system:serviceaccount:"+systemNamespace+":"+name)
+	if strings.TrimSpace(out) != "no" {
+		t.Fatalf("can-i list deployments in %s: %q, want no", other, out)
+	}
+
+	p := startOperator(t, env.bin, "namespaced", "--kubeconfig="+kc, "--namespaces="+nsArg, "-v=2")
+	for _, ns := range append(slices.Clone(watched), other) {
+		createISVC(t, ns, "qwen3", 1)
+	}
+	for _, ns := range watched {
+		waitPhase(t, ns, "qwen3", "Ready", 90*time.Second)
+	}
+	// Ignored: after the watched ones are Ready, and a further while, nothing in the other.
+	hold := time.Now().Add(3 * time.Second)
+	for time.Now().Before(hold) {
+		i, err := getISVC(other, "qwen3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i.Status.Phase != "" || len(i.Status.Conditions) != 0 {
+			t.Fatalf("the isvc in %s got a status: %+v", other, i.Status)
+		}
+		if _, err := env.kube.AppsV1().Deployments(other).Get(ctx, "qwen3", metav1.GetOptions{}); err == nil {
+			t.Fatalf("a Deployment was made in %s", other)
+		}
+		time.Sleep(250 * time.Millisecond) // sampling interval over a fixed window
+	}
+	logText := readLog(t, "namespaced")
+	if strings.Contains(logText, "forbidden") {
+		t.Fatalf("permission errors in the operator log (%s)", filepath.Join(env.dir, "namespaced.log"))
+	}
+	t.Logf("reconciled in %v, ignored %s; %v writes", watched, other, writes(t, p))
+}
