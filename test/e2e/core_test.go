@@ -29,8 +29,9 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 3, gpusPerReplica: 1}
 
 // statusLog records every status the isvc goes through, from a watch.
 type statusLog struct {
-	mu   sync.Mutex
-	seen []string // "phase/readyReplicas"
+	mu      sync.Mutex
+	seen    []string // "phase/readyReplicas"
+	reasons []string // "phase/reason"
 }
 
 func watchStatuses(t *testing.T, ns string) *statusLog {
@@ -48,8 +49,10 @@ func watchStatuses(t *testing.T, ns string) *statusLog {
 			}
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 			ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+			reason, _, _ := unstructured.NestedString(u.Object, "status", "reason")
 			l.mu.Lock()
 			l.seen = append(l.seen, fmt.Sprintf("%s/%d", phase, ready))
+			l.reasons = append(l.reasons, phase+"/"+reason)
 			l.mu.Unlock()
 		}
 	}()

@@ -182,31 +182,28 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "%s"}
 }
 
 // TestSlowStartIsNotAFailure: weights that take a while to load are Starting, never Failed,
-// until the startup probe passes; then Ready.
+// until the startup probe passes; then Ready. A watch records every status it goes through.
 func TestSlowStartIsNotAFailure(t *testing.T) {
 	ns := namespace(t)
+	statuses := watchStatuses(t, ns)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: slow}
 spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "kubelet.fake/slow-ready-8:v1"}
 `)
-	waitReason(t, ns, "slow", "Starting", 30*time.Second)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		i, err := getISVC(t, ns, "slow")
-		if err != nil {
-			t.Fatal(err)
+	waitPhase(t, ns, "slow", crd.PhaseReady, 90*time.Second)
+	statuses.mu.Lock()
+	seen := append([]string(nil), statuses.reasons...)
+	statuses.mu.Unlock()
+	starting := false
+	for _, r := range seen {
+		if strings.HasPrefix(r, string(crd.PhaseFailed)) {
+			t.Fatalf("slow start reported as a failure: %v", seen)
 		}
-		if i.Status.Phase == crd.PhaseFailed {
-			t.Fatalf("slow start reported as a failure: %s %s", i.Status.Reason, readyMessage(i))
-		}
-		if i.Status.Phase == crd.PhaseReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never Ready: %s %s", i.Status.Reason, readyMessage(i))
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
+		starting = starting || strings.HasSuffix(r, "/Starting")
+	}
+	if !starting {
+		t.Fatalf("never reported Starting while loading: %v", seen)
 	}
 	if n, _ := warningEvents(t, ns, "ReadinessProbeFailing"); n != 0 {
 		t.Fatal("a slow start raised a readiness warning")
