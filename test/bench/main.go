@@ -39,12 +39,13 @@ func main() {
 			os.Exit(1)
 		}
 		results = append(results, r)
+		// Print and save after each size, so a larger size that fails keeps the smaller ones.
+		PrintTable(os.Stdout, results)
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", *out)
 	}
-	PrintTable(os.Stdout, results)
-	b, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Println("wrote", *out)
 }

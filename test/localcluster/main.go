@@ -177,7 +177,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--service-account-signing-key-file=" + p.saKey,
 			"--authorization-mode=RBAC",
 			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
-			"--service-cluster-ip-range=10.0.0.0/24",
+			"--service-cluster-ip-range=10.0.0.0/16", // room for the scale benchmark's 10,000 Services
 			"--endpoint-reconciler-type=none",
 			"--allow-privileged=true",
 			"--profiling=false",
