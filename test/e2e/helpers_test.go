@@ -147,3 +147,21 @@ func writesSettle(t *testing.T) float64 {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// quiesce waits until earlier tests' namespaces are gone, so their teardown (finalizers,
+// garbage collection) does not count in this test's measurements.
+func quiesce(t *testing.T) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "earlier tests' namespaces to be deleted", func() error {
+		l, err := env.kube.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range l.Items {
+			if n.Status.Phase == corev1.NamespaceTerminating {
+				return fmt.Errorf("namespace %s terminating", n.Name)
+			}
+		}
+		return nil
+	})
+}
