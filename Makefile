@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo test unit e2e build cluster manifests lint
+.PHONY: demo test unit e2e incluster build image docker-build cluster manifests lint
 
 # Run the operator's main job on the embedded local cluster.
 demo:
@@ -19,8 +19,21 @@ unit:
 e2e:
 	$(GO) test -timeout 45m -count=1 -v ./test/e2e/
 
+# Leader election, in-cluster config, RBAC, overlays and manifests on the local cluster.
+incluster:
+	$(GO) test -timeout 20m -count=1 -v ./test/incluster/
+
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/inferenceservice-operator .
+
+# The OCI image without Docker (an OCI layout tarball: skopeo copy oci-archive:..., podman load -i).
+image: build
+	$(GO) run ./test/image -binary bin/inferenceservice-operator -version $(VERSION) -o bin/inferenceservice-operator.oci.tar
+
+# The same image with Docker, from the Dockerfile.
+IMG ?= inferenceservice-operator:$(VERSION)
+docker-build:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 cluster:
 	test/localcluster/build.sh

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/example/inferenceservice-operator/test/cluster"
+)
+
+// Image facts shared with the Dockerfile and the manifests.
+const (
+	Entrypoint    = "/inferenceservice-operator"
+	User          = "65532:65532"
+	Title         = "inferenceservice-operator"
+	DefaultSource = "https://github.com/example/inferenceservice-operator"
+)
+
+// Options of one image build.
+type Options struct {
+	Output, Binary, Version, Source, Arch, CACerts string
+}
+
+// epoch stamps every file and the config, so the same binary gives the same digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// Build writes the image as an OCI layout tarball at o.Output and returns its digest.
+func Build(ctx context.Context, o Options) (v1.Hash, error) {
+	bin := o.Binary
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "image-build-")
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = compile(ctx, dir, o.Version, o.Arch); err != nil {
+			return v1.Hash{}, err
+		}
+	}
+	img, err := Image(bin, o)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeOCIArchive(o.Output, img, o.Version); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
+}
+
+// compile builds the static operator binary (no cgo: no libc needed on an empty base).
+func compile(ctx context.Context, dir, version, arch string) (string, error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "inferenceservice-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-s -w -X main.version="+version, "-o", out, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// Image is the binary as one layer on an empty base, with the runtime config.
+func Image(bin string, o Options) (v1.Image, error) {
+	layer, err := binaryLayer(bin, o.CACerts)
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", o.Arch
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.Entrypoint = []string{Entrypoint}
+	cf.Config.User = User
+	cf.Config.WorkingDir = "/"
+	cf.Config.Labels = map[string]string{
+		"org.opencontainers.image.source":  o.Source,
+		"org.opencontainers.image.version": o.Version,
+		"org.opencontainers.image.title":   Title,
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// binaryLayer is a tar holding the executable at Entrypoint (root-owned, 0755, so the
+// non-root user runs but cannot change it) and, when present, the CA bundle.
+func binaryLayer(bin, caCerts string) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(src, dst string, mode int64) error {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(dst, "/"), Mode: mode, Size: int64(len(b)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err = tw.Write(b)
+		return err
+	}
+	if err := add(bin, Entrypoint, 0o755); err != nil {
+		return nil, err
+	}
+	if caCerts != "" {
+		if _, err := os.Stat(caCerts); err == nil {
+			if err := mkdirs(tw, filepath.Dir(caCerts)); err != nil {
+				return nil, err
+			}
+			if err := add(caCerts, caCerts, 0o644); err != nil {
+				return nil, err
+			}
+		} else if !os.IsNotExist(err) {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// mkdirs writes directory entries for dir and its parents, outermost first.
+func mkdirs(tw *tar.Writer, dir string) error {
+	var dirs []string
+	for d := dir; d != "/" && d != "."; d = filepath.Dir(d) {
+		dirs = append([]string{d}, dirs...)
+	}
+	for _, d := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOCIArchive writes img into an OCI image layout and tars that directory to out.
+func writeOCIArchive(out string, img v1.Image, version string) error {
+	dir, err := os.MkdirTemp("", "oci-layout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": version,
+	})); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: epoch})
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o644, Size: int64(len(b)), ModTime: epoch}); err != nil {
+			return err
+		}
+		_, err = tw.Write(b)
+		return err
+	})
+	if cerr := tw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

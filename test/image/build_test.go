@@ -1,0 +1,166 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// untar extracts an OCI layout tarball into dir.
+func untar(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Clean(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBuild builds the operator and its image, then reads the OCI layout back: an OCI
+// manifest, the config's entrypoint, user and labels, and one layer holding the static
+// executable with mode 0755.
+func TestBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the operator")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "operator.oci.tar")
+	bin, err := compile(context.Background(), dir, "v0.0.1-test", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Output: out, Binary: bin, Version: "v0.0.1-test", Source: DefaultSource, Arch: "amd64", CACerts: ""}
+	digest, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(out)
+	t.Logf("built %s: %s, %d bytes", out, digest, st.Size())
+
+	layoutDir := filepath.Join(dir, "layout")
+	untar(t, out, layoutDir)
+	idx, err := layout.ImageIndexFromPath(layoutDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 1 || im.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != o.Version {
+		t.Fatalf("index manifests %+v", im.Manifests)
+	}
+	if im.Manifests[0].Digest != digest {
+		t.Fatalf("index digest %s, built %s", im.Manifests[0].Digest, digest)
+	}
+	img, err := idx.Image(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
+		t.Fatalf("manifest media type %s", mt)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.Config.Entrypoint; len(got) != 1 || got[0] != "/inferenceservice-operator" {
+		t.Errorf("entrypoint %v", got)
+	}
+	if cf.Config.User != "65532:65532" {
+		t.Errorf("user %q", cf.Config.User)
+	}
+	if cf.OS != "linux" || cf.Architecture != "amd64" {
+		t.Errorf("platform %s/%s", cf.OS, cf.Architecture)
+	}
+	for k, want := range map[string]string{
+		"org.opencontainers.image.source":  DefaultSource,
+		"org.opencontainers.image.version": o.Version,
+		"org.opencontainers.image.title":   "inferenceservice-operator",
+	} {
+		if got := cf.Config.Labels[k]; got != want {
+			t.Errorf("label %s = %q, want %q", k, got, want)
+		}
+	}
+
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("%d layers, want 1 on an empty base", len(layers))
+	}
+	if mt, _ := layers[0].MediaType(); mt != types.OCILayer {
+		t.Errorf("layer media type %s", mt)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	found := false
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != "inferenceservice-operator" {
+			continue
+		}
+		found = true
+		if h.Typeflag != tar.TypeReg || h.FileInfo().Mode().Perm() != 0o755 || h.Uid != 0 {
+			t.Errorf("executable: type %c mode %v uid %d", h.Typeflag, h.FileInfo().Mode().Perm(), h.Uid)
+		}
+		head := make([]byte, 4)
+		if _, err := io.ReadFull(tr, head); err != nil || !bytes.Equal(head, []byte("\x7fELF")) {
+			t.Errorf("not an ELF executable: %q %v", head, err)
+		}
+	}
+	if !found {
+		t.Fatal("no /inferenceservice-operator in the layer")
+	}
+
+	// Reproducible: the same binary gives the same digest.
+	again, err := Image(bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := again.Digest(); err != nil || d != digest {
+		t.Fatalf("rebuilt digest %s (%v), first %s", d, err, digest)
+	}
+}
