@@ -80,8 +80,14 @@ func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*apps
 	if d.Status.ReadyReplicas >= want && !isStuck {
 		return causes
 	}
-	causes = append(causes, replicaSetCauses(d, rss)...)
-	causes = append(causes, podCauses(isvc, d, rss, pods, now)...)
+	rsCauses := replicaSetCauses(d, rss)
+	pCauses := podCauses(isvc, d, rss, pods, now)
+	causes = append(causes, rsCauses...)
+	causes = append(causes, pCauses...)
+	if len(rsCauses) == 0 && len(pCauses) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
+		// A new Deployment whose pods do not exist yet is starting, like its pods will be.
+		causes = append(causes, Cause{RankStarting, ReasonStarting, fmt.Sprintf("Deployment %s: creating pods", d.Name)})
+	}
 	if d.Status.ReadyReplicas < want {
 		causes = append(causes, Cause{RankPods, ReasonReplicasNotReady,
 			fmt.Sprintf("Deployment %s: %d/%d replicas ready", d.Name, d.Status.ReadyReplicas, want)})

@@ -188,7 +188,9 @@ func statusWorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 	if statusEqual(stored, next) {
 		return false
 	}
-	if stored.ObservedGeneration != next.ObservedGeneration || stored.Replicas != next.Replicas ||
+	// status.replicas (pods that exist) is left to catch up with the next write while a start
+	// progresses: readyReplicas, the reason and the phase are what users and alerts read.
+	if stored.ObservedGeneration != next.ObservedGeneration || (stored.Replicas != next.Replicas && next.Phase != crd.PhaseProgressing) ||
 		stored.ReadyReplicas != next.ReadyReplicas || stored.Phase != next.Phase || stored.Reason != next.Reason ||
 		stored.Selector != next.Selector || len(stored.Conditions) != len(next.Conditions) || next.Phase != crd.PhaseProgressing {
 		return true
