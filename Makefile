@@ -45,3 +45,15 @@ manifests:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# The scale benchmark at full size (CI runs it at N=20 through go test).
+bench:
+	$(GO) run ./test/bench -n 100,1000
+
+fuzz:
+	$(GO) test ./controller -run XXX -fuzz FuzzReconcileConverges -fuzztime 60s
+	$(GO) test ./crd -run XXX -fuzz FuzzFromUnstructured -fuzztime 60s
+
+# The fault suite at full size.
+faults-full:
+	FAULTS_N=500 FAULTS_KILLS=10 STORM_SECONDS=60 $(GO) test -timeout 60m -count=1 -v ./test/e2e/ -run 'Crash|Storm|APIServer'
