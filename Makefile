@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo test unit e2e incluster build image docker-build cluster manifests lint
+.PHONY: demo test unit e2e incluster build image docker-build cluster manifests lint bench fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster.
 demo:
