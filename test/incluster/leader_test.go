@@ -3,6 +3,7 @@ package incluster
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
@@ -57,6 +58,24 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("the standby wrote %v times and reconciled %v times", w, r)
 	}
 	t.Logf("leader a: %v writes, %v reconciles; standby b: 0 writes, 0 reconciles", writes(t, a), reconciles(t, a))
+	for _, p := range []struct {
+		name   string
+		p      *operator.Process
+		leader float64
+	}{{"a", a, 1}, {"b", b, 0}} {
+		// /healthz carries the leader watchdog; both replicas are healthy.
+		resp, err := http.Get("http://" + p.p.ProbeAddr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: /healthz %d", p.name, resp.StatusCode)
+		}
+		if got := counter(t, p.p, "leader_election_master_status", func(l map[string]string) bool { return l["name"] == lease }); got != p.leader {
+			t.Errorf("%s: leader_election_master_status %v, want %v", p.name, got, p.leader)
+		}
+	}
 
 	// kill -9: nothing is released; b takes over when the Lease expires.
 	killed := time.Now()
