@@ -2,6 +2,7 @@ package controller
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,15 +50,6 @@ func wantedReplicas(live *appsv1.Deployment, specReplicas int32) (int32, bool) {
 		return specReplicas, true
 	}
 	return cur, false
-}
-
-func findContainer(cs []corev1.Container, name string) int {
-	for i := range cs {
-		if cs[i].Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 func probeDrifted(have, want *corev1.Probe) bool {
@@ -150,7 +142,7 @@ func deploymentDrifted(live, want *appsv1.Deployment, specReplicas int32) bool {
 	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName {
 		return true
 	}
-	i := findContainer(lt.Spec.Containers, ContainerName)
+	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName })
 	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) {
 		return true
 	}
@@ -172,7 +164,7 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
 	t.Spec.PriorityClassName = want.Spec.Template.Spec.PriorityClassName
 	wc := want.Spec.Template.Spec.Containers[0]
-	if i := findContainer(t.Spec.Containers, ContainerName); i < 0 {
+	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName }); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
 	} else {
 		c := &t.Spec.Containers[i]
@@ -181,51 +173,24 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
 		for _, m := range wc.VolumeMounts {
 			if !hasMount(c.VolumeMounts, m) {
-				c.VolumeMounts = append(removeMount(c.VolumeMounts, m.Name), m)
+				c.VolumeMounts = append(slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == m.Name }), m)
 			}
 		}
 	}
 	for _, v := range want.Spec.Template.Spec.Volumes {
 		if !hasVolume(t.Spec.Volumes, v) {
-			t.Spec.Volumes = append(removeVolume(t.Spec.Volumes, v.Name), v)
+			t.Spec.Volumes = append(slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }), v)
 		}
 	}
 }
 
-func removeMount(ms []corev1.VolumeMount, name string) []corev1.VolumeMount {
-	out := ms[:0]
-	for _, m := range ms {
-		if m.Name != name {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func removeVolume(vs []corev1.Volume, name string) []corev1.Volume {
-	out := vs[:0]
-	for _, v := range vs {
-		if v.Name != name {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func findPort(ps []corev1.ServicePort, name string) int {
-	for i := range ps {
-		if ps[i].Name == name {
-			return i
-		}
-	}
-	return -1
-}
+func isHTTPPort(p corev1.ServicePort) bool { return p.Name == PortName }
 
 func serviceDrifted(live, want *corev1.Service) bool {
 	if !hasLabels(live.Labels, want.Labels) || !maps.Equal(live.Spec.Selector, want.Spec.Selector) {
 		return true
 	}
-	i := findPort(live.Spec.Ports, PortName)
+	i := slices.IndexFunc(live.Spec.Ports, isHTTPPort)
 	if i < 0 {
 		return true
 	}
@@ -237,7 +202,7 @@ func setService(out, want *corev1.Service) {
 	out.Labels = mergeLabels(out.Labels, want.Labels)
 	out.Spec.Selector = maps.Clone(want.Spec.Selector)
 	w := want.Spec.Ports[0]
-	if i := findPort(out.Spec.Ports, PortName); i < 0 {
+	if i := slices.IndexFunc(out.Spec.Ports, isHTTPPort); i < 0 {
 		out.Spec.Ports = append(out.Spec.Ports, w)
 	} else {
 		p := &out.Spec.Ports[i]
