@@ -63,7 +63,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) and authorizes for GET on /metrics (SubjectAccessReview).")
 	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for --metrics-secure; empty uses a self-signed certificate.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-	flag.IntVar(&o.workers, "workers", 4, "Concurrent reconciles.")
+	flag.IntVar(&o.workers, "workers", 8, "Concurrent reconciles.")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
 	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")

@@ -350,3 +350,49 @@ func TestInvalidStoredObject(t *testing.T) {
 	}
 	waitPhase(t, ns, "fine", crd.PhaseReady, time.Minute)
 }
+
+// TestFinalizerFaults: the gateway errors, then is slow, and the operator is killed meanwhile;
+// the isvc waits, backs off, and its route is removed exactly once when the gateway recovers.
+func TestFinalizerFaults(t *testing.T) {
+	ns := namespace(t)
+	if _, err := createISVC(t, ns, "fin", smallISVC("fin", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "fin", crd.PhaseReady, time.Minute)
+	key := ns + "/fin"
+	eventually(t, 10*time.Second, "route registered", func() error {
+		if !env.gateway.registered(key) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	env.gateway.setFailure(500, 0)
+	t.Cleanup(func() { env.gateway.setFailure(0, 0) })
+	kubectl(t, "delete", "-n", ns, "isvc/fin", "--wait=false")
+	waitReason(t, ns, "fin", "GatewayUnavailable", 20*time.Second)
+
+	env.op.Kill()
+	restartOperator(t)
+	failed := env.gateway.count("FAILED DELETE " + key)
+	eventually(t, 30*time.Second, "retries after the restart", func() error {
+		if n := env.gateway.count("FAILED DELETE " + key); n < failed+2 {
+			return fmt.Errorf("%d failed deletes", n)
+		}
+		return nil
+	})
+	if _, err := getISVC(t, ns, "fin"); err != nil {
+		t.Fatalf("the isvc went while the gateway failed: %v", err)
+	}
+
+	env.gateway.setFailure(0, 2*time.Second) // recovered, but slow
+	eventually(t, time.Minute, "isvc gone", func() error {
+		if _, err := getISVC(t, ns, "fin"); !isNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	if n := env.gateway.removals(key); n != 1 || env.gateway.registered(key) {
+		t.Fatalf("route removed %d times (registered: %v)", n, env.gateway.registered(key))
+	}
+	t.Logf("%d failed deregistrations across an operator kill, then removed exactly once", env.gateway.count("FAILED DELETE "+key))
+}

@@ -5,20 +5,24 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // fakeGateway is a gateway admin API on loopback that records registrations and can be
 // switched down to test the finalizer's retries.
 type fakeGateway struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	routes map[string]bool
-	calls  []string // "PUT ns/name", "DELETE ns/name"
-	down   bool
+	srv     *httptest.Server
+	mu      sync.Mutex
+	routes  map[string]bool
+	calls   []string // "PUT ns/name", "DELETE ns/name"
+	removed map[string]int
+	down    bool
+	status  int           // when set, every call fails with it
+	delay   time.Duration // every call waits this long first
 }
 
 func newFakeGateway() *fakeGateway {
-	g := &fakeGateway{routes: map[string]bool{}}
+	g := &fakeGateway{routes: map[string]bool{}, removed: map[string]int{}}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	return g
 }
@@ -28,10 +32,21 @@ func (g *fakeGateway) Close()      { g.srv.Close() }
 
 func (g *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
+	delay := g.delay
+	g.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay) // a slow gateway, as the test asked
+	}
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	key := strings.TrimPrefix(r.URL.Path, "/routes/")
 	if g.down {
 		http.Error(w, "gateway unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if g.status != 0 {
+		g.calls = append(g.calls, "FAILED "+r.Method+" "+key)
+		http.Error(w, "internal error: route store locked", g.status)
 		return
 	}
 	g.calls = append(g.calls, r.Method+" "+key)
@@ -44,7 +59,20 @@ func (g *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		delete(g.routes, key)
+		g.removed[key]++
 	}
+}
+
+func (g *fakeGateway) setFailure(status int, delay time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status, g.delay = status, delay
+}
+
+func (g *fakeGateway) removals(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.removed[key]
 }
 
 func (g *fakeGateway) setDown(down bool) {
