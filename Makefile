@@ -12,6 +12,7 @@ demo:
 # end-to-end suite against it. The first run builds the cluster (about 7 minutes).
 test: lint
 	$(GO) test -timeout 45m -count=1 ./...
+	$(MAKE) fuzz FUZZTIME=10s
 
 unit:
 	$(GO) test -count=1 ./crd/... ./queue/... ./controller/... ./informers/... ./metrics/...
@@ -50,9 +51,10 @@ lint:
 bench:
 	$(GO) run ./test/bench -n 100,1000
 
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test ./controller -run XXX -fuzz FuzzReconcileConverges -fuzztime 60s
-	$(GO) test ./crd -run XXX -fuzz FuzzFromUnstructured -fuzztime 60s
+	$(GO) test ./controller -run XXX -fuzz FuzzReconcileConverges -fuzztime $(FUZZTIME)
+	$(GO) test ./crd -run XXX -fuzz FuzzFromUnstructured -fuzztime $(FUZZTIME)
 
 # The fault suite at full size.
 faults-full:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // Config sizes one run.
@@ -71,23 +71,15 @@ func logf(c Config, format string, args ...any) {
 // Run does one measurement on a fresh cluster.
 func Run(ctx context.Context, c Config) (Result, error) {
 	r := Result{N: c.N, QPS: c.QPS}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return r, err
-	}
-	dir, err := os.MkdirTemp("", "isvc-bench-")
-	if err != nil {
-		return r, err
-	}
-	defer os.RemoveAll(dir)
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
-	nodes := c.N/100 + 1
-	cl, err := cluster.Start(ctx, cluster.Options{Nodes: nodes, ExtraArgs: []string{"--node-pods=250"}})
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: []string{"--node-pods=250"}}, "bench")
+	if e != nil {
+		defer e.Teardown(false)
+	}
 	if err != nil {
 		return r, err
 	}
-	defer cl.Stop()
-	cfg := cl.RESTConfig()
+	cfg := e.Cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 500, 1000 // the bench's own client must not be the bottleneck
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -97,29 +89,13 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	for _, a := range [][]string{
-		{"apply", "-k", filepath.Join(root, "manifests", "crd")},
-		{"apply", "-k", filepath.Join(root, "manifests", "rbac")},
-		{"wait", "--for=condition=Established", "crd/inferenceservices.ai.example.com"},
-	} {
-		if _, _, err := cl.Kubectl(ctx, a...); err != nil {
-			return r, err
-		}
-	}
 
 	// Baseline first: a plain client creates the same children at the same QPS.
 	if err := baseline(ctx, c, cfg, kube, &r); err != nil {
 		return r, fmt.Errorf("baseline: %w", err)
 	}
 
-	bin, err := operator.Build(ctx, dir)
-	if err != nil {
-		return r, err
-	}
-	sa, err := cl.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-operator")
-	if err != nil {
-		return r, err
-	}
+	bin, sa, dir := e.Bin, e.SAKubeconfig, e.Dir
 	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), "--kubeconfig="+sa,
 		fmt.Sprintf("--kube-api-qps=%d", c.QPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.QPS),
 		"--resync="+c.Resync.String(), "--namespaces=bench")

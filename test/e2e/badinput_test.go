@@ -15,7 +15,7 @@ import (
 // that says what is wrong. Unknown fields are refused under strict field validation, kubectl's
 // default.
 func TestBadInputCorpus(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	ok := func() map[string]any { return map[string]any{"model": "m", "replicas": int64(1)} }
 	with := func(k string, v any) map[string]any { s := ok(); s[k] = v; return s }
 	without := func(k string) map[string]any { s := ok(); delete(s, k); return s }
@@ -102,7 +102,7 @@ func TestBadInputCorpus(t *testing.T) {
 		if c.obj != nil {
 			c.obj(u)
 		}
-		_, err := env.dyn.Resource(crd.Resource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{FieldValidation: "Strict"})
+		_, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{FieldValidation: "Strict"})
 		label := c.name
 		if len(label) > 40 {
 			label = label[:40] + "..."

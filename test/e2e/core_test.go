@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +37,7 @@ type statusLog struct {
 }
 
 func watchStatuses(t *testing.T, ns string) *statusLog {
-	w, err := env.dyn.Resource(crd.Resource).Namespace(ns).Watch(context.Background(), metav1.ListOptions{})
+	w, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +73,21 @@ func (l *statusLog) index(s string) int {
 }
 
 func deployment(t *testing.T, ns, name string) (*appsv1.Deployment, error) {
-	return env.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return env.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
 // TestSeedRun is the source document's run, step for step, against the real API server.
 func TestSeedRun(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	statuses := watchStatuses(t, ns)
 
 	// 1. The five-line isvc: Deployment, Service and HPA are created; status Progressing/0.
 	applyYAML(t, ns, fiveLines)
-	isvc, err := getISVC(t, ns, "qwen3")
+	isvc, err := env.ISVC(ns, "qwen3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "children", func() error {
+	testenv.Eventually(t, 30*time.Second, "children", func() error {
 		d, err := deployment(t, ns, "qwen3")
 		if err != nil {
 			return err
@@ -97,14 +99,14 @@ func TestSeedRun(t *testing.T) {
 		if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != isvc.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
 			return fmt.Errorf("deployment controller ref %+v", ref)
 		}
-		s, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+		s, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if s.Spec.Ports[0].Port != 8000 || s.Spec.Selector["ai.example.com/inferenceservice"] != "qwen3" {
 			return fmt.Errorf("service %+v", s.Spec)
 		}
-		h, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -115,9 +117,9 @@ func TestSeedRun(t *testing.T) {
 	})
 
 	// 2. Once pods are ready: Ready with 3, after having been Progressing with 0.
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
-	waitPhase(t, ns, "qwen3", crd.PhaseReady, 10*time.Second)
-	eventually(t, 10*time.Second, "the status history", func() error {
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 10*time.Second)
+	testenv.Eventually(t, 10*time.Second, "the status history", func() error {
 		p, r := statuses.index("Progressing/0"), statuses.index("Ready/3")
 		if p < 0 || r < 0 || p > r {
 			return fmt.Errorf("statuses seen: %v", statuses.seen)
@@ -143,13 +145,13 @@ func TestSeedRun(t *testing.T) {
 	t.Logf("steady state: 0 writes over %s (%v writes before)", 3*env.resync, before)
 
 	// 3. replicas 3 -> 6: Deployment 6, HPA 3..18, then Ready with 6.
-	kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
-	eventually(t, 30*time.Second, "deployment and hpa updated", func() error {
+	env.Kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
+	testenv.Eventually(t, 30*time.Second, "deployment and hpa updated", func() error {
 		d, err := deployment(t, ns, "qwen3")
 		if err != nil {
 			return err
 		}
-		h, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -158,8 +160,8 @@ func TestSeedRun(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 60*time.Second, "Ready with 6", func() error {
-		i, err := getISVC(t, ns, "qwen3")
+	testenv.Eventually(t, 60*time.Second, "Ready with 6", func() error {
+		i, err := env.ISVC(ns, "qwen3")
 		if err != nil {
 			return err
 		}
@@ -170,13 +172,13 @@ func TestSeedRun(t *testing.T) {
 	})
 
 	// 4. Someone deletes the Service: it comes back.
-	old, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+	old, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, "delete", "-n", ns, "svc/qwen3")
-	eventually(t, 10*time.Second, "service recreated", func() error {
-		s, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+	env.Kubectl(t, "delete", "-n", ns, "svc/qwen3")
+	testenv.Eventually(t, 10*time.Second, "service recreated", func() error {
+		s, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -186,7 +188,7 @@ func TestSeedRun(t *testing.T) {
 		return nil
 	})
 
-	events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,involvedObject.name=qwen3")
+	events := env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,involvedObject.name=qwen3")
 	for _, want := range []string{"Created Deployment qwen3", "Created Service qwen3", "Created HorizontalPodAutoscaler qwen3", "Updated Deployment qwen3"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("no event %q in:\n%s", want, events)
@@ -196,11 +198,11 @@ func TestSeedRun(t *testing.T) {
 
 // TestKubectlExperience: columns, wait, explain and scale.
 func TestKubectlExperience(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
 
-	out := kubectl(t, "get", "isvc", "-n", ns)
+	out := env.Kubectl(t, "get", "isvc", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME MODEL REPLICAS READY PHASE REASON AGE" {
 		t.Fatalf("columns: %q", lines[0])
@@ -209,18 +211,18 @@ func TestKubectlExperience(t *testing.T) {
 		t.Fatalf("row: %q", lines[1])
 	}
 
-	explain := kubectl(t, "explain", "isvc.spec.replicas")
+	explain := env.Kubectl(t, "explain", "isvc.spec.replicas")
 	if !strings.Contains(explain, "Desired model server pods") {
 		t.Fatalf("explain: %s", explain)
 	}
 	for _, field := range []string{"model", "gpusPerReplica", "image"} {
-		if out := kubectl(t, "explain", "isvc.spec."+field); !strings.Contains(out, "DESCRIPTION") || len(out) < 80 {
+		if out := env.Kubectl(t, "explain", "isvc.spec."+field); !strings.Contains(out, "DESCRIPTION") || len(out) < 80 {
 			t.Errorf("explain %s: %s", field, out)
 		}
 	}
 
-	kubectl(t, "scale", "-n", ns, "isvc/qwen3", "--replicas=2")
-	eventually(t, 30*time.Second, "scaled to 2", func() error {
+	env.Kubectl(t, "scale", "-n", ns, "isvc/qwen3", "--replicas=2")
+	testenv.Eventually(t, 30*time.Second, "scaled to 2", func() error {
 		d, err := deployment(t, ns, "qwen3")
 		if err != nil {
 			return err
@@ -230,7 +232,7 @@ func TestKubectlExperience(t *testing.T) {
 		}
 		return nil
 	})
-	scale := kubectl(t, "get", "-n", ns, "isvc/qwen3", "--subresource=scale", "-o", "jsonpath={.spec.replicas} {.status.selector}")
+	scale := env.Kubectl(t, "get", "-n", ns, "isvc/qwen3", "--subresource=scale", "-o", "jsonpath={.spec.replicas} {.status.selector}")
 	if scale != "2 ai.example.com/inferenceservice=qwen3" {
 		t.Fatalf("scale subresource: %q", scale)
 	}
@@ -239,7 +241,7 @@ func TestKubectlExperience(t *testing.T) {
 // TestValidationAtTheAPIServer: schema bounds and CEL rules refuse bad objects with clear
 // messages, through kubectl edit and plain creates.
 func TestValidationAtTheAPIServer(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
 
 	out, err := kubectlErr(t, []string{"EDITOR=sed -i -e s/^\\ \\ replicas:\\ 3$/\\ \\ replicas:\\ -1/"}, "edit", "-n", ns, "isvc/qwen3")
@@ -255,7 +257,7 @@ func TestValidationAtTheAPIServer(t *testing.T) {
 	if err != nil || !strings.Contains(string(copyText), "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0") {
 		t.Fatalf("the refused edit does not carry the server's message: %v\n%s", err, copyText)
 	}
-	i, err := getISVC(t, ns, "qwen3")
+	i, err := env.ISVC(ns, "qwen3")
 	if err != nil || i.Spec.Replicas != 3 {
 		t.Fatalf("refused edit changed the object: %v %+v", err, i)
 	}
@@ -263,7 +265,7 @@ func TestValidationAtTheAPIServer(t *testing.T) {
 	if out, err := kubectlErr(t, []string{"EDITOR=sed -i -e s/^\\ \\ replicas:\\ 3$/\\ \\ replicas:\\ 4/"}, "edit", "-n", ns, "isvc/qwen3"); err != nil {
 		t.Fatalf("valid edit: %v\n%s", err, out)
 	}
-	if i, _ := getISVC(t, ns, "qwen3"); i.Spec.Replicas != 4 {
+	if i, _ := env.ISVC(ns, "qwen3"); i.Spec.Replicas != 4 {
 		t.Fatalf("edit did not save: %+v", i.Spec)
 	}
 
@@ -281,7 +283,7 @@ func TestValidationAtTheAPIServer(t *testing.T) {
 		{"spaced-model", map[string]any{"model": "a b", "replicas": 1}, `spec.model in body should match`},
 	}
 	for _, c := range cases {
-		_, err := createISVC(t, ns, c.name, c.spec)
+		_, err := env.CreateISVC(context.Background(), ns, c.name, c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want refusal containing %q, got %v", c.name, c.want, err)
 		}
@@ -291,25 +293,25 @@ func TestValidationAtTheAPIServer(t *testing.T) {
 // TestDeletionDeregistersThenCascades: the finalizer deregisters the route once, holds the
 // object while the gateway is down, and the garbage collector removes the children.
 func TestDeletionDeregistersThenCascades(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
 	key := ns + "/qwen3"
-	eventually(t, 10*time.Second, "route registered", func() error {
+	testenv.Eventually(t, 10*time.Second, "route registered", func() error {
 		if !env.gateway.registered(key) {
 			return fmt.Errorf("not registered")
 		}
 		return nil
 	})
-	i, _ := getISVC(t, ns, "qwen3")
+	i, _ := env.ISVC(ns, "qwen3")
 	if len(i.Finalizers) != 1 {
 		t.Fatalf("finalizers %v", i.Finalizers)
 	}
 
 	env.gateway.setDown(true)
-	kubectl(t, "delete", "-n", ns, "isvc/qwen3", "--wait=false")
-	eventually(t, 20*time.Second, "Terminating with the gateway's error", func() error {
-		i, err := getISVC(t, ns, "qwen3")
+	env.Kubectl(t, "delete", "-n", ns, "isvc/qwen3", "--wait=false")
+	testenv.Eventually(t, 20*time.Second, "Terminating with the gateway's error", func() error {
+		i, err := env.ISVC(ns, "qwen3")
 		if err != nil {
 			return err
 		}
@@ -321,14 +323,14 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 	// It stays while the gateway is down: several retries later it is still there.
 	fams, _ := env.op.Scrape()
 	retries := operator.SumCounter(fams, "workqueue_retries_total", nil)
-	eventually(t, 30*time.Second, "retries while the gateway is down", func() error {
+	testenv.Eventually(t, 30*time.Second, "retries while the gateway is down", func() error {
 		fams, _ := env.op.Scrape()
 		if r := operator.SumCounter(fams, "workqueue_retries_total", nil); r < retries+3 {
 			return fmt.Errorf("%v retries", r-retries)
 		}
 		return nil
 	})
-	if _, err := getISVC(t, ns, "qwen3"); err != nil {
+	if _, err := env.ISVC(ns, "qwen3"); err != nil {
 		t.Fatalf("the isvc went while the gateway was down: %v", err)
 	}
 	if !env.gateway.registered(key) {
@@ -336,8 +338,8 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 	}
 
 	env.gateway.setDown(false)
-	eventually(t, 30*time.Second, "isvc gone", func() error {
-		if _, err := getISVC(t, ns, "qwen3"); !isNotFound(err) {
+	testenv.Eventually(t, 30*time.Second, "isvc gone", func() error {
+		if _, err := env.ISVC(ns, "qwen3"); !isNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
 		return nil
@@ -345,17 +347,17 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 	if env.gateway.registered(key) || env.gateway.count("DELETE "+key) != 1 {
 		t.Fatalf("deregistered %d times; still registered: %v", env.gateway.count("DELETE "+key), env.gateway.registered(key))
 	}
-	eventually(t, 30*time.Second, "children garbage-collected", func() error {
+	testenv.Eventually(t, 30*time.Second, "children garbage-collected", func() error {
 		if _, err := deployment(t, ns, "qwen3"); !isNotFound(err) {
 			return fmt.Errorf("deployment: %v", err)
 		}
-		if _, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); !isNotFound(err) {
+		if _, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); !isNotFound(err) {
 			return fmt.Errorf("service: %v", err)
 		}
-		if _, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); !isNotFound(err) {
+		if _, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); !isNotFound(err) {
 			return fmt.Errorf("hpa: %v", err)
 		}
-		pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil || len(pods.Items) > 0 {
 			return fmt.Errorf("%d pods left (%v)", len(pods.Items), err)
 		}
@@ -366,7 +368,7 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 // TestNeverTouchesAForeignChild: a same-named Deployment the isvc does not own is reported,
 // never modified, and survives the isvc's deletion.
 func TestNeverTouchesAForeignChild(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	foreign := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
@@ -378,23 +380,23 @@ func TestNeverTouchesAForeignChild(t *testing.T) {
 			},
 		},
 	}
-	created, err := env.kube.AppsV1().Deployments(ns).Create(context.Background(), foreign, metav1.CreateOptions{})
+	created, err := env.Kube.AppsV1().Deployments(ns).Create(context.Background(), foreign, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	applyYAML(t, ns, fiveLines)
-	i := waitPhase(t, ns, "qwen3", crd.PhaseFailed, 30*time.Second)
+	i := env.WaitPhase(t, ns, "qwen3", crd.PhaseFailed, 30*time.Second)
 	if i.Status.Reason != "ChildConflict" {
 		t.Fatalf("reason %q", i.Status.Reason)
 	}
-	eventually(t, 20*time.Second, "a ChildConflict warning event", func() error {
-		ev := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,reason=ChildConflict", "-o", "jsonpath={.items[*].message}")
+	testenv.Eventually(t, 20*time.Second, "a ChildConflict warning event", func() error {
+		ev := env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,reason=ChildConflict", "-o", "jsonpath={.items[*].message}")
 		if !strings.Contains(ev, "Deployment "+ns+"/qwen3 already exists and is not owned by this InferenceService") {
 			return fmt.Errorf("events: %q", ev)
 		}
 		return nil
 	})
-	kubectl(t, "delete", "-n", ns, "isvc/qwen3")
+	env.Kubectl(t, "delete", "-n", ns, "isvc/qwen3")
 	d, err := deployment(t, ns, "qwen3")
 	if err != nil {
 		t.Fatalf("the foreign deployment was deleted: %v", err)
@@ -409,17 +411,17 @@ func TestNeverTouchesAForeignChild(t *testing.T) {
 
 // TestRestoresTamperedChildren: owned fields edited by hand come back, once.
 func TestRestoresTamperedChildren(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
-	kubectl(t, "set", "image", "-n", ns, "deploy/qwen3", "vllm=evil/miner:latest")
-	kubectl(t, "patch", "-n", ns, "svc/qwen3", "--type=json", "-p", `[{"op":"replace","path":"/spec/ports/0/port","value":9000}]`)
-	eventually(t, 20*time.Second, "owned fields restored", func() error {
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "set", "image", "-n", ns, "deploy/qwen3", "vllm=evil/miner:latest")
+	env.Kubectl(t, "patch", "-n", ns, "svc/qwen3", "--type=json", "-p", `[{"op":"replace","path":"/spec/ports/0/port","value":9000}]`)
+	testenv.Eventually(t, 20*time.Second, "owned fields restored", func() error {
 		d, err := deployment(t, ns, "qwen3")
 		if err != nil {
 			return err
 		}
-		s, err := env.kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+		s, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -428,7 +430,7 @@ func TestRestoresTamperedChildren(t *testing.T) {
 		}
 		return nil
 	})
-	waitPhase(t, ns, "qwen3", crd.PhaseReady, 60*time.Second)
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 60*time.Second)
 	// Restored once, then quiet: no fight with the deployment controller.
 	writesSettle(t)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,8 +20,8 @@ import (
 func waitReason(t *testing.T, ns, name, reason string, timeout time.Duration) *crd.InferenceService {
 	t.Helper()
 	var got *crd.InferenceService
-	eventually(t, timeout, fmt.Sprintf("%s/%s reason %s", ns, name, reason), func() error {
-		i, err := getISVC(t, ns, name)
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s/%s reason %s", ns, name, reason), func() error {
+		i, err := env.ISVC(ns, name)
 		if err != nil {
 			return err
 		}
@@ -43,13 +45,13 @@ func readyMessage(i *crd.InferenceService) string {
 
 // getColumns returns the REASON column kubectl prints for the isvc.
 func getRow(t *testing.T, ns, name string) string {
-	out := kubectl(t, "get", "isvc", "-n", ns, name, "--no-headers")
+	out := env.Kubectl(t, "get", "isvc", "-n", ns, name, "--no-headers")
 	return strings.Join(strings.Fields(out), " ")
 }
 
 func warningEvents(t *testing.T, ns, reason string) (n int, count int32) {
 	t.Helper()
-	evs, err := env.kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +70,12 @@ func warningEvents(t *testing.T, ns, reason string) (n int, count int32) {
 // TestQuotaExceededThenRaised: the ReplicaSet's quota refusal becomes the isvc's reason with the
 // admission message, and raising the quota makes the isvc Ready with no other action.
 func TestQuotaExceededThenRaised(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("8")}},
 	}
-	if _, err := env.kube.CoreV1().ResourceQuotas(ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -83,8 +85,8 @@ spec: {model: Qwen/Qwen3-32B, replicas: 3, gpusPerReplica: 4}
 `)
 	// When does the ReplicaSet report it, and when does the isvc?
 	var rsAt time.Time
-	eventually(t, 60*time.Second, "the ReplicaSet's ReplicaFailure", func() error {
-		rss, err := env.kube.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{})
+	testenv.Eventually(t, 60*time.Second, "the ReplicaSet's ReplicaFailure", func() error {
+		rss, err := env.Kube.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -105,20 +107,20 @@ spec: {model: Qwen/Qwen3-32B, replicas: 3, gpusPerReplica: 4}
 		t.Fatalf("phase %s message %q", i.Status.Phase, msg)
 	}
 	t.Logf("kubectl get isvc: %s", getRow(t, ns, "big"))
-	describe := kubectl(t, "describe", "isvc", "-n", ns, "big")
+	describe := env.Kubectl(t, "describe", "isvc", "-n", ns, "big")
 	if !strings.Contains(describe, "QuotaExceeded") || !strings.Contains(describe, "is forbidden: exceeded quota") {
 		t.Fatalf("describe does not walk to the ReplicaSet:\n%s", describe)
 	}
 
-	kubectl(t, "patch", "resourcequota", "-n", ns, "team-a", "--type=merge", "-p", `{"spec":{"hard":{"requests.nvidia.com/gpu":"12"}}}`)
+	env.Kubectl(t, "patch", "resourcequota", "-n", ns, "team-a", "--type=merge", "-p", `{"spec":{"hard":{"requests.nvidia.com/gpu":"12"}}}`)
 	raised := time.Now()
-	waitPhase(t, ns, "big", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "big", crd.PhaseReady, 90*time.Second)
 	t.Logf("Ready %.1fs after the quota was raised", time.Since(raised).Seconds())
 }
 
 // TestUnschedulableGPUs: more GPUs per replica than any node has.
 func TestUnschedulableGPUs(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: huge}
@@ -142,7 +144,7 @@ func TestPodFailureModes(t *testing.T) {
 		{"kubelet.fake/errimagepull:v1", "ImagePullFailed", `kubelet.fake/errimagepull:v1`},
 		{"kubelet.fake/never-ready:v1", "ReadinessProbeFailing", "but not ready: readiness probe on /health port 8000 failing"},
 	}
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	for i, c := range cases {
 		name := fmt.Sprintf("mode-%d", i)
 		applyYAML(t, ns, fmt.Sprintf(`apiVersion: ai.example.com/v1alpha1
@@ -163,14 +165,14 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "%s"}
 
 	// A crash loop that goes on is one Warning Event, not one per restart.
 	restarts := func() int32 {
-		pods, err := env.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=mode-0"})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=mode-0"})
 		if err != nil || len(pods.Items) == 0 || len(pods.Items[0].Status.ContainerStatuses) == 0 {
 			return 0
 		}
 		return pods.Items[0].Status.ContainerStatuses[0].RestartCount
 	}
 	first := restarts()
-	eventually(t, 90*time.Second, "three more restarts", func() error {
+	testenv.Eventually(t, 90*time.Second, "three more restarts", func() error {
 		if r := restarts(); r < first+3 {
 			return fmt.Errorf("restarts %d", r)
 		}
@@ -184,14 +186,14 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "%s"}
 // TestSlowStartIsNotAFailure: weights that take a while to load are Starting, never Failed,
 // until the startup probe passes; then Ready. A watch records every status it goes through.
 func TestSlowStartIsNotAFailure(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	statuses := watchStatuses(t, ns)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: slow}
 spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "kubelet.fake/slow-ready-8:v1"}
 `)
-	waitPhase(t, ns, "slow", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "slow", crd.PhaseReady, 90*time.Second)
 	statuses.mu.Lock()
 	seen := append([]string(nil), statuses.reasons...)
 	statuses.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +41,7 @@ func smallISVC(name string, replicas int) map[string]any {
 // restartOperator replaces a killed operator with a fresh one.
 func restartOperator(t *testing.T) {
 	t.Helper()
-	if err := startOperator(ctxFor(t, 2*time.Minute)); err != nil {
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,8 +50,8 @@ func restartOperator(t *testing.T) {
 // and has exactly its three (or two, at zero replicas) children, each controlled by it.
 func checkConverged(t *testing.T, ns string, names []string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "every isvc Ready for its generation", func() error {
-		l, err := env.dyn.Resource(crd.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	testenv.Eventually(t, timeout, "every isvc Ready for its generation", func() error {
+		l, err := env.Dyn.Resource(crd.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -69,7 +71,7 @@ func checkConverged(t *testing.T, ns string, names []string, timeout time.Durati
 		return nil
 	})
 	uids := map[string]types.UID{}
-	l, err := env.dyn.Resource(crd.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	l, err := env.Dyn.Resource(crd.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +89,12 @@ func checkConverged(t *testing.T, ns string, names []string, timeout time.Durati
 			}
 		}
 	}
-	deps, err := env.kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+	deps, err := env.Kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs, _ := env.kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
-	hpas, _ := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).List(context.Background(), metav1.ListOptions{})
+	svcs, _ := env.Kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
+	hpas, _ := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).List(context.Background(), metav1.ListOptions{})
 	var d, s, h []metav1.Object
 	for i := range deps.Items {
 		d = append(d, &deps.Items[i])
@@ -120,7 +122,7 @@ func checkConverged(t *testing.T, ns string, names []string, timeout time.Durati
 // at the end every isvc has exactly its children, a correct status and its finalizer.
 func TestCrashConsistency(t *testing.T) {
 	n, kills, seed := envInt("FAULTS_N", 60), envInt("FAULTS_KILLS", 5), envInt("FAULTS_SEED", 7)
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	rng := rand.New(rand.NewSource(int64(seed)))
 	names := make([]string, n)
 	created := make(chan error, 1)
@@ -132,7 +134,7 @@ func TestCrashConsistency(t *testing.T) {
 			if i >= 100 {
 				replicas = 0 // past 100 the fake nodes' pod capacity, not the operator, would be measured
 			}
-			if _, e := createISVC(t, ns, names[i], smallISVC(names[i], replicas)); e != nil && err == nil {
+			if _, e := env.CreateISVC(context.Background(), ns, names[i], smallISVC(names[i], replicas)); e != nil && err == nil {
 				err = e
 			}
 		}
@@ -157,17 +159,17 @@ func TestCrashConsistency(t *testing.T) {
 // TestAPIServerRestart: the API server restarts under the operator, which re-lists, re-watches
 // and converges without a restart of its own, a crash or a hot loop.
 func TestAPIServerRestart(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	var names []string
 	for i := 0; i < 5; i++ {
 		names = append(names, fmt.Sprintf("before-%d", i))
-		if _, err := createISVC(t, ns, names[i], smallISVC(names[i], 1)); err != nil {
+		if _, err := env.CreateISVC(context.Background(), ns, names[i], smallISVC(names[i], 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	checkConverged(t, ns, names, 2*time.Minute)
 	restart := time.Now()
-	if err := env.cluster.Restart(ctxFor(t, 3*time.Minute)); err != nil {
+	if err := env.Cluster.Restart(testenv.Ctx(t, 3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("API server back after %.1fs", time.Since(restart).Seconds())
@@ -179,15 +181,15 @@ func TestAPIServerRestart(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		name := fmt.Sprintf("after-%d", i)
 		names = append(names, name)
-		eventually(t, time.Minute, "create after restart", func() error {
-			_, err := createISVC(t, ns, name, smallISVC(name, 1))
+		testenv.Eventually(t, time.Minute, "create after restart", func() error {
+			_, err := env.CreateISVC(context.Background(), ns, name, smallISVC(name, 1))
 			if apierrors.IsAlreadyExists(err) {
 				return nil
 			}
 			return err
 		})
 	}
-	kubectl(t, "patch", "-n", ns, "isvc/before-0", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	env.Kubectl(t, "patch", "-n", ns, "isvc/before-0", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 	checkConverged(t, ns, names, 3*time.Minute)
 	t.Logf("converged %.1fs after the restart began", time.Since(restart).Seconds())
 
@@ -209,11 +211,11 @@ func TestAPIServerRestart(t *testing.T) {
 // status; no user update is lost, the status ends right, and the operator's calls stay bounded.
 func TestConflictStorm(t *testing.T) {
 	quiesce(t)
-	ns := namespace(t)
-	if _, err := createISVC(t, ns, "storm", smallISVC("storm", 1)); err != nil {
+	ns := env.Namespace(t)
+	if _, err := env.CreateISVC(context.Background(), ns, "storm", smallISVC("storm", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "storm", crd.PhaseReady, time.Minute)
+	env.WaitPhase(t, ns, "storm", crd.PhaseReady, time.Minute)
 	dur := time.Duration(envInt("STORM_SECONDS", 10)) * time.Second
 	writers := 4
 	last := make([]int, writers)
@@ -225,7 +227,7 @@ func TestConflictStorm(t *testing.T) {
 	fams, _ := env.op.Scrape()
 	retriesBefore := operator.SumCounter(fams, "inferenceservice_operator_conflict_retries_total", nil)
 	deadline := time.Now().Add(dur)
-	cl := env.dyn.Resource(crd.Resource).Namespace(ns)
+	cl := env.Dyn.Resource(crd.Resource).Namespace(ns)
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func() {
@@ -274,8 +276,8 @@ func TestConflictStorm(t *testing.T) {
 	if r, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); r != lastReplicas {
 		t.Errorf("spec.replicas %d, last written %d", r, lastReplicas)
 	}
-	eventually(t, time.Minute, "status right for the final spec", func() error {
-		i, err := getISVC(t, ns, "storm")
+	testenv.Eventually(t, time.Minute, "status right for the final spec", func() error {
+		i, err := env.ISVC(ns, "storm")
 		if err != nil {
 			return err
 		}
@@ -300,9 +302,9 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // TestInvalidStoredObject: an object stored before a rule existed is reported as InvalidSpec,
 // gets no children, and the operator keeps serving the others.
 func TestInvalidStoredObject(t *testing.T) {
-	ns := namespace(t)
-	ctx := ctxFor(t, 2*time.Minute)
-	crds := env.dyn.Resource(crdGVR)
+	ns := env.Namespace(t)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	crds := env.Dyn.Resource(crdGVR)
 	orig, err := crds.Get(ctx, "inferenceservices.ai.example.com", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -317,21 +319,21 @@ func TestInvalidStoredObject(t *testing.T) {
 	if _, err := crds.Update(ctx, relaxed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kubectl(t, "apply", "-k", env.root+"/manifests/crd") })
-	eventually(t, 30*time.Second, "the relaxed CRD to accept the legacy object", func() error {
-		_, err := createISVC(t, ns, "legacy", map[string]any{"model": "--trust-remote-code", "replicas": int64(1)})
+	t.Cleanup(func() { env.Kubectl(t, "apply", "-k", env.Root+"/manifests/crd") })
+	testenv.Eventually(t, 30*time.Second, "the relaxed CRD to accept the legacy object", func() error {
+		_, err := env.CreateISVC(context.Background(), ns, "legacy", map[string]any{"model": "--trust-remote-code", "replicas": int64(1)})
 		return err
 	})
-	kubectl(t, "apply", "-k", env.root+"/manifests/crd")
-	eventually(t, 30*time.Second, "the strict CRD back", func() error {
-		_, err := createISVC(t, ns, "probe", map[string]any{"model": "--x", "replicas": int64(1)})
+	env.Kubectl(t, "apply", "-k", env.Root+"/manifests/crd")
+	testenv.Eventually(t, 30*time.Second, "the strict CRD back", func() error {
+		_, err := env.CreateISVC(context.Background(), ns, "probe", map[string]any{"model": "--x", "replicas": int64(1)})
 		if err == nil || !strings.Contains(err.Error(), crd.RuleModelMessage) {
 			return fmt.Errorf("still relaxed: %v", err)
 		}
 		return nil
 	})
 	// Any change makes the operator look at it again; an annotation is enough.
-	kubectl(t, "annotate", "-n", ns, "isvc/legacy", "touched=1")
+	env.Kubectl(t, "annotate", "-n", ns, "isvc/legacy", "touched=1")
 	i := waitReason(t, ns, "legacy", "InvalidSpec", 30*time.Second)
 	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "spec.model must not start with '-'") {
 		t.Fatalf("status %+v", i.Status)
@@ -339,28 +341,28 @@ func TestInvalidStoredObject(t *testing.T) {
 	if _, err := deployment(t, ns, "legacy"); !isNotFound(err) {
 		t.Fatalf("children were created for an invalid object: %v", err)
 	}
-	eventually(t, 20*time.Second, "one InvalidSpec warning event", func() error {
+	testenv.Eventually(t, 20*time.Second, "one InvalidSpec warning event", func() error {
 		if n, _ := warningEvents(t, ns, "InvalidSpec"); n != 1 {
 			return fmt.Errorf("%d events", n)
 		}
 		return nil
 	})
-	if _, err := createISVC(t, ns, "fine", smallISVC("fine", 1)); err != nil {
+	if _, err := env.CreateISVC(context.Background(), ns, "fine", smallISVC("fine", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "fine", crd.PhaseReady, time.Minute)
+	env.WaitPhase(t, ns, "fine", crd.PhaseReady, time.Minute)
 }
 
 // TestFinalizerFaults: the gateway errors, then is slow, and the operator is killed meanwhile;
 // the isvc waits, backs off, and its route is removed exactly once when the gateway recovers.
 func TestFinalizerFaults(t *testing.T) {
-	ns := namespace(t)
-	if _, err := createISVC(t, ns, "fin", smallISVC("fin", 1)); err != nil {
+	ns := env.Namespace(t)
+	if _, err := env.CreateISVC(context.Background(), ns, "fin", smallISVC("fin", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "fin", crd.PhaseReady, time.Minute)
+	env.WaitPhase(t, ns, "fin", crd.PhaseReady, time.Minute)
 	key := ns + "/fin"
-	eventually(t, 10*time.Second, "route registered", func() error {
+	testenv.Eventually(t, 10*time.Second, "route registered", func() error {
 		if !env.gateway.registered(key) {
 			return fmt.Errorf("not yet")
 		}
@@ -368,25 +370,25 @@ func TestFinalizerFaults(t *testing.T) {
 	})
 	env.gateway.setFailure(500, 0)
 	t.Cleanup(func() { env.gateway.setFailure(0, 0) })
-	kubectl(t, "delete", "-n", ns, "isvc/fin", "--wait=false")
+	env.Kubectl(t, "delete", "-n", ns, "isvc/fin", "--wait=false")
 	waitReason(t, ns, "fin", "GatewayUnavailable", 20*time.Second)
 
 	env.op.Kill()
 	restartOperator(t)
 	failed := env.gateway.count("FAILED DELETE " + key)
-	eventually(t, 30*time.Second, "retries after the restart", func() error {
+	testenv.Eventually(t, 30*time.Second, "retries after the restart", func() error {
 		if n := env.gateway.count("FAILED DELETE " + key); n < failed+2 {
 			return fmt.Errorf("%d failed deletes", n)
 		}
 		return nil
 	})
-	if _, err := getISVC(t, ns, "fin"); err != nil {
+	if _, err := env.ISVC(ns, "fin"); err != nil {
 		t.Fatalf("the isvc went while the gateway failed: %v", err)
 	}
 
 	env.gateway.setFailure(0, 2*time.Second) // recovered, but slow
-	eventually(t, time.Minute, "isvc gone", func() error {
-		if _, err := getISVC(t, ns, "fin"); !isNotFound(err) {
+	testenv.Eventually(t, time.Minute, "isvc gone", func() error {
+		if _, err := env.ISVC(ns, "fin"); !isNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
 		return nil

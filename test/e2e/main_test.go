@@ -12,25 +12,17 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // env is shared by every test in the package: one cluster, one operator, one gateway.
 var env struct {
-	cluster  *cluster.Cluster
-	kube     kubernetes.Interface
-	dyn      dynamic.Interface
-	root     string
-	bin      string
-	saConfig string
-	dir      string
-	gateway  *fakeGateway
-	op       *operator.Process
-	resync   time.Duration
+	*testenv.Env
+	gateway *fakeGateway
+	op      *operator.Process
+	resync  time.Duration
 }
 
 func TestMain(m *testing.M) {
@@ -40,67 +32,30 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	if err := setup(ctx); err != nil {
+	var err error
+	env.Env, err = testenv.Setup(ctx, cluster.Options{}, "e2e")
+	if err == nil {
+		env.gateway = newFakeGateway()
+		env.resync = 2 * time.Second
+		err = startOperator(ctx)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		teardown()
 		return 1
 	}
 	code := m.Run()
-	if code != 0 && env.op != nil {
-		fmt.Fprintln(os.Stderr, "operator log:", filepath.Join(env.dir, "operator.log"))
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "operator log:", filepath.Join(env.Dir, "operator.log"), "(kept with E2E_KEEP=1)")
 	}
 	teardown()
 	return code
 }
 
-func setup(ctx context.Context) error {
-	var err error
-	if env.root, err = cluster.RepoRoot(); err != nil {
-		return err
-	}
-	env.dir, err = os.MkdirTemp("", "isvc-e2e-")
-	if err != nil {
-		return err
-	}
-	binc := make(chan error, 1)
-	go func() {
-		var err error
-		env.bin, err = operator.Build(ctx, env.dir)
-		binc <- err
-	}()
-	if env.cluster, err = cluster.Start(ctx, cluster.Options{}); err != nil {
-		return err
-	}
-	if err := <-binc; err != nil {
-		return err
-	}
-	if env.kube, err = env.cluster.Clientset(); err != nil {
-		return err
-	}
-	if env.dyn, err = dynamic.NewForConfig(env.cluster.RESTConfig()); err != nil {
-		return err
-	}
-	for _, args := range [][]string{
-		{"apply", "-k", filepath.Join(env.root, "manifests", "crd")},
-		{"apply", "-k", filepath.Join(env.root, "manifests", "rbac")},
-		{"wait", "--for=condition=Established", "crd/inferenceservices.ai.example.com", "--timeout=60s"},
-	} {
-		if _, _, err := env.cluster.Kubectl(ctx, args...); err != nil {
-			return err
-		}
-	}
-	if env.saConfig, err = env.cluster.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-operator"); err != nil {
-		return err
-	}
-	env.gateway = newFakeGateway()
-	env.resync = 2 * time.Second
-	return startOperator(ctx)
-}
-
 func startOperator(ctx context.Context) error {
 	var err error
-	env.op, err = operator.Start(ctx, env.bin, filepath.Join(env.dir, "operator.log"),
-		"--kubeconfig="+env.saConfig,
+	env.op, err = operator.Start(ctx, env.Bin, filepath.Join(env.Dir, "operator.log"),
+		"--kubeconfig="+env.SAKubeconfig,
 		"--gateway-url="+env.gateway.URL(),
 		"--resync="+env.resync.String(),
 		"--backoff-max=2s",
@@ -121,12 +76,7 @@ func teardown() {
 	if env.gateway != nil {
 		env.gateway.Close()
 	}
-	if env.cluster != nil {
-		if err := env.cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "cluster stop:", err)
-		}
-	}
-	if env.dir != "" && os.Getenv("E2E_KEEP") == "" {
-		_ = os.RemoveAll(env.dir)
+	if env.Env != nil {
+		env.Teardown(os.Getenv("E2E_KEEP") != "")
 	}
 }

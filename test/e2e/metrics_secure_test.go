@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,10 +26,10 @@ import (
 // nothing, with --metrics-secure and the manifests' RBAC: /metrics is HTTPS and answers only
 // tokens the API server authenticates and authorizes for GET /metrics.
 func TestMetricsSecure(t *testing.T) {
-	ns := namespace(t)
-	ctx := ctxFor(t, 3*time.Minute)
-	op, err := operator.Start(ctx, env.bin, filepath.Join(env.dir, "operator-secure.log"),
-		"--kubeconfig="+env.saConfig, "--namespaces="+ns, "--metrics-secure", "-v=2")
+	ns := env.Namespace(t)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	op, err := operator.Start(ctx, env.Bin, filepath.Join(env.Dir, "operator-secure.log"),
+		"--kubeconfig="+env.SAKubeconfig, "--namespaces="+ns, "--metrics-secure", "-v=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,27 +43,27 @@ func TestMetricsSecure(t *testing.T) {
 	}
 
 	// A reader bound to the manifests' metrics-reader ClusterRole, and a ServiceAccount without it.
-	readerRole := filepath.Join(env.root, "manifests", "monitoring", "metrics_reader_role.yaml")
-	kubectl(t, "apply", "-f", readerRole)
+	readerRole := filepath.Join(env.Root, "manifests", "monitoring", "metrics_reader_role.yaml")
+	env.Kubectl(t, "apply", "-f", readerRole)
 	t.Cleanup(func() {
-		_, _, _ = env.cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", readerRole)
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", readerRole)
 	})
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "inferenceservice-operator-metrics-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
 	}
-	if _, err := env.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 	})
 	token := func(sa string) string {
-		if _, err := env.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		tr, err := env.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
+		tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
 			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +106,7 @@ func TestMetricsSecure(t *testing.T) {
 		}
 		t.Logf("%s: %d %s", tc.name, code, strings.TrimSpace(body))
 	}
-	eventually(t, 30*time.Second, "the reader scrapes", func() error {
+	testenv.Eventually(t, 30*time.Second, "the reader scrapes", func() error {
 		code, body, err := get(reader)
 		if err != nil {
 			return err

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // promServer is a real Prometheus scraping the operator under test every second, with the
@@ -29,7 +31,7 @@ func startPrometheus(t *testing.T) *promServer {
 		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian; .ci/run does so in CI)")
 	}
 	dir := t.TempDir()
-	rules, err := filepath.Abs(filepath.Join(env.root, "manifests", "monitoring", "rules.yaml"))
+	rules, err := filepath.Abs(filepath.Join(env.Root, "manifests", "monitoring", "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ scrape_configs:
 		logf.Close()
 	})
 	p := &promServer{addr: addr}
-	eventually(t, 30*time.Second, "prometheus ready", func() error {
+	testenv.Eventually(t, 30*time.Second, "prometheus ready", func() error {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(logf.Name())

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,8 +31,8 @@ var twoByTwo = map[string]any{"model": "m", "replicas": int64(2), "gpusPerReplic
 func quotaWithGPUs(t *testing.T, ns string) {
 	t.Helper()
 	applyYAML(t, ns, gpuQuota)
-	eventually(t, 30*time.Second, "quota status", func() error {
-		q, err := env.kube.CoreV1().ResourceQuotas(ns).Get(context.Background(), "gpus", metav1.GetOptions{})
+	testenv.Eventually(t, 30*time.Second, "quota status", func() error {
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(context.Background(), "gpus", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -44,12 +46,12 @@ func quotaWithGPUs(t *testing.T, ns string) {
 // TestMetricsPromlint lints a real scrape of the running operator, once every family it
 // exports (per-isvc, quota, workqueue, REST) has series.
 func TestMetricsPromlint(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	quotaWithGPUs(t, ns)
-	if _, err := createISVC(t, ns, "lint", twoByTwo); err != nil {
+	if _, err := env.CreateISVC(context.Background(), ns, "lint", twoByTwo); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "per-isvc and quota series", func() error {
+	testenv.Eventually(t, 30*time.Second, "per-isvc and quota series", func() error {
 		fams, err := env.op.Scrape()
 		if err != nil {
 			return err
@@ -88,18 +90,18 @@ func TestMetricsPromlint(t *testing.T) {
 // and GPU figures matching a namespace whose quota admits 8 of the 12 GPUs asked for.
 func TestPrometheusScrapesOperator(t *testing.T) {
 	prom := startPrometheus(t)
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	quotaWithGPUs(t, ns)
 	// 3 isvcs x 2 replicas x 2 GPUs = 12 requested; the quota admits 4 pods, 8 GPUs.
 	for i := range 3 {
-		if _, err := createISVC(t, ns, fmt.Sprintf("m-%d", i), twoByTwo); err != nil {
+		if _, err := env.CreateISVC(context.Background(), ns, fmt.Sprintf("m-%d", i), twoByTwo); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	sel := fmt.Sprintf(`namespace=%q`, ns)
 	var gpus map[string]float64
-	eventually(t, 2*time.Minute, "GPU figures in Prometheus", func() error {
+	testenv.Eventually(t, 2*time.Minute, "GPU figures in Prometheus", func() error {
 		s, err := prom.query(`sum by (state) (inferenceservice_gpus{` + sel + `})`)
 		if err != nil {
 			return err
@@ -118,7 +120,7 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 	quota := func(kind string) string {
 		return fmt.Sprintf(`sum(inferenceservice_gpu_quota_%s{%s,resource="requests.nvidia.com/gpu"})`, kind, sel)
 	}
-	eventually(t, 30*time.Second, "quota figures in Prometheus", func() error {
+	testenv.Eventually(t, 30*time.Second, "quota figures in Prometheus", func() error {
 		hard, err := prom.scalar(quota("hard"))
 		if err != nil {
 			return err
@@ -140,7 +142,7 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 		`namespace:inferenceservice_gpus:sum{` + sel + `,state="pending"}`,
 		`count(ALERTS{alertname="InferenceServiceGPUsPending",` + sel + `})`,
 	} {
-		eventually(t, 30*time.Second, q, func() error {
+		testenv.Eventually(t, 30*time.Second, q, func() error {
 			v, err := prom.scalar(q)
 			if err != nil {
 				return err
@@ -156,7 +158,7 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 	// Reconcile latency quantiles: the resync (2s) keeps reconciles flowing.
 	for _, qq := range []float64{0.5, 0.99} {
 		q := fmt.Sprintf(`histogram_quantile(%v, sum by (le) (rate(controller_runtime_reconcile_time_seconds_bucket{controller="inferenceservice"}[30s])))`, qq)
-		eventually(t, 30*time.Second, "reconcile latency quantile", func() error {
+		testenv.Eventually(t, 30*time.Second, "reconcile latency quantile", func() error {
 			v, err := prom.scalar(q)
 			if err != nil {
 				return err
@@ -175,7 +177,7 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 		`sum(rate(controller_runtime_reconcile_total{controller="inferenceservice"}[30s]))`: math.SmallestNonzeroFloat64,
 		`sum(rest_client_requests_total{method="GET"})`:                                     1,
 	} {
-		eventually(t, 30*time.Second, q, func() error {
+		testenv.Eventually(t, 30*time.Second, q, func() error {
 			v, err := prom.scalar(q)
 			if err != nil {
 				return err
@@ -189,11 +191,11 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 	}
 
 	// A deleted isvc's series leave the scrape, so Prometheus marks them stale at once.
-	if err := env.dyn.Resource(crd.Resource).Namespace(ns).Delete(context.Background(), "m-2", metav1.DeleteOptions{}); err != nil {
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(context.Background(), "m-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gone := fmt.Sprintf(`inferenceservice_info{%s,name="m-2"} or inferenceservice_gpus{%s,name="m-2"}`, sel, sel)
-	eventually(t, time.Minute, "deleted isvc's series gone", func() error {
+	testenv.Eventually(t, time.Minute, "deleted isvc's series gone", func() error {
 		s, err := prom.query(gone)
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -30,7 +32,7 @@ func inClusterWrapper(t *testing.T, saNamespace, saName string) string {
 	if err != nil {
 		t.Skip("no unshare(1)")
 	}
-	kc, err := env.cluster.ServiceAccountKubeconfig(ctxFor(t, time.Minute), saNamespace, saName)
+	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), saNamespace, saName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func inClusterWrapper(t *testing.T, saNamespace, saName string) string {
 			t.Fatal(err)
 		}
 	}
-	server := env.cluster.Server() // https://127.0.0.1:PORT
+	server := env.Cluster.Server() // https://127.0.0.1:PORT
 	port, err := strconv.Atoi(server[strings.LastIndex(server, ":")+1:])
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,7 @@ func inClusterWrapper(t *testing.T, saNamespace, saName string) string {
 export KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=%d
 unset KUBECONFIG
 exec %s --mount --propagation private -- /bin/sh -c 'mount --bind "$0" /run && exec "$@"' %q %q "$@"
-`, port, unshare, run, env.bin)
+`, port, unshare, run, env.Bin)
 	wrapper := filepath.Join(t.TempDir(), "incluster-operator")
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ exec %s --mount --propagation private -- /bin/sh -c 'mount --bind "$0" /run && e
 // KUBERNETES_SERVICE_HOST/PORT, and --leader-elect without --leader-election-namespace puts
 // the Lease in the namespace read from the namespace file.
 func TestInClusterConfig(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	const lease = "isvc-incluster-test"
 	wrapper := inClusterWrapper(t, systemNamespace, "inferenceservice-operator")
 	p := startOperator(t, wrapper, "incluster", "--namespaces="+ns, "--leader-elect",
@@ -82,9 +84,9 @@ func TestInClusterConfig(t *testing.T) {
 
 	waitHolder(t, systemNamespace, lease, identity(t, p), time.Now(), 30*time.Second)
 	createISVC(t, ns, "qwen3", 1)
-	waitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
 
-	log, err := os.ReadFile(filepath.Join(env.dir, "incluster.log"))
+	log, err := os.ReadFile(filepath.Join(env.Dir, "incluster.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -20,7 +22,7 @@ import (
 // after 4s; a live one gives up renewing after 3s; candidates retry every 250ms.
 func leaderArgs(ns, lease string) []string {
 	return []string{
-		"--kubeconfig=" + env.saConfig,
+		"--kubeconfig=" + env.SAKubeconfig,
 		"--namespaces=" + ns,
 		"--leader-elect",
 		"--leader-election-namespace=" + systemNamespace,
@@ -41,16 +43,16 @@ func reconciles(t *testing.T, p *operator.Process) float64 {
 // all); kill -9 of the leader hands the work over within the lease duration; SIGTERM of the
 // next leader hands over at once, as during a rollout.
 func TestLeaderElection(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	const lease = "isvc-leader-test"
 	args := leaderArgs(ns, lease)
 
-	a := startOperator(t, env.bin, "leader-a", args...)
+	a := startOperator(t, env.Bin, "leader-a", args...)
 	waitHolder(t, systemNamespace, lease, identity(t, a), time.Now(), 30*time.Second)
-	b := startOperator(t, env.bin, "leader-b", args...)
+	b := startOperator(t, env.Bin, "leader-b", args...)
 
 	createISVC(t, ns, "qwen3", 2)
-	waitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
 	if r := reconciles(t, a); r == 0 {
 		t.Fatal("the leader ran no reconcile")
 	}
@@ -87,9 +89,9 @@ func TestLeaderElection(t *testing.T) {
 
 	// b now reconciles: a spec change reaches the Deployment through b's writes.
 	before := writes(t, b)
-	kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
-	eventually(t, 30*time.Second, "b scales the Deployment", func() error {
-		d, err := env.kube.AppsV1().Deployments(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
+	env.Kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	testenv.Eventually(t, 30*time.Second, "b scales the Deployment", func() error {
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -103,7 +105,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 
 	// SIGTERM: b finishes its work, releases the Lease, and c takes it without waiting for expiry.
-	c := startOperator(t, env.bin, "leader-c", args...)
+	c := startOperator(t, env.Bin, "leader-c", args...)
 	termed := time.Now()
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.Stop(30 * time.Second) }()
@@ -115,14 +117,14 @@ func TestLeaderElection(t *testing.T) {
 	if w := writes(t, c); w == 0 {
 		t.Fatal("c, the leader, made no write (not even a Lease renewal)")
 	}
-	kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	env.Kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 	waitDeploymentReplicas(t, ns, "qwen3", 2)
 }
 
 func waitDeploymentReplicas(t *testing.T, ns, name string, want int32) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("deployment %s/%s replicas %d", ns, name, want), func() error {
-		d, err := env.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("deployment %s/%s replicas %d", ns, name, want), func() error {
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -136,15 +138,15 @@ func waitDeploymentReplicas(t *testing.T, ns, name string, want int32) {
 // TestLeaseLostExits: when another holder takes the Lease (a partition, a paused process),
 // the old leader stops at once: it exits non-zero within the renew deadline and writes no more.
 func TestLeaseLostExits(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	const lease = "isvc-lost-test"
-	a := startOperator(t, env.bin, "lost-a", leaderArgs(ns, lease)...)
+	a := startOperator(t, env.Bin, "lost-a", leaderArgs(ns, lease)...)
 	waitHolder(t, systemNamespace, lease, identity(t, a), time.Now(), 30*time.Second)
 
 	stolen := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"holderIdentity":"thief","leaseDurationSeconds":3600,"renewTime":%q,"acquireTime":%q}}`,
 		metav1.NowMicro().Format(metav1.RFC3339Micro), metav1.NowMicro().Format(metav1.RFC3339Micro))
-	if _, err := env.kube.CoordinationV1().Leases(systemNamespace).Patch(context.Background(), lease,
+	if _, err := env.Kube.CoordinationV1().Leases(systemNamespace).Patch(context.Background(), lease,
 		types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,7 +26,7 @@ import (
 // (where kubectl prints the API server's warnings, Pod Security ones included).
 func applyClean(t *testing.T, args ...string) string {
 	t.Helper()
-	out, stderr, err := env.cluster.Kubectl(ctxFor(t, 2*time.Minute), args...)
+	out, stderr, err := env.Cluster.Kubectl(testenv.Ctx(t, 2*time.Minute), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func applyClean(t *testing.T, args ...string) string {
 // render is `kubectl kustomize dir` split into objects.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	out := kubectl(t, "kustomize", filepath.Join(env.root, dir))
+	out := env.Kubectl(t, "kustomize", filepath.Join(env.Root, dir))
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var m map[string]any
@@ -88,19 +90,19 @@ func toYAML(t *testing.T, objs []*unstructured.Unstructured) string {
 // warning; the operator's pods are admitted in a namespace enforcing the restricted Pod
 // Security level (which does refuse a privileged pod there) and become Ready.
 func TestManifestsApply(t *testing.T) {
-	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.root, "manifests"))
-	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
-	kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-operator", "--timeout=120s")
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, "manifests"))
+	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	env.Kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-operator", "--timeout=120s")
 
-	ctx := ctxFor(t, time.Minute)
-	ns, err := env.kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+	ctx := testenv.Ctx(t, time.Minute)
+	ns, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Fatalf("namespace labels %v", ns.Labels)
 	}
-	d, err := env.kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatalf("ready replicas %d, want 2", d.Status.ReadyReplicas)
 	}
 	checkDeploymentHardening(t, d)
-	if _, err := env.kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+	if _, err := env.Kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
 		t.Fatalf("PodDisruptionBudget: %v", err)
 	}
 
@@ -119,14 +121,14 @@ func TestManifestsApply(t *testing.T) {
 	}
 	pod.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
 	pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
-	_, err = env.kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err = env.Kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err == nil || !strings.Contains(err.Error(), "PodSecurity") {
 		t.Fatalf("a privileged pod in %s: %v; want refused by PodSecurity", systemNamespace, err)
 	}
 	// And the operator's own pod template passes it as a bare pod too.
 	pod.Spec = *d.Spec.Template.Spec.DeepCopy()
 	pod.Name = "operator-dry-run"
-	if _, err := env.kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+	if _, err := env.Kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("the operator's pod template under restricted: %v", err)
 	}
 }
@@ -163,8 +165,8 @@ func checkDeploymentHardening(t *testing.T, d *appsv1.Deployment) {
 // stored, the operator Deployment up) update in place: same UIDs, nothing deleted, and
 // re-applying the base reverts the change, again in place.
 func TestUpgradeKeepsObjects(t *testing.T) {
-	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
-	ns := namespace(t)
+	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	ns := env.Namespace(t)
 	createISVC(t, ns, "survivor", 1)
 
 	type ref struct{ kind, ns, name string }
@@ -184,7 +186,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 			if r.ns != "" {
 				args = append(args, "-n", r.ns)
 			}
-			out[r] = types.UID(kubectl(t, args...))
+			out[r] = types.UID(env.Kubectl(t, args...))
 		}
 		return out
 	}
@@ -206,15 +208,15 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 	}
 	applyClean(t, "apply", "-f", writeFile(t, "upgrade.yaml", toYAML(t, objs)))
 
-	ctx := ctxFor(t, time.Minute)
-	cr, err := env.kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	ctx := testenv.Ctx(t, time.Minute)
+	cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !hasRule(cr.Rules, "", "configmaps", "get") {
 		t.Fatal("the added rule is not in the ClusterRole")
 	}
-	if got := kubectl(t, "get", "crd", "inferenceservices.ai.example.com", "-o", `jsonpath={.metadata.labels.example\.com/upgrade-test}`); got != "v2" {
+	if got := env.Kubectl(t, "get", "crd", "inferenceservices.ai.example.com", "-o", `jsonpath={.metadata.labels.example\.com/upgrade-test}`); got != "v2" {
 		t.Fatalf("CRD label %q", got)
 	}
 	if after := uids(); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -222,8 +224,8 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 	}
 
 	// Back to the base: the extra rule and label go, again in place.
-	applyClean(t, "apply", "-k", filepath.Join(env.root, "manifests"))
-	if cr, err = env.kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	if cr, err = env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if hasRule(cr.Rules, "", "configmaps", "get") {
@@ -278,10 +280,10 @@ func TestNamespacedOverlay(t *testing.T) {
 		t.Fatalf("overlay --namespaces=%q; want a list", nsArg)
 	}
 	for _, ns := range watched {
-		createNamespace(t, ns)
+		env.CreateNamespace(t, ns)
 	}
-	other := createNamespace(t, "not-watched")
-	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.root, "manifests", "overlays", "namespaced"))
+	other := env.CreateNamespace(t, "not-watched")
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, "manifests", "overlays", "namespaced"))
 
 	// Same permissions, only split: namespaced ones in Roles, cluster-scoped ones cluster-wide.
 	clusterRole := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "", "inferenceservice-operator"))
@@ -296,15 +298,15 @@ func TestNamespacedOverlay(t *testing.T) {
 
 	// The overlay's RBAC, renamed for a test ServiceAccount so the installed base is untouched.
 	const name = "isvc-namespaced-test"
-	ctx := ctxFor(t, time.Minute)
+	ctx := testenv.Ctx(t, time.Minute)
 	kc := serviceAccountWithRole(t, systemNamespace, name, clusterRole)
 	t.Cleanup(func() {
-		_ = env.kube.CoreV1().ServiceAccounts(systemNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.CoreV1().ServiceAccounts(systemNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	for _, r := range roles {
 		r = r.DeepCopy()
 		r.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: r.Namespace}
-		if _, err := env.kube.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Kube.RbacV1().Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		rb := &rbacv1.RoleBinding{
@@ -312,42 +314,42 @@ func TestNamespacedOverlay(t *testing.T) {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: systemNamespace}},
 		}
-		if _, err := env.kube.RbacV1().RoleBindings(r.Namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Kube.RbacV1().RoleBindings(r.Namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Not even the ServiceAccount can touch the unwatched namespace.
-	out, _, _ := env.cluster.Kubectl(ctx, "auth", "can-i", "list", "deployments", "-n", other,
+	out, _, _ := env.Cluster.Kubectl(ctx, "auth", "can-i", "list", "deployments", "-n", other,
 		"--as=system:serviceaccount:"+systemNamespace+":"+name)
 	if strings.TrimSpace(out) != "no" {
 		t.Fatalf("can-i list deployments in %s: %q, want no", other, out)
 	}
 
-	p := startOperator(t, env.bin, "namespaced", "--kubeconfig="+kc, "--namespaces="+nsArg, "-v=2")
+	p := startOperator(t, env.Bin, "namespaced", "--kubeconfig="+kc, "--namespaces="+nsArg, "-v=2")
 	for _, ns := range append(slices.Clone(watched), other) {
 		createISVC(t, ns, "qwen3", 1)
 	}
 	for _, ns := range watched {
-		waitPhase(t, ns, "qwen3", "Ready", 90*time.Second)
+		env.WaitPhase(t, ns, "qwen3", "Ready", 90*time.Second)
 	}
 	// Ignored: after the watched ones are Ready, and a further while, nothing in the other.
 	hold := time.Now().Add(3 * time.Second)
 	for time.Now().Before(hold) {
-		i, err := getISVC(other, "qwen3")
+		i, err := env.ISVC(other, "qwen3")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i.Status.Phase != "" || len(i.Status.Conditions) != 0 {
 			t.Fatalf("the isvc in %s got a status: %+v", other, i.Status)
 		}
-		if _, err := env.kube.AppsV1().Deployments(other).Get(ctx, "qwen3", metav1.GetOptions{}); err == nil {
+		if _, err := env.Kube.AppsV1().Deployments(other).Get(ctx, "qwen3", metav1.GetOptions{}); err == nil {
 			t.Fatalf("a Deployment was made in %s", other)
 		}
 		time.Sleep(250 * time.Millisecond) // sampling interval over a fixed window
 	}
 	logText := readLog(t, "namespaced")
 	if strings.Contains(logText, "forbidden") {
-		t.Fatalf("permission errors in the operator log (%s)", filepath.Join(env.dir, "namespaced.log"))
+		t.Fatalf("permission errors in the operator log (%s)", filepath.Join(env.Dir, "namespaced.log"))
 	}
 	t.Logf("reconciled in %v, ignored %s; %v writes", watched, other, writes(t, p))
 }

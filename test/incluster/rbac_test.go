@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/testenv"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +23,7 @@ import (
 // manifestClusterRole reads the operator's ClusterRole from manifests/rbac.
 func manifestClusterRole(t *testing.T) *rbacv1.ClusterRole {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.root, "manifests", "rbac", "cluster_role.yaml"))
+	b, err := os.ReadFile(filepath.Join(env.Root, "manifests", "rbac", "cluster_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +38,14 @@ func manifestClusterRole(t *testing.T) *rbacv1.ClusterRole {
 // and returns a kubeconfig with its token. Everything is deleted when the test ends.
 func serviceAccountWithRole(t *testing.T, ns, name string, role *rbacv1.ClusterRole) string {
 	t.Helper()
-	ctx := ctxFor(t, time.Minute)
+	ctx := testenv.Ctx(t, time.Minute)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	if _, err := env.kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	role = role.DeepCopy()
 	role.ObjectMeta = metav1.ObjectMeta{Name: name}
-	if _, err := env.kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	crb := &rbacv1.ClusterRoleBinding{
@@ -51,14 +53,14 @@ func serviceAccountWithRole(t *testing.T, ns, name string, role *rbacv1.ClusterR
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 	}
-	if _, err := env.kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = env.kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	kc, err := env.cluster.ServiceAccountKubeconfig(ctx, ns, name)
+	kc, err := env.Cluster.ServiceAccountKubeconfig(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func serviceAccountWithRole(t *testing.T, ns, name string, role *rbacv1.ClusterR
 // isvc says Forbidden naming the HPA, one Warning Event is recorded, retries back off, and the
 // process keeps serving.
 func TestForbiddenShowsInStatus(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	role := manifestClusterRole(t)
 	removed := false
 	for i, r := range role.Rules {
@@ -83,10 +85,10 @@ func TestForbiddenShowsInStatus(t *testing.T) {
 		t.Fatal("the ClusterRole has no horizontalpodautoscalers rule")
 	}
 	kc := serviceAccountWithRole(t, ns, "isvc-operator-no-hpa-create", role)
-	p := startOperator(t, env.bin, "forbidden", "--kubeconfig="+kc, "--namespaces="+ns, "-v=2")
+	p := startOperator(t, env.Bin, "forbidden", "--kubeconfig="+kc, "--namespaces="+ns, "-v=2")
 
 	createISVC(t, ns, "qwen3", 2)
-	i := waitPhase(t, ns, "qwen3", crd.PhaseFailed, 60*time.Second)
+	i := env.WaitPhase(t, ns, "qwen3", crd.PhaseFailed, 60*time.Second)
 	if i.Status.Reason != "Forbidden" {
 		t.Fatalf("status.reason %q, want Forbidden", i.Status.Reason)
 	}
@@ -101,12 +103,12 @@ func TestForbiddenShowsInStatus(t *testing.T) {
 	}
 	t.Logf("status: phase %s, reason %s, message %q", i.Status.Phase, i.Status.Reason, msg)
 	// The rest of the isvc still got made.
-	if _, err := env.kube.AppsV1().Deployments(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); err != nil {
+	if _, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "qwen3", metav1.GetOptions{}); err != nil {
 		t.Fatalf("deployment: %v", err)
 	}
 
-	eventually(t, 30*time.Second, "a Warning Event on the isvc", func() error {
-		out := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,involvedObject.name=qwen3,type=Warning", "-o", "custom-columns=REASON:.reason,NOTE:.note,MSG:.message", "--no-headers")
+	testenv.Eventually(t, 30*time.Second, "a Warning Event on the isvc", func() error {
+		out := env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,involvedObject.name=qwen3,type=Warning", "-o", "custom-columns=REASON:.reason,NOTE:.note,MSG:.message", "--no-headers")
 		if !strings.Contains(out, "Forbidden") && !strings.Contains(out, "forbidden") {
 			return fmt.Errorf("warning events: %q", out)
 		}
