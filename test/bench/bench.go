@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -205,7 +206,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 	logf(c, "deleting")
 	del := time.Now()
-	if err := dyn.Resource(crd.Resource).Namespace("bench").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	// One DELETE per isvc: a collection delete of thousands can outlive the server's timeout.
+	if err := forEach(ctx, c.N, 16, func(i int) error {
+		err := dyn.Resource(crd.Resource).Namespace("bench").Delete(ctx, fmt.Sprintf("m-%05d", i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
 		return r, err
 	}
 	deadline := time.Now().Add(10 * time.Minute)
