@@ -97,15 +97,16 @@ func setup(ctx context.Context) error {
 	return startOperator(ctx)
 }
 
-func startOperator(ctx context.Context) error {
+// startOperator starts the shared operator with the suite's flags plus extra.
+func startOperator(ctx context.Context, extra ...string) error {
 	var err error
-	env.op, err = operator.Start(ctx, env.bin, filepath.Join(env.dir, "operator.log"),
-		"--kubeconfig="+env.saConfig,
-		"--gateway-url="+env.gateway.URL(),
-		"--resync="+env.resync.String(),
+	env.op, err = operator.Start(ctx, env.bin, filepath.Join(env.dir, "operator.log"), append([]string{
+		"--kubeconfig=" + env.saConfig,
+		"--gateway-url=" + env.gateway.URL(),
+		"--resync=" + env.resync.String(),
 		"--backoff-max=2s",
 		"-v=2",
-	)
+	}, extra...)...)
 	if err != nil {
 		return err
 	}
