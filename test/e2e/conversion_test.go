@@ -47,12 +47,13 @@ func useWebhookCRD(t *testing.T) {
 	if err := os.WriteFile(f, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	cache := "--cache-dir=" + t.TempDir() // see TestConversionV1beta1
 	stopOperator(t)
 	t.Cleanup(func() {
 		// The default CRD first: while the CRD converts through a webhook, every read of an
 		// InferenceService (even in the storage version) needs the webhook, caches included.
 		stopOperator(t)
-		kubectl(t, "apply", "-k", filepath.Join(env.root, "manifests", "crd"))
+		kubectl(t, cache, "apply", "-k", filepath.Join(env.root, "manifests", "crd"))
 		eventually(t, 30*time.Second, "the default CRD back", func() error {
 			out, _, err := env.cluster.Kubectl(ctxFor(t, time.Minute), "get", "crd", "inferenceservices.ai.example.com", "-o", "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}")
 			if err != nil {
@@ -61,13 +62,16 @@ func useWebhookCRD(t *testing.T) {
 			if out != "v1alpha1 None" {
 				return fmt.Errorf("CRD versions and conversion: %q", out)
 			}
+			if _, err := env.kube.Discovery().ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String()); !isNotFound(err) {
+				return fmt.Errorf("v1beta1 still in discovery: %v", err)
+			}
 			return nil
 		})
 		if err := startOperator(ctxFor(t, 2*time.Minute)); err != nil {
 			t.Errorf("restarting the operator: %v", err)
 		}
 	})
-	kubectl(t, "apply", "-f", f)
+	kubectl(t, cache, "apply", "-f", f)
 	certDir := filepath.Join(t.TempDir(), "webhook-certs")
 	if err := startOperator(ctxFor(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", port), "--webhook-cert-dir="+certDir, "--webhook-ca-sync-period=1s"); err != nil {
 		t.Fatal(err)
@@ -121,12 +125,31 @@ func nested(u *unstructured.Unstructured, path ...string) any {
 // either version read back in both, unchanged, and the webhook being down is a clear error.
 func TestConversionV1beta1(t *testing.T) {
 	ns := namespace(t)
+	// Runs after the default CRD and operator are back: the isvcs go now, through their
+	// finalizers, so their teardown does not overlap later tests' measurements.
+	t.Cleanup(func() {
+		kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+	})
 	useWebhookCRD(t)
+	// A private discovery cache: the shared one must not remember v1beta1 as the preferred
+	// version of isvc once the default CRD is back.
+	cache := "--cache-dir=" + t.TempDir()
+	kubectl := func(t *testing.T, args ...string) string { return kubectl(t, append([]string{cache}, args...)...) }
+	kubectlErr := func(t *testing.T, env2 []string, args ...string) (string, error) {
+		return kubectlErr(t, env2, append([]string{cache}, args...)...)
+	}
+	applyYAML := func(t *testing.T, ns, manifest string) {
+		f := filepath.Join(t.TempDir(), "m.yaml")
+		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubectl(t, "apply", "-n", ns, "-f", f)
+	}
 	const v1beta1 = "isvc.v1beta1.ai.example.com"
 	const v1alpha1 = "isvc.v1alpha1.ai.example.com"
 
 	eventually(t, 30*time.Second, "v1beta1 to be served", func() error {
-		_, stderr, err := env.cluster.Kubectl(ctxFor(t, time.Minute), "get", v1beta1, "-n", ns)
+		_, stderr, err := env.cluster.Kubectl(ctxFor(t, time.Minute), cache, "get", v1beta1, "-n", ns)
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, stderr)
 		}
