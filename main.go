@@ -33,6 +33,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/crd/webhook"
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
@@ -52,6 +54,8 @@ type options struct {
 	leaderElect                               bool
 	leaseNamespace, leaseName                 string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
+	webhookAddr, webhookCertDir               string
+	webhookCASync                             time.Duration
 }
 
 func parseFlags() options {
@@ -76,6 +80,9 @@ func parseFlags() options {
 	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates retry.")
 	klog.InitFlags(nil)
+	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed only with manifests/overlays/v1beta1.")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+webhook.CAFile+", "+webhook.CertFile+", "+webhook.KeyFile+"); reused while valid.")
+	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
 	flag.Parse()
 	return o
 }
@@ -126,6 +133,16 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.webhookAddr != "" {
+		// Every replica serves conversions, leader or not: the API server calls whichever the
+		// Service picks, and cannot read any version but storage's while none answers.
+		srv, err := serveWebhook(ctx, o, dyn)
+		if err != nil {
+			return fmt.Errorf("conversion webhook: %w", err)
+		}
+		defer shutdown([]*http.Server{srv})
+	}
+
 	var gw controller.Registrar
 	if o.gatewayURL != "" {
 		if gw, err = controller.NewHTTPRegistrar(o.gatewayURL); err != nil {
@@ -293,6 +310,20 @@ func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synce
 		fmt.Fprintln(w, "ok")
 	})
 	return append(servers, listen(o.probeAddr, probes, "probes", nil))
+}
+
+// serveWebhook makes or reuses the webhook's certificates, keeps their CA in the CRD's
+// caBundle and serves ConversionReviews.
+func serveWebhook(ctx context.Context, o options, dyn dynamic.Interface) (*http.Server, error) {
+	svc := crd.WebhookServiceName + "." + crd.WebhookServiceNamespace + ".svc"
+	certs, err := webhook.EnsureCerts(o.webhookCertDir, []string{"127.0.0.1", svc, svc + ".cluster.local"}, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	go webhook.SyncCABundle(ctx, dyn, certs.CAPEM, o.webhookCASync)
+	mux := http.NewServeMux()
+	mux.Handle(crd.WebhookPath, webhook.ConvertHandler())
+	return listen(o.webhookAddr, mux, "webhook", certs.TLSConfig()), nil
 }
 
 // listen serves h on addr, over TLS when tlsCfg is set.

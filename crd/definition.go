@@ -35,27 +35,31 @@ func Definition() *apiextensionsv1.CustomResourceDefinition {
 				Plural: Plural, Singular: Singular, Kind: Kind, ListKind: Kind + "List",
 				ShortNames: []string{ShortName}, Categories: []string{"all", "ai"},
 			},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: openAPISchema()},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{
-					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
-					Scale: &apiextensionsv1.CustomResourceSubresourceScale{
-						SpecReplicasPath:   ".spec.replicas",
-						StatusReplicasPath: ".status.replicas",
-						LabelSelectorPath:  ptr.To(".status.selector"),
-					},
-				},
-				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
-					{Name: "Model", Type: "string", JSONPath: ".spec.model", Description: "The model served"},
-					{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas", Description: "Desired replicas"},
-					{Name: "Ready", Type: "integer", JSONPath: ".status.readyReplicas", Description: "Replicas ready to serve"},
-					{Name: "Phase", Type: "string", JSONPath: ".status.phase", Description: "Progressing, Ready, Failed or Terminating"},
-					{Name: "Reason", Type: "string", JSONPath: ".status.reason", Description: "Why the model is not Ready, if it is not"},
-					{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
-				},
-			}},
+			Scope:    apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{versionV1alpha1()},
+		},
+	}
+}
+
+func versionV1alpha1() apiextensionsv1.CustomResourceDefinitionVersion {
+	return apiextensionsv1.CustomResourceDefinitionVersion{
+		Name: Version, Served: true, Storage: true,
+		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: openAPISchema()},
+		Subresources: &apiextensionsv1.CustomResourceSubresources{
+			Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+			Scale: &apiextensionsv1.CustomResourceSubresourceScale{
+				SpecReplicasPath:   ".spec.replicas",
+				StatusReplicasPath: ".status.replicas",
+				LabelSelectorPath:  ptr.To(".status.selector"),
+			},
+		},
+		AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
+			{Name: "Model", Type: "string", JSONPath: ".spec.model", Description: "The model served"},
+			{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas", Description: "Desired replicas"},
+			{Name: "Ready", Type: "integer", JSONPath: ".status.readyReplicas", Description: "Replicas ready to serve"},
+			{Name: "Phase", Type: "string", JSONPath: ".status.phase", Description: "Progressing, Ready, Failed or Terminating"},
+			{Name: "Reason", Type: "string", JSONPath: ".status.reason", Description: "Why the model is not Ready, if it is not"},
+			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -17,23 +18,31 @@ var update = flag.Bool("update", false, "rewrite manifests/crd from crd.Definiti
 // ManifestPath is the generated CRD manifest, relative to this package.
 var manifestPath = filepath.Join("..", "manifests", "crd", "inferenceservices.ai.example.com.yaml")
 
+// overlayManifestPath is the CRD with v1beta1 and the conversion webhook.
+var overlayManifestPath = filepath.Join("..", "manifests", "overlays", "v1beta1", "inferenceservices.ai.example.com.yaml")
+
 func TestManifestMatchesDefinition(t *testing.T) {
-	want, err := manifestYAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = append([]byte("# Generated from crd.Definition() by `go test ./crd -run TestManifest -update`; do not edit.\n"), want...)
-	if *update {
-		if err := os.WriteFile(manifestPath, want, 0o644); err != nil {
+	for path, def := range map[string]*apiextensionsv1.CustomResourceDefinition{
+		manifestPath:        Definition(),
+		overlayManifestPath: DefinitionWithV1beta1(InClusterWebhook()),
+	} {
+		want, err := manifestYAML(def)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := os.ReadFile(manifestPath)
-	if err != nil {
-		t.Fatalf("%v (run go test ./crd -run TestManifest -update)", err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("%s drifted from crd.Definition(); run go test ./crd -run TestManifest -update", manifestPath)
+		want = append([]byte("# Generated from crd.Definition() by `go test ./crd -run TestManifest -update`; do not edit.\n"), want...)
+		if *update {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./crd -run TestManifest -update)", err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("%s drifted from crd.Definition(); run go test ./crd -run TestManifest -update", path)
+		}
 	}
 }
 
@@ -60,10 +69,22 @@ func schemaFields(props map[string]any) []string {
 }
 
 func TestSchemaMatchesGoTypes(t *testing.T) {
-	s := Definition().Spec.Versions[0].Schema.OpenAPIV3Schema
+	t.Run("v1alpha1", func(t *testing.T) {
+		schemaMatches(t, Definition().Spec.Versions[0].Schema.OpenAPIV3Schema, InferenceServiceSpec{}, InferenceServiceStatus{})
+	})
+	t.Run("v1beta1", func(t *testing.T) {
+		v := DefinitionWithV1beta1(InClusterWebhook()).Spec.Versions
+		if len(v) != 2 || v[1].Name != VersionV1beta1 || !v[0].Storage || v[1].Storage {
+			t.Fatalf("versions %+v: want v1alpha1 (storage) and v1beta1", v)
+		}
+		schemaMatches(t, v[1].Schema.OpenAPIV3Schema, InferenceServiceSpecV1beta1{}, InferenceServiceStatusV1beta1{})
+	})
+}
+
+func schemaMatches(t *testing.T, s *apiextensionsv1.JSONSchemaProps, spec, status any) {
 	for name, typ := range map[string]reflect.Type{
-		"spec":   reflect.TypeOf(InferenceServiceSpec{}),
-		"status": reflect.TypeOf(InferenceServiceStatus{}),
+		"spec":   reflect.TypeOf(spec),
+		"status": reflect.TypeOf(status),
 	} {
 		props := map[string]any{}
 		for k := range s.Properties[name].Properties {
@@ -86,8 +107,8 @@ func TestSchemaMatchesGoTypes(t *testing.T) {
 }
 
 // manifestYAML renders the definition without the server-owned status and empty metadata.
-func manifestYAML() ([]byte, error) {
-	raw, err := yaml.Marshal(Definition())
+func manifestYAML(def *apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
+	raw, err := yaml.Marshal(def)
 	if err != nil {
 		return nil, err
 	}

@@ -52,15 +52,16 @@ func run(m *testing.M) int {
 	return code
 }
 
-func startOperator(ctx context.Context) error {
+// startOperator starts the shared operator with the suite's flags plus extra.
+func startOperator(ctx context.Context, extra ...string) error {
 	var err error
-	env.op, err = operator.Start(ctx, env.Bin, filepath.Join(env.Dir, "operator.log"),
-		"--kubeconfig="+env.SAKubeconfig,
-		"--gateway-url="+env.gateway.URL(),
-		"--resync="+env.resync.String(),
+	env.op, err = operator.Start(ctx, env.Bin, filepath.Join(env.Dir, "operator.log"), append([]string{
+		"--kubeconfig=" + env.SAKubeconfig,
+		"--gateway-url=" + env.gateway.URL(),
+		"--resync=" + env.resync.String(),
 		"--backoff-max=2s",
 		"-v=2",
-	)
+	}, extra...)...)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +48,8 @@ type Process struct {
 	cmd         *exec.Cmd
 	MetricsAddr string
 	ProbeAddr   string
+	// WebhookAddr is set when the operator runs with --webhook-bind-address.
+	WebhookAddr string
 	done        chan struct{}
 	mu          sync.Mutex
 	log         *os.File
@@ -88,12 +91,18 @@ func Start(ctx context.Context, bin, logPath string, args ...string) (*Process, 
 	}()
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	deadline := time.After(30 * time.Second)
-	for p.MetricsAddr == "" || p.ProbeAddr == "" {
+	wantWebhook := slices.ContainsFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "--webhook-bind-address=") && a != "--webhook-bind-address="
+	})
+	for p.MetricsAddr == "" || p.ProbeAddr == "" || (wantWebhook && p.WebhookAddr == "") {
 		select {
 		case a := <-addrs:
-			if a[0] == "metrics" {
+			switch a[0] {
+			case "metrics":
 				p.MetricsAddr = a[1]
-			} else {
+			case "webhook":
+				p.WebhookAddr = a[1]
+			default:
 				p.ProbeAddr = a[1]
 			}
 		case <-p.done:

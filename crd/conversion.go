@@ -1,0 +1,257 @@
+package crd
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations that carry, on a v1alpha1 object, the v1beta1 fields v1alpha1 cannot hold, so
+// v1beta1 -> v1alpha1 -> v1beta1 loses nothing (v1alpha1 stays the storage version).
+const (
+	AnnotationV1beta1Spec   = Group + "/v1beta1-spec"
+	AnnotationV1beta1Status = Group + "/v1beta1-status"
+)
+
+// specExtras are the v1beta1 spec fields without a v1alpha1 counterpart.
+type specExtras struct {
+	Adapters    []Adapter    `json:"adapters,omitempty"`
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	Gateway     *Gateway     `json:"gateway,omitempty"`
+	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
+	// (autoscaling.minReplicas, else 0) and is not the user's.
+	ReplicasUnset bool `json:"replicasUnset,omitempty"`
+}
+
+func (e *specExtras) empty() bool {
+	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset
+}
+
+// derivedReplicas is the v1alpha1 replicas written for a v1beta1 spec without replicas.
+func (e *specExtras) derivedReplicas() int32 {
+	if e.Autoscaling != nil {
+		return e.Autoscaling.MinReplicas
+	}
+	return 0
+}
+
+// statusExtras are the v1beta1 status fields without a v1alpha1 counterpart.
+type statusExtras struct {
+	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
+	Endpoint       string   `json:"endpoint,omitempty"`
+}
+
+// ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
+// fields a previous conversion kept in annotations. The input is not modified.
+func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
+	out := &InferenceServiceV1beta1{
+		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersionV1beta1.String(), Kind: Kind},
+		ObjectMeta: *in.ObjectMeta.DeepCopy(),
+	}
+	var spec specExtras
+	var status statusExtras
+	if err := takeAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec); err != nil {
+		return nil, err
+	}
+	if err := takeAnnotation(&out.ObjectMeta, AnnotationV1beta1Status, &status); err != nil {
+		return nil, err
+	}
+
+	s := &in.Spec
+	out.Spec = InferenceServiceSpecV1beta1{
+		BaseModel:         s.Model,
+		Adapters:          cloneAdapters(spec.Adapters),
+		Replicas:          ptrTo(s.Replicas),
+		Autoscaling:       spec.Autoscaling,
+		GPUsPerReplica:    clonePtr(s.GPUsPerReplica),
+		Image:             s.Image,
+		Resources:         cloneResources(s.Resources),
+		PriorityClassName: s.PriorityClassName,
+		QueueName:         s.QueueName,
+		Gateway:           spec.Gateway,
+	}
+	if spec.ReplicasUnset {
+		if s.Replicas == spec.derivedReplicas() {
+			out.Spec.Replicas = nil
+		} else {
+			// Changed through v1alpha1 (kubectl scale): the user's fixed count wins.
+			out.Spec.Autoscaling = nil
+		}
+	}
+
+	st := in.Status.DeepCopy()
+	out.Status = InferenceServiceStatusV1beta1{
+		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
+		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions,
+		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
+	}
+	return out, nil
+}
+
+// ConvertFromV1beta1 converts a hub object into v1alpha1; what v1alpha1 cannot hold goes into
+// the annotations AnnotationV1beta1Spec and AnnotationV1beta1Status. The input is not modified.
+func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) {
+	out := &InferenceService{
+		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: Kind},
+		ObjectMeta: *in.ObjectMeta.DeepCopy(),
+	}
+	s := &in.Spec
+	spec := specExtras{
+		Adapters:      cloneAdapters(s.Adapters),
+		Autoscaling:   cloneAutoscaling(s.Autoscaling),
+		Gateway:       cloneGateway(s.Gateway),
+		ReplicasUnset: s.Replicas == nil,
+	}
+	replicas := spec.derivedReplicas()
+	if s.Replicas != nil {
+		replicas = *s.Replicas
+	}
+	out.Spec = InferenceServiceSpec{
+		Model:             s.BaseModel,
+		Replicas:          replicas,
+		GPUsPerReplica:    clonePtr(s.GPUsPerReplica),
+		Image:             s.Image,
+		PriorityClassName: s.PriorityClassName,
+		QueueName:         s.QueueName,
+		Resources:         cloneResources(s.Resources),
+	}
+	st := in.Status
+	out.Status = InferenceServiceStatus{
+		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
+		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason,
+		Conditions: append([]metav1.Condition(nil), st.Conditions...),
+	}
+	status := statusExtras{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint}
+	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
+		return nil, err
+	}
+	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Status, &status, len(status.LoadedAdapters) == 0 && status.Endpoint == ""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// takeAnnotation decodes and removes annotation key, if present.
+func takeAnnotation(m *metav1.ObjectMeta, key string, into any) error {
+	v, ok := m.Annotations[key]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(v), into); err != nil {
+		return fmt.Errorf("annotation %s: %w", key, err)
+	}
+	delete(m.Annotations, key)
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
+	}
+	return nil
+}
+
+// putAnnotation stores v as JSON under key, or removes key when there is nothing to keep.
+func putAnnotation(m *metav1.ObjectMeta, key string, v any, empty bool) error {
+	if empty {
+		delete(m.Annotations, key)
+		if len(m.Annotations) == 0 {
+			m.Annotations = nil
+		}
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[key] = string(b)
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneAdapters(a []Adapter) []Adapter {
+	if a == nil {
+		return nil
+	}
+	return append([]Adapter{}, a...)
+}
+
+func cloneAutoscaling(a *Autoscaling) *Autoscaling {
+	if a == nil {
+		return nil
+	}
+	out := *a
+	out.TargetQueueLength = clonePtr(a.TargetQueueLength)
+	return &out
+}
+
+func cloneGateway(g *Gateway) *Gateway {
+	if g == nil {
+		return nil
+	}
+	out := *g
+	out.Priority = clonePtr(g.Priority)
+	return &out
+}
+
+func cloneResources(r *Resources) *Resources {
+	if r == nil {
+		return nil
+	}
+	return &Resources{Requests: r.Requests.DeepCopy(), Limits: r.Limits.DeepCopy(), GPUResourceName: r.GPUResourceName}
+}
+
+// Convert converts the JSON of an InferenceService in any served version to apiVersion
+// toVersion (group/version), for the conversion webhook.
+func Convert(raw []byte, toVersion string) ([]byte, error) {
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		return nil, fmt.Errorf("decoding object: %w", err)
+	}
+	if tm.Kind != Kind {
+		return nil, fmt.Errorf("unexpected kind %q", tm.Kind)
+	}
+	if tm.APIVersion == toVersion {
+		return raw, nil
+	}
+	var hub *InferenceServiceV1beta1
+	switch tm.APIVersion {
+	case GroupVersion.String():
+		var in InferenceService
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", tm.APIVersion, err)
+		}
+		var err error
+		if hub, err = ConvertToV1beta1(&in); err != nil {
+			return nil, fmt.Errorf("%s/%s to %s: %w", in.Namespace, in.Name, toVersion, err)
+		}
+	case GroupVersionV1beta1.String():
+		hub = &InferenceServiceV1beta1{}
+		if err := json.Unmarshal(raw, hub); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", tm.APIVersion, err)
+		}
+	default:
+		return nil, fmt.Errorf("unsupported apiVersion %q", tm.APIVersion)
+	}
+	switch toVersion {
+	case GroupVersionV1beta1.String():
+		hub.TypeMeta = metav1.TypeMeta{APIVersion: toVersion, Kind: Kind}
+		return json.Marshal(hub)
+	case GroupVersion.String():
+		out, err := ConvertFromV1beta1(hub)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s to %s: %w", hub.Namespace, hub.Name, toVersion, err)
+		}
+		return json.Marshal(out)
+	}
+	return nil, fmt.Errorf("unsupported target apiVersion %q", toVersion)
+}

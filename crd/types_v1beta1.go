@@ -1,0 +1,101 @@
+package crd
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const (
+	// VersionV1beta1 is the second served version; v1alpha1 stays the storage version.
+	VersionV1beta1 = "v1beta1"
+	// MaxAdapters bounds spec.adapters so the CEL uniqueness rule stays within its cost budget.
+	MaxAdapters = 64
+)
+
+// GroupVersionV1beta1 is ai.example.com/v1beta1.
+var GroupVersionV1beta1 = schema.GroupVersion{Group: Group, Version: VersionV1beta1}
+
+// ResourceV1beta1 is the GroupVersionResource of v1beta1, for dynamic clients.
+var ResourceV1beta1 = GroupVersionV1beta1.WithResource(Plural)
+
+// InferenceServiceV1beta1 is InferenceService as served at ai.example.com/v1beta1: a base
+// model with LoRA adapters, fixed replicas or autoscaling bounds, and a gateway route.
+type InferenceServiceV1beta1 struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InferenceServiceSpecV1beta1   `json:"spec"`
+	Status InferenceServiceStatusV1beta1 `json:"status,omitempty"`
+}
+
+// InferenceServiceSpecV1beta1 is what the user owns, in v1beta1.
+type InferenceServiceSpecV1beta1 struct {
+	// BaseModel is the model vLLM serves (v1alpha1 spec.model).
+	BaseModel string `json:"baseModel"`
+	// Adapters are LoRA adapters served on top of the base model.
+	Adapters []Adapter `json:"adapters,omitempty"`
+	// Replicas is a fixed number of model server pods; exactly one of replicas and autoscaling.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Autoscaling bounds the HPA instead of deriving them from replicas.
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	// GPUsPerReplica is the number of GPUs each pod requests.
+	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
+	// Image is the model server container image.
+	Image string `json:"image,omitempty"`
+	// Resources overrides the model server's CPU and memory and the GPU resource name.
+	Resources *Resources `json:"resources,omitempty"`
+	// PriorityClassName is the pods' PriorityClass.
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// QueueName is the Kueue LocalQueue that admits the pods.
+	QueueName string `json:"queueName,omitempty"`
+	// Gateway configures the model's route on the gateway.
+	Gateway *Gateway `json:"gateway,omitempty"`
+}
+
+// Adapter is a LoRA adapter loaded into the model server.
+type Adapter struct {
+	// Name is the adapter's model name in the OpenAI API; unique within the isvc.
+	Name string `json:"name"`
+	// StorageURI is where the adapter's weights are (hf://, s3://, a path).
+	StorageURI string `json:"storageURI"`
+}
+
+// Autoscaling bounds the HorizontalPodAutoscaler.
+type Autoscaling struct {
+	// MinReplicas is the HPA's lower bound.
+	MinReplicas int32 `json:"minReplicas"`
+	// MaxReplicas is the HPA's upper bound; at least minReplicas.
+	MaxReplicas int32 `json:"maxReplicas"`
+	// TargetQueueLength is the target average of vLLM's num_requests_waiting per pod.
+	TargetQueueLength *int32 `json:"targetQueueLength,omitempty"`
+}
+
+// Gateway configures the route registered with the gateway.
+type Gateway struct {
+	// Route is the path prefix; default /{namespace}/{name}.
+	Route string `json:"route,omitempty"`
+	// Priority orders overlapping routes; higher wins.
+	Priority *int32 `json:"priority,omitempty"`
+}
+
+// InferenceServiceStatusV1beta1 is the v1alpha1 status plus what v1beta1 adds.
+type InferenceServiceStatusV1beta1 struct {
+	// ObservedGeneration is the spec generation this status describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas is the number of pods the Deployment currently has.
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of pods ready to serve.
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Selector is the pods' label selector.
+	Selector string `json:"selector,omitempty"`
+	// Phase summarises the conditions.
+	Phase Phase `json:"phase,omitempty"`
+	// Reason is the reason of the most blocking condition.
+	Reason string `json:"reason,omitempty"`
+	// Conditions are the standard Kubernetes conditions.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LoadedAdapters are the adapters the model server has loaded.
+	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
+	// Endpoint is the model's URL inside the cluster.
+	Endpoint string `json:"endpoint,omitempty"`
+}

@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/inferenceservice-operator/test/testenv"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// freeLoopbackPort returns a port that was free on 127.0.0.1 a moment ago.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// useWebhookCRD replaces the default CRD with the v1beta1 one converting through the shared
+// operator, restarted with --webhook-bind-address. When the test ends the default CRD and
+// operator are back (v1alpha1 stayed the storage version, so stored objects need nothing).
+func useWebhookCRD(t *testing.T) {
+	t.Helper()
+	port := freeLoopbackPort(t)
+	def := crd.DefinitionWithV1beta1(apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, crd.WebhookPath))})
+	raw, err := yaml.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "crd.yaml")
+	if err := os.WriteFile(f, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cache := "--cache-dir=" + t.TempDir() // see TestConversionV1beta1
+	stopOperator(t)
+	t.Cleanup(func() {
+		// The default CRD first: while the CRD converts through a webhook, every read of an
+		// InferenceService (even in the storage version) needs the webhook, caches included.
+		stopOperator(t)
+		env.Kubectl(t, cache, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
+		testenv.Eventually(t, 30*time.Second, "the default CRD back", func() error {
+			out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "get", "crd", "inferenceservices.ai.example.com", "-o", "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}")
+			if err != nil {
+				return err
+			}
+			if out != "v1alpha1 None" {
+				return fmt.Errorf("CRD versions and conversion: %q", out)
+			}
+			if _, err := env.Kube.Discovery().ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String()); !isNotFound(err) {
+				return fmt.Errorf("v1beta1 still in discovery: %v", err)
+			}
+			return nil
+		})
+		if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
+			t.Errorf("restarting the operator: %v", err)
+		}
+	})
+	env.Kubectl(t, cache, "apply", "-f", f)
+	certDir := filepath.Join(t.TempDir(), "webhook-certs")
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", port), "--webhook-cert-dir="+certDir, "--webhook-ca-sync-period=1s"); err != nil {
+		t.Fatal(err)
+	}
+	// The operator writes its CA into the CRD; then v1beta1 lists convert.
+	ca, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the operator's CA in the CRD's caBundle", func() error {
+		u, err := env.Dyn.Resource(crdGVR).Get(context.Background(), "inferenceservices.ai.example.com", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b64, _, _ := unstructured.NestedString(u.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		var bundle []byte
+		_ = json.Unmarshal([]byte(`"`+b64+`"`), &bundle)
+		if !strings.Contains(string(bundle), string(ca)) {
+			return fmt.Errorf("caBundle lacks the operator's CA (%d bytes)", len(bundle))
+		}
+		return nil
+	})
+}
+
+func stopOperator(t *testing.T) {
+	t.Helper()
+	if env.op == nil {
+		return
+	}
+	if err := env.op.Stop(30 * time.Second); err != nil {
+		t.Logf("operator stop: %v", err)
+	}
+	env.op = nil
+}
+
+func getVersion(t *testing.T, gvr bool, ns, name string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	r := crd.Resource
+	if gvr {
+		r = crd.ResourceV1beta1
+	}
+	return env.Dyn.Resource(r).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+func nested(u *unstructured.Unstructured, path ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+	return v
+}
+
+// TestConversionV1beta1: with the webhook served by the running operator, objects written in
+// either version read back in both, unchanged, and the webhook being down is a clear error.
+func TestConversionV1beta1(t *testing.T) {
+	ns := env.Namespace(t)
+	// Runs after the default CRD and operator are back: the isvcs go now, through their
+	// finalizers, so their teardown does not overlap later tests' measurements.
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+	})
+	useWebhookCRD(t)
+	// A private discovery cache: the shared one must not remember v1beta1 as the preferred
+	// version of isvc once the default CRD is back.
+	cache := "--cache-dir=" + t.TempDir()
+	kubectl := func(t *testing.T, args ...string) string { return env.Kubectl(t, append([]string{cache}, args...)...) }
+	kubectlErr := func(t *testing.T, env2 []string, args ...string) (string, error) {
+		return kubectlErr(t, env2, append([]string{cache}, args...)...)
+	}
+	applyYAML := func(t *testing.T, ns, manifest string) {
+		f := filepath.Join(t.TempDir(), "m.yaml")
+		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubectl(t, "apply", "-n", ns, "-f", f)
+	}
+	const v1beta1 = "isvc.v1beta1.ai.example.com"
+	const v1alpha1 = "isvc.v1alpha1.ai.example.com"
+
+	testenv.Eventually(t, 30*time.Second, "v1beta1 to be served", func() error {
+		_, stderr, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), cache, "get", v1beta1, "-n", ns)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, stderr)
+		}
+		return nil
+	})
+
+	// 1. Created as v1alpha1: reads as v1beta1, and as v1alpha1 unchanged.
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: alpha, annotations: {team: search}}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1, queueName: online}
+`)
+	alphaBefore, err := getVersion(t, false, ns, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := getVersion(t, true, ns, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.GetAPIVersion() != "ai.example.com/v1beta1" || nested(b, "spec", "baseModel") != "Qwen/Qwen3-0.6B" || nested(b, "spec", "replicas") != int64(2) ||
+		nested(b, "spec", "queueName") != "online" || nested(b, "spec", "model") != nil || !reflect.DeepEqual(b.GetAnnotations(), alphaBefore.GetAnnotations()) {
+		t.Fatalf("v1alpha1 object read as v1beta1: %v", b.Object)
+	}
+	a, err := getVersion(t, false, ns, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.Object["spec"], alphaBefore.Object["spec"]) || !reflect.DeepEqual(a.GetAnnotations(), alphaBefore.GetAnnotations()) {
+		t.Fatalf("v1alpha1 read changed:\n%v\n%v", a.Object, alphaBefore.Object)
+	}
+
+	// 2. Created as v1beta1 with adapters and autoscaling: reads as v1alpha1 (what it can hold,
+	// the rest in an annotation) and back as v1beta1 with nothing lost, also after a v1alpha1 write.
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: beta}
+spec:
+  baseModel: Qwen/Qwen3-8B
+  adapters:
+  - {name: sql, storageURI: "hf://org/sql-lora"}
+  - {name: chat, storageURI: "s3://bucket/chat-lora"}
+  autoscaling: {minReplicas: 2, maxReplicas: 6, targetQueueLength: 4}
+  gateway: {route: /qwen-8b, priority: 10}
+  gpusPerReplica: 2
+  priorityClassName: online
+`)
+	betaBefore, err := getVersion(t, true, ns, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = getVersion(t, false, ns, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nested(a, "spec", "model") != "Qwen/Qwen3-8B" || nested(a, "spec", "replicas") != int64(2) || nested(a, "spec", "gpusPerReplica") != int64(2) ||
+		!strings.Contains(a.GetAnnotations()[crd.AnnotationV1beta1Spec], `"sql"`) || nested(a, "spec", "adapters") != nil {
+		t.Fatalf("v1beta1 object read as v1alpha1: %v", a.Object)
+	}
+	kubectl(t, "label", "-n", ns, v1alpha1+"/beta", "written-as=v1alpha1")
+	b, err = getVersion(t, true, ns, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(b.Object["spec"], betaBefore.Object["spec"]) {
+		t.Fatalf("v1beta1 spec after a round trip:\n got %v\nwant %v", b.Object["spec"], betaBefore.Object["spec"])
+	}
+	if _, leaked := b.GetAnnotations()[crd.AnnotationV1beta1Spec]; leaked || b.GetLabels()["written-as"] != "v1alpha1" {
+		t.Fatalf("v1beta1 metadata: %v", b.Object["metadata"])
+	}
+
+	// 3. kubectl in both versions, with each version's columns.
+	if out := kubectl(t, "get", v1alpha1, "-n", ns); !strings.Contains(out, "MODEL") || !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") {
+		t.Fatalf("kubectl get %s:\n%s", v1alpha1, out)
+	}
+	if out := kubectl(t, "get", v1beta1, "-n", ns); !strings.Contains(out, "BASE MODEL") || !strings.Contains(out, "Qwen/Qwen3-8B") || !strings.Contains(out, "alpha") {
+		t.Fatalf("kubectl get %s:\n%s", v1beta1, out)
+	}
+
+	// 4. The v1beta1 CEL rules, with their messages.
+	for _, tc := range []struct{ name, spec, want string }{
+		{"dup", `{baseModel: m, replicas: 1, adapters: [{name: a, storageURI: "hf://x"}, {name: a, storageURI: "hf://y"}]}`, crd.RuleAdapterNamesUniqueMsg},
+		{"minmax", `{baseModel: m, autoscaling: {minReplicas: 5, maxReplicas: 2}}`, crd.RuleMinLEMaxMessage},
+		{"both", `{baseModel: m, replicas: 1, autoscaling: {minReplicas: 1, maxReplicas: 2}}`, crd.RuleReplicasXorAutoscalingMs},
+		{"neither", `{baseModel: m}`, crd.RuleReplicasXorAutoscalingMs},
+		{"dash", `{baseModel: --trust-remote-code, replicas: 1}`, crd.RuleBaseModelMessage},
+		{"Bad_Name", `{baseModel: m, replicas: 1}`, crd.RuleNameMessage},
+	} {
+		f := filepath.Join(t.TempDir(), tc.name+".yaml")
+		manifest := fmt.Sprintf("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: %s}\nspec: %s\n", tc.name, tc.spec)
+		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := kubectlErr(t, nil, "create", "-n", ns, "-f", f)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: want refusal with %q, got %v: %s", tc.name, tc.want, err, out)
+		}
+	}
+
+	// 5. The webhook down: reads fail with the API server's conversion error, naming the webhook
+	// and why (the API server decodes stored objects through the converter, so with strategy
+	// Webhook every version's reads need it, hence every replica serves it).
+	stopOperator(t)
+	out, err := kubectlErr(t, nil, "get", "-n", ns, v1beta1+"/beta")
+	if err == nil || !strings.Contains(out, "conversion webhook for ai.example.com/v1alpha1, Kind=InferenceService failed") || !strings.Contains(out, "connection refused") {
+		t.Fatalf("with the webhook down, want the API server's conversion error, got %v: %s", err, out)
+	}
+	t.Logf("webhook down: %s", strings.TrimSpace(out))
+}
