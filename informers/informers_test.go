@@ -1,0 +1,95 @@
+package informers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+func managed(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{ManagedByLabel: ManagedByValue, "ai.example.com/inferenceservice": name},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
+}
+
+func isvc(name, ns string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": name, "namespace": ns, "managedFields": []any{map[string]any{"manager": "kubectl"}}},
+		"spec":     map[string]any{"model": "m", "replicas": int64(1)},
+	}}
+	return u
+}
+
+// newSet builds caches over fake clients (unit scope only: the e2e suite runs them against a
+// real API server) and waits for them to sync.
+func newSet(t *testing.T, namespaces []string) *Set {
+	t.Helper()
+	kube := fake.NewSimpleClientset(
+		&appsv1.Deployment{ObjectMeta: managed("a", "ns1")},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: "ns1"}},
+		&appsv1.Deployment{ObjectMeta: managed("b", "ns2")},
+		&corev1.Pod{ObjectMeta: managed("a-pod", "ns1")},
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns1"}},
+	)
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{crd.Resource: crd.Kind + "List"}, isvc("a", "ns1"), isvc("b", "ns2"))
+	s := New(kube, dyn, Options{Namespaces: namespaces})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	s.Start(ctx)
+	if !s.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	return s
+}
+
+func TestScopedAndStripped(t *testing.T) {
+	s := newSet(t, nil)
+	d, ok, err := s.Deployment("ns1", "a")
+	if err != nil || !ok {
+		t.Fatalf("managed deployment not cached: %v %v", ok, err)
+	}
+	if d.ManagedFields != nil {
+		t.Fatal("managedFields kept in the cache")
+	}
+	if _, ok, _ := s.Deployment("ns1", "unmanaged"); ok {
+		t.Fatal("a Deployment without the managed-by label was cached")
+	}
+	u, ok, err := s.InferenceService("ns2", "b")
+	if err != nil || !ok || u.GetManagedFields() != nil {
+		t.Fatalf("isvc cached %v, managedFields %v, err %v", ok, u.GetManagedFields(), err)
+	}
+	pods, err := s.Pods("ns1", labels.SelectorFromSet(labels.Set{"ai.example.com/inferenceservice": "a-pod"}))
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("pods %d %v", len(pods), err)
+	}
+	if len(s.InferenceServices()) != 2 || !s.Watches("anything") {
+		t.Fatal("cluster-wide scope should see both isvcs and every namespace")
+	}
+}
+
+func TestNamespaceScope(t *testing.T) {
+	s := newSet(t, []string{"ns1"})
+	if _, ok, _ := s.Deployment("ns2", "b"); ok {
+		t.Fatal("a namespace outside the scope was cached")
+	}
+	if !s.Watches("ns1") || s.Watches("ns2") {
+		t.Fatal("Watches disagrees with the scope")
+	}
+	if got := s.InferenceServices(); len(got) != 1 || got[0].GetNamespace() != "ns1" {
+		t.Fatalf("isvcs %v", got)
+	}
+}
