@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	dto "github.com/prometheus/client_model/go"
@@ -91,8 +92,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 
-	// Baseline first: a plain client creates the same children at the same QPS.
-	if err := baseline(ctx, c, cfg, kube, &r); err != nil {
+	// Baseline first: a plain client creates the same children at the same QPS, with the
+	// operator's own identity, so the API server's priority and fairness treat both alike
+	// (the admin is exempt from it; the ServiceAccount is not).
+	saCfg, err := clientcmd.BuildConfigFromFlags("", e.SAKubeconfig)
+	if err != nil {
+		return r, err
+	}
+	if err := baseline(ctx, c, saCfg, kube, &r); err != nil {
 		return r, fmt.Errorf("baseline: %w", err)
 	}
 
