@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 out="${1:-bin/localcluster}"
+mkdir -p "$(dirname "$out")"
 CGO_ENABLED=0 GOWORK=off go build -ldflags "$(tr '\n' ' ' < ldflags | xargs)" -o "$out" .
 echo "$out"
