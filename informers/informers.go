@@ -79,9 +79,11 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		)
 		sc.deploy = sc.children.Apps().V1().Deployments().Informer()
 		sc.rs = sc.children.Apps().V1().ReplicaSets().Informer()
+		must(sc.rs.SetTransform(StripReplicaSet))
 		sc.svc = sc.children.Core().V1().Services().Informer()
 		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
+		must(sc.pod.SetTransform(StripPod))
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(StripManagedFields))
 		sc.quotaInf = sc.quotas.Core().V1().ResourceQuotas().Informer()
@@ -102,6 +104,29 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 		acc.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, status):
+// its pod template is most of its size and is the Deployment's, which is cached anyway.
+func StripReplicaSet(obj interface{}) (interface{}, error) {
+	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+		rs.ManagedFields = nil
+		rs.Spec.Template = corev1.PodTemplateSpec{}
+		return rs, nil
+	}
+	return StripManagedFields(obj)
+}
+
+// StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
+// bound to, and its status. Containers, volumes and env are the Deployment's and dominate a
+// pod's size.
+func StripPod(obj interface{}) (interface{}, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+		return p, nil
+	}
+	return StripManagedFields(obj)
 }
 
 // Handlers receives the events of every informer in the set.

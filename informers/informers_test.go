@@ -40,7 +40,8 @@ func newSet(t *testing.T, namespaces []string) *Set {
 		&appsv1.Deployment{ObjectMeta: managed("a", "ns1")},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: "ns1"}},
 		&appsv1.Deployment{ObjectMeta: managed("b", "ns2")},
-		&corev1.Pod{ObjectMeta: managed("a-pod", "ns1")},
+		&corev1.Pod{ObjectMeta: managed("a-pod", "ns1"), Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "vllm", Image: "x", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}}}},
+		&appsv1.ReplicaSet{ObjectMeta: managed("a-rs", "ns1"), Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm"}}}}}},
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns1"}},
 	)
 	scheme := runtime.NewScheme()
@@ -75,6 +76,13 @@ func TestScopedAndStripped(t *testing.T) {
 	pods, err := s.Pods("ns1", labels.SelectorFromSet(labels.Set{"ai.example.com/inferenceservice": "a-pod"}))
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("pods %d %v", len(pods), err)
+	}
+	if p := pods[0]; p.Spec.NodeName != "n1" || len(p.Spec.Containers) != 0 || p.ManagedFields != nil {
+		t.Fatalf("pod not reduced to what is read: %+v", p.Spec)
+	}
+	rss, err := s.ReplicaSets("ns1", labels.Everything())
+	if err != nil || len(rss) != 1 || len(rss[0].Spec.Template.Spec.Containers) != 0 {
+		t.Fatalf("replicasets %v %v", rss, err)
 	}
 	if len(s.InferenceServices()) != 2 || !s.Watches("anything") {
 		t.Fatal("cluster-wide scope should see both isvcs and every namespace")
