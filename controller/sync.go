@@ -183,6 +183,9 @@ func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured,
 	var first *Action
 	reason := ""
 	for i, a := range actions {
+		if errors.Is(results[i], errNoop) {
+			continue // nothing was written, so nothing to tell
+		}
 		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
 			c.recorder.Eventf(u, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
@@ -217,6 +220,9 @@ func actionName(v Verb) string {
 	}
 }
 
+// errNoop reports an action that needed no write after all: the cache was behind.
+var errNoop = errors.New("already done")
+
 // apply performs one action. Updates carry the resourceVersion read from the cache; on a
 // conflict the live object is re-read from the API server and the owned fields re-applied.
 func (c *Controller) apply(ctx context.Context, a Action) error {
@@ -227,7 +233,7 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 			// Not in the label-scoped cache: a namesake the operator does not manage.
 			live, gerr := c.get(ctx, a.Object)
 			if gerr == nil && isControlledBy(live, a.Object) {
-				return nil // ours, the cache is just behind
+				return errNoop // ours, the cache is just behind
 			}
 			return &conflictError{conflictMessage(a.Kind, a.Object) + " (found on create)"}
 		}
@@ -236,7 +242,7 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 		uid, rv := a.Object.GetUID(), a.Object.GetResourceVersion()
 		err := c.delete(ctx, a.Object, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if apierrors.IsNotFound(err) {
-			return nil
+			return errNoop
 		}
 		return err
 	}
@@ -254,7 +260,7 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 			}
 			var changed bool
 			if obj, changed = remerge(live, a.Object); !changed {
-				return nil
+				return errNoop // someone (an earlier reconcile) already wrote it
 			}
 		}
 		first = false
