@@ -21,6 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +37,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/crd/storage"
 	"github.com/example/inferenceservice-operator/crd/webhook"
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
@@ -56,6 +60,8 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	webhookAddr, webhookCertDir               string
 	webhookCASync                             time.Duration
+	apiVersion                                string
+	migrationPeriod                           time.Duration
 }
 
 func parseFlags() options {
@@ -83,6 +89,8 @@ func parseFlags() options {
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed only with manifests/overlays/v1beta1.")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+webhook.CAFile+", "+webhook.CertFile+", "+webhook.KeyFile+"); reused while valid.")
 	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
+	flag.StringVar(&o.apiVersion, "api-version", "auto", "InferenceService version to watch and write status in: v1alpha1, v1beta1, or auto (v1beta1 when the API server serves it).")
+	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
 	flag.Parse()
 	return o
 }
@@ -150,7 +158,12 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync})
+	apiVersion, err := watchedVersion(o.apiVersion, kube.Discovery())
+	if err != nil {
+		return err
+	}
+	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
+		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")
@@ -163,7 +176,7 @@ func run(ctx context.Context, o options) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
 	ctrl := controller.New(controller.Config{
-		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
+		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
@@ -194,13 +207,45 @@ func run(ctx context.Context, o options) error {
 	if !caches.WaitForCacheSync(ctx) {
 		return errors.New("caches did not sync before shutdown")
 	}
-	klog.InfoS("Caches synced", "version", version, "namespaces", o.namespaces, "workers", o.workers)
+	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "namespaces", o.namespaces, "workers", o.workers)
 
-	if !o.leaderElect {
+	work := func(ctx context.Context) {
+		if o.migrationPeriod > 0 {
+			// One writer rewrites stored objects: the leader, next to the workers.
+			go storage.Run(ctx, dyn, o.migrationPeriod)
+		}
 		ctrl.Run(ctx, o.workers)
+	}
+	if !o.leaderElect {
+		work(ctx)
 		return nil
 	}
-	return runLeader(ctx, o, kube, m, &leading, watchdog, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
+	return runLeader(ctx, o, kube, m, &leading, watchdog, work)
+}
+
+// watchedVersion resolves --api-version: auto picks v1beta1 when the API server serves it
+// (the v1beta1 install, where it is the storage version and status has its additions).
+func watchedVersion(flagValue string, disco discovery.DiscoveryInterface) (string, error) {
+	switch flagValue {
+	case crd.Version, crd.VersionV1beta1:
+		return flagValue, nil
+	case "auto":
+	default:
+		return "", fmt.Errorf("--api-version=%q: want %s, %s or auto", flagValue, crd.Version, crd.VersionV1beta1)
+	}
+	list, err := disco.ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String())
+	if apierrors.IsNotFound(err) {
+		return crd.Version, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("discovering %s: %w", crd.GroupVersionV1beta1, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == crd.Plural {
+			return crd.VersionV1beta1, nil
+		}
+	}
+	return crd.Version, nil
 }
 
 // runLeader runs work only while this replica holds the Lease. On SIGTERM (ctx done) the

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"github.com/example/inferenceservice-operator/crd"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,7 @@ func BenchmarkReconcileConverged(b *testing.B) {
 	w.podsReady()
 	w.reconcile()
 	// The controller keeps Desired per generation, so a resync does not rebuild it.
-	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Desired: DesiredChildren(w.isvc)}
+	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Desired: DesiredChildren(w.isvc, &crd.SpecExtensions{})}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

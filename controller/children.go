@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"encoding/json"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -31,9 +33,35 @@ const (
 	QueueLabel = "kueue.x-k8s.io/queue-name"
 	// QueueMetric is vLLM's queue length, the HPA's signal.
 	QueueMetric = "num_requests_waiting"
-	// TargetQueueLength is the average queue length per pod the HPA aims for.
+	// TargetQueueLength is the average queue length per pod the HPA aims for by default.
 	TargetQueueLength = 5
+	// AdaptersVolume is the ConfigMap volume listing the LoRA adapters, mounted at AdaptersPath
+	// as AdaptersFile; kubelet refreshes it in place, so adapter changes need no rollout.
+	AdaptersVolume = "adapters"
+	AdaptersPath   = "/etc/vllm/adapters"
+	AdaptersFile   = "adapters.json"
+	// EnableLoRAArg turns on vLLM's LoRA support when the model has adapters.
+	EnableLoRAArg = "--enable-lora"
 )
+
+// AdaptersConfigMapName is the ConfigMap holding an InferenceService's adapter list.
+func AdaptersConfigMapName(isvc string) string { return isvc + "-adapters" }
+
+// Scale is how many pods a model runs: Replicas at first and whenever the user changes it,
+// then whatever the HPA picks between Min and Max.
+type Scale struct {
+	Replicas, Min, Max int32
+}
+
+// scaleOf reads the scale from v1beta1's autoscaling bounds, else derives it from replicas as
+// the seed does.
+func scaleOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Scale {
+	if a := ext.Autoscaling; a != nil {
+		return Scale{Replicas: isvc.Spec.Replicas, Min: a.MinReplicas, Max: a.MaxReplicas}
+	}
+	lo, hi := hpaBounds(isvc.Spec.Replicas)
+	return Scale{Replicas: isvc.Spec.Replicas, Min: lo, Max: hi}
+}
 
 // childLabels are set on every child and on the pod template.
 func childLabels(name string) map[string]string {
@@ -69,7 +97,7 @@ func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
 	return max(1, replicas/2), replicas * 3
 }
 
-func desiredDeployment(isvc *crd.InferenceService) *appsv1.Deployment {
+func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions) *appsv1.Deployment {
 	meta, podLabels := childMeta(isvc), childLabels(isvc.Name)
 	if q := isvc.Spec.QueueName; q != "" {
 		meta.Labels[QueueLabel], podLabels[QueueLabel] = q, q
@@ -95,7 +123,72 @@ func desiredDeployment(isvc *crd.InferenceService) *appsv1.Deployment {
 		},
 	}
 	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
+	if len(ext.Adapters) > 0 {
+		ps := &d.Spec.Template.Spec
+		c := &ps.Containers[0]
+		c.Args = append(c.Args, EnableLoRAArg)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: AdaptersVolume, MountPath: AdaptersPath, ReadOnly: true})
+		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: AdaptersVolume, VolumeSource: corev1.VolumeSource{
+			// DefaultMode as the API server defaults it, so the comparison sees no drift.
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: AdaptersConfigMapName(isvc.Name)}, DefaultMode: ptr.To[int32](0o644)},
+		}})
+	}
 	return d
+}
+
+// adapterEntry is one line of AdaptersFile, in the shape of vLLM's --lora-modules JSON form.
+type adapterEntry struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// desiredConfigMap lists the adapters for the model server; nil when there are none.
+func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions) *corev1.ConfigMap {
+	if len(ext.Adapters) == 0 {
+		return nil
+	}
+	entries := make([]adapterEntry, len(ext.Adapters))
+	for i, a := range ext.Adapters {
+		entries[i] = adapterEntry{Name: a.Name, Path: a.StorageURI}
+	}
+	b, _ := json.Marshal(entries) // strings only: cannot fail
+	meta := childMeta(isvc)
+	meta.Name = AdaptersConfigMapName(isvc.Name)
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta,
+		Data:       map[string]string{AdaptersFile: string(b)},
+	}
+}
+
+// adaptersIn reads the adapter names back from a ConfigMap the operator wrote.
+func adaptersIn(cm *corev1.ConfigMap) []string {
+	var entries []adapterEntry
+	if cm == nil || json.Unmarshal([]byte(cm.Data[AdaptersFile]), &entries) != nil {
+		return nil
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	return names
+}
+
+// desiredPDB keeps voluntary disruptions (drains, upgrades) to one pod at a time, only when
+// the model keeps at least two pods: with one, a budget would block every drain or protect
+// nothing.
+func desiredPDB(isvc *crd.InferenceService, sc Scale) *policyv1.PodDisruptionBudget {
+	if sc.Min < 2 || isvc.Spec.Replicas == 0 {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: childMeta(isvc),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(isvc.Name)},
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		},
+	}
 }
 
 func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
@@ -169,13 +262,17 @@ func desiredService(isvc *crd.InferenceService) *corev1.Service {
 }
 
 // desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
-func desiredHPA(isvc *crd.InferenceService) *autoscalingv2.HorizontalPodAutoscaler {
-	if isvc.Spec.Replicas == 0 {
+func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale) *autoscalingv2.HorizontalPodAutoscaler {
+	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
 		return nil
 	}
-	lo, hi := hpaBounds(isvc.Spec.Replicas)
+	lo, hi := sc.Min, sc.Max
+	queue := int64(TargetQueueLength)
+	if a := ext.Autoscaling; a != nil && a.TargetQueueLength != nil {
+		queue = int64(*a.TargetQueueLength)
+	}
 	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
-	target := *resource.NewQuantity(TargetQueueLength, resource.DecimalSI)
+	target := *resource.NewQuantity(queue, resource.DecimalSI)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: childMeta(isvc),

@@ -50,7 +50,7 @@ func TestDesiredResources(t *testing.T) {
 func TestPriorityAndQueue(t *testing.T) {
 	w := newWorld(1)
 	w.isvc.Spec.PriorityClassName, w.isvc.Spec.QueueName = "online-high", "team-a"
-	d := desiredDeployment(w.isvc)
+	d := desiredDeployment(w.isvc, &crd.SpecExtensions{})
 	if d.Spec.Template.Spec.PriorityClassName != "online-high" || d.Labels[QueueLabel] != "team-a" || d.Spec.Template.Labels[QueueLabel] != "team-a" {
 		t.Fatalf("priority %q labels %v / %v", d.Spec.Template.Spec.PriorityClassName, d.Labels, d.Spec.Template.Labels)
 	}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,6 +38,8 @@ type Caches interface {
 	Deployment(namespace, name string) (*appsv1.Deployment, bool, error)
 	Service(namespace, name string) (*corev1.Service, bool, error)
 	HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error)
+	ConfigMap(namespace, name string) (*corev1.ConfigMap, bool, error)
+	PDB(namespace, name string) (*policyv1.PodDisruptionBudget, bool, error)
 	ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error)
 	Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
 }
@@ -59,6 +62,9 @@ type Config struct {
 	// Gateway registers routes; nil disables registration and the finalizer.
 	Gateway Registrar
 	Metrics Metrics
+	// Version is the InferenceService version the caches hold and status is written in:
+	// crd.Version (v1alpha1, the default) or crd.VersionV1beta1.
+	Version string
 }
 
 // Controller reconciles InferenceServices.
@@ -70,15 +76,20 @@ type Controller struct {
 	recorder events.EventRecorder                   // Events on the isvc for users
 	gateway  Registrar
 	metrics  Metrics
+	version  string       // of the isvcs the caches hold
 	desired  desiredCache // children per isvc generation, so resyncs do not rebuild them
 	now      func() time.Time
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
 func New(cfg Config) *Controller {
+	version := cfg.Version
+	if version == "" {
+		version = crd.Version
+	}
 	return &Controller{
-		kube: cfg.Kube, isvcs: cfg.Dynamic.Resource(crd.Resource), caches: cfg.Caches, queue: cfg.Queue,
-		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, now: time.Now,
+		kube: cfg.Kube, isvcs: cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)), caches: cfg.Caches, queue: cfg.Queue,
+		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
 	}
 }
 

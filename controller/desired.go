@@ -19,20 +19,24 @@ type desiredCache struct {
 type desiredEntry struct {
 	uid        types.UID
 	generation int64
-	d          *Desired
+	// ext is the v1beta1 spec annotation: on a v1alpha1 object it can change without the
+	// generation.
+	ext string
+	d   *Desired
 }
 
-func (c *desiredCache) get(k queue.Key, isvc *crd.InferenceService) *Desired {
+func (c *desiredCache) get(k queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions) *Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation && isvc.Generation != 0 {
+	a := isvc.Annotations[crd.AnnotationV1beta1Spec]
+	if e, ok := c.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation && isvc.Generation != 0 && e.ext == a {
 		return e.d
 	}
-	d := DesiredChildren(isvc)
+	d := DesiredChildren(isvc, ext)
 	if c.m == nil {
 		c.m = map[queue.Key]desiredEntry{}
 	}
-	c.m[k] = desiredEntry{uid: isvc.UID, generation: isvc.Generation, d: d}
+	c.m[k] = desiredEntry{uid: isvc.UID, generation: isvc.Generation, ext: a, d: d}
 	return d
 }
 

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -14,13 +16,22 @@ import (
 //
 //	go test ./controller -run XXX -fuzz FuzzReconcileConverges -fuzztime 60s
 func FuzzReconcileConverges(f *testing.F) {
-	f.Add(int32(3), int32(1), "Qwen/Qwen3-0.6B", "", int32(3), int32(6))
-	f.Add(int32(0), int32(0), "m", "img:1", int32(5), int32(0))
-	f.Add(int32(1000), int32(16), "a/b", "x", int32(-1), int32(1))
-	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32) {
+	f.Add(int32(3), int32(1), "Qwen/Qwen3-0.6B", "", int32(3), int32(6), uint8(0), int32(0), int32(0))
+	f.Add(int32(0), int32(0), "m", "img:1", int32(5), int32(0), uint8(2), int32(0), int32(0))
+	f.Add(int32(1000), int32(16), "a/b", "x", int32(-1), int32(1), uint8(0), int32(0), int32(0))
+	f.Add(int32(2), int32(1), "m", "", int32(7), int32(4), uint8(3), int32(2), int32(8))
+	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
 		w := newWorld(replicas)
 		w.isvc.Spec.GPUsPerReplica, w.isvc.Spec.Model, w.isvc.Spec.Image = ptr.To(gpus), model, image
-		if crd.Validate(w.isvc) != nil {
+		for i := range int(adapters % 8) {
+			w.ext.Adapters = append(w.ext.Adapters, crd.Adapter{Name: fmt.Sprintf("a%d", i), StorageURI: "hf://o/a"})
+		}
+		if minR != 0 || maxR != 0 {
+			// v1beta1 autoscaling: conversion derives v1alpha1's replicas from the minimum.
+			w.ext.Autoscaling, w.ext.ReplicasUnset = &crd.Autoscaling{MinReplicas: minR, MaxReplicas: maxR}, true
+			w.isvc.Spec.Replicas = minR
+		}
+		if crd.Validate(w.isvc) != nil || validExt(w) != nil {
 			return // the API server refuses it; the controller reports it before Reconcile
 		}
 		w.apply(w.reconcile().Actions)
@@ -40,6 +51,9 @@ func FuzzReconcileConverges(f *testing.F) {
 		}
 		// A spec change converges in one round too.
 		w.isvc.Spec.Replicas, w.isvc.Generation = newReplicas, w.isvc.Generation+1
+		if w.ext.Autoscaling != nil && newReplicas != w.ext.Autoscaling.MinReplicas {
+			w.ext.Autoscaling = nil // a fixed count set through v1alpha1 wins, as crd.ExtensionsOf reads it
+		}
 		if crd.Validate(w.isvc) != nil {
 			return
 		}
@@ -48,4 +62,16 @@ func FuzzReconcileConverges(f *testing.F) {
 			t.Fatalf("spec change: no fixed point: %s", verbs(out.Actions))
 		}
 	})
+}
+
+// validExt validates the world's extensions the way the controller reads them: from the
+// annotation conversion writes.
+func validExt(w *world) error {
+	isvc := *w.isvc // shallow: only the annotations are replaced
+	b, err := json.Marshal(w.ext)
+	if err != nil {
+		return err
+	}
+	isvc.Annotations = map[string]string{crd.AnnotationV1beta1Spec: string(b)}
+	return crd.Validate(&isvc)
 }

@@ -18,6 +18,12 @@ type Route struct {
 	Model     string `json:"model"`
 	Service   string `json:"service"`
 	Port      int    `json:"port"`
+	// Path is the route's prefix (spec.gateway.route, default /{namespace}/{name}).
+	Path string `json:"path"`
+	// Priority orders overlapping routes; higher wins.
+	Priority int32 `json:"priority,omitempty"`
+	// Adapters are the LoRA adapters served under the route besides the base model.
+	Adapters []string `json:"adapters,omitempty"`
 }
 
 // Registrar registers a model's route with an external gateway. It is the external resource

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 )
@@ -37,17 +38,16 @@ func mergeLabels(have, want map[string]string) map[string]string {
 // wantedReplicas decides the Deployment's replica count without fighting the HPA: the spec's
 // count is applied when the user changed it (the annotation records the last one applied) or
 // when the live count is outside the HPA's bounds; otherwise the HPA's choice stands.
-func wantedReplicas(live *appsv1.Deployment, specReplicas int32) (int32, bool) {
-	if live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(specReplicas)) {
-		return specReplicas, true
+func wantedReplicas(live *appsv1.Deployment, sc Scale) (int32, bool) {
+	if live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(sc.Replicas)) {
+		return sc.Replicas, true
 	}
 	cur := ptr.Deref(live.Spec.Replicas, 1)
-	if specReplicas == 0 {
+	if sc.Max == 0 {
 		return 0, cur != 0
 	}
-	lo, hi := hpaBounds(specReplicas)
-	if cur < lo || cur > hi {
-		return specReplicas, true
+	if cur < sc.Min || cur > sc.Max {
+		return sc.Replicas, true
 	}
 	return cur, false
 }
@@ -131,11 +131,11 @@ func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
 	return false
 }
 
-func deploymentDrifted(live, want *appsv1.Deployment, specReplicas int32) bool {
+func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] {
 		return true
 	}
-	if _, change := wantedReplicas(live, specReplicas); change {
+	if _, change := wantedReplicas(live, sc); change {
 		return true
 	}
 	lt, wt := &live.Spec.Template, &want.Spec.Template
@@ -151,12 +151,17 @@ func deploymentDrifted(live, want *appsv1.Deployment, specReplicas int32) bool {
 			return true
 		}
 	}
-	return false
+	// The adapters' volume goes with the last adapter: its ConfigMap is deleted then.
+	return hasVolumeNamed(lt.Spec.Volumes, AdaptersVolume) && !hasVolumeNamed(wt.Spec.Volumes, AdaptersVolume)
+}
+
+func hasVolumeNamed(vs []corev1.Volume, name string) bool {
+	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })
 }
 
 // setDeployment writes the owned fields of want onto out, a copy of the live object.
-func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
-	n, _ := wantedReplicas(out, specReplicas)
+func setDeployment(out, want *appsv1.Deployment, sc Scale) {
+	n, _ := wantedReplicas(out, sc)
 	out.Spec.Replicas = ptr.To(n)
 	out.Labels = mergeLabels(out.Labels, want.Labels)
 	out.Annotations = mergeLabels(out.Annotations, want.Annotations)
@@ -180,6 +185,14 @@ func setDeployment(out, want *appsv1.Deployment, specReplicas int32) {
 	for _, v := range want.Spec.Template.Spec.Volumes {
 		if !hasVolume(t.Spec.Volumes, v) {
 			t.Spec.Volumes = append(slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }), v)
+		}
+	}
+	if !hasVolumeNamed(want.Spec.Template.Spec.Volumes, AdaptersVolume) {
+		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == AdaptersVolume })
+		for i := range t.Spec.Containers {
+			if c := &t.Spec.Containers[i]; c.Name == ContainerName {
+				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == AdaptersVolume })
+			}
 		}
 	}
 }
@@ -248,4 +261,26 @@ func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {
 	out.Spec.MinReplicas = ptr.To(*want.Spec.MinReplicas)
 	out.Spec.MaxReplicas = want.Spec.MaxReplicas
 	out.Spec.Metrics = want.Spec.Metrics
+}
+
+func configMapDrifted(live, want *corev1.ConfigMap) bool {
+	return !hasLabels(live.Labels, want.Labels) || !maps.Equal(live.Data, want.Data)
+}
+
+func setConfigMap(out, want *corev1.ConfigMap) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Data = maps.Clone(want.Data)
+}
+
+func pdbDrifted(live, want *policyv1.PodDisruptionBudget) bool {
+	return !hasLabels(live.Labels, want.Labels) || live.Spec.MinAvailable != nil ||
+		!equality.Semantic.DeepEqual(live.Spec.Selector, want.Spec.Selector) ||
+		live.Spec.MaxUnavailable == nil || *live.Spec.MaxUnavailable != *want.Spec.MaxUnavailable
+}
+
+func setPDB(out, want *policyv1.PodDisruptionBudget) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.Selector = want.Spec.Selector.DeepCopy()
+	out.Spec.MinAvailable = nil
+	out.Spec.MaxUnavailable = ptr.To(*want.Spec.MaxUnavailable)
 }

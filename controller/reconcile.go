@@ -4,9 +4,12 @@
 package controller
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,13 +23,17 @@ type Observed struct {
 	Deployment  *appsv1.Deployment
 	Service     *corev1.Service
 	HPA         *autoscalingv2.HorizontalPodAutoscaler
+	ConfigMap   *corev1.ConfigMap // the adapter list
+	PDB         *policyv1.PodDisruptionBudget
 	ReplicaSets []*appsv1.ReplicaSet
 	Pods        []*corev1.Pod
 }
 
 // Input is everything Reconcile depends on.
 type Input struct {
-	ISVC     *crd.InferenceService
+	ISVC *crd.InferenceService
+	// Ext are the v1beta1 fields (adapters, autoscaling, gateway), from crd.ExtensionsOf.
+	Ext      crd.SpecExtensions
 	Observed Observed
 	Now      metav1.Time
 	// Desired may carry DesiredChildren(ISVC) computed earlier for the same generation; nil
@@ -40,15 +47,22 @@ type Desired struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
 	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero
+	ConfigMap  *corev1.ConfigMap                      // nil without adapters
+	PDB        *policyv1.PodDisruptionBudget          // nil below two pods
+	Scale      Scale
 	Selector   string
 }
 
 // DesiredChildren builds the children the spec asks for.
-func DesiredChildren(isvc *crd.InferenceService) *Desired {
+func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions) *Desired {
+	sc := scaleOf(isvc, ext)
 	return &Desired{
-		Deployment: desiredDeployment(isvc),
+		Deployment: desiredDeployment(isvc, ext),
 		Service:    desiredService(isvc),
-		HPA:        desiredHPA(isvc),
+		HPA:        desiredHPA(isvc, ext, sc),
+		ConfigMap:  desiredConfigMap(isvc, ext),
+		PDB:        desiredPDB(isvc, sc),
+		Scale:      sc,
 		Selector:   labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
 	}
 }
@@ -75,6 +89,8 @@ type Action struct {
 	Verb   Verb
 	Kind   string
 	Object Child
+	// Scale is the Deployment's, for re-merging after a conflict.
+	Scale Scale
 }
 
 // Output is Reconcile's decision.
@@ -85,6 +101,8 @@ type Output struct {
 	// Causes are why the model is not serving yet; Status is decided from them.
 	Causes []Cause
 	Status crd.InferenceServiceStatus
+	// StatusExt are v1beta1's status additions (endpoint, loaded adapters).
+	StatusExt crd.StatusExtensions
 }
 
 // Reconcile is the controller's core, a pure function of the spec and the observed children:
@@ -93,22 +111,21 @@ type Output struct {
 func Reconcile(in Input) Output {
 	isvc := in.ISVC
 	var out Output
-	r := isvc.Spec.Replicas
 	want := in.Desired
 	if want == nil {
-		want = DesiredChildren(isvc)
+		want = DesiredChildren(isvc, &in.Ext)
 	}
 
-	wantD := want.Deployment
+	wantD, sc := want.Deployment, want.Scale
 	switch live := in.Observed.Deployment; {
 	case live == nil:
 		out.add(Create, "Deployment", wantD)
 	case !controlledBy(live, isvc):
 		out.conflict("Deployment", live)
-	case deploymentDrifted(live, wantD, r):
+	case deploymentDrifted(live, wantD, sc):
 		upd := live.DeepCopy()
-		setDeployment(upd, wantD, r)
-		out.add(Update, "Deployment", upd)
+		setDeployment(upd, wantD, sc)
+		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Scale: sc})
 	}
 
 	wantS := want.Service
@@ -140,9 +157,59 @@ func Reconcile(in Input) Output {
 		out.add(Update, "HorizontalPodAutoscaler", upd)
 	}
 
+	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; optional(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
+		if configMapDrifted(live, wantC) {
+			upd := live.DeepCopy()
+			setConfigMap(upd, wantC)
+			out.add(Update, "ConfigMap", upd)
+		}
+	}
+	if live, wantP := in.Observed.PDB, want.PDB; optional(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) {
+		if pdbDrifted(live, wantP) {
+			upd := live.DeepCopy()
+			setPDB(upd, wantP)
+			out.add(Update, "PodDisruptionBudget", upd)
+		}
+	}
+
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
 	out.Status = WithCauses(baseStatus(in, want.Selector), isvc, out.Causes, in.Now)
+	out.StatusExt = statusExtensions(in, out.Status.ReadyReplicas)
 	return out
+}
+
+// optional decides a child that exists only for some specs: create it when wanted and missing,
+// report a namesake someone else controls, delete ours when no longer wanted. It returns true
+// when both exist and are ours, for the caller to compare. Typed nils come with their flags.
+func optional(out *Output, isvc *crd.InferenceService, kind string, live, want Child, noLive, noWant bool) bool {
+	switch {
+	case noLive && !noWant:
+		out.add(Create, kind, want)
+	case noLive:
+	case !controlledBy(live, isvc):
+		if !noWant {
+			out.conflict(kind, live)
+		}
+	case noWant:
+		out.add(Delete, kind, live)
+	default:
+		return true
+	}
+	return false
+}
+
+// statusExtensions are v1beta1's status additions: the in-cluster endpoint once the Service is
+// ours, and the adapters listed in the ConfigMap the ready pods mount.
+func statusExtensions(in Input, ready int32) crd.StatusExtensions {
+	var ext crd.StatusExtensions
+	isvc := in.ISVC
+	if s := in.Observed.Service; s != nil && controlledBy(s, isvc) {
+		ext.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", isvc.Name, isvc.Namespace, Port)
+	}
+	if cm := in.Observed.ConfigMap; cm != nil && ready > 0 && controlledBy(cm, isvc) {
+		ext.LoadedAdapters = adaptersIn(cm)
+	}
+	return ext
 }
 
 func (o *Output) add(v Verb, kind string, obj Child) {

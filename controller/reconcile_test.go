@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +10,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -21,6 +24,7 @@ import (
 // reconcile; the real proof is the e2e suite against a real API server.
 type world struct {
 	isvc *crd.InferenceService
+	ext  crd.SpecExtensions
 	obs  Observed
 	rv   int
 }
@@ -36,7 +40,7 @@ func (w *world) now() metav1.Time {
 }
 
 func (w *world) reconcile() Output {
-	out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: w.now()})
+	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Observed: w.obs, Now: w.now()})
 	w.isvc.Status = out.Status
 	return out
 }
@@ -68,6 +72,18 @@ func (w *world) apply(actions []Action) {
 				continue
 			}
 			w.obs.HPA = o
+		case *corev1.ConfigMap:
+			if a.Verb == Delete {
+				w.obs.ConfigMap = nil
+				continue
+			}
+			w.obs.ConfigMap = o
+		case *policyv1.PodDisruptionBudget:
+			if a.Verb == Delete {
+				w.obs.PDB = nil
+				continue
+			}
+			w.obs.PDB = o
 		}
 	}
 }
@@ -128,8 +144,8 @@ func TestSeedRun(t *testing.T) {
 
 	w.isvc.Spec.Replicas, w.isvc.Generation = 6, 2
 	out = w.reconcile()
-	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler" {
-		t.Fatalf("after 3->6: %s", got)
+	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler, create PodDisruptionBudget" {
+		t.Fatalf("after 3->6 (HPA minimum 3, so a budget too): %s", got)
 	}
 	d := out.Actions[0].Object.(*appsv1.Deployment)
 	h := out.Actions[1].Object.(*autoscalingv2.HorizontalPodAutoscaler)
@@ -336,24 +352,49 @@ func TestNotReadyReportsTheLayer(t *testing.T) {
 func TestSetThenNotDrifted(t *testing.T) {
 	w := newWorld(5)
 	w.isvc.Spec.Image = "vllm/vllm-openai:v0.12.0"
-	wantD, wantS, wantH := desiredDeployment(w.isvc), desiredService(w.isvc), desiredHPA(w.isvc)
-	blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}}}},
-		Volumes:    []corev1.Volume{{Name: "shm"}},
-	}}}}
-	setDeployment(blankD, wantD, 5)
-	if deploymentDrifted(blankD, wantD, 5) {
-		t.Fatal("deployment drifted after set")
-	}
-	blankS := &corev1.Service{}
-	setService(blankS, wantS)
-	if serviceDrifted(blankS, wantS) {
-		t.Fatal("service drifted after set")
-	}
-	blankH := &autoscalingv2.HorizontalPodAutoscaler{}
-	setHPA(blankH, wantH)
-	if hpaDrifted(blankH, wantH) {
-		t.Fatal("hpa drifted after set")
+	for name, ext := range map[string]*crd.SpecExtensions{
+		"v1alpha1": {},
+		"adapters and autoscaling": {
+			Adapters:    []crd.Adapter{{Name: "sql", StorageURI: "hf://o/sql"}},
+			Autoscaling: &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 7, TargetQueueLength: ptr.To[int32](3)},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := DesiredChildren(w.isvc, ext)
+			blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}}}},
+				Volumes:    []corev1.Volume{{Name: "shm"}},
+			}}}}
+			setDeployment(blankD, want.Deployment, want.Scale)
+			if deploymentDrifted(blankD, want.Deployment, want.Scale) {
+				t.Fatal("deployment drifted after set")
+			}
+			blankS := &corev1.Service{}
+			setService(blankS, want.Service)
+			if serviceDrifted(blankS, want.Service) {
+				t.Fatal("service drifted after set")
+			}
+			blankH := &autoscalingv2.HorizontalPodAutoscaler{}
+			setHPA(blankH, want.HPA)
+			if hpaDrifted(blankH, want.HPA) {
+				t.Fatal("hpa drifted after set")
+			}
+			if want.PDB == nil {
+				t.Fatal("5 replicas (HPA minimum 2) want a PodDisruptionBudget")
+			}
+			blankP := &policyv1.PodDisruptionBudget{Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))}}
+			setPDB(blankP, want.PDB)
+			if pdbDrifted(blankP, want.PDB) {
+				t.Fatal("pdb drifted after set")
+			}
+			if want.ConfigMap != nil {
+				blankC := &corev1.ConfigMap{Data: map[string]string{"other": "x"}}
+				setConfigMap(blankC, want.ConfigMap)
+				if configMapDrifted(blankC, want.ConfigMap) {
+					t.Fatal("configmap drifted after set")
+				}
+			}
+		})
 	}
 }
 
@@ -387,5 +428,84 @@ func TestStatusWorthWriting(t *testing.T) {
 		if got := statusWorthWriting(&base, c.next); got != c.want {
 			t.Errorf("%s: worth writing %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestV1beta1Children: adapters, autoscaling bounds and the disruption budget become children,
+// converge, show in status, and go away with the fields that asked for them.
+func TestV1beta1Children(t *testing.T) {
+	w := newWorld(2) // v1alpha1 replicas derived from autoscaling.minReplicas, as conversion does
+	w.ext = crd.SpecExtensions{
+		Adapters:      []crd.Adapter{{Name: "sql", StorageURI: "hf://o/sql"}, {Name: "chat", StorageURI: "s3://b/chat"}},
+		Autoscaling:   &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptr.To[int32](2)},
+		ReplicasUnset: true,
+	}
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create ConfigMap, create PodDisruptionBudget" {
+		t.Fatalf("first reconcile: %s", got)
+	}
+	d := out.Actions[0].Object.(*appsv1.Deployment)
+	h := out.Actions[2].Object.(*autoscalingv2.HorizontalPodAutoscaler)
+	cm := out.Actions[3].Object.(*corev1.ConfigMap)
+	pdb := out.Actions[4].Object.(*policyv1.PodDisruptionBudget)
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, EnableLoRAArg) || !hasMount(c.VolumeMounts, corev1.VolumeMount{Name: AdaptersVolume, MountPath: AdaptersPath}) ||
+		!hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) {
+		t.Fatalf("deployment does not mount the adapters: args %v mounts %v", c.Args, c.VolumeMounts)
+	}
+	if *d.Spec.Replicas != 2 || *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 8 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != 2 {
+		t.Fatalf("scale: deploy %d hpa %d..%d target %v", *d.Spec.Replicas, *h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Spec.Metrics[0].Pods.Target.AverageValue)
+	}
+	if cm.Name != "qwen3-adapters" || cm.Data[AdaptersFile] != `[{"name":"sql","path":"hf://o/sql"},{"name":"chat","path":"s3://b/chat"}]` {
+		t.Fatalf("configmap %s %v", cm.Name, cm.Data)
+	}
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Fatalf("pdb %+v", pdb.Spec)
+	}
+	if len(out.StatusExt.LoadedAdapters) != 0 {
+		t.Fatalf("adapters loaded before any pod is ready: %v", out.StatusExt.LoadedAdapters)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	out = w.reconcile()
+	if len(out.Actions) != 0 || out.Status.Phase != crd.PhaseReady {
+		t.Fatalf("not converged: %s %+v", verbs(out.Actions), out.Status)
+	}
+	if got := out.StatusExt; got.Endpoint != "http://qwen3.default.svc:8000" || !slices.Equal(got.LoadedAdapters, []string{"sql", "chat"}) {
+		t.Fatalf("status extensions %+v", got)
+	}
+
+	// The HPA picks 8 (its maximum): the operator leaves it.
+	dd := w.obs.Deployment.DeepCopy()
+	dd.Spec.Replicas = ptr.To[int32](8)
+	w.obs.Deployment = dd
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("fights the HPA inside autoscaling bounds: %s", verbs(out.Actions))
+	}
+
+	// Adapters removed: the ConfigMap goes, and so do the volume and mount that named it.
+	w.ext.Adapters = nil
+	w.isvc.Generation++
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, delete ConfigMap" {
+		t.Fatalf("adapters removed: %s", got)
+	}
+	d = out.Actions[0].Object.(*appsv1.Deployment)
+	if hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) || slices.Contains(d.Spec.Template.Spec.Containers[0].Args, EnableLoRAArg) ||
+		slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == AdaptersVolume }) {
+		t.Fatalf("adapters still mounted: %+v", d.Spec.Template.Spec)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 || len(out.StatusExt.LoadedAdapters) != 0 {
+		t.Fatalf("not converged after removing adapters: %s %v", verbs(out.Actions), out.StatusExt)
+	}
+
+	// Autoscaling down to one pod: the budget goes.
+	w.ext.Autoscaling = &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 3}
+	w.isvc.Spec.Replicas, w.isvc.Generation = 1, w.isvc.Generation+1
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler, delete PodDisruptionBudget" {
+		t.Fatalf("min 1: %s", got)
 	}
 }

@@ -181,6 +181,10 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
+func statusExtensionsEqual(a, b *crd.StatusExtensions) bool {
+	return a.Endpoint == b.Endpoint && slices.Equal(a.LoadedAdapters, b.LoadedAdapters)
+}
+
 // statusWorthWriting reports whether next differs from stored in something a user acts on.
 // While a start or rollout progresses on its own, only its counts and reason are written: its
 // message moves with every pod and would cost a write each. Failing reasons always are.

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if err := crd.Validate(isvc); err != nil {
 		return c.failPermanently(ctx, u, isvc, now, ReasonInvalidSpec, err)
 	}
+	ext, storedExt, _ := crd.ExtensionsOf(isvc) // Validate decoded them already
 	if err := c.ensureFinalizer(ctx, u); err != nil {
 		return err
 	}
@@ -70,7 +72,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if err != nil {
 		return err
 	}
-	in := Input{ISVC: isvc, Observed: obs, Now: now, Desired: c.desired.get(key, isvc)}
+	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Desired: c.desired.get(key, isvc, &ext)}
 	out := Reconcile(in)
 
 	applyErr := c.applyAll(ctx, u, out.Actions)
@@ -78,7 +80,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if applyErr != nil {
 		extra = append(extra, causeOf(applyErr))
 	}
-	regCond, regErr := c.register(ctx, u, isvc, now)
+	regCond, regErr := c.register(ctx, u, isvc, &ext, now)
 	if regErr != nil {
 		extra = append(extra, Cause{RankAPI, ReasonGatewayUnavailable, regErr.Error()})
 	}
@@ -100,7 +102,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		// change. The recheck covers an action whose event never comes.
 		return queue.Temporary(errActed, recheckAfterActing)
 	}
-	if err := c.writeStatus(ctx, u, isvc, &st); err != nil {
+	if err := c.writeStatus(ctx, u, isvc, &st, &storedExt, &out.StatusExt); err != nil {
 		return errors.Join(applyErr, regErr, err)
 	}
 	if err := errors.Join(applyErr, regErr); err != nil {
@@ -138,6 +140,16 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 		return obs, err
 	} else if !ok {
 		obs.HPA = nil
+	}
+	if obs.ConfigMap, ok, err = c.caches.ConfigMap(ns, AdaptersConfigMapName(name)); err != nil {
+		return obs, err
+	} else if !ok {
+		obs.ConfigMap = nil
+	}
+	if obs.PDB, ok, err = c.caches.PDB(ns, name); err != nil {
+		return obs, err
+	} else if !ok {
+		obs.PDB = nil
 	}
 	sel := labels.SelectorFromSet(selectorLabels(name))
 	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, sel); err != nil {
@@ -259,7 +271,7 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 				return &conflictError{conflictMessage(a.Kind, live)}
 			}
 			var changed bool
-			if obj, changed = remerge(live, a.Object); !changed {
+			if obj, changed = remerge(live, a); !changed {
 				return errNoop // someone (an earlier reconcile) already wrote it
 			}
 		}
@@ -275,17 +287,31 @@ func isControlledBy(live, ours metav1.Object) bool {
 	return a != nil && b != nil && a.UID == b.UID
 }
 
-// remerge re-applies the owned fields of desired (an updated copy) onto a freshly read live
-// object, after a conflict.
-func remerge(live, desired Child) (Child, bool) {
+// remerge re-applies the owned fields of the action's object (an updated copy) onto a freshly
+// read live object, after a conflict.
+func remerge(live Child, a Action) (Child, bool) {
+	desired := a.Object
 	switch l := live.(type) {
 	case *appsv1.Deployment:
 		d := desired.(*appsv1.Deployment)
-		r := *d.Spec.Replicas
-		if !deploymentDrifted(l, d, r) {
+		if !deploymentDrifted(l, d, a.Scale) {
 			return nil, false
 		}
-		setDeployment(l, d, r)
+		setDeployment(l, d, a.Scale)
+		return l, true
+	case *corev1.ConfigMap:
+		d := desired.(*corev1.ConfigMap)
+		if !configMapDrifted(l, d) {
+			return nil, false
+		}
+		setConfigMap(l, d)
+		return l, true
+	case *policyv1.PodDisruptionBudget:
+		d := desired.(*policyv1.PodDisruptionBudget)
+		if !pdbDrifted(l, d) {
+			return nil, false
+		}
+		setPDB(l, d)
 		return l, true
 	case *corev1.Service:
 		d := desired.(*corev1.Service)
@@ -327,6 +353,18 @@ func (c *Controller) write(ctx context.Context, v Verb, obj Child) (Child, error
 			return cl.Create(ctx, o, co)
 		}
 		return cl.Update(ctx, o, uo)
+	case *corev1.ConfigMap:
+		cl := c.kube.CoreV1().ConfigMaps(o.Namespace)
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
+	case *policyv1.PodDisruptionBudget:
+		cl := c.kube.PolicyV1().PodDisruptionBudgets(o.Namespace)
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
 	}
 	return nil, fmt.Errorf("unsupported child %T", obj)
 }
@@ -340,6 +378,10 @@ func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
 		return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	case *corev1.ConfigMap:
+		return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	case *policyv1.PodDisruptionBudget:
+		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	return nil, fmt.Errorf("unsupported child %T", obj)
 }
@@ -354,24 +396,36 @@ func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Precondi
 		return c.kube.CoreV1().Services(ns).Delete(ctx, name, opts)
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, name, opts)
+	case *corev1.ConfigMap:
+		return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
+	case *policyv1.PodDisruptionBudget:
+		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, opts)
 	}
 	return fmt.Errorf("unsupported child %T", obj)
 }
 
 // writeStatus writes st through the status subresource when it differs from what is stored,
-// and emits one Warning Event when a new blocking reason appears.
-func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) error {
-	if !statusWorthWriting(&isvc.Status, st) {
+// and emits one Warning Event when a new blocking reason appears. v1beta1's additions (ext)
+// are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
+func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
+	v1beta1 := c.version == crd.VersionV1beta1
+	if !statusWorthWriting(&isvc.Status, st) && (!v1beta1 || statusExtensionsEqual(stored, ext)) {
 		return nil
 	}
 	c.warnOnNewReason(u, &isvc.Status, st)
-	m, err := crd.StatusToUnstructured(st)
+	var m map[string]interface{}
+	var err error
+	if v1beta1 {
+		m, err = crd.StatusToUnstructuredV1beta1(st, ext)
+	} else {
+		m, err = crd.StatusToUnstructured(st)
+	}
 	if err != nil {
 		return err
 	}
 	// Only status is read by the server on this path; no need to copy the cached object.
 	obj := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"apiVersion": crd.Group + "/" + c.version, "kind": crd.Kind,
 		"metadata": map[string]interface{}{
 			"name": u.GetName(), "namespace": u.GetNamespace(), "uid": string(u.GetUID()), "resourceVersion": u.GetResourceVersion(),
 		},
@@ -418,7 +472,8 @@ func (c *Controller) failPermanently(ctx context.Context, u *unstructured.Unstru
 	st := isvc.Status
 	st.ObservedGeneration = isvc.Generation
 	st = WithCauses(st, isvc, []Cause{{RankSpec, reason, cause.Error()}}, now)
-	if err := c.writeStatus(ctx, u, isvc, &st); err != nil {
+	_, stored, _ := crd.ExtensionsOf(isvc)
+	if err := c.writeStatus(ctx, u, isvc, &st, &stored, &stored); err != nil {
 		return err
 	}
 	return queue.Permanent(cause)
@@ -446,13 +501,24 @@ func (c *Controller) ensureFinalizer(ctx context.Context, u *unstructured.Unstru
 	return c.patchFinalizers(ctx, u, append(slices.Clone(u.GetFinalizers()), Finalizer))
 }
 
-func routeOf(isvc *crd.InferenceService) Route {
-	return Route{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Service: isvc.Name, Port: Port}
+func routeOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
+	r := Route{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Service: isvc.Name, Port: Port,
+		Path: "/" + isvc.Namespace + "/" + isvc.Name}
+	for _, a := range ext.Adapters {
+		r.Adapters = append(r.Adapters, a.Name)
+	}
+	if g := ext.Gateway; g != nil {
+		if g.Route != "" {
+			r.Path = g.Route
+		}
+		r.Priority = ptr.Deref(g.Priority, 0)
+	}
+	return r
 }
 
 // register registers the route once per generation; it returns the new GatewayRegistered
 // condition, or nil when nothing changed.
-func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time) (*metav1.Condition, error) {
+func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
 	if c.gateway == nil {
 		return nil, nil
 	}
@@ -460,14 +526,14 @@ func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured,
 		cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == isvc.Generation {
 		return nil, nil
 	}
-	r := routeOf(isvc)
+	r := routeOf(isvc, ext)
 	cond := &metav1.Condition{Type: crd.ConditionGatewayRegistered, ObservedGeneration: isvc.Generation, LastTransitionTime: now}
 	if err := c.gateway.Register(ctx, r); err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonGatewayUnavailable, err.Error()
 		return cond, fmt.Errorf("registering route: %w", err)
 	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonRegistered
-	cond.Message = fmt.Sprintf("route %s/%s -> Service %s port %d registered", r.Namespace, r.Name, r.Service, r.Port)
+	cond.Message = fmt.Sprintf("route %s (%s/%s) -> Service %s port %d registered", r.Path, r.Namespace, r.Name, r.Service, r.Port)
 	c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventRegistered, "Register", "%s", cond.Message)
 	return cond, nil
 }
@@ -479,11 +545,12 @@ func (c *Controller) finalize(ctx context.Context, u *unstructured.Unstructured,
 		return nil
 	}
 	if c.gateway != nil {
-		if err := c.gateway.Deregister(ctx, routeOf(isvc)); err != nil {
+		ext, stored, _ := crd.ExtensionsOf(isvc)
+		if err := c.gateway.Deregister(ctx, routeOf(isvc, &ext)); err != nil {
 			err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
 			st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
 			st.Phase = crd.PhaseTerminating
-			return errors.Join(err, c.writeStatus(ctx, u, isvc, &st))
+			return errors.Join(err, c.writeStatus(ctx, u, isvc, &st, &stored, &stored))
 		}
 		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 	}

@@ -8,14 +8,15 @@ import (
 )
 
 // Annotations that carry, on a v1alpha1 object, the v1beta1 fields v1alpha1 cannot hold, so
-// v1beta1 -> v1alpha1 -> v1beta1 loses nothing (v1alpha1 stays the storage version).
+// v1beta1 -> v1alpha1 -> v1beta1 loses nothing (v1beta1 is the storage version since the v1beta1 install; v1alpha1 objects read through it keep everything).
 const (
 	AnnotationV1beta1Spec   = Group + "/v1beta1-spec"
 	AnnotationV1beta1Status = Group + "/v1beta1-status"
 )
 
-// specExtras are the v1beta1 spec fields without a v1alpha1 counterpart.
-type specExtras struct {
+// SpecExtensions are the v1beta1 spec fields without a v1alpha1 counterpart. The controller
+// works on v1alpha1 plus these, read from the annotation AnnotationV1beta1Spec.
+type SpecExtensions struct {
 	Adapters    []Adapter    `json:"adapters,omitempty"`
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 	Gateway     *Gateway     `json:"gateway,omitempty"`
@@ -24,20 +25,20 @@ type specExtras struct {
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
 }
 
-func (e *specExtras) empty() bool {
+func (e *SpecExtensions) empty() bool {
 	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset
 }
 
 // derivedReplicas is the v1alpha1 replicas written for a v1beta1 spec without replicas.
-func (e *specExtras) derivedReplicas() int32 {
+func (e *SpecExtensions) derivedReplicas() int32 {
 	if e.Autoscaling != nil {
 		return e.Autoscaling.MinReplicas
 	}
 	return 0
 }
 
-// statusExtras are the v1beta1 status fields without a v1alpha1 counterpart.
-type statusExtras struct {
+// StatusExtensions are the v1beta1 status fields without a v1alpha1 counterpart.
+type StatusExtensions struct {
 	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
 	Endpoint       string   `json:"endpoint,omitempty"`
 }
@@ -49,8 +50,8 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersionV1beta1.String(), Kind: Kind},
 		ObjectMeta: *in.ObjectMeta.DeepCopy(),
 	}
-	var spec specExtras
-	var status statusExtras
+	var spec SpecExtensions
+	var status StatusExtensions
 	if err := takeAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec); err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		ObjectMeta: *in.ObjectMeta.DeepCopy(),
 	}
 	s := &in.Spec
-	spec := specExtras{
+	spec := SpecExtensions{
 		Adapters:      cloneAdapters(s.Adapters),
 		Autoscaling:   cloneAutoscaling(s.Autoscaling),
 		Gateway:       cloneGateway(s.Gateway),
@@ -122,7 +123,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason,
 		Conditions: append([]metav1.Condition(nil), st.Conditions...),
 	}
-	status := statusExtras{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint}
+	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}

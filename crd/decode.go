@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,14 +10,55 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// FromUnstructured converts an object from the dynamic informer's cache into a new typed
-// InferenceService. The cache object is only read, never modified.
+// FromUnstructured converts an object from the dynamic informer's cache, in either served
+// version, into a new typed v1alpha1 InferenceService; what only v1beta1 holds is kept in the
+// annotations ExtensionsOf reads. The cache object is only read, never modified.
 func FromUnstructured(u *unstructured.Unstructured) (*InferenceService, error) {
+	if u.GetAPIVersion() == GroupVersionV1beta1.String() {
+		var hub InferenceServiceV1beta1
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &hub); err != nil {
+			return nil, fmt.Errorf("decoding %s %s/%s: %w", Kind, u.GetNamespace(), u.GetName(), err)
+		}
+		return ConvertFromV1beta1(&hub)
+	}
 	var isvc InferenceService
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &isvc); err != nil {
 		return nil, fmt.Errorf("decoding %s %s/%s: %w", Kind, u.GetNamespace(), u.GetName(), err)
 	}
 	return &isvc, nil
+}
+
+// ExtensionsOf reads the v1beta1-only spec and status fields an InferenceService carries in
+// its annotations (set by conversion), as ConvertToV1beta1 would read them; none is no error.
+func ExtensionsOf(isvc *InferenceService) (SpecExtensions, StatusExtensions, error) {
+	var spec SpecExtensions
+	var status StatusExtensions
+	m := isvc.ObjectMeta
+	if v, ok := m.Annotations[AnnotationV1beta1Spec]; ok {
+		if err := json.Unmarshal([]byte(v), &spec); err != nil {
+			return spec, status, fmt.Errorf("annotation %s: %w", AnnotationV1beta1Spec, err)
+		}
+	}
+	if spec.ReplicasUnset && isvc.Spec.Replicas != spec.derivedReplicas() {
+		spec.Autoscaling = nil // changed through v1alpha1 (kubectl scale): the fixed count wins, as in conversion
+	}
+	if v, ok := m.Annotations[AnnotationV1beta1Status]; ok {
+		if err := json.Unmarshal([]byte(v), &status); err != nil {
+			return spec, status, fmt.Errorf("annotation %s: %w", AnnotationV1beta1Status, err)
+		}
+	}
+	return spec, status, nil
+}
+
+// StatusToUnstructuredV1beta1 renders a v1alpha1 status plus the v1beta1 additions for a write
+// through the v1beta1 status subresource.
+func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtensions) (map[string]interface{}, error) {
+	st := InferenceServiceStatusV1beta1{
+		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
+		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions,
+		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint,
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
 
 // StatusToUnstructured renders a status for a write through the status subresource.
@@ -55,8 +97,51 @@ func Validate(isvc *InferenceService) error {
 	if s.Image != "" && (len(s.Image) > maxString || !noSpaces.MatchString(s.Image)) {
 		errs = append(errs, fmt.Sprintf("spec.image must be 1-%d characters without whitespace", maxString))
 	}
+	ext, _, err := ExtensionsOf(isvc)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	errs = append(errs, validateExtensions(&ext)...)
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("invalid %s: %s", Kind, strings.Join(errs, "; "))
+}
+
+var adapterName = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`)
+
+// validateExtensions repeats v1beta1's schema and CEL rules for the fields v1alpha1 lacks.
+func validateExtensions(e *SpecExtensions) []string {
+	var errs []string
+	if len(e.Adapters) > MaxAdapters {
+		errs = append(errs, fmt.Sprintf("spec.adapters: at most %d adapters", MaxAdapters))
+	}
+	seen := map[string]bool{}
+	for i, a := range e.Adapters {
+		if len(a.Name) > 63 || !adapterName.MatchString(a.Name) {
+			errs = append(errs, fmt.Sprintf("spec.adapters[%d].name %q must be 1-63 letters, digits, '-', '_' or '.'", i, a.Name))
+		}
+		if seen[a.Name] {
+			errs = append(errs, RuleAdapterNamesUniqueMsg)
+		}
+		seen[a.Name] = true
+		if a.StorageURI == "" || len(a.StorageURI) > maxString || !noSpaces.MatchString(a.StorageURI) {
+			errs = append(errs, fmt.Sprintf("spec.adapters[%d].storageURI must be 1-%d characters without whitespace", i, maxString))
+		}
+	}
+	if a := e.Autoscaling; a != nil {
+		if a.MinReplicas < 1 || a.MaxReplicas > MaxReplicas {
+			errs = append(errs, fmt.Sprintf("spec.autoscaling: replicas must be between 1 and %d", MaxReplicas))
+		}
+		if a.MinReplicas > a.MaxReplicas {
+			errs = append(errs, RuleMinLEMaxMessage)
+		}
+		if t := a.TargetQueueLength; t != nil && (*t < 1 || *t > MaxReplicas) {
+			errs = append(errs, fmt.Sprintf("spec.autoscaling.targetQueueLength must be between 1 and %d", MaxReplicas))
+		}
+	}
+	if g := e.Gateway; g != nil && g.Route != "" && (g.Route[0] != '/' || len(g.Route) > 253 || !noSpaces.MatchString(g.Route)) {
+		errs = append(errs, "spec.gateway.route must be a path starting with '/' without whitespace")
+	}
+	return errs
 }

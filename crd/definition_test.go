@@ -74,8 +74,8 @@ func TestSchemaMatchesGoTypes(t *testing.T) {
 	})
 	t.Run("v1beta1", func(t *testing.T) {
 		v := DefinitionWithV1beta1(InClusterWebhook()).Spec.Versions
-		if len(v) != 2 || v[1].Name != VersionV1beta1 || !v[0].Storage || v[1].Storage {
-			t.Fatalf("versions %+v: want v1alpha1 (storage) and v1beta1", v)
+		if len(v) != 2 || v[1].Name != VersionV1beta1 || v[0].Storage || !v[1].Storage {
+			t.Fatalf("versions %+v: want v1alpha1 and v1beta1 (storage)", v)
 		}
 		schemaMatches(t, v[1].Schema.OpenAPIV3Schema, InferenceServiceSpecV1beta1{}, InferenceServiceStatusV1beta1{})
 	})

@@ -22,11 +22,13 @@ const (
 // WebhookPath is where the operator serves ConversionReviews.
 const WebhookPath = "/convert"
 
-// DefinitionWithV1beta1 returns the CRD serving v1alpha1 (still the storage version) and
-// v1beta1, converted by the operator's webhook at clientConfig. The default install
-// (Definition) serves v1alpha1 only and needs no webhook.
+// DefinitionWithV1beta1 returns the CRD serving v1alpha1 and v1beta1, the storage version,
+// converted by the operator's webhook at clientConfig. The default install (Definition)
+// serves v1alpha1 only and needs no webhook. Objects stored as v1alpha1 before are rewritten
+// by the operator's storage migration (package crd/storage).
 func DefinitionWithV1beta1(clientConfig apiextensionsv1.WebhookClientConfig) *apiextensionsv1.CustomResourceDefinition {
 	d := Definition()
+	d.Spec.Versions[0].Storage = false
 	d.Spec.Versions = append(d.Spec.Versions, versionV1beta1())
 	d.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
 		Strategy: apiextensionsv1.WebhookConverter,
@@ -40,10 +42,14 @@ func DefinitionWithV1beta1(clientConfig apiextensionsv1.WebhookClientConfig) *ap
 
 func versionV1beta1() apiextensionsv1.CustomResourceDefinitionVersion {
 	return apiextensionsv1.CustomResourceDefinitionVersion{
-		Name: VersionV1beta1, Served: true, Storage: false,
+		Name: VersionV1beta1, Served: true, Storage: true,
 		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: openAPISchemaV1beta1()},
 		Subresources: &apiextensionsv1.CustomResourceSubresources{
 			Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+			// kubectl scale sets spec.replicas; on an autoscaled object the XOR rule refuses it.
+			Scale: &apiextensionsv1.CustomResourceSubresourceScale{
+				SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ptr.To(".status.selector"),
+			},
 		},
 		AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
 			{Name: "Base Model", Type: "string", JSONPath: ".spec.baseModel", Description: "The base model served"},

@@ -6,7 +6,7 @@ import (
 )
 
 const (
-	// VersionV1beta1 is the second served version; v1alpha1 stays the storage version.
+	// VersionV1beta1 is the second served version and, where it is served, the storage version.
 	VersionV1beta1 = "v1beta1"
 	// MaxAdapters bounds spec.adapters so the CEL uniqueness rule stays within its cost budget.
 	MaxAdapters = 64

@@ -11,10 +11,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -37,6 +39,8 @@ type Options struct {
 	Namespaces []string
 	// Resync re-delivers every cached object this often (0 disables it).
 	Resync time.Duration
+	// Resource is the InferenceService version to watch; zero means crd.Resource (v1alpha1).
+	Resource schema.GroupVersionResource
 }
 
 // Set is the operator's caches across its namespaces.
@@ -52,6 +56,8 @@ type scope struct {
 	rs       cache.SharedIndexInformer
 	svc      cache.SharedIndexInformer
 	hpa      cache.SharedIndexInformer
+	cm       cache.SharedIndexInformer
+	pdb      cache.SharedIndexInformer
 	pod      cache.SharedIndexInformer
 	// ResourceQuotas are an admin's, not labelled by the operator: their own unscoped factory,
 	// read only by the metrics collector at scrape time, so no resync.
@@ -65,12 +71,16 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	res := opts.Resource
+	if res.Empty() {
+		res = crd.Resource
+	}
 	s := &Set{scopes: map[string]*scope{}}
 	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).String()
 	for _, ns := range namespaces {
 		sc := &scope{}
 		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
-		sc.isvcInf = sc.isvc.ForResource(crd.Resource)
+		sc.isvcInf = sc.isvc.ForResource(res)
 		must(sc.isvcInf.Informer().SetTransform(StripManagedFields))
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
 			informers.WithNamespace(ns),
@@ -82,6 +92,8 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		must(sc.rs.SetTransform(StripReplicaSet))
 		sc.svc = sc.children.Core().V1().Services().Informer()
 		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		sc.cm = sc.children.Core().V1().ConfigMaps().Informer()
+		sc.pdb = sc.children.Policy().V1().PodDisruptionBudgets().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
 		must(sc.pod.SetTransform(StripPod))
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
@@ -132,7 +144,7 @@ func StripPod(obj interface{}) (interface{}, error) {
 // Handlers receives the events of every informer in the set.
 type Handlers struct {
 	InferenceService cache.ResourceEventHandler
-	Child            cache.ResourceEventHandler // Deployments, Services, HPAs
+	Child            cache.ResourceEventHandler // Deployments, Services, HPAs, ConfigMaps, PDBs
 	ReplicaSet       cache.ResourceEventHandler
 	Pod              cache.ResourceEventHandler
 }
@@ -150,7 +162,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 		for _, p := range []struct {
 			inf cache.SharedIndexInformer
 			h   cache.ResourceEventHandler
-		}{{sc.isvcInf.Informer(), h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
+		}{{sc.isvcInf.Informer(), h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.cm, h.Child}, {sc.pdb, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
 			if err := add(p.inf, p.h); err != nil {
 				return err
 			}
@@ -171,7 +183,7 @@ func (s *Set) Start(ctx context.Context) {
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
 	for _, sc := range s.scopes {
-		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.pod, sc.quotaInf} {
+		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.cm, sc.pdb, sc.pod, sc.quotaInf} {
 			if !inf.HasSynced() {
 				return false
 			}
@@ -234,6 +246,16 @@ func (s *Set) Service(namespace, name string) (*corev1.Service, bool, error) {
 // HPA returns the cached HorizontalPodAutoscaler; callers must not modify it.
 func (s *Set) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error) {
 	return get[*autoscalingv2.HorizontalPodAutoscaler](s, func(sc *scope) cache.SharedIndexInformer { return sc.hpa }, namespace, name)
+}
+
+// ConfigMap returns the cached ConfigMap (only the operator's are cached); do not modify it.
+func (s *Set) ConfigMap(namespace, name string) (*corev1.ConfigMap, bool, error) {
+	return get[*corev1.ConfigMap](s, func(sc *scope) cache.SharedIndexInformer { return sc.cm }, namespace, name)
+}
+
+// PDB returns the cached PodDisruptionBudget; callers must not modify it.
+func (s *Set) PDB(namespace, name string) (*policyv1.PodDisruptionBudget, bool, error) {
+	return get[*policyv1.PodDisruptionBudget](s, func(sc *scope) cache.SharedIndexInformer { return sc.pdb }, namespace, name)
 }
 
 // ReplicaSets lists the cached ReplicaSets in namespace matching selector.

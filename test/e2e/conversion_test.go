@@ -34,13 +34,16 @@ func freeLoopbackPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// useWebhookCRD replaces the default CRD with the v1beta1 one converting through the shared
-// operator, restarted with --webhook-bind-address. When the test ends the default CRD and
-// operator are back (v1alpha1 stayed the storage version, so stored objects need nothing).
-func useWebhookCRD(t *testing.T) {
+// webhookInstall is the v1beta1 install the conversion tests switch to.
+type webhookInstall struct {
+	port    int
+	certDir string
+	cache   string // kubectl's private discovery cache
+}
+
+// applyCRD writes def to a file and applies it with kubectl.
+func applyCRD(t *testing.T, cache string, def *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	port := freeLoopbackPort(t)
-	def := crd.DefinitionWithV1beta1(apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, crd.WebhookPath))})
 	raw, err := yaml.Marshal(def)
 	if err != nil {
 		t.Fatal(err)
@@ -49,13 +52,66 @@ func useWebhookCRD(t *testing.T) {
 	if err := os.WriteFile(f, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cache := "--cache-dir=" + t.TempDir() // see TestConversionV1beta1
+	env.Kubectl(t, cache, "apply", "-f", f)
+}
+
+func (w *webhookInstall) definition() *apiextensionsv1.CustomResourceDefinition {
+	return crd.DefinitionWithV1beta1(apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", w.port, crd.WebhookPath))})
+}
+
+// start runs the shared operator serving the webhook and migrating storage every second.
+func (w *webhookInstall) start(t *testing.T) {
+	t.Helper()
+	if env.op != nil {
+		return
+	}
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", w.port),
+		"--webhook-cert-dir="+w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStoredVersions polls the CRD until status.storedVersions is exactly want.
+func waitStoredVersions(t *testing.T, timeout time.Duration, want ...string) {
+	t.Helper()
+	testenv.Eventually(t, timeout, fmt.Sprintf("storedVersions %v", want), func() error {
+		u, err := env.Dyn.Resource(crdGVR).Get(context.Background(), "inferenceservices.ai.example.com", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got, _, _ := unstructured.NestedStringSlice(u.Object, "status", "storedVersions")
+		if !reflect.DeepEqual(got, want) {
+			return fmt.Errorf("storedVersions %v", got)
+		}
+		return nil
+	})
+}
+
+// rollBack moves storage back to v1alpha1 the documented way: both versions served with
+// v1alpha1 as storage, the operator's migration rewrites every object, storedVersions becomes
+// [v1alpha1]; only then may v1beta1 leave the CRD.
+func (w *webhookInstall) rollBack(t *testing.T) {
+	t.Helper()
+	w.start(t)
+	def := w.definition()
+	def.Spec.Versions[0].Storage, def.Spec.Versions[1].Storage = true, false
+	applyCRD(t, w.cache, def)
+	waitStoredVersions(t, 2*time.Minute, crd.Version)
+}
+
+// useWebhookCRD replaces the default CRD with the v1beta1 one (the storage version), converting
+// through the shared operator, restarted with --webhook-bind-address. When the test ends,
+// storage is rolled back to v1alpha1 and the default CRD and operator are back.
+func useWebhookCRD(t *testing.T) *webhookInstall {
+	t.Helper()
+	w := &webhookInstall{port: freeLoopbackPort(t), certDir: filepath.Join(t.TempDir(), "webhook-certs"), cache: "--cache-dir=" + t.TempDir()}
 	stopOperator(t)
 	t.Cleanup(func() {
-		// The default CRD first: while the CRD converts through a webhook, every read of an
-		// InferenceService (even in the storage version) needs the webhook, caches included.
+		w.rollBack(t)
+		// The default CRD with the operator stopped: while the CRD converts through a webhook,
+		// reads of objects stored in another version need it, caches included.
 		stopOperator(t)
-		env.Kubectl(t, cache, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
+		env.Kubectl(t, w.cache, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
 		testenv.Eventually(t, 30*time.Second, "the default CRD back", func() error {
 			out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "get", "crd", "inferenceservices.ai.example.com", "-o", "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}")
 			if err != nil {
@@ -73,13 +129,11 @@ func useWebhookCRD(t *testing.T) {
 			t.Errorf("restarting the operator: %v", err)
 		}
 	})
-	env.Kubectl(t, cache, "apply", "-f", f)
-	certDir := filepath.Join(t.TempDir(), "webhook-certs")
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", port), "--webhook-cert-dir="+certDir, "--webhook-ca-sync-period=1s"); err != nil {
-		t.Fatal(err)
-	}
+	env.Kubectl(t, "apply", "-f", filepath.Join(env.Root, "manifests", "overlays", "v1beta1", "storage_migration_rbac.yaml"))
+	applyCRD(t, w.cache, w.definition())
+	w.start(t)
 	// The operator writes its CA into the CRD; then v1beta1 lists convert.
-	ca, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	ca, err := os.ReadFile(filepath.Join(w.certDir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +150,7 @@ func useWebhookCRD(t *testing.T) {
 		}
 		return nil
 	})
+	return w
 }
 
 func stopOperator(t *testing.T) {
@@ -132,10 +187,9 @@ func TestConversionV1beta1(t *testing.T) {
 	t.Cleanup(func() {
 		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
 	})
-	useWebhookCRD(t)
 	// A private discovery cache: the shared one must not remember v1beta1 as the preferred
 	// version of isvc once the default CRD is back.
-	cache := "--cache-dir=" + t.TempDir()
+	cache := useWebhookCRD(t).cache
 	kubectl := func(t *testing.T, args ...string) string { return env.Kubectl(t, append([]string{cache}, args...)...) }
 	kubectlErr := func(t *testing.T, env2 []string, args ...string) (string, error) {
 		return kubectlErr(t, env2, append([]string{cache}, args...)...)
@@ -147,8 +201,9 @@ func TestConversionV1beta1(t *testing.T) {
 		}
 		kubectl(t, "apply", "-n", ns, "-f", f)
 	}
-	const v1beta1 = "isvc.v1beta1.ai.example.com"
-	const v1alpha1 = "isvc.v1alpha1.ai.example.com"
+	// The plural: kubectl expands a short name with a version to the preferred version.
+	const v1beta1 = "inferenceservices.v1beta1.ai.example.com"
+	const v1alpha1 = "inferenceservices.v1alpha1.ai.example.com"
 
 	testenv.Eventually(t, 30*time.Second, "v1beta1 to be served", func() error {
 		_, stderr, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), cache, "get", v1beta1, "-n", ns)
@@ -224,7 +279,7 @@ spec:
 	}
 
 	// 3. kubectl in both versions, with each version's columns.
-	if out := kubectl(t, "get", v1alpha1, "-n", ns); !strings.Contains(out, "MODEL") || !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") {
+	if out := kubectl(t, "get", v1alpha1, "-n", ns); !strings.Contains(out, "MODEL") || strings.Contains(out, "BASE MODEL") || !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") {
 		t.Fatalf("kubectl get %s:\n%s", v1alpha1, out)
 	}
 	if out := kubectl(t, "get", v1beta1, "-n", ns); !strings.Contains(out, "BASE MODEL") || !strings.Contains(out, "Qwen/Qwen3-8B") || !strings.Contains(out, "alpha") {
@@ -251,12 +306,11 @@ spec:
 		}
 	}
 
-	// 5. The webhook down: reads fail with the API server's conversion error, naming the webhook
-	// and why (the API server decodes stored objects through the converter, so with strategy
-	// Webhook every version's reads need it, hence every replica serves it).
+	// 5. The webhook down: reads in v1alpha1 of objects stored as v1beta1 fail with the API
+	// server's conversion error, naming the webhook and why; hence every replica serves it.
 	stopOperator(t)
-	out, err := kubectlErr(t, nil, "get", "-n", ns, v1beta1+"/beta")
-	if err == nil || !strings.Contains(out, "conversion webhook for ai.example.com/v1alpha1, Kind=InferenceService failed") || !strings.Contains(out, "connection refused") {
+	out, err := kubectlErr(t, nil, "get", "-n", ns, v1alpha1+"/beta")
+	if err == nil || !strings.Contains(out, "conversion webhook for ai.example.com/v1beta1, Kind=InferenceService failed") || !strings.Contains(out, "connection refused") {
 		t.Fatalf("with the webhook down, want the API server's conversion error, got %v: %s", err, out)
 	}
 	t.Logf("webhook down: %s", strings.TrimSpace(out))

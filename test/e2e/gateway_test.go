@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/example/inferenceservice-operator/controller"
 )
 
 // fakeGateway is a gateway admin API on loopback that records registrations and can be
@@ -14,7 +17,8 @@ type fakeGateway struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	routes  map[string]bool
-	calls   []string // "PUT ns/name", "DELETE ns/name"
+	bodies  map[string]controller.Route // last PUT body per route
+	calls   []string                    // "PUT ns/name", "DELETE ns/name"
 	removed map[string]int
 	down    bool
 	status  int           // when set, every call fails with it
@@ -22,7 +26,7 @@ type fakeGateway struct {
 }
 
 func newFakeGateway() *fakeGateway {
-	g := &fakeGateway{routes: map[string]bool{}, removed: map[string]int{}}
+	g := &fakeGateway{routes: map[string]bool{}, bodies: map[string]controller.Route{}, removed: map[string]int{}}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	return g
 }
@@ -53,6 +57,10 @@ func (g *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPut:
 		g.routes[key] = true
+		var body controller.Route
+		if json.NewDecoder(r.Body).Decode(&body) == nil {
+			g.bodies[key] = body
+		}
 	case http.MethodDelete:
 		if !g.routes[key] {
 			http.NotFound(w, r)
@@ -79,6 +87,14 @@ func (g *fakeGateway) setDown(down bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.down = down
+}
+
+// route is the last route registered for ns/name.
+func (g *fakeGateway) route(ns, name string) (controller.Route, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.bodies[ns+"/"+name]
+	return r, ok && g.routes[ns+"/"+name]
 }
 
 func (g *fakeGateway) registered(key string) bool {

@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// TestV1beta1Acts: on the v1beta1 install the operator watches v1beta1 and acts on what only
+// v1beta1 holds: adapters become a ConfigMap mounted into vLLM, autoscaling bounds and the
+// queue target go to the HPA, two or more pods get a PodDisruptionBudget, the gateway route is
+// registered with its path, and status carries the endpoint and the loaded adapters. Removing
+// the adapters removes the ConfigMap and the mount; kubectl scale works on v1beta1.
+func TestV1beta1Acts(t *testing.T) {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	w := useWebhookCRD(t)
+	kubectl := func(args ...string) string { return env.Kubectl(t, append([]string{w.cache}, args...)...) }
+	f := filepath.Join(t.TempDir(), "lora.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: lora}
+spec:
+  baseModel: Qwen/Qwen3-8B
+  adapters:
+  - {name: sql, storageURI: "hf://org/sql-lora"}
+  - {name: chat, storageURI: "s3://bucket/chat-lora"}
+  autoscaling: {minReplicas: 2, maxReplicas: 6, targetQueueLength: 3}
+  gateway: {route: /models/qwen-8b, priority: 10}
+  gpusPerReplica: 1
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	kubectl("apply", "-n", ns, "-f", f)
+	ctx := context.Background()
+
+	var endpoint string
+	testenv.Eventually(t, 90*time.Second, "lora Ready with endpoint and loaded adapters", func() error {
+		u, err := getVersion(t, true, ns, "lora")
+		if err != nil {
+			return err
+		}
+		var b crd.InferenceServiceV1beta1
+		if err := runtimeFromUnstructured(u, &b); err != nil {
+			return err
+		}
+		if b.Status.Phase != crd.PhaseReady || !slices.Equal(b.Status.LoadedAdapters, []string{"sql", "chat"}) || b.Status.Endpoint == "" {
+			return fmt.Errorf("status %+v", b.Status)
+		}
+		endpoint = b.Status.Endpoint
+		return nil
+	})
+	t.Logf("created to Ready with adapters loaded: %.1fs; endpoint %s", time.Since(created).Seconds(), endpoint)
+	if endpoint != "http://lora."+ns+".svc:8000" {
+		t.Fatalf("endpoint %q", endpoint)
+	}
+
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "lora", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, controller.EnableLoRAArg) || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == controller.AdaptersVolume && m.MountPath == controller.AdaptersPath
+	}) {
+		t.Fatalf("vLLM does not mount the adapters: args %v mounts %v", c.Args, c.VolumeMounts)
+	}
+	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, controller.AdaptersConfigMapName("lora"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []struct{ Name, Path string }
+	if err := json.Unmarshal([]byte(cm.Data[controller.AdaptersFile]), &entries); err != nil || len(entries) != 2 || entries[0].Path != "hf://org/sql-lora" {
+		t.Fatalf("adapters ConfigMap %v: %v", cm.Data, err)
+	}
+	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "lora", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 6 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != 3 {
+		t.Fatalf("HPA %d..%d target %v", *h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Spec.Metrics[0].Pods.Target.AverageValue)
+	}
+	pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "lora", metav1.GetOptions{})
+	if err != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Fatalf("PodDisruptionBudget: %v %+v", err, pdb)
+	}
+	if r, ok := env.gateway.route(ns, "lora"); !ok || r.Path != "/models/qwen-8b" || r.Priority != 10 || !slices.Equal(r.Adapters, []string{"sql", "chat"}) {
+		t.Fatalf("gateway route %+v (registered %v)", r, ok)
+	}
+	out := kubectl("get", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns)
+	t.Logf("kubectl get:\n%s", out)
+
+	// Adapters removed through kubectl: the ConfigMap, the mount and --enable-lora go.
+	kubectl("patch", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/spec/adapters"}]`)
+	testenv.Eventually(t, 60*time.Second, "adapters ConfigMap and mount removed", func() error {
+		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, controller.AdaptersConfigMapName("lora"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ConfigMap still there: %v", err)
+		}
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "lora", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == controller.AdaptersVolume {
+				return fmt.Errorf("volume %s still mounted", v.Name)
+			}
+		}
+		u, err := getVersion(t, true, ns, "lora")
+		if err != nil {
+			return err
+		}
+		if la := nested(u, "status", "loadedAdapters"); la != nil {
+			return fmt.Errorf("status.loadedAdapters %v", la)
+		}
+		return nil
+	})
+
+	// kubectl scale on v1beta1: refused while autoscaling is set (the XOR rule), then fixed
+	// replicas after switching, with the HPA bounds of the seed.
+	if out, err := kubectlErr(t, nil, w.cache, "scale", "inferenceservices.v1beta1.ai.example.com/lora", "-n", ns, "--replicas=4"); err == nil || !strings.Contains(out, crd.RuleReplicasXorAutoscalingMs) {
+		t.Fatalf("kubectl scale of an autoscaled isvc: want the XOR rule's refusal, got %v: %s", err, out)
+	}
+	kubectl("patch", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns, "--type=merge", "-p", `{"spec":{"autoscaling":null,"replicas":1}}`)
+	kubectl("scale", "inferenceservices.v1beta1.ai.example.com/lora", "-n", ns, "--replicas=4")
+	testenv.Eventually(t, 60*time.Second, "HPA 2..12 after kubectl scale --replicas=4", func() error {
+		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "lora", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 12 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != controller.TargetQueueLength {
+			return fmt.Errorf("HPA %d..%d", *h.Spec.MinReplicas, h.Spec.MaxReplicas)
+		}
+		return nil
+	})
+}
+
+// TestStorageMigration: objects stored as v1alpha1 are rewritten as v1beta1 by the operator
+// once v1beta1 becomes the storage version, storedVersions is cleared to [v1beta1], nothing in
+// the objects or their children changes; the rollback moves them back the same way. What is
+// stored is read from etcd itself.
+func TestStorageMigration(t *testing.T) {
+	ns := env.Namespace(t)
+	n := envInt("MIGRATION_N", 20)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=120s") })
+	ctx := context.Background()
+	for i := range n {
+		if _, err := env.CreateISVC(ctx, ns, fmt.Sprintf("m%03d", i), map[string]any{"model": "m/x", "replicas": int64(1 + i%3), "gpusPerReplica": int64(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type snap struct {
+		spec     any
+		children map[string]types.UID
+	}
+	before := map[string]snap{}
+	testenv.Eventually(t, 3*time.Minute, "every object Ready", func() error {
+		for i := range n {
+			name := fmt.Sprintf("m%03d", i)
+			u, err := getVersion(t, false, ns, name)
+			if err != nil {
+				return err
+			}
+			if nested(u, "status", "phase") != string(crd.PhaseReady) {
+				return fmt.Errorf("%s phase %v", name, nested(u, "status", "phase"))
+			}
+			d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s, err := env.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			before[name] = snap{spec: u.Object["spec"], children: map[string]types.UID{"Deployment": d.UID, "Service": s.UID}}
+		}
+		return nil
+	})
+	storedAs := func(name string) string {
+		t.Helper()
+		raw, err := env.Cluster.EtcdGet(ctx, "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
+		if err != nil || raw == nil {
+			t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
+		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw, &tm); err != nil {
+			t.Fatalf("stored %s is not JSON: %v", name, err)
+		}
+		return tm.APIVersion
+	}
+	countStored := func(apiVersion string) int {
+		c := 0
+		for i := range n {
+			if storedAs(fmt.Sprintf("m%03d", i)) == apiVersion {
+				c++
+			}
+		}
+		return c
+	}
+	if got := countStored(crd.GroupVersion.String()); got != n {
+		t.Fatalf("before: %d of %d stored as v1alpha1", got, n)
+	}
+
+	start := time.Now()
+	w := useWebhookCRD(t)
+	waitStoredVersions(t, 2*time.Minute, crd.VersionV1beta1)
+	migrated := time.Since(start)
+	if got := countStored(crd.GroupVersionV1beta1.String()); got != n {
+		t.Fatalf("after the migration: %d of %d stored as v1beta1", got, n)
+	}
+	for name, b := range before {
+		u, err := getVersion(t, false, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(u.Object["spec"], b.spec) {
+			t.Fatalf("%s spec changed by the migration:\n%v\n%v", name, u.Object["spec"], b.spec)
+		}
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.UID != b.children["Deployment"] {
+			t.Fatalf("%s Deployment replaced or gone: %v", name, err)
+		}
+	}
+	t.Logf("storage v1alpha1 -> v1beta1: %d objects rewritten and storedVersions [v1beta1] %.1fs after the CRD change; specs and children unchanged", n, migrated.Seconds())
+
+	start = time.Now()
+	w.rollBack(t)
+	if got := countStored(crd.GroupVersion.String()); got != n {
+		t.Fatalf("after the rollback: %d of %d stored as v1alpha1", got, n)
+	}
+	t.Logf("rollback v1beta1 -> v1alpha1: %d objects, storedVersions [v1alpha1] in %.1fs", n, time.Since(start).Seconds())
+}
+
+func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
