@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -60,7 +61,8 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	webhookAddr, webhookCertDir               string
 	webhookCASync                             time.Duration
-	apiVersion                                string
+	apiVersion, gatewayParent                 string
+	serviceMonitors                           bool
 	migrationPeriod                           time.Duration
 }
 
@@ -91,6 +93,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
 	flag.StringVar(&o.apiVersion, "api-version", "auto", "InferenceService version to watch and write status in: v1alpha1, v1beta1, or auto (v1beta1 when the API server serves it).")
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
+	flag.StringVar(&o.gatewayParent, "gateway-parent", "", "namespace/name of the Gateway API Gateway that HTTPRoutes of models with spec.gateway attach to; empty creates no HTTPRoutes.")
+	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
 	flag.Parse()
 	return o
 }
@@ -162,8 +166,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	features, optional, err := discoverFeatures(o, kube.Discovery())
+	if err != nil {
+		return err
+	}
 	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
-		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}})
+		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")
@@ -176,7 +184,7 @@ func run(ctx context.Context, o options) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
 	ctrl := controller.New(controller.Config{
-		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion,
+		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion, Features: features,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
@@ -207,7 +215,7 @@ func run(ctx context.Context, o options) error {
 	if !caches.WaitForCacheSync(ctx) {
 		return errors.New("caches did not sync before shutdown")
 	}
-	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "namespaces", o.namespaces, "workers", o.workers)
+	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "serviceMonitors", features.ServiceMonitors, "httpRoutes", features.HTTPRoutes, "namespaces", o.namespaces, "workers", o.workers)
 
 	work := func(ctx context.Context) {
 		if o.migrationPeriod > 0 {
@@ -233,19 +241,62 @@ func watchedVersion(flagValue string, disco discovery.DiscoveryInterface) (strin
 	default:
 		return "", fmt.Errorf("--api-version=%q: want %s, %s or auto", flagValue, crd.Version, crd.VersionV1beta1)
 	}
-	list, err := disco.ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String())
+	ok, err := served(disco, crd.ResourceV1beta1)
+	if err != nil || !ok {
+		return crd.Version, err
+	}
+	return crd.VersionV1beta1, nil
+}
+
+// served reports whether the API server serves gvr.
+func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
+	list, err := disco.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
-		return crd.Version, nil
+		return false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("discovering %s: %w", crd.GroupVersionV1beta1, err)
+		return false, fmt.Errorf("discovering %s: %w", gvr.GroupVersion(), err)
 	}
 	for _, r := range list.APIResources {
-		if r.Name == crd.Plural {
-			return crd.VersionV1beta1, nil
+		if r.Name == gvr.Resource {
+			return true, nil
 		}
 	}
-	return crd.Version, nil
+	return false, nil
+}
+
+// discoverFeatures turns on the optional children whose CRDs are served; a CRD installed
+// later needs a restart (the Deployment's rollout), as with other operators.
+func discoverFeatures(o options, disco discovery.DiscoveryInterface) (controller.Features, []schema.GroupVersionResource, error) {
+	var f controller.Features
+	var watch []schema.GroupVersionResource
+	if o.serviceMonitors {
+		ok, err := served(disco, controller.ServiceMonitorGVR)
+		if err != nil {
+			return f, nil, err
+		}
+		if f.ServiceMonitors = ok; ok {
+			watch = append(watch, controller.ServiceMonitorGVR)
+		}
+	}
+	if o.gatewayParent != "" {
+		ns, name, found := strings.Cut(o.gatewayParent, "/")
+		if !found || ns == "" || name == "" {
+			return f, nil, fmt.Errorf("--gateway-parent=%q: want namespace/name", o.gatewayParent)
+		}
+		ok, err := served(disco, controller.HTTPRouteGVR)
+		if err != nil {
+			return f, nil, err
+		}
+		if !ok {
+			klog.InfoS("Gateway API HTTPRoutes are not served; --gateway-parent has no effect", "parent", o.gatewayParent)
+		}
+		if f.HTTPRoutes = ok; ok {
+			f.GatewayParent = types.NamespacedName{Namespace: ns, Name: name}
+			watch = append(watch, controller.HTTPRouteGVR)
+		}
+	}
+	return f, watch, nil
 }
 
 // runLeader runs work only while this replica holds the Lease. On SIGTERM (ctx done) the

@@ -14,7 +14,7 @@ func BenchmarkReconcileConverged(b *testing.B) {
 	w.podsReady()
 	w.reconcile()
 	// The controller keeps Desired per generation, so a resync does not rebuild it.
-	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Desired: DesiredChildren(w.isvc, &crd.SpecExtensions{})}
+	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Desired: DesiredChildren(w.isvc, &crd.SpecExtensions{}, Features{})}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

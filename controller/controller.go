@@ -40,6 +40,9 @@ type Caches interface {
 	HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error)
 	ConfigMap(namespace, name string) (*corev1.ConfigMap, bool, error)
 	PDB(namespace, name string) (*policyv1.PodDisruptionBudget, bool, error)
+	// Optional reads an optional child (ServiceMonitorGVR, HTTPRouteGVR); absent when its
+	// informer does not run.
+	Optional(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, error)
 	ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error)
 	Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
 }
@@ -62,6 +65,8 @@ type Config struct {
 	// Gateway registers routes; nil disables registration and the finalizer.
 	Gateway Registrar
 	Metrics Metrics
+	// Features are the optional children to manage.
+	Features Features
 	// Version is the InferenceService version the caches hold and status is written in:
 	// crd.Version (v1alpha1, the default) or crd.VersionV1beta1.
 	Version string
@@ -70,6 +75,8 @@ type Config struct {
 // Controller reconciles InferenceServices.
 type Controller struct {
 	kube     kubernetes.Interface                   // writes children
+	dyn      dynamic.Interface                      // writes optional (unstructured) children
+	features Features
 	isvcs    dynamic.NamespaceableResourceInterface // writes isvc status and finalizers
 	caches   Caches                                 // every read on the hot path
 	queue    *queue.Queue                           // keys of isvcs to reconcile
@@ -88,7 +95,7 @@ func New(cfg Config) *Controller {
 		version = crd.Version
 	}
 	return &Controller{
-		kube: cfg.Kube, isvcs: cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)), caches: cfg.Caches, queue: cfg.Queue,
+		kube: cfg.Kube, dyn: cfg.Dynamic, features: cfg.Features, isvcs: cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)), caches: cfg.Caches, queue: cfg.Queue,
 		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
 	}
 }

@@ -25,14 +25,14 @@ type desiredEntry struct {
 	d   *Desired
 }
 
-func (c *desiredCache) get(k queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions) *Desired {
+func (c *desiredCache) get(k queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) *Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a := isvc.Annotations[crd.AnnotationV1beta1Spec]
 	if e, ok := c.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation && isvc.Generation != 0 && e.ext == a {
 		return e.d
 	}
-	d := DesiredChildren(isvc, ext)
+	d := DesiredChildren(isvc, ext, f)
 	if c.m == nil {
 		c.m = map[queue.Key]desiredEntry{}
 	}

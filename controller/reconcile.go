@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -25,6 +26,9 @@ type Observed struct {
 	HPA         *autoscalingv2.HorizontalPodAutoscaler
 	ConfigMap   *corev1.ConfigMap // the adapter list
 	PDB         *policyv1.PodDisruptionBudget
+	// Optional children, read only when Features says their CRDs are installed.
+	ServiceMonitor *unstructured.Unstructured
+	HTTPRoute      *unstructured.Unstructured
 	ReplicaSets []*appsv1.ReplicaSet
 	Pods        []*corev1.Pod
 }
@@ -34,6 +38,7 @@ type Input struct {
 	ISVC *crd.InferenceService
 	// Ext are the v1beta1 fields (adapters, autoscaling, gateway), from crd.ExtensionsOf.
 	Ext      crd.SpecExtensions
+	Features Features
 	Observed Observed
 	Now      metav1.Time
 	// Desired may carry DesiredChildren(ISVC) computed earlier for the same generation; nil
@@ -49,14 +54,17 @@ type Desired struct {
 	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero
 	ConfigMap  *corev1.ConfigMap                      // nil without adapters
 	PDB        *policyv1.PodDisruptionBudget          // nil below two pods
+	// Optional children: nil when the feature is off or the spec does not ask for them.
+	ServiceMonitor *unstructured.Unstructured
+	HTTPRoute      *unstructured.Unstructured
 	Scale      Scale
 	Selector   string
 }
 
 // DesiredChildren builds the children the spec asks for.
-func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions) *Desired {
+func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) *Desired {
 	sc := scaleOf(isvc, ext)
-	return &Desired{
+	d := &Desired{
 		Deployment: desiredDeployment(isvc, ext),
 		Service:    desiredService(isvc),
 		HPA:        desiredHPA(isvc, ext, sc),
@@ -65,6 +73,13 @@ func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions) *Desir
 		Scale:      sc,
 		Selector:   labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
 	}
+	if f.ServiceMonitors {
+		d.ServiceMonitor = desiredServiceMonitor(isvc)
+	}
+	if f.HTTPRoutes {
+		d.HTTPRoute = desiredHTTPRoute(isvc, ext, f.GatewayParent)
+	}
+	return d
 }
 
 // Verb is what to do with a child.
@@ -113,7 +128,7 @@ func Reconcile(in Input) Output {
 	var out Output
 	want := in.Desired
 	if want == nil {
-		want = DesiredChildren(isvc, &in.Ext)
+		want = DesiredChildren(isvc, &in.Ext, in.Features)
 	}
 
 	wantD, sc := want.Deployment, want.Scale
@@ -169,6 +184,21 @@ func Reconcile(in Input) Output {
 			upd := live.DeepCopy()
 			setPDB(upd, wantP)
 			out.add(Update, "PodDisruptionBudget", upd)
+		}
+	}
+
+	for _, o := range []struct {
+		on         bool
+		kind       string
+		live, want *unstructured.Unstructured
+	}{
+		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, want.ServiceMonitor},
+		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, want.HTTPRoute},
+	} {
+		if o.on && optional(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
+			upd := o.live.DeepCopy()
+			setUnstructured(upd, o.want)
+			out.add(Update, o.kind, upd)
 		}
 	}
 

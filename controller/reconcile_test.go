@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,7 @@ import (
 type world struct {
 	isvc *crd.InferenceService
 	ext  crd.SpecExtensions
+	f    Features
 	obs  Observed
 	rv   int
 }
@@ -40,7 +42,7 @@ func (w *world) now() metav1.Time {
 }
 
 func (w *world) reconcile() Output {
-	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Observed: w.obs, Now: w.now()})
+	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.obs, Now: w.now()})
 	w.isvc.Status = out.Status
 	return out
 }
@@ -84,6 +86,16 @@ func (w *world) apply(actions []Action) {
 				continue
 			}
 			w.obs.PDB = o
+		case *unstructured.Unstructured:
+			slot := &w.obs.ServiceMonitor
+			if o.GetKind() == KindHTTPRoute {
+				slot = &w.obs.HTTPRoute
+			}
+			if a.Verb == Delete {
+				*slot = nil
+				continue
+			}
+			*slot = o
 		}
 	}
 }
@@ -357,10 +369,11 @@ func TestSetThenNotDrifted(t *testing.T) {
 		"adapters and autoscaling": {
 			Adapters:    []crd.Adapter{{Name: "sql", StorageURI: "hf://o/sql"}},
 			Autoscaling: &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 7, TargetQueueLength: ptr.To[int32](3)},
+			Gateway:     &crd.Gateway{Route: "/r"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			want := DesiredChildren(w.isvc, ext)
+			want := DesiredChildren(w.isvc, ext, Features{ServiceMonitors: true, HTTPRoutes: true})
 			blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}}}},
 				Volumes:    []corev1.Volume{{Name: "shm"}},
@@ -386,6 +399,16 @@ func TestSetThenNotDrifted(t *testing.T) {
 			setPDB(blankP, want.PDB)
 			if pdbDrifted(blankP, want.PDB) {
 				t.Fatal("pdb drifted after set")
+			}
+			for _, u := range []*unstructured.Unstructured{want.ServiceMonitor, want.HTTPRoute} {
+				if u == nil {
+					continue
+				}
+				blank := &unstructured.Unstructured{Object: map[string]interface{}{"spec": map[string]interface{}{"x": "y"}}}
+				setUnstructured(blank, u)
+				if unstructuredDrifted(blank, u) {
+					t.Fatalf("%s drifted after set", u.GetKind())
+				}
 			}
 			if want.ConfigMap != nil {
 				blankC := &corev1.ConfigMap{Data: map[string]string{"other": "x"}}
@@ -439,10 +462,19 @@ func TestV1beta1Children(t *testing.T) {
 		Adapters:      []crd.Adapter{{Name: "sql", StorageURI: "hf://o/sql"}, {Name: "chat", StorageURI: "s3://b/chat"}},
 		Autoscaling:   &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptr.To[int32](2)},
 		ReplicasUnset: true,
+		Gateway:       &crd.Gateway{Route: "/models/qwen3"},
 	}
+	w.f = Features{ServiceMonitors: true, HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}}
 	out := w.reconcile()
-	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create ConfigMap, create PodDisruptionBudget" {
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create ConfigMap, create PodDisruptionBudget, create ServiceMonitor, create HTTPRoute" {
 		t.Fatalf("first reconcile: %s", got)
+	}
+	route := out.Actions[6].Object.(*unstructured.Unstructured)
+	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); fmt.Sprint(v) != "[map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] matches:[map[path:map[type:PathPrefix value:/models/qwen3]]]]]" {
+		t.Fatalf("HTTPRoute rules %v", v)
+	}
+	if ref := route.GetOwnerReferences(); len(ref) != 1 || ref[0].UID != w.isvc.UID || !*ref[0].Controller {
+		t.Fatalf("HTTPRoute owner %v", ref)
 	}
 	d := out.Actions[0].Object.(*appsv1.Deployment)
 	h := out.Actions[2].Object.(*autoscalingv2.HorizontalPodAutoscaler)
@@ -500,6 +532,15 @@ func TestV1beta1Children(t *testing.T) {
 	if out := w.reconcile(); len(out.Actions) != 0 || len(out.StatusExt.LoadedAdapters) != 0 {
 		t.Fatalf("not converged after removing adapters: %s %v", verbs(out.Actions), out.StatusExt)
 	}
+
+	// The gateway section removed: the HTTPRoute goes; the ServiceMonitor stays.
+	w.ext.Gateway = nil
+	w.isvc.Generation++
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "delete HTTPRoute" {
+		t.Fatalf("gateway removed: %s", got)
+	}
+	w.apply(out.Actions)
 
 	// Autoscaling down to one pod: the budget goes.
 	w.ext.Autoscaling = &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 3}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -72,7 +73,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if err != nil {
 		return err
 	}
-	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Desired: c.desired.get(key, isvc, &ext)}
+	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Desired: c.desired.get(key, isvc, &ext, c.features), Features: c.features}
 	out := Reconcile(in)
 
 	applyErr := c.applyAll(ctx, u, out.Actions)
@@ -150,6 +151,20 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 		return obs, err
 	} else if !ok {
 		obs.PDB = nil
+	}
+	for _, o := range []struct {
+		on   bool
+		gvr  schema.GroupVersionResource
+		into **unstructured.Unstructured
+	}{{c.features.ServiceMonitors, ServiceMonitorGVR, &obs.ServiceMonitor}, {c.features.HTTPRoutes, HTTPRouteGVR, &obs.HTTPRoute}} {
+		if !o.on {
+			continue
+		}
+		if *o.into, ok, err = c.caches.Optional(o.gvr, ns, name); err != nil {
+			return obs, err
+		} else if !ok {
+			*o.into = nil
+		}
 	}
 	sel := labels.SelectorFromSet(selectorLabels(name))
 	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, sel); err != nil {
@@ -313,6 +328,13 @@ func remerge(live Child, a Action) (Child, bool) {
 		}
 		setPDB(l, d)
 		return l, true
+	case *unstructured.Unstructured:
+		d := desired.(*unstructured.Unstructured)
+		if !unstructuredDrifted(l, d) {
+			return nil, false
+		}
+		setUnstructured(l, d)
+		return l, true
 	case *corev1.Service:
 		d := desired.(*corev1.Service)
 		if !serviceDrifted(l, d) {
@@ -365,13 +387,23 @@ func (c *Controller) write(ctx context.Context, v Verb, obj Child) (Child, error
 			return cl.Create(ctx, o, co)
 		}
 		return cl.Update(ctx, o, uo)
+	case *unstructured.Unstructured:
+		gvr, ok := gvrOfKind(o.GetKind())
+		if !ok {
+			break
+		}
+		cl := c.dyn.Resource(gvr).Namespace(o.GetNamespace())
+		if v == Create {
+			return cl.Create(ctx, o, co)
+		}
+		return cl.Update(ctx, o, uo)
 	}
 	return nil, fmt.Errorf("unsupported child %T", obj)
 }
 
 func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
 	ns, name := obj.GetNamespace(), obj.GetName()
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	case *corev1.Service:
@@ -382,6 +414,10 @@ func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
 		return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	case *policyv1.PodDisruptionBudget:
 		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	case *unstructured.Unstructured:
+		if gvr, ok := gvrOfKind(o.GetKind()); ok {
+			return c.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		}
 	}
 	return nil, fmt.Errorf("unsupported child %T", obj)
 }
@@ -389,7 +425,7 @@ func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
 func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Preconditions) error {
 	ns, name := obj.GetNamespace(), obj.GetName()
 	opts := metav1.DeleteOptions{Preconditions: pre}
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return c.kube.AppsV1().Deployments(ns).Delete(ctx, name, opts)
 	case *corev1.Service:
@@ -400,6 +436,10 @@ func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Precondi
 		return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
 	case *policyv1.PodDisruptionBudget:
 		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, opts)
+	case *unstructured.Unstructured:
+		if gvr, ok := gvrOfKind(o.GetKind()); ok {
+			return c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, opts)
+		}
 	}
 	return fmt.Errorf("unsupported child %T", obj)
 }

@@ -41,6 +41,9 @@ type Options struct {
 	Resync time.Duration
 	// Resource is the InferenceService version to watch; zero means crd.Resource (v1alpha1).
 	Resource schema.GroupVersionResource
+	// Optional are children kinds from CRDs that may be absent (ServiceMonitors, HTTPRoutes):
+	// watched, label-scoped like the others, only when listed.
+	Optional []schema.GroupVersionResource
 }
 
 // Set is the operator's caches across its namespaces.
@@ -59,6 +62,9 @@ type scope struct {
 	cm       cache.SharedIndexInformer
 	pdb      cache.SharedIndexInformer
 	pod      cache.SharedIndexInformer
+	// optional children, unstructured, through their own label-scoped dynamic factory
+	optional    dynamicinformer.DynamicSharedInformerFactory
+	optionalInf map[schema.GroupVersionResource]cache.SharedIndexInformer
 	// ResourceQuotas are an admin's, not labelled by the operator: their own unscoped factory,
 	// read only by the metrics collector at scrape time, so no resync.
 	quotas   informers.SharedInformerFactory
@@ -96,6 +102,14 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.pdb = sc.children.Policy().V1().PodDisruptionBudgets().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
 		must(sc.pod.SetTransform(StripPod))
+		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns,
+			func(o *metav1.ListOptions) { o.LabelSelector = managed })
+		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
+		for _, gvr := range opts.Optional {
+			inf := sc.optional.ForResource(gvr).Informer()
+			must(inf.SetTransform(StripManagedFields))
+			sc.optionalInf[gvr] = inf
+		}
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(StripManagedFields))
 		sc.quotaInf = sc.quotas.Core().V1().ResourceQuotas().Informer()
@@ -167,6 +181,11 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 				return err
 			}
 		}
+		for _, inf := range sc.optionalInf {
+			if err := add(inf, h.Child); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -176,6 +195,7 @@ func (s *Set) Start(ctx context.Context) {
 	for _, sc := range s.scopes {
 		sc.isvc.Start(ctx.Done())
 		sc.children.Start(ctx.Done())
+		sc.optional.Start(ctx.Done())
 		sc.quotas.Start(ctx.Done())
 	}
 }
@@ -184,6 +204,11 @@ func (s *Set) Start(ctx context.Context) {
 func (s *Set) HasSynced() bool {
 	for _, sc := range s.scopes {
 		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.cm, sc.pdb, sc.pod, sc.quotaInf} {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+		for _, inf := range sc.optionalInf {
 			if !inf.HasSynced() {
 				return false
 			}
@@ -256,6 +281,15 @@ func (s *Set) ConfigMap(namespace, name string) (*corev1.ConfigMap, bool, error)
 // PDB returns the cached PodDisruptionBudget; callers must not modify it.
 func (s *Set) PDB(namespace, name string) (*policyv1.PodDisruptionBudget, bool, error) {
 	return get[*policyv1.PodDisruptionBudget](s, func(sc *scope) cache.SharedIndexInformer { return sc.pdb }, namespace, name)
+}
+
+// Optional returns a cached optional child; absent when its kind is not watched.
+func (s *Set) Optional(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	sc, ok := s.scopeFor(namespace)
+	if !ok || sc.optionalInf[gvr] == nil {
+		return nil, false, nil
+	}
+	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, namespace, name)
 }
 
 // ReplicaSets lists the cached ReplicaSets in namespace matching selector.

@@ -34,6 +34,9 @@ func freeLoopbackPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// gatewayParent is the Gateway HTTPRoutes attach to, when the HTTPRoute CRD is served.
+const gatewayParent = "gateway-system/public"
+
 // webhookInstall is the v1beta1 install the conversion tests switch to.
 type webhookInstall struct {
 	port    int
@@ -66,7 +69,7 @@ func (w *webhookInstall) start(t *testing.T) {
 		return
 	}
 	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", w.port),
-		"--webhook-cert-dir="+w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s"); err != nil {
+		"--webhook-cert-dir="+w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s", "--gateway-parent="+gatewayParent); err != nil {
 		t.Fatal(err)
 	}
 }

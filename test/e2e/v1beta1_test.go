@@ -26,12 +26,19 @@ import (
 // TestV1beta1Acts: on the v1beta1 install the operator watches v1beta1 and acts on what only
 // v1beta1 holds: adapters become a ConfigMap mounted into vLLM, autoscaling bounds and the
 // queue target go to the HPA, two or more pods get a PodDisruptionBudget, the gateway route is
-// registered with its path, and status carries the endpoint and the loaded adapters. Removing
-// the adapters removes the ConfigMap and the mount; kubectl scale works on v1beta1.
+// registered with its path, and status carries the endpoint and the loaded adapters. Where the
+// Prometheus Operator's and Gateway API's CRDs are served, a ServiceMonitor and an HTTPRoute
+// follow the model. Removing the adapters removes the ConfigMap and the mount; kubectl scale
+// works on v1beta1.
 func TestV1beta1Acts(t *testing.T) {
 	ns := env.Namespace(t)
 	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	crds := filepath.Join(env.Root, "test", "e2e", "testdata", "optional_crds.yaml")
+	env.Kubectl(t, "apply", "-f", crds)
+	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")
 	w := useWebhookCRD(t)
+	// Before the operator restarts without them (cleanups run last first).
+	t.Cleanup(func() { env.Kubectl(t, "delete", "-f", crds, "--wait=true", "--timeout=60s") })
 	kubectl := func(args ...string) string { return env.Kubectl(t, append([]string{w.cache}, args...)...) }
 	f := filepath.Join(t.TempDir(), "lora.yaml")
 	if err := os.WriteFile(f, []byte(`apiVersion: ai.example.com/v1beta1
@@ -105,6 +112,36 @@ spec:
 	if r, ok := env.gateway.route(ns, "lora"); !ok || r.Path != "/models/qwen-8b" || r.Priority != 10 || !slices.Equal(r.Adapters, []string{"sql", "chat"}) {
 		t.Fatalf("gateway route %+v (registered %v)", r, ok)
 	}
+	sm, err := env.Dyn.Resource(controller.ServiceMonitorGVR).Namespace(ns).Get(ctx, "lora", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("ServiceMonitor: %v", err)
+	}
+	if ep := fmt.Sprint(nested(sm, "spec", "endpoints")); ep != "[map[interval:15s path:/metrics port:http scheme:http]]" || len(sm.GetOwnerReferences()) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %s owners %v", ep, sm.GetOwnerReferences())
+	}
+	routes := env.Dyn.Resource(controller.HTTPRouteGVR).Namespace(ns)
+	hr, err := routes.Get(ctx, "lora", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("HTTPRoute: %v", err)
+	}
+	if got := fmt.Sprint(nested(hr, "spec", "parentRefs"), nested(hr, "spec", "rules")); !strings.Contains(got, "name:public namespace:gateway-system") ||
+		!strings.Contains(got, "value:/models/qwen-8b") || !strings.Contains(got, "name:lora port:8000") {
+		t.Fatalf("HTTPRoute spec %s", got)
+	}
+	// Deleted by someone: back, with a new UID.
+	if err := routes.Delete(ctx, "lora", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the HTTPRoute restored", func() error {
+		again, err := routes.Get(ctx, "lora", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if again.GetUID() == hr.GetUID() {
+			return fmt.Errorf("same UID")
+		}
+		return nil
+	})
 	out := kubectl("get", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns)
 	t.Logf("kubectl get:\n%s", out)
 

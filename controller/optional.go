@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Children whose CRDs may not be installed: a Prometheus Operator ServiceMonitor per model, and
+// a Gateway API HTTPRoute per model with spec.gateway. They are unstructured, so the operator
+// needs neither project's Go module.
+var (
+	ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
+	HTTPRouteGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+)
+
+// Kinds of the optional children, and their resources.
+const (
+	KindServiceMonitor = "ServiceMonitor"
+	KindHTTPRoute      = "HTTPRoute"
+)
+
+func gvrOfKind(kind string) (schema.GroupVersionResource, bool) {
+	switch kind {
+	case KindServiceMonitor:
+		return ServiceMonitorGVR, true
+	case KindHTTPRoute:
+		return HTTPRouteGVR, true
+	}
+	return schema.GroupVersionResource{}, false
+}
+
+// Features are the optional children this cluster can hold, found by discovery at start.
+type Features struct {
+	// ServiceMonitors: monitoring.coreos.com/v1 is served.
+	ServiceMonitors bool
+	// HTTPRoutes: gateway.networking.k8s.io/v1 is served and GatewayParent names the Gateway
+	// routes attach to.
+	HTTPRoutes    bool
+	GatewayParent types.NamespacedName
+}
+
+// metricsPath is where vLLM serves Prometheus metrics, on its API port.
+const metricsPath = "/metrics"
+
+// desiredServiceMonitor scrapes vLLM's /metrics (num_requests_waiting and the rest) through
+// the model's Service.
+func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructured {
+	u := newChildUnstructured(isvc, "monitoring.coreos.com/v1", KindServiceMonitor)
+	u.Object["spec"] = map[string]interface{}{
+		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{InstanceLabel: isvc.Name}},
+		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{isvc.Namespace}},
+		"endpoints": []interface{}{map[string]interface{}{
+			"port": PortName, "path": metricsPath, "interval": "15s", "scheme": "http",
+		}},
+	}
+	return u
+}
+
+// desiredHTTPRoute routes spec.gateway.route (default /{namespace}/{name}) on the parent
+// Gateway to the model's Service; nil without spec.gateway. Fields the Gateway API defaults
+// are written out, so the comparison sees no drift.
+func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, parent types.NamespacedName) *unstructured.Unstructured {
+	if ext.Gateway == nil {
+		return nil
+	}
+	r := routeOf(isvc, ext)
+	u := newChildUnstructured(isvc, "gateway.networking.k8s.io/v1", KindHTTPRoute)
+	u.Object["spec"] = map[string]interface{}{
+		"parentRefs": []interface{}{map[string]interface{}{
+			"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": parent.Namespace, "name": parent.Name,
+		}},
+		"rules": []interface{}{map[string]interface{}{
+			"matches": []interface{}{map[string]interface{}{
+				"path": map[string]interface{}{"type": "PathPrefix", "value": r.Path},
+			}},
+			"backendRefs": []interface{}{map[string]interface{}{
+				"group": "", "kind": "Service", "name": isvc.Name, "port": int64(Port), "weight": int64(1),
+			}},
+		}},
+	}
+	return u
+}
+
+func newChildUnstructured(isvc *crd.InferenceService, apiVersion, kind string) *unstructured.Unstructured {
+	meta := childMeta(isvc)
+	labels := map[string]interface{}{}
+	for k, v := range meta.Labels {
+		labels[k] = v
+	}
+	ref := meta.OwnerReferences[0]
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]interface{}{
+			"name": meta.Name, "namespace": meta.Namespace, "labels": labels,
+			"ownerReferences": []interface{}{map[string]interface{}{
+				"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": string(ref.UID),
+				"controller": true, "blockOwnerDeletion": true,
+			}},
+		},
+	}}
+}
+
+// unstructuredDrifted compares labels and the whole spec: the operator owns every field it
+// writes there, and writes out what the CRDs default.
+func unstructuredDrifted(live, want *unstructured.Unstructured) bool {
+	return !hasLabels(live.GetLabels(), want.GetLabels()) || !equality.Semantic.DeepEqual(live.Object["spec"], want.Object["spec"])
+}
+
+func setUnstructured(out, want *unstructured.Unstructured) {
+	out.SetLabels(mergeLabels(out.GetLabels(), want.GetLabels()))
+	out.Object["spec"] = runtimeDeepCopy(want.Object["spec"])
+}
+
+func runtimeDeepCopy(v interface{}) interface{} {
+	return (&unstructured.Unstructured{Object: map[string]interface{}{"v": v}}).DeepCopy().Object["v"]
+}
