@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -222,6 +223,9 @@ func run(ctx context.Context, o options) error {
 			// One writer rewrites stored objects: the leader, next to the workers.
 			go storage.Run(ctx, dyn, o.migrationPeriod)
 		}
+		if o.webhookAddr != "" {
+			go probeConversion(ctx, o, dyn, apiVersion, m, recorder)
+		}
 		ctrl.Run(ctx, o.workers)
 	}
 	if !o.leaderElect {
@@ -229,6 +233,36 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	return runLeader(ctx, o, kube, m, &leading, watchdog, work)
+}
+
+// probeConversion has the leader read InferenceServices in the version it does not watch, as
+// users' reads in that version do, and report a failing webhook as a gauge and, on each
+// change, an Event on the CRD (kubectl describe crd inferenceservices.ai.example.com).
+func probeConversion(ctx context.Context, o options, dyn dynamic.Interface, watched string, m *metrics.Metrics, rec events.EventRecorder) {
+	other := crd.VersionV1beta1
+	if watched == crd.VersionV1beta1 {
+		other = crd.Version
+	}
+	ns := ""
+	if list := splitList(o.namespaces); len(list) > 0 {
+		ns = list[0]
+	}
+	r := &webhook.TransitionReporter{
+		Gauge: m.SetConversionUp,
+		Event: func(warning bool, reason, msg string) {
+			obj, err := webhook.CRDObject(ctx, dyn)
+			if err != nil {
+				klog.ErrorS(err, "Cannot record the conversion probe's event", "reason", reason)
+				return
+			}
+			typ := corev1.EventTypeNormal
+			if warning {
+				typ = corev1.EventTypeWarning
+			}
+			rec.Eventf(obj, nil, typ, reason, "Convert", "%s", msg)
+		},
+	}
+	webhook.RunProbe(ctx, dyn, ns, other, o.webhookCASync, r)
 }
 
 // watchedVersion resolves --api-version: auto picks v1beta1 when the API server serves it

@@ -74,8 +74,8 @@ type Config struct {
 
 // Controller reconciles InferenceServices.
 type Controller struct {
-	kube     kubernetes.Interface                   // writes children
-	dyn      dynamic.Interface                      // writes optional (unstructured) children
+	kube     kubernetes.Interface // writes children
+	dyn      dynamic.Interface    // writes optional (unstructured) children
 	features Features
 	isvcs    dynamic.NamespaceableResourceInterface // writes isvc status and finalizers
 	caches   Caches                                 // every read on the hot path

@@ -21,16 +21,16 @@ import (
 // Observed is what the caches hold for one InferenceService. Every pointer is shared with an
 // informer's cache and must not be modified.
 type Observed struct {
-	Deployment  *appsv1.Deployment
-	Service     *corev1.Service
-	HPA         *autoscalingv2.HorizontalPodAutoscaler
-	ConfigMap   *corev1.ConfigMap // the adapter list
-	PDB         *policyv1.PodDisruptionBudget
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service
+	HPA        *autoscalingv2.HorizontalPodAutoscaler
+	ConfigMap  *corev1.ConfigMap // the adapter list
+	PDB        *policyv1.PodDisruptionBudget
 	// Optional children, read only when Features says their CRDs are installed.
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
-	ReplicaSets []*appsv1.ReplicaSet
-	Pods        []*corev1.Pod
+	ReplicaSets    []*appsv1.ReplicaSet
+	Pods           []*corev1.Pod
 }
 
 // Input is everything Reconcile depends on.
@@ -57,8 +57,8 @@ type Desired struct {
 	// Optional children: nil when the feature is off or the spec does not ask for them.
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
-	Scale      Scale
-	Selector   string
+	Scale          Scale
+	Selector       string
 }
 
 // DesiredChildren builds the children the spec asks for.

@@ -46,6 +46,7 @@ type Metrics struct {
 	gpus            *prometheus.GaugeVec
 	info            *prometheus.GaugeVec
 	leader          *prometheus.GaugeVec
+	conversion      prometheus.Gauge
 	Workqueue       *WorkqueueProvider
 
 	mu       sync.Mutex
@@ -103,6 +104,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "leader_election_master_status", Help: "1 while this replica holds the lease.",
 		}, []string{"name"}),
+		conversion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferenceservice_conversion_webhook_up", Help: "1 while the leader's probe reads InferenceServices through the API server in the version it does not store, so conversions work; 0 while they fail (with --webhook-bind-address).",
+		}),
 		infoSeen: map[[2]string][2]string{},
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
@@ -111,7 +115,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, m.conversion, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
@@ -171,6 +175,15 @@ func (m *Metrics) ForgetInferenceService(namespace, name string) {
 	m.mu.Lock()
 	delete(m.infoSeen, [2]string{namespace, name})
 	m.mu.Unlock()
+}
+
+// SetConversionUp records the conversion probe's outcome.
+func (m *Metrics) SetConversionUp(up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.conversion.Set(v)
 }
 
 // SetLeader records whether this replica leads.

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -136,5 +138,28 @@ func TestMergeBundle(t *testing.T) {
 	}
 	if got := MergeBundle(append([]byte("garbage"), b...), cas[5], now.Add(2*certValidity)); !bytes.Equal(got, cas[5]) {
 		t.Fatal("expired and unreadable entries were kept")
+	}
+}
+
+func TestTransitionReporter(t *testing.T) {
+	var gauge []bool
+	var events []string
+	r := &TransitionReporter{
+		Gauge: func(up bool) { gauge = append(gauge, up) },
+		Event: func(warning bool, reason, msg string) { events = append(events, fmt.Sprint(warning, " ", reason)) },
+	}
+	down := errors.New(`conversion webhook for ai.example.com/v1beta1, Kind=InferenceService failed: connection refused`)
+	for _, err := range []error{nil, down, down, down, nil, nil, down} {
+		r.ConversionProbe(err)
+	}
+	if fmt.Sprint(gauge) != "[true false false false true true false]" {
+		t.Fatalf("gauge %v", gauge)
+	}
+	want := "[true ConversionWebhookFailing false ConversionWebhookRecovered true ConversionWebhookFailing]"
+	if fmt.Sprint(events) != want {
+		t.Fatalf("events %v, want one per change: %s", events, want)
+	}
+	if !IsConversionError(down) || IsConversionError(errors.New("connection refused")) {
+		t.Fatal("IsConversionError")
 	}
 }

@@ -192,7 +192,8 @@ func TestConversionV1beta1(t *testing.T) {
 	})
 	// A private discovery cache: the shared one must not remember v1beta1 as the preferred
 	// version of isvc once the default CRD is back.
-	cache := useWebhookCRD(t).cache
+	w := useWebhookCRD(t)
+	cache := w.cache
 	kubectl := func(t *testing.T, args ...string) string { return env.Kubectl(t, append([]string{cache}, args...)...) }
 	kubectlErr := func(t *testing.T, env2 []string, args ...string) (string, error) {
 		return kubectlErr(t, env2, append([]string{cache}, args...)...)
@@ -309,7 +310,59 @@ spec:
 		}
 	}
 
-	// 5. The webhook down: reads in v1alpha1 of objects stored as v1beta1 fail with the API
+	// 5. The webhook unreachable while the operator runs (its Service lost its endpoints; here
+	// the CRD points at a dead port): the operator's probe reports it as a gauge and one
+	// Warning Event on the CRD with the API server's reason, and the recovery as well.
+	dead := w.definition()
+	dead.Spec.Conversion.Webhook.ClientConfig.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", freeLoopbackPort(t), crd.WebhookPath))
+	applyCRD(t, cache, dead)
+	conversionUp := func() (float64, error) {
+		fams, err := env.op.Scrape()
+		if err != nil {
+			return 0, err
+		}
+		f := fams["inferenceservice_conversion_webhook_up"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			return 0, fmt.Errorf("inferenceservice_conversion_webhook_up not exported")
+		}
+		return f.GetMetric()[0].GetGauge().GetValue(), nil
+	}
+	waitGauge := func(want float64) {
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("inferenceservice_conversion_webhook_up %v", want), func() error {
+			v, err := conversionUp()
+			if err != nil {
+				return err
+			}
+			if v != want {
+				return fmt.Errorf("gauge %v", v)
+			}
+			return nil
+		})
+	}
+	waitGauge(0)
+	var described string
+	testenv.Eventually(t, 30*time.Second, "a ConversionWebhookFailing event on the CRD", func() error {
+		described = kubectl(t, "describe", "crd", "inferenceservices.ai.example.com")
+		if !strings.Contains(described, "ConversionWebhookFailing") || !strings.Contains(described, "connection refused") {
+			return fmt.Errorf("not yet in kubectl describe crd")
+		}
+		return nil
+	})
+	for _, l := range strings.Split(described, "\n") {
+		if strings.Contains(l, "ConversionWebhookFailing") {
+			t.Logf("kubectl describe crd: %s", strings.TrimSpace(l))
+		}
+	}
+	applyCRD(t, cache, w.definition())
+	waitGauge(1)
+	testenv.Eventually(t, 30*time.Second, "a ConversionWebhookRecovered event", func() error {
+		if !strings.Contains(kubectl(t, "describe", "crd", "inferenceservices.ai.example.com"), "ConversionWebhookRecovered") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+
+	// 6. The webhook down: reads in v1alpha1 of objects stored as v1beta1 fail with the API
 	// server's conversion error, naming the webhook and why; hence every replica serves it.
 	stopOperator(t)
 	out, err := kubectlErr(t, nil, "get", "-n", ns, v1alpha1+"/beta")
