@@ -290,6 +290,21 @@ spec:
 		t.Fatalf("kubectl get %s:\n%s", v1beta1, out)
 	}
 
+	// 3b. kubectl edit in either version, read back through the other.
+	if out, err := kubectlErr(t, []string{`EDITOR=sed -i -e s/^\ \ replicas:\ 2$/\ \ replicas:\ 3/`}, "edit", "-n", ns, v1alpha1+"/alpha"); err != nil {
+		t.Fatalf("kubectl edit %s/alpha: %v: %s", v1alpha1, err, out)
+	}
+	if b, err := getVersion(t, true, ns, "alpha"); err != nil || nested(b, "spec", "replicas") != int64(3) {
+		t.Fatalf("edited in v1alpha1, read in v1beta1: %v %v", err, nested(b, "spec", "replicas"))
+	}
+	if out, err := kubectlErr(t, []string{`EDITOR=sed -i -e s/maxReplicas:\ 6$/maxReplicas:\ 7/`}, "edit", "-n", ns, v1beta1+"/beta"); err != nil {
+		t.Fatalf("kubectl edit %s/beta: %v: %s", v1beta1, err, out)
+	}
+	if a, err := getVersion(t, false, ns, "beta"); err != nil || !strings.Contains(a.GetAnnotations()[crd.AnnotationV1beta1Spec], `"maxReplicas":7`) {
+		t.Fatalf("edited in v1beta1, read in v1alpha1: %v %v", err, a.GetAnnotations())
+	}
+	t.Log("kubectl edit: v1alpha1 replicas 2->3 reads as v1beta1 replicas 3; v1beta1 maxReplicas 6->7 reads as v1alpha1's kept annotation")
+
 	// 4. The v1beta1 CEL rules, with their messages.
 	for _, tc := range []struct{ name, spec, want string }{
 		{"dup", `{baseModel: m, replicas: 1, adapters: [{name: a, storageURI: "hf://x"}, {name: a, storageURI: "hf://y"}]}`, crd.RuleAdapterNamesUniqueMsg},
