@@ -74,3 +74,49 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestExtensions: a v1beta1 object from the cache decodes to v1alpha1 plus its extensions, which
+// Validate checks like the API server's rules would; a v1alpha1 replicas change drops the kept
+// autoscaling as conversion does.
+func TestExtensions(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ai.example.com/v1beta1", "kind": "InferenceService",
+		"metadata": map[string]any{"name": "lora", "namespace": "ns"},
+		"spec": map[string]any{"baseModel": "m", "adapters": []any{map[string]any{"name": "sql", "storageURI": "hf://o/sql"}},
+			"autoscaling": map[string]any{"minReplicas": int64(2), "maxReplicas": int64(6)}},
+		"status": map[string]any{"endpoint": "http://lora.ns.svc:8000", "loadedAdapters": []any{"sql"}},
+	}}
+	isvc, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, status, err := ExtensionsOf(isvc)
+	if err != nil || isvc.Spec.Model != "m" || isvc.Spec.Replicas != 2 || len(spec.Adapters) != 1 || spec.Autoscaling == nil || spec.Autoscaling.MaxReplicas != 6 ||
+		status.Endpoint != "http://lora.ns.svc:8000" || len(status.LoadedAdapters) != 1 {
+		t.Fatalf("decoded %+v %+v %+v: %v", isvc.Spec, spec, status, err)
+	}
+	if err := Validate(isvc); err != nil {
+		t.Fatal(err)
+	}
+	isvc.Spec.Replicas = 5 // kubectl scale through v1alpha1
+	if spec, _, _ := ExtensionsOf(isvc); spec.Autoscaling != nil {
+		t.Fatal("a v1alpha1 replicas change must win over the kept autoscaling")
+	}
+
+	for _, tc := range []struct {
+		ext  string
+		want string
+	}{
+		{`{"adapters":[{"name":"a","storageURI":"hf://x"},{"name":"a","storageURI":"hf://y"}]}`, RuleAdapterNamesUniqueMsg},
+		{`{"autoscaling":{"minReplicas":5,"maxReplicas":2},"replicasUnset":true}`, RuleMinLEMaxMessage},
+		{`{"adapters":[{"name":"-bad","storageURI":"hf://x"}]}`, "spec.adapters[0].name"},
+		{`{"gateway":{"route":"no-slash"}}`, "spec.gateway.route"},
+		{`{"adapters":7}`, "annotation ai.example.com/v1beta1-spec"},
+	} {
+		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
+		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
+		if err := Validate(i); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want %q, got %v", tc.ext, tc.want, err)
+		}
+	}
+}
