@@ -42,6 +42,12 @@ var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 // Resource is the GroupVersionResource used by the dynamic client and informer.
 var Resource = GroupVersion.WithResource(Plural)
 
+// CRDName names the CustomResourceDefinition, the only CRD the operator reads and patches.
+const CRDName = Plural + "." + Group
+
+// CRDResource is read and patched through the dynamic client, which the operator already has.
+var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
 // GroupVersionKind of InferenceService.
 var GroupVersionKind = GroupVersion.WithKind(Kind)
 

@@ -24,13 +24,10 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// CRDName is the CRD whose objects are migrated.
-const CRDName = crd.Plural + "." + crd.Group
 
 // FieldManager names the migration's writes.
 const FieldManager = "inferenceservice-operator-storage-migration"
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Result is what one migration did.
 type Result struct {
@@ -44,9 +41,9 @@ type Result struct {
 
 // State reads the CRD's storage version and status.storedVersions.
 func State(ctx context.Context, dyn dynamic.Interface) (storage string, stored []string, rv string, err error) {
-	u, err := dyn.Resource(crdResource).Get(ctx, CRDName, metav1.GetOptions{})
+	u, err := dyn.Resource(crd.CRDResource).Get(ctx, crd.CRDName, metav1.GetOptions{})
 	if err != nil {
-		return "", nil, "", fmt.Errorf("reading CRD %s: %w", CRDName, err)
+		return "", nil, "", fmt.Errorf("reading CRD %s: %w", crd.CRDName, err)
 	}
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 	for _, v := range versions {
@@ -57,7 +54,7 @@ func State(ctx context.Context, dyn dynamic.Interface) (storage string, stored [
 	}
 	stored, _, _ = unstructured.NestedStringSlice(u.Object, "status", "storedVersions")
 	if storage == "" {
-		return "", nil, "", fmt.Errorf("CRD %s has no storage version", CRDName)
+		return "", nil, "", fmt.Errorf("CRD %s has no storage version", crd.CRDName)
 	}
 	return storage, stored, u.GetResourceVersion(), nil
 }
@@ -106,8 +103,8 @@ func Migrate(ctx context.Context, dyn dynamic.Interface) (Result, error) {
 		"metadata": map[string]any{"resourceVersion": rv},
 		"status":   map[string]any{"storedVersions": []string{storage}},
 	})
-	if _, err := dyn.Resource(crdResource).Patch(ctx, CRDName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
-		return res, fmt.Errorf("setting storedVersions of CRD %s: %w", CRDName, err)
+	if _, err := dyn.Resource(crd.CRDResource).Patch(ctx, crd.CRDName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+		return res, fmt.Errorf("setting storedVersions of CRD %s: %w", crd.CRDName, err)
 	}
 	res.Done = true
 	return res, nil
@@ -142,7 +139,7 @@ func Run(ctx context.Context, dyn dynamic.Interface, period time.Duration) {
 		res, err := Migrate(ctx, dyn)
 		switch {
 		case err != nil:
-			klog.ErrorS(err, "Storage version migration failed; retrying", "crd", CRDName, "after", period)
+			klog.ErrorS(err, "Storage version migration failed; retrying", "crd", crd.CRDName, "after", period)
 		case res.Done:
 			klog.InfoS("Migrated InferenceServices to the storage version", "version", res.StorageVersion, "objects", res.Objects, "storedVersionsBefore", res.StoredVersions)
 		}

@@ -27,7 +27,7 @@ func fakeCRD(storage string, stored ...string) *unstructured.Unstructured {
 	}
 	return &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]interface{}{"name": CRDName, "resourceVersion": "7"},
+		"metadata": map[string]interface{}{"name": crd.CRDName, "resourceVersion": "7"},
 		"spec":     map[string]interface{}{"versions": versions},
 		"status":   map[string]interface{}{"storedVersions": st},
 	}}
@@ -62,7 +62,7 @@ func TestMigrate(t *testing.T) {
 			}
 			gvr := schema.GroupVersionResource{Group: crd.Group, Version: v, Resource: crd.Plural}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-				gvr: crd.Kind + "List", crdResource: "CustomResourceDefinitionList",
+				gvr: crd.Kind + "List", crd.CRDResource: "CustomResourceDefinitionList",
 			}, tc.crd, isvc(v, "a", "x"), isvc(v, "a", "y"), isvc(v, "b", "x"))
 			res, err := Migrate(context.Background(), dyn)
 			if err != nil {

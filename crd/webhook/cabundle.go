@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -18,11 +17,7 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// crdResource is read and patched through the dynamic client, which the operator already has.
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// CRDName is the only CRD the operator reads and patches (RBAC resourceNames).
-const CRDName = crd.Plural + "." + crd.Group
 
 // FieldManager names the operator's caBundle writes.
 const FieldManager = "inferenceservice-operator-webhook"
@@ -31,9 +26,9 @@ const FieldManager = "inferenceservice-operator-webhook"
 // webhook and the bundle lacks it; with strategy None there is nothing to do. It reports
 // whether it patched.
 func EnsureCABundle(ctx context.Context, dyn dynamic.Interface, ca []byte, now time.Time) (bool, error) {
-	u, err := dyn.Resource(crdResource).Get(ctx, CRDName, metav1.GetOptions{})
+	u, err := dyn.Resource(crd.CRDResource).Get(ctx, crd.CRDName, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("reading CRD %s: %w", CRDName, err)
+		return false, fmt.Errorf("reading CRD %s: %w", crd.CRDName, err)
 	}
 	if s, _, _ := unstructured.NestedString(u.Object, "spec", "conversion", "strategy"); s != "Webhook" {
 		return false, nil
@@ -58,8 +53,8 @@ func EnsureCABundle(ctx context.Context, dyn dynamic.Interface, ca []byte, now t
 	if err != nil {
 		return false, err
 	}
-	if _, err := dyn.Resource(crdResource).Patch(ctx, CRDName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return false, fmt.Errorf("patching caBundle of CRD %s: %w", CRDName, err)
+	if _, err := dyn.Resource(crd.CRDResource).Patch(ctx, crd.CRDName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return false, fmt.Errorf("patching caBundle of CRD %s: %w", crd.CRDName, err)
 	}
 	return true, nil
 }
@@ -73,7 +68,7 @@ func SyncCABundle(ctx context.Context, dyn dynamic.Interface, ca []byte, period 
 		case err != nil:
 			klog.ErrorS(err, "Cannot write the conversion webhook's CA bundle")
 		case patched:
-			klog.InfoS("Wrote the conversion webhook's CA bundle", "crd", CRDName)
+			klog.InfoS("Wrote the conversion webhook's CA bundle", "crd", crd.CRDName)
 		}
 	}, period)
 }

@@ -53,7 +53,7 @@ func RunProbe(ctx context.Context, dyn dynamic.Interface, namespace, version str
 		case err == nil:
 			r.ConversionProbe(nil)
 		case IsConversionError(err):
-			klog.ErrorS(err, "Conversion through the API server fails", "crd", CRDName)
+			klog.ErrorS(err, "Conversion through the API server fails", "crd", crd.CRDName)
 			r.ConversionProbe(err)
 		case errors.Is(err, context.Canceled):
 		default:
@@ -64,7 +64,7 @@ func RunProbe(ctx context.Context, dyn dynamic.Interface, namespace, version str
 
 // CRDObject is the InferenceService CRD as an object Events can be about.
 func CRDObject(ctx context.Context, dyn dynamic.Interface) (*unstructured.Unstructured, error) {
-	return dyn.Resource(crdResource).Get(ctx, CRDName, metav1.GetOptions{})
+	return dyn.Resource(crd.CRDResource).Get(ctx, crd.CRDName, metav1.GetOptions{})
 }
 
 // TransitionReporter turns probe outcomes into a gauge on every probe and an Event only when
