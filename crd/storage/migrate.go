@@ -24,10 +24,8 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-
 // FieldManager names the migration's writes.
 const FieldManager = "inferenceservice-operator-storage-migration"
-
 
 // Result is what one migration did.
 type Result struct {

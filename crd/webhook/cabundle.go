@@ -17,8 +17,6 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-
-
 // FieldManager names the operator's caBundle writes.
 const FieldManager = "inferenceservice-operator-webhook"
 
