@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -354,94 +355,105 @@ func remerge(live Child, a Action) (Child, bool) {
 }
 
 func (c *Controller) write(ctx context.Context, v Verb, obj Child) (Child, error) {
-	co := metav1.CreateOptions{FieldManager: FieldManager}
-	uo := metav1.UpdateOptions{FieldManager: FieldManager}
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		cl := c.kube.AppsV1().Deployments(o.Namespace)
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
-	case *corev1.Service:
-		cl := c.kube.CoreV1().Services(o.Namespace)
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
-	case *autoscalingv2.HorizontalPodAutoscaler:
-		cl := c.kube.AutoscalingV2().HorizontalPodAutoscalers(o.Namespace)
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
-	case *corev1.ConfigMap:
-		cl := c.kube.CoreV1().ConfigMaps(o.Namespace)
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
-	case *policyv1.PodDisruptionBudget:
-		cl := c.kube.PolicyV1().PodDisruptionBudgets(o.Namespace)
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
-	case *unstructured.Unstructured:
-		gvr, ok := gvrOfKind(o.GetKind())
-		if !ok {
-			break
-		}
-		cl := c.dyn.Resource(gvr).Namespace(o.GetNamespace())
-		if v == Create {
-			return cl.Create(ctx, o, co)
-		}
-		return cl.Update(ctx, o, uo)
+	cl, err := c.clientFor(obj)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unsupported child %T", obj)
+	if v == Create {
+		return cl.create(ctx, obj)
+	}
+	return cl.update(ctx, obj)
 }
 
 func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
-	ns, name := obj.GetNamespace(), obj.GetName()
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return c.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	case *corev1.Service:
-		return c.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	case *autoscalingv2.HorizontalPodAutoscaler:
-		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
-	case *corev1.ConfigMap:
-		return c.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	case *policyv1.PodDisruptionBudget:
-		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-	case *unstructured.Unstructured:
-		if gvr, ok := gvrOfKind(o.GetKind()); ok {
-			return c.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		}
+	cl, err := c.clientFor(obj)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unsupported child %T", obj)
+	return cl.get(ctx, obj.GetName())
 }
 
 func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Preconditions) error {
-	ns, name := obj.GetNamespace(), obj.GetName()
-	opts := metav1.DeleteOptions{Preconditions: pre}
+	cl, err := c.clientFor(obj)
+	if err != nil {
+		return err
+	}
+	return cl.delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: pre})
+}
+
+// clientFor picks the namespaced client of a child's kind.
+func (c *Controller) clientFor(obj Child) (childClient, error) {
+	ns := obj.GetNamespace()
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return c.kube.AppsV1().Deployments(ns).Delete(ctx, name, opts)
+		return typed[*appsv1.Deployment]{c.kube.AppsV1().Deployments(ns)}, nil
 	case *corev1.Service:
-		return c.kube.CoreV1().Services(ns).Delete(ctx, name, opts)
+		return typed[*corev1.Service]{c.kube.CoreV1().Services(ns)}, nil
 	case *autoscalingv2.HorizontalPodAutoscaler:
-		return c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, name, opts)
+		return typed[*autoscalingv2.HorizontalPodAutoscaler]{c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns)}, nil
 	case *corev1.ConfigMap:
-		return c.kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
+		return typed[*corev1.ConfigMap]{c.kube.CoreV1().ConfigMaps(ns)}, nil
 	case *policyv1.PodDisruptionBudget:
-		return c.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, opts)
+		return typed[*policyv1.PodDisruptionBudget]{c.kube.PolicyV1().PodDisruptionBudgets(ns)}, nil
 	case *unstructured.Unstructured:
 		if gvr, ok := gvrOfKind(o.GetKind()); ok {
-			return c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, opts)
+			return typed[*unstructured.Unstructured]{dynamicClient{c.dyn.Resource(gvr).Namespace(ns)}}, nil
 		}
 	}
-	return fmt.Errorf("unsupported child %T", obj)
+	return nil, fmt.Errorf("unsupported child %T %s", obj, obj.GetObjectKind().GroupVersionKind().Kind)
+}
+
+// childClient is one kind's client, seen through Child.
+type childClient interface {
+	create(ctx context.Context, obj Child) (Child, error)
+	update(ctx context.Context, obj Child) (Child, error)
+	get(ctx context.Context, name string) (Child, error)
+	delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// typedClient is the method set client-go's typed clients share.
+type typedClient[T Child] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+type typed[T Child] struct{ c typedClient[T] }
+
+func (t typed[T]) create(ctx context.Context, obj Child) (Child, error) {
+	return t.c.Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: FieldManager})
+}
+
+func (t typed[T]) update(ctx context.Context, obj Child) (Child, error) {
+	return t.c.Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: FieldManager})
+}
+
+func (t typed[T]) get(ctx context.Context, name string) (Child, error) {
+	return t.c.Get(ctx, name, metav1.GetOptions{})
+}
+
+func (t typed[T]) delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return t.c.Delete(ctx, name, opts)
+}
+
+// dynamicClient drops the dynamic client's subresource arguments to fit typedClient.
+type dynamicClient struct{ r dynamic.ResourceInterface }
+
+func (d dynamicClient) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
+	return d.r.Create(ctx, obj, opts)
+}
+
+func (d dynamicClient) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return d.r.Update(ctx, obj, opts)
+}
+
+func (d dynamicClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
+	return d.r.Get(ctx, name, opts)
+}
+
+func (d dynamicClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return d.r.Delete(ctx, name, opts)
 }
 
 // writeStatus writes st through the status subresource when it differs from what is stored,

@@ -202,7 +202,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 	crdObj.SetLabels(labels)
 	role := find(t, objs, "ClusterRole", "", "inferenceservice-operator")
 	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
-	rules = append(rules, map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get"}})
+	rules = append(rules, map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get"}})
 	if err := unstructured.SetNestedSlice(role.Object, rules, "rules"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasRule(cr.Rules, "", "configmaps", "get") {
+	if !hasRule(cr.Rules, "", "secrets", "get") {
 		t.Fatal("the added rule is not in the ClusterRole")
 	}
 	if got := env.Kubectl(t, "get", "crd", "inferenceservices.ai.example.com", "-o", `jsonpath={.metadata.labels.example\.com/upgrade-test}`); got != "v2" {
@@ -228,7 +228,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 	if cr, err = env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if hasRule(cr.Rules, "", "configmaps", "get") {
+	if hasRule(cr.Rules, "", "secrets", "get") {
 		t.Fatal("re-applying the base kept the removed rule")
 	}
 	if after := uids(); fmt.Sprint(after) != fmt.Sprint(before) {
