@@ -4,7 +4,7 @@
 package controller
 
 import (
-	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -234,7 +234,7 @@ func statusExtensions(in Input, ready int32) crd.StatusExtensions {
 	var ext crd.StatusExtensions
 	isvc := in.ISVC
 	if s := in.Observed.Service; s != nil && controlledBy(s, isvc) {
-		ext.Endpoint = fmt.Sprintf("http://%s.%s.svc:%d", isvc.Name, isvc.Namespace, Port)
+		ext.Endpoint = "http://" + isvc.Name + "." + isvc.Namespace + ".svc:" + portString
 	}
 	if cm := in.Observed.ConfigMap; cm != nil && ready > 0 && controlledBy(cm, isvc) {
 		ext.LoadedAdapters = adaptersIn(cm)
@@ -264,3 +264,6 @@ func controlledBy(obj metav1.Object, isvc *crd.InferenceService) bool {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	return ref != nil && ref.UID == isvc.UID
 }
+
+// portString is Port formatted once, not per reconcile.
+var portString = strconv.Itoa(Port)
