@@ -47,10 +47,13 @@ const (
 // AdaptersConfigMapName is the ConfigMap holding an InferenceService's adapter list.
 func AdaptersConfigMapName(isvc string) string { return isvc + "-adapters" }
 
-// Scale is how many pods a model runs: Replicas at first and whenever the user changes it,
-// then whatever the HPA picks between Min and Max.
+// Scale is how many pods a model runs: Replicas at first and, when Fixed, whenever the user
+// changes it; otherwise whatever the HPA picks between Min and Max.
 type Scale struct {
 	Replicas, Min, Max int32
+	// Fixed: spec.replicas is the user's count (v1alpha1, or v1beta1 replicas); false for
+	// v1beta1 autoscaling, where a change of the bounds must not reset the HPA's choice.
+	Fixed bool
 }
 
 // scaleOf reads the scale from v1beta1's autoscaling bounds, else derives it from replicas as
@@ -60,7 +63,7 @@ func scaleOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Scale {
 		return Scale{Replicas: isvc.Spec.Replicas, Min: a.MinReplicas, Max: a.MaxReplicas}
 	}
 	lo, hi := hpaBounds(isvc.Spec.Replicas)
-	return Scale{Replicas: isvc.Spec.Replicas, Min: lo, Max: hi}
+	return Scale{Replicas: isvc.Spec.Replicas, Min: lo, Max: hi, Fixed: true}
 }
 
 // childLabels are set on every child and on the pod template.

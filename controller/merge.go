@@ -38,16 +38,23 @@ func mergeLabels(have, want map[string]string) map[string]string {
 // wantedReplicas decides the Deployment's replica count without fighting the HPA: the spec's
 // count is applied when the user changed it (the annotation records the last one applied) or
 // when the live count is outside the HPA's bounds; otherwise the HPA's choice stands.
+//
+// Under v1beta1 autoscaling there is no user's count: a change of the bounds only moves the
+// count back inside them.
 func wantedReplicas(live *appsv1.Deployment, sc Scale) (int32, bool) {
-	if live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(sc.Replicas)) {
+	if sc.Fixed && live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(sc.Replicas)) {
 		return sc.Replicas, true
 	}
 	cur := ptr.Deref(live.Spec.Replicas, 1)
-	if sc.Max == 0 {
+	switch {
+	case sc.Max == 0:
 		return 0, cur != 0
-	}
-	if cur < sc.Min || cur > sc.Max {
+	case sc.Fixed && (cur < sc.Min || cur > sc.Max):
 		return sc.Replicas, true
+	case cur < sc.Min:
+		return sc.Min, true
+	case cur > sc.Max:
+		return sc.Max, true
 	}
 	return cur, false
 }

@@ -514,6 +514,29 @@ func TestV1beta1Children(t *testing.T) {
 	if out := w.reconcile(); len(out.Actions) != 0 {
 		t.Fatalf("fights the HPA inside autoscaling bounds: %s", verbs(out.Actions))
 	}
+	// Bounds change to 3..10: the HPA's 8 stays (no user's count to apply); only the HPA moves.
+	w.ext.Autoscaling = &crd.Autoscaling{MinReplicas: 3, MaxReplicas: 10, TargetQueueLength: ptr.To[int32](2)}
+	w.isvc.Spec.Replicas, w.isvc.Generation = 3, w.isvc.Generation+1
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler" {
+		t.Fatalf("bounds 3..10: %s", got)
+	}
+	if n := *out.Actions[0].Object.(*appsv1.Deployment).Spec.Replicas; n != 8 {
+		t.Fatalf("bounds changed: deployment replicas %d, want the HPA's 8", n)
+	}
+	w.apply(out.Actions)
+	// Bounds shrink to 2..6: the count comes down to the new maximum.
+	w.ext.Autoscaling = &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 6, TargetQueueLength: ptr.To[int32](2)}
+	w.isvc.Spec.Replicas, w.isvc.Generation = 2, w.isvc.Generation+1
+	out = w.reconcile()
+	if n := *out.Actions[0].Object.(*appsv1.Deployment).Spec.Replicas; n != 6 {
+		t.Fatalf("bounds 2..6 with 8 pods: deployment replicas %d, want 6", n)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("not converged after bounds changes: %s", verbs(out.Actions))
+	}
 
 	// Adapters removed: the ConfigMap goes, and so do the volume and mount that named it.
 	w.ext.Adapters = nil
