@@ -347,6 +347,23 @@ func TestInvalidStoredObject(t *testing.T) {
 		}
 		return nil
 	})
+	// v1beta1 fields kept in an annotation on a v1alpha1 object are free text to the API
+	// server: written by hand and wrong, they are the operator's to refuse.
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: handwritten
+  annotations:
+    ai.example.com/v1beta1-spec: '{"adapters":[{"name":"a","storageURI":"hf://x"},{"name":"a","storageURI":"hf://y"}]}'
+spec: {model: m, replicas: 1}
+`)
+	h := waitReason(t, ns, "handwritten", "InvalidSpec", 30*time.Second)
+	if !strings.Contains(readyMessage(h), crd.RuleAdapterNamesUniqueMsg) {
+		t.Fatalf("handwritten annotation: %+v", h.Status)
+	}
+	if _, err := deployment(t, ns, "handwritten"); !isNotFound(err) {
+		t.Fatalf("children were created for an invalid annotation: %v", err)
+	}
 	if _, err := env.CreateISVC(context.Background(), ns, "fine", smallISVC("fine", 1)); err != nil {
 		t.Fatal(err)
 	}
