@@ -133,6 +133,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The controller's clients (caches, reconciles, Events) go through the write fence with
+	// leader election; the Lease, the webhook's CA and metrics auth stay unfenced, for standbys.
+	var fence *writeFence
+	ctrlKube, ctrlDyn := kube, dyn
+	if o.leaderElect {
+		fence = newWriteFence(o.renewDeadline, reg)
+		fcfg := rest.CopyConfig(cfg)
+		fcfg.Wrap(fence.Wrap)
+		if ctrlKube, err = kubernetes.NewForConfig(fcfg); err != nil {
+			return err
+		}
+		if ctrlDyn, err = dynamic.NewForConfig(fcfg); err != nil {
+			return err
+		}
+	}
 	if o.webhookAddr != "" {
 		// Every replica serves conversions, leader or not: the API server calls whichever the
 		// Service picks, and cannot read any version but storage's while none answers.
@@ -150,20 +165,20 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync})
+	caches := informers.New(ctrlKube, ctrlDyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")
 	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
 	q := queue.New(qcfg, m)
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlKube.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
 	ctrl := controller.New(controller.Config{
-		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
+		Kube: ctrlKube, Dynamic: ctrlDyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
@@ -200,13 +215,13 @@ func run(ctx context.Context, o options) error {
 		ctrl.Run(ctx, o.workers)
 		return nil
 	}
-	return runLeader(ctx, o, kube, m, &leading, watchdog, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
+	return runLeader(ctx, o, kube, fence, m, &leading, watchdog, func(ctx context.Context) { ctrl.Run(ctx, o.workers) })
 }
 
 // runLeader runs work only while this replica holds the Lease. On SIGTERM (ctx done) the
 // workers finish first and then the Lease is released, so a rollout hands over at once without
 // two writers; when the Lease is lost instead, the process exits non-zero immediately.
-func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *metrics.Metrics, leading *atomic.Bool, watchdog *leaderelection.HealthzAdaptor, work func(context.Context)) error {
+func runLeader(ctx context.Context, o options, kube kubernetes.Interface, fence *writeFence, m *metrics.Metrics, leading *atomic.Bool, watchdog *leaderelection.HealthzAdaptor, work func(context.Context)) error {
 	ns := o.leaseNamespace
 	if ns == "" {
 		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -225,6 +240,7 @@ func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *met
 	if err != nil {
 		return err
 	}
+	lock = fencedLock{Interface: lock, f: fence}
 	// The elector's context outlives ctx until the workers have stopped: ReleaseOnCancel must
 	// only release a Lease whose guarded work is done, or two replicas could write at once.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
