@@ -2,128 +2,35 @@ package incluster
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// wireLog is what one replica sent to the API server, recorded on the wire by a proxy, so a
-// write counts even if the replica dies right after (its own metrics would be gone).
-type wireLog struct {
-	mu   sync.Mutex
-	reqs []wireReq
-}
-
-type wireReq struct {
-	at           time.Time
-	method, path string
-}
-
-func (l *wireLog) add(r *http.Request) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reqs = append(l.reqs, wireReq{time.Now(), r.Method, r.URL.Path})
-}
-
-// writes counts mutating requests other than the Lease's, sent in [from, to).
-func (l *wireLog) writes(from, to time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.reqs {
-		switch r.method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			continue
-		}
-		if strings.HasPrefix(r.path, "/apis/coordination.k8s.io/") || r.at.Before(from) || !r.at.Before(to) {
-			continue
-		}
-		n++
-	}
-	return n
-}
-
-// proxiedKubeconfig starts a TLS reverse proxy on loopback in front of the API server and
-// returns the ServiceAccount's kubeconfig pointed at it, with the proxy's request log. The
-// proxy presents no client certificate upstream: the replica's own token authenticates it.
-func proxiedKubeconfig(t *testing.T) (string, *wireLog) {
-	t.Helper()
-	cfg := env.Cluster.RESTConfig()
-	upstream, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := cfg.CAData
-	if len(ca) == 0 {
-		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	rp := httputil.NewSingleHostReverseProxy(upstream)
-	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
-	rp.FlushInterval = -1                    // watches stream
-	rp.ErrorLog = log.New(io.Discard, "", 0) // a killed replica's cancelled requests are expected
-	wire := &wireLog{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wire.add(r)
-		rp.ServeHTTP(w, r)
-	}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	kc, err := clientcmd.LoadFromFile(env.SAKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range kc.Clusters {
-		c.Server = srv.URL
-		c.CertificateAuthorityData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	}
-	path := filepath.Join(t.TempDir(), "proxied.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path, wire
-}
-
 // replica is one operator process behind its own recording proxy.
 type replica struct {
 	name string
 	p    *operator.Process
-	wire *wireLog
+	wire *testenv.Proxy
 }
 
 func startReplica(t *testing.T, name string, args []string) *replica {
 	t.Helper()
-	kc, wire := proxiedKubeconfig(t)
+	proxy := env.StartProxy(t)
 	// A later --kubeconfig overrides the one in args (Go flags: the last value wins).
-	p := startOperator(t, env.Bin, name, append(append([]string{}, args...), "--kubeconfig="+kc)...)
-	return &replica{name, p, wire}
+	p := startOperator(t, env.Bin, name, append(append([]string{}, args...), "--kubeconfig="+proxy.Kubeconfig)...)
+	return &replica{name, p, proxy}
 }
 
 // leaseAcquired polls until the Lease is held by one of cands and returns it and its acquireTime.
@@ -290,7 +197,7 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 
 	// SIGSTOP the new leader in the middle of its work, past its lease.
 	testenv.Eventually(t, time.Minute, leader.name+" writing", func() error {
-		if w := leader.wire.writes(acquired, time.Now().Add(time.Hour)); w < 10 {
+		if w := leader.wire.Writes(acquired, time.Now().Add(time.Hour)); w < 10 {
 			return fmt.Errorf("%d writes", w)
 		}
 		return nil
@@ -309,7 +216,7 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 	atStop := countDeployments(t, ns)
 	taker, takenAt := leaseAcquired(t, lease, []*replica{standby}, 30*time.Second)
 	t.Logf("SIGSTOP of %s at %d/%d Deployments (%d writes of its own): %s took the Lease %s later",
-		leader.name, atStop, n, leader.wire.writes(acquired, stopped), taker.name, takenAt.Sub(stopped).Round(time.Millisecond))
+		leader.name, atStop, n, leader.wire.Writes(acquired, stopped), taker.name, takenAt.Sub(stopped).Round(time.Millisecond))
 	resumed := time.Now()
 	if err := syscall.Kill(leader.p.Pid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -324,13 +231,13 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 		t.Errorf("%s exited 0 after losing its Lease", leader.name)
 	}
 	fenced := strings.Count(readLog(t, leader.name), "Refused a write")
-	after := leader.wire.writes(takenAt, time.Now().Add(time.Hour))
+	after := leader.wire.Writes(takenAt, time.Now().Add(time.Hour))
 	t.Logf("%s resumed, exited %s later (%v); writes on the wire after %s took over: %d; writes fenced: %d",
 		leader.name, time.Since(resumed).Round(time.Millisecond), exitErr, taker.name, after, fenced)
 	if after != 0 {
 		t.Errorf("two writers: %s wrote %d times after %s became leader", leader.name, after, taker.name)
 	}
-	if w := standby.wire.writes(time.Time{}, takenAt); w != 0 {
+	if w := standby.wire.Writes(time.Time{}, takenAt); w != 0 {
 		t.Errorf("%s wrote %d times while standby", standby.name, w)
 	}
 	if err := <-created; err != nil {
