@@ -112,8 +112,9 @@ func watchExpired(t *testing.T, gvr schema.GroupVersionResource, rv string) bool
 // The watch cache hides a mere pause: it keeps at least 75s of events (growing up to 100k events
 // to do so), and a paused client's watch stays open: with the operator stopped, 400 writes of
 // 128KiB each reached neither it (its socket held 200KB) nor apiserver_terminated_watchers_total.
-// So (1) the operator runs behind a loopback proxy whose connections the test cuts, as a network
-// or an API server restart would, and the API server's WATCH count shows its watches gone; and
+// So (1) the operator runs behind a loopback proxy that ends its watches cleanly, as the API
+// server ends a watch (a connection error would make client-go relist without trying its
+// resourceVersion), and the API server's WATCH count shows its watches gone; and
 // (2) writes continue until a watch from a resourceVersion newer than anything the operator got
 // is refused with 410: few within the 75s window (they only grow the cache), then batches that
 // push the old events out. Bounded: at most 6000 small writes per resource.
@@ -121,7 +122,7 @@ func TestWatchExpiry(t *testing.T) {
 	quiesce(t)
 	ns := env.Namespace(t)
 	fillNS := env.CreateNamespace(t, ns+"-filler")
-	// Behind a proxy that can cut its connections; -v=4: client-go logs why each watch ended.
+	// Behind a proxy that can end its watches; -v=4: client-go logs why each watch ended.
 	proxy := env.StartProxy(t)
 	env.op.Kill()
 	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--kubeconfig="+proxy.Kubeconfig, "-v=4"); err != nil {
@@ -209,8 +210,7 @@ func TestWatchExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(env.op.Pid(), syscall.SIGCONT) })
-	// (1) Its watches end, as when the API server drops an unresponsive watcher or the network
-	// does: the paused process keeps its last resourceVersions.
+	// (1) Its watches end; the paused process keeps its last resourceVersions.
 	proxy.Cut()
 	testenv.Eventually(t, time.Minute, "the operator's watches gone from the API server", func() error {
 		for _, tg := range targets {

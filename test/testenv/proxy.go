@@ -29,7 +29,44 @@ type Proxy struct {
 	srv        *httptest.Server
 	mu         sync.Mutex
 	reqs       []request
+	cut        chan struct{}     // closed by Cut; replaced for later requests
+	bodies     map[*cutBody]bool // upstream bodies being streamed
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// cutBody is an upstream response body that ends cleanly (io.EOF) once the proxy cuts it.
+type cutBody struct {
+	io.ReadCloser
+	cut <-chan struct{}
+}
+
+func (b *cutBody) Read(buf []byte) (int, error) {
+	n, err := b.ReadCloser.Read(buf)
+	select {
+	case <-b.cut:
+		return n, io.EOF
+	default:
+		return n, err
+	}
+}
+
+func (p *Proxy) track(body io.ReadCloser) io.ReadCloser {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := &cutBody{ReadCloser: body, cut: p.cut}
+	p.bodies[b] = true
+	return closeFunc{b, func() { p.mu.Lock(); delete(p.bodies, b); p.mu.Unlock() }}
+}
+
+type closeFunc struct {
+	*cutBody
+	done func()
+}
+
+func (c closeFunc) Close() error { c.done(); return c.cutBody.ReadCloser.Close() }
 
 type request struct {
 	at           time.Time
@@ -54,10 +91,17 @@ func (e *Env) StartProxy(t testing.TB) *Proxy {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	rp := httputil.NewSingleHostReverseProxy(upstream)
-	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	p := &Proxy{cut: make(chan struct{}), bodies: map[*cutBody]bool{}}
+	upstreamRT := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+	rp.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		res, err := upstreamRT.RoundTrip(r)
+		if err == nil {
+			res.Body = p.track(res.Body)
+		}
+		return res, err
+	})
 	rp.FlushInterval = -1                    // watches stream
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a killed process's cancelled requests are expected
-	p := &Proxy{}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.reqs = append(p.reqs, request{time.Now(), r.Method, r.URL.Path})
@@ -100,6 +144,18 @@ func (p *Proxy) Writes(from, to time.Time) int {
 	return n
 }
 
-// Cut closes every connection of the process: its watches end on both sides; it reconnects
-// on its next request.
-func (p *Proxy) Cut() { p.srv.CloseClientConnections() }
+// Cut ends every response being streamed, watches included, the way the API server ends a
+// watch: upstream the request is cancelled, downstream the body ends cleanly, so the client
+// resumes from the last resourceVersion it saw (a connection error would make it relist
+// without trying). Its connection stays open.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	close(p.cut)
+	p.cut = make(chan struct{})
+	bodies := p.bodies
+	p.bodies = map[*cutBody]bool{}
+	p.mu.Unlock()
+	for b := range bodies {
+		_ = b.ReadCloser.Close() // unblocks its Read, which then reports io.EOF
+	}
+}
