@@ -61,4 +61,4 @@ fuzz:
 
 # The fault suite at full size.
 faults-full:
-	FAULTS_N=500 FAULTS_KILLS=10 STORM_SECONDS=60 $(GO) test -timeout 60m -count=1 -v ./test/e2e/ -run 'Crash|Storm|APIServer'
+	FAULTS_N=500 FAULTS_KILLS=10 STORM_SECONDS=60 $(GO) test -timeout 60m -count=1 -v ./test/e2e/ -run 'Crash|Storm|APIServer|WatchExpiry'

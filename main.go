@@ -146,6 +146,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The controller's clients (caches, reconciles, Events) go through the write fence with
+	// leader election; the Lease, the webhook's CA and metrics auth stay unfenced, for standbys.
+	var fence *writeFence
+	ctrlKube, ctrlDyn := kube, dyn
+	if o.leaderElect {
+		fence = newWriteFence(o.renewDeadline, reg)
+		fcfg := rest.CopyConfig(cfg)
+		fcfg.Wrap(fence.Wrap)
+		if ctrlKube, err = kubernetes.NewForConfig(fcfg); err != nil {
+			return err
+		}
+		if ctrlDyn, err = dynamic.NewForConfig(fcfg); err != nil {
+			return err
+		}
+	}
 	if o.webhookAddr != "" {
 		// Every replica serves conversions, leader or not: the API server calls whichever the
 		// Service picks, and cannot read any version but storage's while none answers.
@@ -171,7 +186,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	caches := informers.New(kube, dyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
+	caches := informers.New(ctrlKube, ctrlDyn, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
@@ -179,13 +194,13 @@ func run(ctx context.Context, o options) error {
 	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
 	q := queue.New(qcfg, m)
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlKube.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
 	ctrl := controller.New(controller.Config{
-		Kube: kube, Dynamic: dyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion, Features: features,
+		Kube: ctrlKube, Dynamic: ctrlDyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion, Features: features,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
@@ -221,7 +236,7 @@ func run(ctx context.Context, o options) error {
 	work := func(ctx context.Context) {
 		if o.migrationPeriod > 0 {
 			// One writer rewrites stored objects: the leader, next to the workers.
-			go storage.Run(ctx, dyn, o.migrationPeriod)
+			go storage.Run(ctx, ctrlDyn, o.migrationPeriod)
 		}
 		if o.webhookAddr != "" {
 			go probeConversion(ctx, o, dyn, apiVersion, m, recorder)
@@ -232,7 +247,7 @@ func run(ctx context.Context, o options) error {
 		work(ctx)
 		return nil
 	}
-	return runLeader(ctx, o, kube, m, &leading, watchdog, work)
+	return runLeader(ctx, o, kube, fence, m, &leading, watchdog, work)
 }
 
 // probeConversion has the leader read InferenceServices in the version it does not watch, as
@@ -336,7 +351,7 @@ func discoverFeatures(o options, disco discovery.DiscoveryInterface) (controller
 // runLeader runs work only while this replica holds the Lease. On SIGTERM (ctx done) the
 // workers finish first and then the Lease is released, so a rollout hands over at once without
 // two writers; when the Lease is lost instead, the process exits non-zero immediately.
-func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *metrics.Metrics, leading *atomic.Bool, watchdog *leaderelection.HealthzAdaptor, work func(context.Context)) error {
+func runLeader(ctx context.Context, o options, kube kubernetes.Interface, fence *writeFence, m *metrics.Metrics, leading *atomic.Bool, watchdog *leaderelection.HealthzAdaptor, work func(context.Context)) error {
 	ns := o.leaseNamespace
 	if ns == "" {
 		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -355,6 +370,7 @@ func runLeader(ctx context.Context, o options, kube kubernetes.Interface, m *met
 	if err != nil {
 		return err
 	}
+	lock = fencedLock{Interface: lock, f: fence}
 	// The elector's context outlives ctx until the workers have stopped: ReleaseOnCancel must
 	// only release a Lease whose guarded work is done, or two replicas could write at once.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))

@@ -33,7 +33,10 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var err error
-	if env.Env, err = testenv.Setup(ctx, cluster.Options{}, "incluster"); err != nil {
+	if env.Env, err = testenv.Setup(ctx, cluster.Options{
+		// Room for TestLeaderFailoverUnderLoad's full size (FAILOVER_N=500 one-pod isvcs).
+		ExtraArgs: []string{"--node-pods=250"},
+	}, "incluster"); err != nil {
 		fmt.Fprintln(os.Stderr, "incluster setup:", err)
 		if env.Env != nil {
 			env.Teardown(false)
