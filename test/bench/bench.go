@@ -195,14 +195,25 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 	// Change every spec once: a new model revision, the same image.
 	logf(c, "changing every spec")
+	var genMu sync.Mutex
+	wantGen := map[string]int64{}
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		_, err := dyn.Resource(crd.Resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), types.MergePatchType,
+		u, err := dyn.Resource(crd.Resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), types.MergePatchType,
 			[]byte(`{"spec":{"model":"bench/model-v2"}}`), metav1.PatchOptions{})
+		if err == nil {
+			genMu.Lock()
+			wantGen[u.GetName()] = u.GetGeneration()
+			genMu.Unlock()
+		}
 		return err
 	}); err != nil {
 		return r, err
 	}
 	if err := w.waitModel(ctx, kube, "bench/model-v2", 30*time.Minute); err != nil {
+		return r, err
+	}
+	// The change is done when every isvc reports it: Ready for the new generation.
+	if err := w.waitReadyAt(ctx, wantGen, 30*time.Minute); err != nil {
 		return r, err
 	}
 	w3, _, err := settle(ctx, op, c.Resync)
@@ -409,10 +420,11 @@ type watcher struct {
 	deployAt map[string]time.Time
 	svc, hpa map[string]bool
 	ready    map[string]bool
+	obsGen   map[string]int64 // status.observedGeneration
 }
 
 func newWatcher(n int) *watcher {
-	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}}
+	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
 }
 
 func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
@@ -437,12 +449,14 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 			return
 		}
 		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if _, seen := w.isvcAt[u.GetName()]; !seen && ev.Type == watch.Added {
 			w.isvcAt[u.GetName()] = time.Now()
 		}
 		w.ready[u.GetName()] = phase == string(crd.PhaseReady)
+		w.obsGen[u.GetName()] = gen
 	}); err != nil {
 		return nil, err
 	}
@@ -524,6 +538,19 @@ func (w *watcher) waitReady(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// waitReadyAt waits until each named isvc is Ready with status for at least its generation.
+func (w *watcher) waitReadyAt(ctx context.Context, gens map[string]int64, timeout time.Duration) error {
+	return w.poll(ctx, timeout, "ready at the new generation", func() (bool, string) {
+		n := 0
+		for name, g := range gens {
+			if w.ready[name] && w.obsGen[name] >= g {
+				n++
+			}
+		}
+		return n == len(gens), fmt.Sprintf("%d/%d", n, len(gens))
+	})
+}
+
 func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, model string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -533,7 +560,8 @@ func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, mode
 		}
 		n := 0
 		for _, d := range l.Items {
-			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
+			// Status counts describe the spec only once the deployment controller observed it.
+			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
 				n++
 			}
 		}
