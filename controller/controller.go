@@ -59,6 +59,11 @@ type Config struct {
 	// Gateway registers routes; nil disables registration and the finalizer.
 	Gateway Registrar
 	Metrics Metrics
+	// Busy reports that the client's API budget is contended: Normal Events are skipped and a
+	// new isvc's first, transient status waits then. Nil is never busy.
+	Busy func() bool
+	// ProgressHold bounds how long transient statuses are held; 0 writes every transition.
+	ProgressHold time.Duration
 }
 
 // Controller reconciles InferenceServices.
@@ -70,15 +75,23 @@ type Controller struct {
 	recorder events.EventRecorder                   // Events on the isvc for users
 	gateway  Registrar
 	metrics  Metrics
-	desired  desiredCache // children per isvc generation, so resyncs do not rebuild them
 	now      func() time.Time
+	// busy, holds and progressHold hold back statuses about to be stale (hold.go).
+	busy         func() bool
+	holds        holds
+	progressHold time.Duration
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
 func New(cfg Config) *Controller {
+	rec := cfg.Recorder
+	if cfg.Busy != nil {
+		rec = shedding{EventRecorder: rec, busy: cfg.Busy}
+	}
 	return &Controller{
 		kube: cfg.Kube, isvcs: cfg.Dynamic.Resource(crd.Resource), caches: cfg.Caches, queue: cfg.Queue,
-		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, now: time.Now,
+		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, now: time.Now,
+		busy: cfg.Busy, progressHold: cfg.ProgressHold,
 	}
 }
 
