@@ -101,7 +101,9 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		// change. The recheck covers an action whose event never comes.
 		return queue.Temporary(errActed, recheckAfterActing)
 	}
-	if applyErr == nil && regErr == nil && statusWorthWriting(&isvc.Status, &st) {
+	// A registration's outcome is never held: it is stored only in status, and is read back to
+	// register once per generation.
+	if applyErr == nil && regErr == nil && regCond == nil && statusWorthWriting(&isvc.Status, &st) {
 		if skip, err := c.deferStatus(key, isvc, &st); skip {
 			return err
 		}
