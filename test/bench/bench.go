@@ -407,8 +407,28 @@ func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.
 	}
 	r.BaselineReadySeconds = time.Since(start).Seconds()
 	logf(c, "baseline: children %.1fs, ready %.1fs", r.BaselineChildrenSeconds, r.BaselineReadySeconds)
-	// Leave the cluster as quiet as it was for the operator's run.
-	return admin.CoreV1().Namespaces().Delete(ctx, "baseline", metav1.DeleteOptions{})
+	// Leave the cluster as quiet as it was for the operator's run: the namespace is gone only
+	// once the garbage collector and namespace controller have deleted every object in it, work
+	// that would otherwise compete with the operator's pods for the controller-manager.
+	if err := admin.CoreV1().Namespaces().Delete(ctx, "baseline", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	del := time.Now()
+	for {
+		_, err := admin.CoreV1().Namespaces().Get(ctx, "baseline", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			logf(c, "baseline: namespace deleted in %.1fs", time.Since(del).Seconds())
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("baseline namespace not deleted after 30m")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond): // poll interval
+		}
+	}
 }
 
 // watcher records, from watches, when each isvc appeared, when its Deployment appeared, and
