@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +46,7 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
+	"github.com/example/inferenceservice-operator/ratelimit"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -52,11 +55,12 @@ var version = "dev"
 type options struct {
 	kubeconfig, namespaces, gatewayURL        string
 	metricsAddr, probeAddr                    string
-	metricsSecure                             bool
+	metricsSecure, pprof                      bool
 	metricsCertDir                            string
 	workers, burst                            int
 	qps                                       float64
 	resync, backoffBase, backoffMax           time.Duration
+	progressHold                              time.Duration
 	leaderElect                               bool
 	leaseNamespace, leaseName                 string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -75,11 +79,13 @@ func parseFlags() options {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) and authorizes for GET on /metrics (SubjectAccessReview).")
 	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for --metrics-secure; empty uses a self-signed certificate.")
+	flag.BoolVar(&o.pprof, "pprof", false, "Serve Go's /debug/pprof/ profiles on the health probe address (loopback use only: no authentication).")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	flag.IntVar(&o.workers, "workers", 8, "Concurrent reconciles.")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
 	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")
+	flag.DurationVar(&o.progressHold, "progress-hold", controller.DefaultProgressHold, "How long a transient Progressing status may go unwritten: a serving model's rollout (status keeps the last Ready, for the previous observedGeneration) and a new isvc's first status while child writes are contended. 0 writes every transition.")
 	flag.DurationVar(&o.backoffBase, "backoff-base", 5*time.Millisecond, "First retry delay of a failing InferenceService; doubles per failure.")
 	flag.DurationVar(&o.backoffMax, "backoff-max", 5*time.Minute, "Largest retry delay of a failing InferenceService.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader on a Lease so only one replica reconciles.")
@@ -138,7 +144,20 @@ func run(ctx context.Context, o options) error {
 	m := metrics.New(reg, version)
 	clientmetrics.Register(m.ClientGoOpts())
 
-	kube, err := kubernetes.NewForConfig(cfg)
+	// One --kube-api-qps budget for the typed clients, children's writes first: Events only
+	// report, and must not delay the creates that make a model run. The dynamic client (isvc
+	// status and finalizers) keeps its own budget, as client-go gives each client one.
+	budget := ratelimit.New(float32(o.qps), o.burst)
+	defer budget.Stop()
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.RateLimiter = budget.Class(ratelimit.High)
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return err
+	}
+	ecfg := rest.CopyConfig(kcfg)
+	ecfg.RateLimiter = budget.Class(ratelimit.Low)
+	eventsClient, err := kubernetes.NewForConfig(ecfg)
 	if err != nil {
 		return err
 	}
@@ -149,15 +168,21 @@ func run(ctx context.Context, o options) error {
 	// The controller's clients (caches, reconciles, Events) go through the write fence with
 	// leader election; the Lease, the webhook's CA and metrics auth stay unfenced, for standbys.
 	var fence *writeFence
-	ctrlKube, ctrlDyn := kube, dyn
+	ctrlKube, ctrlEvents, ctrlDyn := kube, eventsClient, dyn
 	if o.leaderElect {
 		fence = newWriteFence(o.renewDeadline, reg)
-		fcfg := rest.CopyConfig(cfg)
-		fcfg.Wrap(fence.Wrap)
-		if ctrlKube, err = kubernetes.NewForConfig(fcfg); err != nil {
+		fenced := func(c *rest.Config) *rest.Config {
+			f := rest.CopyConfig(c) // the same rate limiter: one budget, fenced or not
+			f.Wrap(fence.Wrap)
+			return f
+		}
+		if ctrlKube, err = kubernetes.NewForConfig(fenced(kcfg)); err != nil {
 			return err
 		}
-		if ctrlDyn, err = dynamic.NewForConfig(fcfg); err != nil {
+		if ctrlEvents, err = kubernetes.NewForConfig(fenced(ecfg)); err != nil {
+			return err
+		}
+		if ctrlDyn, err = dynamic.NewForConfig(fenced(cfg)); err != nil {
 			return err
 		}
 	}
@@ -194,13 +219,14 @@ func run(ctx context.Context, o options) error {
 	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
 	q := queue.New(qcfg, m)
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlKube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlEvents.EventsV1()})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
 	ctrl := controller.New(controller.Config{
-		Kube: ctrlKube, Dynamic: ctrlDyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m, Version: apiVersion, Features: features,
+		Kube: ctrlKube, Dynamic: ctrlDyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
+		Version: apiVersion, Features: features, Busy: budget.Contended, ProgressHold: o.progressHold,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
@@ -455,6 +481,12 @@ func serve(o options, metricsHandler http.Handler, metricsTLS *tls.Config, synce
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if o.pprof {
+		runtime.MemProfileRate = 4096 // heap profiles fine enough to see the caches' objects
+		// Off by default: profiles expose internals and cost CPU while taken.
+		probes.HandleFunc("/debug/pprof/", pprof.Index)
+		probes.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	return append(servers, listen(o.probeAddr, probes, "probes", nil))
 }
 

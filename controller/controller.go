@@ -70,6 +70,11 @@ type Config struct {
 	// Version is the InferenceService version the caches hold and status is written in:
 	// crd.Version (v1alpha1, the default) or crd.VersionV1beta1.
 	Version string
+	// Busy reports that the client's API budget is contended: Normal Events are skipped and a
+	// new isvc's first, transient status waits then. Nil is never busy.
+	Busy func() bool
+	// ProgressHold bounds how long transient statuses are held; 0 writes every transition.
+	ProgressHold time.Duration
 }
 
 // Controller reconciles InferenceServices.
@@ -83,9 +88,12 @@ type Controller struct {
 	recorder events.EventRecorder                   // Events on the isvc for users
 	gateway  Registrar
 	metrics  Metrics
-	version  string       // of the isvcs the caches hold
-	desired  desiredCache // children per isvc generation, so resyncs do not rebuild them
+	version  string // of the isvcs the caches hold
 	now      func() time.Time
+	// busy, holds and progressHold hold back statuses about to be stale (hold.go).
+	busy         func() bool
+	holds        holds
+	progressHold time.Duration
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
@@ -94,9 +102,15 @@ func New(cfg Config) *Controller {
 	if version == "" {
 		version = crd.Version
 	}
+	rec := cfg.Recorder
+	if cfg.Busy != nil {
+		rec = shedding{EventRecorder: rec, busy: cfg.Busy}
+	}
 	return &Controller{
-		kube: cfg.Kube, dyn: cfg.Dynamic, features: cfg.Features, isvcs: cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)), caches: cfg.Caches, queue: cfg.Queue,
-		recorder: cfg.Recorder, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
+		kube: cfg.Kube, dyn: cfg.Dynamic, features: cfg.Features, caches: cfg.Caches, queue: cfg.Queue,
+		isvcs:    cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)),
+		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
+		busy: cfg.Busy, progressHold: cfg.ProgressHold,
 	}
 }
 

@@ -50,7 +50,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 	if !ok {
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
-		c.desired.forget(key)
+		c.holds.forget(key)
 		return nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -74,7 +74,8 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if err != nil {
 		return err
 	}
-	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Desired: c.desired.get(key, isvc, &ext, c.features), Features: c.features}
+	// Desired is rebuilt each time: a few microseconds, against kilobytes per isvc held for good.
+	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
 	out := Reconcile(in)
 
 	applyErr := c.applyAll(ctx, u, out.Actions)
@@ -104,6 +105,14 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		// change. The recheck covers an action whose event never comes.
 		return queue.Temporary(errActed, recheckAfterActing)
 	}
+	// A registration's outcome is never held: it is stored only in status, and is read back to
+	// register once per generation.
+	if applyErr == nil && regErr == nil && regCond == nil && statusWorthWriting(&isvc.Status, &st) {
+		if skip, err := c.deferStatus(key, isvc, &st); skip {
+			return err
+		}
+	}
+	c.holds.forget(key)
 	if err := c.writeStatus(ctx, u, isvc, &st, &storedExt, &out.StatusExt); err != nil {
 		return errors.Join(applyErr, regErr, err)
 	}

@@ -87,7 +87,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc := &scope{}
 		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
 		sc.isvcInf = sc.isvc.ForResource(res)
-		must(sc.isvcInf.Informer().SetTransform(StripManagedFields))
+		must(sc.isvcInf.Informer().SetTransform(StripInferenceService))
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
@@ -98,6 +98,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		must(sc.rs.SetTransform(StripReplicaSet))
 		sc.svc = sc.children.Core().V1().Services().Informer()
 		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		must(sc.hpa.SetTransform(StripHPA))
 		sc.cm = sc.children.Core().V1().ConfigMaps().Informer()
 		sc.pdb = sc.children.Policy().V1().PodDisruptionBudgets().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
@@ -130,6 +131,36 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 		acc.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// LastAppliedAnnotation is kubectl apply's copy of the whole object, as large as the rest of it.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// StripInferenceService drops managedFields and kubectl's last-applied copy: the controller
+// never writes the cached object back (status and finalizers are written on their own).
+func StripInferenceService(obj interface{}) (interface{}, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+		if a := u.GetAnnotations(); a != nil {
+			if _, ok := a[LastAppliedAnnotation]; ok {
+				delete(a, LastAppliedAnnotation)
+				u.SetAnnotations(a)
+			}
+		}
+		return u, nil
+	}
+	return StripManagedFields(obj)
+}
+
+// StripHPA drops the HPA's status (current metrics and conditions), which the controller never
+// reads; updates go to the main resource, where the server ignores status anyway.
+func StripHPA(obj interface{}) (interface{}, error) {
+	if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		h.ManagedFields = nil
+		h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
+		return h, nil
+	}
+	return StripManagedFields(obj)
 }
 
 // StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, status):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -99,5 +100,25 @@ func TestNamespaceScope(t *testing.T) {
 	}
 	if got := s.InferenceServices(); len(got) != 1 || got[0].GetNamespace() != "ns1" {
 		t.Fatalf("isvcs %v", got)
+	}
+}
+
+func TestStripInferenceServiceAndHPA(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	u.SetAnnotations(map[string]string{LastAppliedAnnotation: "{...}", "keep": "me"})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+	if _, err := StripInferenceService(u); err != nil {
+		t.Fatal(err)
+	}
+	if a := u.GetAnnotations(); len(a) != 1 || a["keep"] != "me" || u.GetManagedFields() != nil {
+		t.Fatalf("annotations %v, managedFields %v", a, u.GetManagedFields())
+	}
+	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3},
+		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 2}}
+	if _, err := StripHPA(h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
+		t.Fatalf("hpa %+v", h)
 	}
 }

@@ -195,14 +195,25 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 	// Change every spec once: a new model revision, the same image.
 	logf(c, "changing every spec")
+	var genMu sync.Mutex
+	wantGen := map[string]int64{}
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		_, err := dyn.Resource(crd.Resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), types.MergePatchType,
+		u, err := dyn.Resource(crd.Resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), types.MergePatchType,
 			[]byte(`{"spec":{"model":"bench/model-v2"}}`), metav1.PatchOptions{})
+		if err == nil {
+			genMu.Lock()
+			wantGen[u.GetName()] = u.GetGeneration()
+			genMu.Unlock()
+		}
 		return err
 	}); err != nil {
 		return r, err
 	}
 	if err := w.waitModel(ctx, kube, "bench/model-v2", 30*time.Minute); err != nil {
+		return r, err
+	}
+	// The change is done when every isvc reports it: Ready for the new generation.
+	if err := w.waitReadyAt(ctx, wantGen, 30*time.Minute); err != nil {
 		return r, err
 	}
 	w3, _, err := settle(ctx, op, c.Resync)
@@ -396,8 +407,28 @@ func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.
 	}
 	r.BaselineReadySeconds = time.Since(start).Seconds()
 	logf(c, "baseline: children %.1fs, ready %.1fs", r.BaselineChildrenSeconds, r.BaselineReadySeconds)
-	// Leave the cluster as quiet as it was for the operator's run.
-	return admin.CoreV1().Namespaces().Delete(ctx, "baseline", metav1.DeleteOptions{})
+	// Leave the cluster as quiet as it was for the operator's run: the namespace is gone only
+	// once the garbage collector and namespace controller have deleted every object in it, work
+	// that would otherwise compete with the operator's pods for the controller-manager.
+	if err := admin.CoreV1().Namespaces().Delete(ctx, "baseline", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	del := time.Now()
+	for {
+		_, err := admin.CoreV1().Namespaces().Get(ctx, "baseline", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			logf(c, "baseline: namespace deleted in %.1fs", time.Since(del).Seconds())
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("baseline namespace not deleted after 30m")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond): // poll interval
+		}
+	}
 }
 
 // watcher records, from watches, when each isvc appeared, when its Deployment appeared, and
@@ -409,10 +440,11 @@ type watcher struct {
 	deployAt map[string]time.Time
 	svc, hpa map[string]bool
 	ready    map[string]bool
+	obsGen   map[string]int64 // status.observedGeneration
 }
 
 func newWatcher(n int) *watcher {
-	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}}
+	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
 }
 
 func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
@@ -437,12 +469,14 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 			return
 		}
 		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if _, seen := w.isvcAt[u.GetName()]; !seen && ev.Type == watch.Added {
 			w.isvcAt[u.GetName()] = time.Now()
 		}
 		w.ready[u.GetName()] = phase == string(crd.PhaseReady)
+		w.obsGen[u.GetName()] = gen
 	}); err != nil {
 		return nil, err
 	}
@@ -524,6 +558,19 @@ func (w *watcher) waitReady(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// waitReadyAt waits until each named isvc is Ready with status for at least its generation.
+func (w *watcher) waitReadyAt(ctx context.Context, gens map[string]int64, timeout time.Duration) error {
+	return w.poll(ctx, timeout, "ready at the new generation", func() (bool, string) {
+		n := 0
+		for name, g := range gens {
+			if w.ready[name] && w.obsGen[name] >= g {
+				n++
+			}
+		}
+		return n == len(gens), fmt.Sprintf("%d/%d", n, len(gens))
+	})
+}
+
 func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, model string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -533,7 +580,8 @@ func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, mode
 		}
 		n := 0
 		for _, d := range l.Items {
-			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
+			// Status counts describe the spec only once the deployment controller observed it.
+			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
 				n++
 			}
 		}

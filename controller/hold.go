@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// Status writes a transition makes stale within moments are held back, so a change costs the
+// write of its outcome rather than one per step. Held statuses are only ever Progressing with a
+// reason that resolves by itself; the outcome (Ready, or any failing reason) is written at
+// once, and a hold always ends, so status is right eventually.
+const (
+	// DefaultProgressHold bounds how long a serving model's rollout keeps its last Ready
+	// status (for the previous generation, which observedGeneration tells) before Progressing
+	// is written: a rollout finishing sooner is reported by one write.
+	DefaultProgressHold = time.Minute
+	// busyRecheck is how often a new isvc's first status is retried while the API budget is
+	// contended: by then its pods may be ready, and Ready is its first write.
+	busyRecheck = 2 * time.Second
+)
+
+// errHeld marks a reconcile that left a transient status unwritten for now.
+var errHeld = errors.New("transient status held; rechecking")
+
+// holds remembers since when each isvc's status for its generation has been held.
+type holds struct {
+	mu sync.Mutex
+	m  map[queue.Key]holdEntry
+}
+
+type holdEntry struct {
+	uid        types.UID
+	generation int64
+	since      time.Time
+}
+
+// since returns when the hold of this generation began, starting it at now.
+func (h *holds) since(k queue.Key, isvc *crd.InferenceService, now time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation {
+		return e.since
+	}
+	if h.m == nil {
+		h.m = map[queue.Key]holdEntry{}
+	}
+	h.m[k] = holdEntry{uid: isvc.UID, generation: isvc.Generation, since: now}
+	return now
+}
+
+func (h *holds) forget(k queue.Key) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, k)
+}
+
+// transient reports a status the model's own progress will replace without anyone acting.
+func transient(st *crd.InferenceServiceStatus) bool {
+	c := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
+	return st.Phase == crd.PhaseProgressing && c != nil && !IsWarning(c.Reason)
+}
+
+// surgeOnly reports a Progressing status that differs from the stored one only in counts at or
+// above what the spec asks (a rolling update's surge pod), or in messages: nobody acts on it.
+func surgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
+	if stored.Phase != crd.PhaseProgressing || stored.ReadyReplicas < want || next.ReadyReplicas < want {
+		return false
+	}
+	s := *next
+	s.ReadyReplicas, s.Replicas = stored.ReadyReplicas, stored.Replicas
+	return !statusWorthWriting(stored, &s)
+}
+
+// hold decides whether the status st, worth writing, waits; it returns the recheck delay.
+func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time) (time.Duration, bool) {
+	stored := &isvc.Status
+	if !transient(st) {
+		return 0, false
+	}
+	switch {
+	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
+		// A spec change rolling out while every replica still serves.
+		if left := c.progressHold - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+			return left, true
+		}
+	case stored.Phase == "" && c.busy != nil && c.busy():
+		// A new isvc while the operator is saturated creating children: its first status
+		// would queue behind them and be stale when sent.
+		if now.Sub(c.holds.since(k, isvc, now)) < c.progressHold {
+			return busyRecheck, true
+		}
+	}
+	return 0, false
+}
+
+// deferStatus reports whether st, worth writing, is not written now, and the error that ends
+// the reconcile then (a requeue for a hold, nil when the next event brings the write).
+func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, error) {
+	if !transient(st) {
+		return false, nil
+	}
+	if surgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
+		return true, nil // the rollout's end writes the counts with its outcome
+	}
+	if d, ok := c.hold(k, isvc, st, c.now()); ok {
+		return true, queue.Temporary(errHeld, d)
+	}
+	return false, nil
+}
