@@ -46,7 +46,7 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
-	"github.com/example/inferenceservice-operator/ratelimit"
+	"github.com/example/inferenceservice-operator/queue/ratelimit"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
