@@ -78,12 +78,10 @@ func surgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
 	return !statusWorthWriting(stored, &s)
 }
 
-// hold decides whether the status st, worth writing, waits; it returns the recheck delay.
+// hold decides whether the transient status st, worth writing, waits; it returns the recheck
+// delay.
 func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time) (time.Duration, bool) {
 	stored := &isvc.Status
-	if !transient(st) {
-		return 0, false
-	}
 	switch {
 	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
 		// A spec change rolling out while every replica still serves.

@@ -62,10 +62,10 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if isvc.DeletionTimestamp != nil {
 		return c.finalize(ctx, u, isvc, now)
 	}
-	if err := crd.Validate(isvc); err != nil {
+	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
+	if err := crd.ValidateDecoded(isvc, &ext, extErr); err != nil {
 		return c.failPermanently(ctx, u, isvc, now, ReasonInvalidSpec, err)
 	}
-	ext, storedExt, _ := crd.ExtensionsOf(isvc) // Validate decoded them already
 	if err := c.ensureFinalizer(ctx, u); err != nil {
 		return err
 	}

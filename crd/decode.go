@@ -75,6 +75,13 @@ var (
 // Validate repeats, as pure code, the rules the API server enforces through the CRD's schema
 // and CEL, so an object stored before a rule existed is reported instead of acted upon.
 func Validate(isvc *InferenceService) error {
+	ext, _, err := ExtensionsOf(isvc)
+	return ValidateDecoded(isvc, &ext, err)
+}
+
+// ValidateDecoded is Validate for a caller that already read the extensions (and the error
+// reading them), so the annotation is parsed once per reconcile.
+func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) error {
 	var errs []string
 	if n := isvc.Name; len(n) > MaxNameLength || !dns1035.MatchString(n) {
 		errs = append(errs, fmt.Sprintf("metadata.name %q must be a DNS-1035 label of at most %d characters", n, MaxNameLength))
@@ -97,11 +104,10 @@ func Validate(isvc *InferenceService) error {
 	if s.Image != "" && (len(s.Image) > maxString || !noSpaces.MatchString(s.Image)) {
 		errs = append(errs, fmt.Sprintf("spec.image must be 1-%d characters without whitespace", maxString))
 	}
-	ext, _, err := ExtensionsOf(isvc)
-	if err != nil {
-		errs = append(errs, err.Error())
+	if extErr != nil {
+		errs = append(errs, extErr.Error())
 	}
-	errs = append(errs, validateExtensions(&ext)...)
+	errs = append(errs, validateExtensions(ext)...)
 	if len(errs) == 0 {
 		return nil
 	}
