@@ -85,7 +85,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
 	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")
-	flag.DurationVar(&o.progressHold, "progress-hold", controller.DefaultProgressHold, "How long a transient Progressing status may go unwritten: a serving model's rollout (status keeps the last Ready, for the previous observedGeneration) and a new isvc's first status while child writes are contended. 0 writes every transition.")
+	flag.DurationVar(&o.progressHold, "progress-hold", controller.DefaultProgressHold, "How long a serving model's rollout may keep its last Ready status (for the previous observedGeneration) before Progressing is written; the default is the Deployment's default progressDeadlineSeconds. A new isvc's first status waits at most 1m (or this, if shorter) while child writes are contended. 0 writes every transition.")
 	flag.DurationVar(&o.backoffBase, "backoff-base", 5*time.Millisecond, "First retry delay of a failing InferenceService; doubles per failure.")
 	flag.DurationVar(&o.backoffMax, "backoff-max", 5*time.Minute, "Largest retry delay of a failing InferenceService.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader on a Lease so only one replica reconciles.")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"maps"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +21,7 @@ import (
 // Names and values the operator puts on its children.
 const (
 	// InstanceLabel selects a model's pods; it is the Service's and Deployment's selector.
-	InstanceLabel = "ai.example.com/inferenceservice"
+	InstanceLabel = informers.InstanceLabel
 	// ReplicasAnnotation records the spec.replicas last applied to the Deployment, so the
 	// operator sets the count only when the user changes it and otherwise leaves it to the HPA.
 	ReplicasAnnotation = "ai.example.com/replicas"
@@ -80,47 +81,66 @@ func selectorLabels(name string) map[string]string {
 	return map[string]string{InstanceLabel: name}
 }
 
+// selectorString is selectorLabels(name) as a label selector: names are DNS labels, so
+// nothing needs escaping.
+func selectorString(name string) string { return InstanceLabel + "=" + name }
+
+// apiVersion is the owners' apiVersion, formatted once.
+var apiVersion = crd.GroupVersion.String()
+
 // ownerRef makes the isvc the controller of a child, so deletion cascades and events map back.
 func ownerRef(isvc *crd.InferenceService) metav1.OwnerReference {
+	yes := true
 	return metav1.OwnerReference{
-		APIVersion: crd.GroupVersion.String(), Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		APIVersion: apiVersion, Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID,
+		Controller: &yes, BlockOwnerDeletion: &yes,
 	}
 }
 
-func childMeta(isvc *crd.InferenceService) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name: isvc.Name, Namespace: isvc.Namespace, Labels: childLabels(isvc.Name),
-		OwnerReferences: []metav1.OwnerReference{ownerRef(isvc)},
+// base is what every child of one isvc carries. DesiredChildren builds it once and the
+// children share its maps and slices: desired objects are only read (updates copy from them).
+type base struct {
+	meta     metav1.ObjectMeta
+	selector map[string]string
+}
+
+func baseOf(isvc *crd.InferenceService) base {
+	return base{
+		meta: metav1.ObjectMeta{
+			Name: isvc.Name, Namespace: isvc.Namespace, Labels: childLabels(isvc.Name),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(isvc)},
+		},
+		selector: selectorLabels(isvc.Name),
 	}
 }
+
+// childMeta is fresh base metadata, for a caller that changes its maps.
+func childMeta(isvc *crd.InferenceService) metav1.ObjectMeta { return baseOf(isvc).meta }
 
 // hpaBounds are the seed's autoscaling bounds: min max(1, r/2), max 3r.
 func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
 	return max(1, replicas/2), replicas * 3
 }
 
-func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions) *appsv1.Deployment {
-	meta, podLabels := childMeta(isvc), childLabels(isvc.Name)
+func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b base) *appsv1.Deployment {
+	meta := b.meta
 	if q := isvc.Spec.QueueName; q != "" {
-		meta.Labels[QueueLabel], podLabels[QueueLabel] = q, q
+		meta.Labels = maps.Clone(meta.Labels)
+		meta.Labels[QueueLabel] = q
 	}
+	podLabels := meta.Labels // the queue label goes on the pods too: Kueue admits pods
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(isvc.Spec.Replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(isvc.Name)},
+			Selector: &metav1.LabelSelector{MatchLabels: b.selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					PriorityClassName: isvc.Spec.PriorityClassName,
 					Containers:        []corev1.Container{desiredContainer(&isvc.Spec)},
-					Volumes: []corev1.Volume{{
-						// vLLM shares tensors through /dev/shm; the runtime's 64Mi default is too small.
-						Name:         "shm",
-						VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
-					}},
+					Volumes:           []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: shmSource}}},
 				},
 			},
 		},
@@ -146,7 +166,7 @@ type adapterEntry struct {
 }
 
 // desiredConfigMap lists the adapters for the model server; nil when there are none.
-func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions) *corev1.ConfigMap {
+func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions, b base) *corev1.ConfigMap {
 	if len(ext.Adapters) == 0 {
 		return nil
 	}
@@ -154,13 +174,13 @@ func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions) *core
 	for i, a := range ext.Adapters {
 		entries[i] = adapterEntry{Name: a.Name, Path: a.StorageURI}
 	}
-	b, _ := json.Marshal(entries) // strings only: cannot fail
-	meta := childMeta(isvc)
+	data, _ := json.Marshal(entries) // strings only: cannot fail
+	meta := b.meta
 	meta.Name = AdaptersConfigMapName(isvc.Name)
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: meta,
-		Data:       map[string]string{AdaptersFile: string(b)},
+		Data:       map[string]string{AdaptersFile: string(data)},
 	}
 }
 
@@ -180,49 +200,57 @@ func adaptersIn(cm *corev1.ConfigMap) []string {
 // desiredPDB keeps voluntary disruptions (drains, upgrades) to one pod at a time, only when
 // the model keeps at least two pods: with one, a budget would block every drain or protect
 // nothing.
-func desiredPDB(isvc *crd.InferenceService, sc Scale) *policyv1.PodDisruptionBudget {
+func desiredPDB(isvc *crd.InferenceService, sc Scale, b base) *policyv1.PodDisruptionBudget {
 	if sc.Min < 2 || isvc.Spec.Replicas == 0 {
 		return nil
 	}
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		ObjectMeta: childMeta(isvc),
+		ObjectMeta: b.meta,
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(isvc.Name)},
+			Selector:       &metav1.LabelSelector{MatchLabels: b.selector},
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		},
 	}
 }
 
+// What is the same in every model's Deployment, built once and shared by every desired
+// object: desired objects are only read, and TestSharedPartsUnchanged checks that nothing
+// writes through them.
+var (
+	health = &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}
+	// Weights can take many minutes to load: the startup probe allows an hour before
+	// liveness applies, so a slow load is not mistaken for a hang.
+	startupProbe   = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 10, FailureThreshold: 360}
+	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, FailureThreshold: 3}
+	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 20, FailureThreshold: 3}
+	vllmPorts      = []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}}
+	// vLLM shares tensors through /dev/shm; the runtime's 64Mi default is too small.
+	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+)
+
+// portArg is Port as vLLM's --port value.
+var portArg = strconv.Itoa(Port)
+
 func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
-	probe := func(period, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}},
-			PeriodSeconds:    period,
-			FailureThreshold: failures,
-		}
-	}
-	c := corev1.Container{
-		Name:  ContainerName,
-		Image: spec.ImageOrDefault(),
-		Args:  []string{"--model", spec.Model, "--port", strconv.Itoa(Port)},
-		Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
-		// Weights can take many minutes to load: the startup probe allows an hour before
-		// liveness applies, so a slow load is not mistaken for a hang.
-		StartupProbe:   probe(10, 360),
-		ReadinessProbe: probe(5, 3),
-		LivenessProbe:  probe(20, 3),
+	return corev1.Container{
+		Name:           ContainerName,
+		Image:          spec.ImageOrDefault(),
+		Args:           []string{"--model", spec.Model, "--port", portArg},
+		Ports:          vllmPorts,
+		StartupProbe:   startupProbe,
+		ReadinessProbe: readinessProbe,
+		LivenessProbe:  livenessProbe,
 		VolumeMounts:   []corev1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
 		Resources:      desiredResources(spec),
 	}
-	return c
 }
 
 // desiredResources sets requests so a namespace with a quota admits the pods, GPUs in both
 // requests and limits (extended resources require it), and mirrors the API server's defaulting
 // (a limit without a request becomes the request) so the comparison never sees a false drift.
 func desiredResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
-	req, lim := crd.DefaultRequests(), corev1.ResourceList{}
+	req, lim := crd.DefaultRequests(), make(corev1.ResourceList, 1)
 	var user crd.Resources
 	if spec.Resources != nil {
 		user = *spec.Resources
@@ -251,12 +279,12 @@ func desiredResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirement
 	return corev1.ResourceRequirements{Requests: req, Limits: lim}
 }
 
-func desiredService(isvc *crd.InferenceService) *corev1.Service {
+func desiredService(b base) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: childMeta(isvc),
+		ObjectMeta: b.meta,
 		Spec: corev1.ServiceSpec{
-			Selector: selectorLabels(isvc.Name),
+			Selector: b.selector,
 			Ports: []corev1.ServicePort{{
 				Name: PortName, Port: Port, TargetPort: intstr.FromString(PortName), Protocol: corev1.ProtocolTCP,
 			}},
@@ -265,7 +293,7 @@ func desiredService(isvc *crd.InferenceService) *corev1.Service {
 }
 
 // desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
-func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale) *autoscalingv2.HorizontalPodAutoscaler {
+func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b base) *autoscalingv2.HorizontalPodAutoscaler {
 	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
 		return nil
 	}
@@ -278,7 +306,7 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale) *
 	target := *resource.NewQuantity(queue, resource.DecimalSI)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
-		ObjectMeta: childMeta(isvc),
+		ObjectMeta: b.meta,
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name},
 			MinReplicas:    ptr.To(lo),

@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"fmt"
+	"os"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
@@ -50,11 +54,11 @@ func TestDesiredResources(t *testing.T) {
 func TestPriorityAndQueue(t *testing.T) {
 	w := newWorld(1)
 	w.isvc.Spec.PriorityClassName, w.isvc.Spec.QueueName = "online-high", "team-a"
-	d := desiredDeployment(w.isvc, &crd.SpecExtensions{})
+	d := desiredDeployment(w.isvc, &crd.SpecExtensions{}, baseOf(w.isvc))
 	if d.Spec.Template.Spec.PriorityClassName != "online-high" || d.Labels[QueueLabel] != "team-a" || d.Spec.Template.Labels[QueueLabel] != "team-a" {
 		t.Fatalf("priority %q labels %v / %v", d.Spec.Template.Spec.PriorityClassName, d.Labels, d.Spec.Template.Labels)
 	}
-	if _, ok := desiredService(w.isvc).Labels[QueueLabel]; ok {
+	if _, ok := desiredService(baseOf(w.isvc)).Labels[QueueLabel]; ok {
 		t.Fatal("only the pods' owner carries the queue label")
 	}
 	w.apply(w.reconcile().Actions)
@@ -63,4 +67,28 @@ func TestPriorityAndQueue(t *testing.T) {
 	if verbs(out.Actions) != "update Deployment" || out.Actions[0].Object.(interface{ GetName() string }).GetName() != "qwen3" {
 		t.Fatalf("priority change: %s", verbs(out.Actions))
 	}
+}
+
+// TestMain checks, after every test of the package has run, that nothing wrote through the
+// parts every desired Deployment shares (children.go): a write there would change every
+// model's Deployment at once.
+func TestMain(m *testing.M) {
+	type parts struct {
+		Health                   *corev1.HTTPGetAction
+		Startup, Readiness, Live *corev1.Probe
+		Ports                    []corev1.ContainerPort
+		Shm                      *corev1.EmptyDirVolumeSource
+		PortArg, APIVersion      string
+	}
+	snapshot := func() parts {
+		return parts{health.DeepCopy(), startupProbe.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
+			slices.Clone(vllmPorts), shmSource.DeepCopy(), portArg, apiVersion}
+	}
+	before := snapshot()
+	code := m.Run()
+	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(vllmPorts) != 1 {
+		fmt.Fprintf(os.Stderr, "shared parts of the desired children were written to:\nbefore %+v\nafter  %+v\n", before, after)
+		code = 1
+	}
+	os.Exit(code)
 }

@@ -11,7 +11,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -43,8 +42,9 @@ type Caches interface {
 	// Optional reads an optional child (ServiceMonitorGVR, HTTPRouteGVR); absent when its
 	// informer does not run.
 	Optional(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool, error)
-	ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error)
-	Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
+	// ReplicaSets and Pods of one InferenceService, by its InstanceLabel.
+	ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error)
+	Pods(namespace, instance string) ([]*corev1.Pod, error)
 }
 
 // Metrics receives what the controller observes; metrics.Metrics implements it.

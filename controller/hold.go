@@ -18,9 +18,15 @@ import (
 // once, and a hold always ends, so status is right eventually.
 const (
 	// DefaultProgressHold bounds how long a serving model's rollout keeps its last Ready
-	// status (for the previous generation, which observedGeneration tells) before Progressing
-	// is written: a rollout finishing sooner is reported by one write.
-	DefaultProgressHold = time.Minute
+	// status before Progressing is written: a rollout finishing sooner is reported by one
+	// write. It is the Deployment's default progressDeadlineSeconds: a rollout that stops
+	// progressing sooner is reported by the Deployment as ProgressDeadlineExceeded, a failing
+	// reason written at once. Meanwhile observedGeneration < generation, which kstatus-aware
+	// tools (Flux, Argo CD, kubectl wait --for=jsonpath) read as in progress.
+	DefaultProgressHold = 10 * time.Minute
+	// busyHold bounds how long a new isvc's first status waits while child writes are
+	// contended: a new model shows a status within a minute, however busy the operator.
+	busyHold = time.Minute
 	// busyRecheck is how often a new isvc's first status is retried while the API budget is
 	// contended: by then its pods may be ready, and Ready is its first write.
 	busyRecheck = 2 * time.Second
@@ -91,7 +97,7 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 	case stored.Phase == "" && c.busy != nil && c.busy():
 		// A new isvc while the operator is saturated creating children: its first status
 		// would queue behind them and be stale when sent.
-		if now.Sub(c.holds.since(k, isvc, now)) < c.progressHold {
+		if now.Sub(c.holds.since(k, isvc, now)) < min(c.progressHold, busyHold) {
 			return busyRecheck, true
 		}
 	}

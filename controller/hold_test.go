@@ -69,4 +69,13 @@ func TestHold(t *testing.T) {
 	if _, ok := c.hold(k, fresh, &starting, t0.Add(31*time.Second)); ok {
 		t.Fatal("held past the bound while busy")
 	}
+	// The default rollout hold is long; a new isvc's first status still shows within busyHold.
+	c.progressHold = DefaultProgressHold
+	c.holds.forget(k)
+	if _, ok := c.hold(k, fresh, &starting, t0); !ok {
+		t.Fatal("busy: not held")
+	}
+	if _, ok := c.hold(k, fresh, &starting, t0.Add(busyHold+time.Second)); ok {
+		t.Fatal("a new isvc's first status held past busyHold")
+	}
 }

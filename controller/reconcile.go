@@ -12,7 +12,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -63,15 +62,20 @@ type Desired struct {
 
 // DesiredChildren builds the children the spec asks for.
 func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) *Desired {
-	sc := scaleOf(isvc, ext)
-	d := &Desired{
-		Deployment: desiredDeployment(isvc, ext),
-		Service:    desiredService(isvc),
-		HPA:        desiredHPA(isvc, ext, sc),
-		ConfigMap:  desiredConfigMap(isvc, ext),
-		PDB:        desiredPDB(isvc, sc),
+	d := desiredChildren(isvc, ext, f)
+	return &d
+}
+
+func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) Desired {
+	sc, b := scaleOf(isvc, ext), baseOf(isvc)
+	d := Desired{
+		Deployment: desiredDeployment(isvc, ext, b),
+		Service:    desiredService(b),
+		HPA:        desiredHPA(isvc, ext, sc, b),
+		ConfigMap:  desiredConfigMap(isvc, ext, b),
+		PDB:        desiredPDB(isvc, sc, b),
 		Scale:      sc,
-		Selector:   labels.SelectorFromSet(selectorLabels(isvc.Name)).String(),
+		Selector:   selectorString(isvc.Name),
 	}
 	if f.ServiceMonitors {
 		d.ServiceMonitor = desiredServiceMonitor(isvc)
@@ -128,7 +132,8 @@ func Reconcile(in Input) Output {
 	var out Output
 	want := in.Desired
 	if want == nil {
-		want = DesiredChildren(isvc, &in.Ext, in.Features)
+		built := desiredChildren(isvc, &in.Ext, in.Features) // on the stack: every resync builds it
+		want = &built
 	}
 
 	wantD, sc := want.Deployment, want.Scale

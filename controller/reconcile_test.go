@@ -50,6 +50,8 @@ func (w *world) reconcile() Output {
 // apply plays the API server: store, bump resourceVersion and generation, fill defaults.
 func (w *world) apply(actions []Action) {
 	for _, a := range actions {
+		// The API server stores what it decoded, never the sender's object.
+		a.Object = a.Object.DeepCopyObject().(Child)
 		w.rv++
 		a.Object.SetResourceVersion(fmt.Sprint(w.rv))
 		switch o := a.Object.(type) {
@@ -297,7 +299,7 @@ func TestNeverTouchesChildrenItDoesNotControl(t *testing.T) {
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"}}
 	w.obs.Deployment = foreign
 	// A child of a deleted isvc with the same name: same kind and name, other UID.
-	stale := desiredService(w.isvc)
+	stale := desiredService(baseOf(w.isvc))
 	stale.OwnerReferences[0].UID = "deleted-isvc"
 	w.obs.Service = stale
 	out := w.reconcile()

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -83,7 +82,7 @@ func BaseStatus(in Input) crd.InferenceServiceStatus {
 	if in.Desired != nil {
 		sel = in.Desired.Selector
 	} else {
-		sel = labels.SelectorFromSet(selectorLabels(in.ISVC.Name)).String()
+		sel = selectorString(in.ISVC.Name)
 	}
 	return baseStatus(in, sel)
 }

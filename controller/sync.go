@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -176,11 +175,10 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 			*o.into = nil
 		}
 	}
-	sel := labels.SelectorFromSet(selectorLabels(name))
-	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, sel); err != nil {
+	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, name); err != nil {
 		return obs, err
 	}
-	obs.Pods, err = c.caches.Pods(ns, sel)
+	obs.Pods, err = c.caches.Pods(ns, name)
 	return obs, err
 }
 

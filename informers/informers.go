@@ -31,7 +31,26 @@ import (
 const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "inferenceservice-operator"
+	// InstanceLabel names the InferenceService a pod or ReplicaSet belongs to (the children's
+	// selector); ReplicaSets and Pods are indexed by it.
+	InstanceLabel = "ai.example.com/inferenceservice"
 )
+
+// byInstance indexes objects by namespace/InstanceLabel: a reconcile then reads its own
+// pods, not a scan of every pod in the namespace (O(1), not O(N), per reconcile).
+const byInstance = "instance"
+
+func instanceIndex(obj interface{}) ([]string, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	name, ok := acc.GetLabels()[InstanceLabel]
+	if !ok {
+		return nil, nil
+	}
+	return []string{acc.GetNamespace() + "/" + name}, nil
+}
 
 // Options scope the caches.
 type Options struct {
@@ -96,6 +115,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.deploy = sc.children.Apps().V1().Deployments().Informer()
 		sc.rs = sc.children.Apps().V1().ReplicaSets().Informer()
 		must(sc.rs.SetTransform(StripReplicaSet))
+		must(sc.rs.AddIndexers(cache.Indexers{byInstance: instanceIndex}))
 		sc.svc = sc.children.Core().V1().Services().Informer()
 		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 		must(sc.hpa.SetTransform(StripHPA))
@@ -103,6 +123,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.pdb = sc.children.Policy().V1().PodDisruptionBudgets().Informer()
 		sc.pod = sc.children.Core().V1().Pods().Informer()
 		must(sc.pod.SetTransform(StripPod))
+		must(sc.pod.AddIndexers(cache.Indexers{byInstance: instanceIndex}))
 		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns,
 			func(o *metav1.ListOptions) { o.LabelSelector = managed })
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
@@ -175,15 +196,27 @@ func StripReplicaSet(obj interface{}) (interface{}, error) {
 }
 
 // StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
-// bound to, and its status. Containers, volumes and env are the Deployment's and dominate a
-// pod's size.
+// bound to, its phase, conditions and its containers' states. Containers, volumes and env are
+// the Deployment's and dominate a pod's size; images, IPs and resources in the status are
+// never read.
 func StripPod(obj interface{}) (interface{}, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
-		p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
-		return p, nil
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return StripManagedFields(obj)
 	}
-	return StripManagedFields(obj)
+	p.ManagedFields = nil
+	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+	st := &p.Status
+	*st = corev1.PodStatus{
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: st.Conditions,
+		ContainerStatuses: st.ContainerStatuses,
+	}
+	for i := range st.ContainerStatuses {
+		c := &st.ContainerStatuses[i]
+		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, RestartCount: c.RestartCount,
+			State: c.State, LastTerminationState: c.LastTerminationState}
+	}
+	return p, nil
 }
 
 // Handlers receives the events of every informer in the set.
@@ -323,30 +356,34 @@ func (s *Set) Optional(gvr schema.GroupVersionResource, namespace, name string) 
 	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, namespace, name)
 }
 
-// ReplicaSets lists the cached ReplicaSets in namespace matching selector.
-func (s *Set) ReplicaSets(namespace string, selector labels.Selector) ([]*appsv1.ReplicaSet, error) {
+func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, instance string) ([]T, error) {
 	sc, ok := s.scopeFor(namespace)
 	if !ok {
 		return nil, nil
 	}
-	var out []*appsv1.ReplicaSet
-	err := cache.ListAllByNamespace(sc.rs.GetIndexer(), namespace, selector, func(o interface{}) {
-		out = append(out, o.(*appsv1.ReplicaSet))
-	})
-	return out, err
+	objs, err := pick(sc).GetIndexer().ByIndex(byInstance, namespace+"/"+instance)
+	if err != nil || len(objs) == 0 {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		t, ok := o.(T)
+		if !ok {
+			return nil, fmt.Errorf("cache for %s/%s holds %T", namespace, instance, o)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
-// Pods lists the cached Pods in namespace matching selector.
-func (s *Set) Pods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
-	sc, ok := s.scopeFor(namespace)
-	if !ok {
-		return nil, nil
-	}
-	var out []*corev1.Pod
-	err := cache.ListAllByNamespace(sc.pod.GetIndexer(), namespace, selector, func(o interface{}) {
-		out = append(out, o.(*corev1.Pod))
-	})
-	return out, err
+// ReplicaSets lists the cached ReplicaSets of one InferenceService (by InstanceLabel).
+func (s *Set) ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error) {
+	return byLabel[*appsv1.ReplicaSet](s, func(sc *scope) cache.SharedIndexInformer { return sc.rs }, namespace, instance)
+}
+
+// Pods lists the cached Pods of one InferenceService (by InstanceLabel).
+func (s *Set) Pods(namespace, instance string) ([]*corev1.Pod, error) {
+	return byLabel[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, instance)
 }
 
 // InferenceServices lists every cached InferenceService (for metrics); do not modify them.

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -41,7 +40,10 @@ func newSet(t *testing.T, namespaces []string) *Set {
 		&appsv1.Deployment{ObjectMeta: managed("a", "ns1")},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: "ns1"}},
 		&appsv1.Deployment{ObjectMeta: managed("b", "ns2")},
-		&corev1.Pod{ObjectMeta: managed("a-pod", "ns1"), Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "vllm", Image: "x", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}}}},
+		&corev1.Pod{ObjectMeta: managed("a-pod", "ns1"), Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "vllm", Image: "x", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "vllm", Image: "x", ImageID: "sha256:x", RestartCount: 3,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}},
 		&appsv1.ReplicaSet{ObjectMeta: managed("a-rs", "ns1"), Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm"}}}}}},
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns1"}},
 	)
@@ -74,16 +76,24 @@ func TestScopedAndStripped(t *testing.T) {
 	if err != nil || !ok || u.GetManagedFields() != nil {
 		t.Fatalf("isvc cached %v, managedFields %v, err %v", ok, u.GetManagedFields(), err)
 	}
-	pods, err := s.Pods("ns1", labels.SelectorFromSet(labels.Set{"ai.example.com/inferenceservice": "a-pod"}))
+	pods, err := s.Pods("ns1", "a-pod")
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("pods %d %v", len(pods), err)
 	}
 	if p := pods[0]; p.Spec.NodeName != "n1" || len(p.Spec.Containers) != 0 || p.ManagedFields != nil {
 		t.Fatalf("pod not reduced to what is read: %+v", p.Spec)
 	}
-	rss, err := s.ReplicaSets("ns1", labels.Everything())
+	if st := pods[0].Status; st.Phase != corev1.PodRunning || st.PodIP != "" || len(st.ContainerStatuses) != 1 ||
+		st.ContainerStatuses[0].Image != "" || st.ContainerStatuses[0].RestartCount != 3 ||
+		st.ContainerStatuses[0].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != "CrashLoopBackOff" {
+		t.Fatalf("pod status not reduced to what the diagnosis reads: %+v", st)
+	}
+	rss, err := s.ReplicaSets("ns1", "a-rs")
 	if err != nil || len(rss) != 1 || len(rss[0].Spec.Template.Spec.Containers) != 0 {
 		t.Fatalf("replicasets %v %v", rss, err)
+	}
+	if other, _ := s.Pods("ns1", "a"); len(other) != 0 {
+		t.Fatalf("pods of another instance: %v", other)
 	}
 	if len(s.InferenceServices()) != 2 || !s.Watches("anything") {
 		t.Fatal("cluster-wide scope should see both isvcs and every namespace")

@@ -6,7 +6,6 @@ package metrics
 import (
 	"context"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,16 +40,10 @@ type Metrics struct {
 	rateLimiter     *prometheus.HistogramVec
 	requestRetries  *prometheus.CounterVec
 	maxReconciles   *prometheus.GaugeVec
-	replicasDesired *prometheus.GaugeVec
-	replicasReady   *prometheus.GaugeVec
-	gpus            *prometheus.GaugeVec
-	info            *prometheus.GaugeVec
+	models          *models
 	leader          *prometheus.GaugeVec
 	conversion      prometheus.Gauge
 	Workqueue       *WorkqueueProvider
-
-	mu       sync.Mutex
-	infoSeen map[[2]string][2]string // (namespace, name) -> (model, phase) exported
 }
 
 // New registers the operator's collectors on reg.
@@ -89,25 +82,13 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		maxReconciles: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "controller_runtime_max_concurrent_reconciles", Help: "Reconcile workers (--workers).",
 		}, []string{"controller"}),
-		replicasDesired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferenceservice_replicas_desired", Help: "spec.replicas of each InferenceService.",
-		}, []string{"namespace", "name"}),
-		replicasReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferenceservice_replicas_ready", Help: "Ready model server pods of each InferenceService.",
-		}, []string{"namespace", "name"}),
-		gpus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferenceservice_gpus", Help: "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota).",
-		}, []string{"namespace", "name", "state"}),
-		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferenceservice_info", Help: "1 for each InferenceService, with its model and phase.",
-		}, []string{"namespace", "name", "model", "phase"}),
+		models: newModels(),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "leader_election_master_status", Help: "1 while this replica holds the lease.",
 		}, []string{"name"}),
 		conversion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inferenceservice_conversion_webhook_up", Help: "1 while the leader's probe reads InferenceServices through the API server in the version it does not store, so conversions work; 0 while they fail (with --webhook-bind-address).",
 		}),
-		infoSeen: map[[2]string][2]string{},
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -115,7 +96,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.replicasDesired, m.replicasReady, m.gpus, m.info, m.leader, m.conversion, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
@@ -148,34 +129,11 @@ func (m *Metrics) APIError(reason string) {
 	m.apiErrors.WithLabelValues(reason).Inc()
 }
 
-// ObserveInferenceService sets one InferenceService's gauges.
-func (m *Metrics) ObserveInferenceService(s Snapshot) {
-	m.replicasDesired.WithLabelValues(s.Namespace, s.Name).Set(float64(s.DesiredReplicas))
-	m.replicasReady.WithLabelValues(s.Namespace, s.Name).Set(float64(s.ReadyReplicas))
-	for state, v := range map[string]int64{"requested": s.GPUsRequested, "allocated": s.GPUsAllocated, "ready": s.GPUsReady, "pending": s.GPUsPending} {
-		m.gpus.WithLabelValues(s.Namespace, s.Name, state).Set(float64(v))
-	}
-	key, val := [2]string{s.Namespace, s.Name}, [2]string{s.Model, s.Phase}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.infoSeen[key]; ok && old != val {
-		m.info.DeleteLabelValues(s.Namespace, s.Name, old[0], old[1])
-	}
-	m.infoSeen[key] = val
-	m.info.WithLabelValues(s.Namespace, s.Name, s.Model, s.Phase).Set(1)
-}
+// ObserveInferenceService records one InferenceService's figures, exported at the next scrape.
+func (m *Metrics) ObserveInferenceService(s Snapshot) { m.models.observe(s) }
 
-// ForgetInferenceService removes a deleted object's series: a deleted object's series disappear.
-func (m *Metrics) ForgetInferenceService(namespace, name string) {
-	labels := prometheus.Labels{"namespace": namespace, "name": name}
-	m.replicasDesired.DeletePartialMatch(labels)
-	m.replicasReady.DeletePartialMatch(labels)
-	m.gpus.DeletePartialMatch(labels)
-	m.info.DeletePartialMatch(labels)
-	m.mu.Lock()
-	delete(m.infoSeen, [2]string{namespace, name})
-	m.mu.Unlock()
-}
+// ForgetInferenceService removes a deleted object's series.
+func (m *Metrics) ForgetInferenceService(namespace, name string) { m.models.forget(namespace, name) }
 
 // SetConversionUp records the conversion probe's outcome.
 func (m *Metrics) SetConversionUp(up bool) {

@@ -65,37 +65,67 @@ inferenceservice_replicas_desired{name="b",namespace="ns"} 1
 `), "inferenceservice_info", "inferenceservice_replicas_desired"); err != nil {
 		t.Fatal(err)
 	}
+	value := func(metric string, labels map[string]string) float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != metric {
+				continue
+			}
+		next:
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+						continue next
+					}
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	count := func(metric string) int {
+		t.Helper()
+		n, err := testutil.GatherAndCount(reg, metric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	gpus := func(name, state string) float64 {
-		return testutil.ToFloat64(m.gpus.WithLabelValues("ns", name, state))
+		return value("inferenceservice_gpus", map[string]string{"name": name, "state": state})
 	}
 	if r, a, p := gpus("a", "requested"), gpus("a", "allocated"), gpus("a", "pending"); r != 4 || a != 2 || p != 2 {
 		t.Fatalf("gpus requested/allocated/pending = %v/%v/%v, want 4/2/2", r, a, p)
 	}
 
 	m.ObserveInferenceService(snapshot("m", "Ready", 2, 2, 4, 4, 4, 0))
-	if got := testutil.CollectAndCount(m.info); got != 2 {
+	if got := count("inferenceservice_info"); got != 2 {
 		t.Fatalf("info series after a phase change = %d, want 2 (old phase removed)", got)
 	}
-	if v := testutil.ToFloat64(m.info.WithLabelValues("ns", "a", "m", "Ready")); v != 1 {
+	if v := value("inferenceservice_info", map[string]string{"name": "a", "phase": "Ready"}); v != 1 {
 		t.Fatalf("info Ready = %v", v)
 	}
-	if r, p := testutil.ToFloat64(m.replicasReady.WithLabelValues("ns", "a")), gpus("a", "pending"); r != 2 || p != 0 {
+	if r, p := value("inferenceservice_replicas_ready", map[string]string{"name": "a"}), gpus("a", "pending"); r != 2 || p != 0 {
 		t.Fatalf("ready %v pending %v after the change", r, p)
 	}
 
 	m.ForgetInferenceService("ns", "a")
-	for name, c := range map[string]prometheus.Collector{"info": m.info, "desired": m.replicasDesired, "ready": m.replicasReady} {
-		if got := testutil.CollectAndCount(c); got != 1 {
+	for _, name := range []string{"inferenceservice_info", "inferenceservice_replicas_desired", "inferenceservice_replicas_ready"} {
+		if got := count(name); got != 1 {
 			t.Errorf("%s: %d series after Forget, want only b's", name, got)
 		}
 	}
-	if got := testutil.CollectAndCount(m.gpus); got != 4 {
+	if got := count("inferenceservice_gpus"); got != 4 {
 		t.Errorf("gpus: %d series after Forget, want b's 4", got)
 	}
 	// Observing again after Forget brings the series back (a re-created namesake).
 	m.ObserveInferenceService(snapshot("m2", "Progressing", 1, 0, 1, 0, 0, 1))
-	if v := testutil.ToFloat64(m.info.WithLabelValues("ns", "a", "m2", "Progressing")); v != 1 || testutil.CollectAndCount(m.info) != 2 {
-		t.Fatalf("info after re-creation: %v, %d series", v, testutil.CollectAndCount(m.info))
+	if v := value("inferenceservice_info", map[string]string{"name": "a", "model": "m2", "phase": "Progressing"}); v != 1 || count("inferenceservice_info") != 2 {
+		t.Fatalf("info after re-creation: %v, %d series", v, count("inferenceservice_info"))
 	}
 }
 

@@ -39,6 +39,11 @@ type Config struct {
 	N, QPS, HoldPeriods int
 	Resync              time.Duration
 	Log                 io.Writer
+	// SkipBaseline and SkipChange leave out the plain client's run and the spec change with
+	// the delete: a run to measure memory and creation at a size where those take hours.
+	SkipBaseline, SkipChange bool
+	// ProfileDir, when set, gets the operator's heap profile at rest (heap-N.pprof).
+	ProfileDir string
 }
 
 // Result is one run's figures.
@@ -99,14 +104,20 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := baseline(ctx, c, saCfg, kube, &r); err != nil {
-		return r, fmt.Errorf("baseline: %w", err)
+	if !c.SkipBaseline {
+		if err := baseline(ctx, c, saCfg, kube, &r); err != nil {
+			return r, fmt.Errorf("baseline: %w", err)
+		}
 	}
 
 	bin, sa, dir := e.Bin, e.SAKubeconfig, e.Dir
-	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), "--kubeconfig="+sa,
+	args := []string{"--kubeconfig=" + sa,
 		fmt.Sprintf("--kube-api-qps=%d", c.QPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.QPS),
-		"--resync="+c.Resync.String(), "--namespaces=bench")
+		"--resync=" + c.Resync.String(), "--namespaces=bench"}
+	if c.ProfileDir != "" {
+		args = append(args, "--pprof")
+	}
+	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), args...)
 	if err != nil {
 		return r, err
 	}
@@ -186,12 +197,26 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	heap := operator.SumCounter(fams, "go_memstats_heap_inuse_bytes", nil)
+	mib := func(name string) float64 { return operator.SumCounter(fams, name, nil) / (1 << 20) }
+	logf(c, "at rest: RSS %.1f MiB; Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f MiB",
+		r.RSSMiB, mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
+		mib("go_memstats_heap_released_bytes"), mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"))
 	r.HeapMiB = heap / (1 << 20)
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6
 	r.BytesPerCachedObject = heap / float64(r.CachedObjects)
 	r.ReconcileP50Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", 0.5) * 1000
 	r.ReconcileP99Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", 0.99) * 1000
+	if c.ProfileDir != "" {
+		path := filepath.Join(c.ProfileDir, fmt.Sprintf("heap-%d.pprof", c.N))
+		if err := op.HeapProfile(path); err != nil {
+			return r, err
+		}
+		logf(c, "heap profile at rest: %s", path)
+	}
+	if c.SkipChange {
+		return r, nil
+	}
 
 	// Change every spec once: a new model revision, the same image.
 	logf(c, "changing every spec")

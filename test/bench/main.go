@@ -23,6 +23,9 @@ func main() {
 	hold := flag.Int("hold", 3, "resync periods to hold steady")
 	resync := flag.Duration("resync", 10*time.Second, "operator resync period")
 	out := flag.String("out", "bench.json", "where to write the JSON results")
+	skipBaseline := flag.Bool("skip-baseline", false, "leave out the plain client's baseline run (no rate figure)")
+	skipChange := flag.Bool("skip-change", false, "stop after the steady period: no spec change, no delete")
+	profile := flag.String("profile", "", "directory for the operator's heap profile at rest (runs it with --pprof)")
 	flag.Parse()
 	var results []Result
 	for _, s := range strings.Split(*ns, ",") {
@@ -31,8 +34,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bad -n:", s)
 			os.Exit(2)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
-		r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr})
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+		r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
+			SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile})
 		cancel()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench n=%d: %v\n", n, err)

@@ -238,3 +238,24 @@ func (p *Process) RSSBytes() (int64, error) {
 	}
 	return 0, errors.New("no VmRSS in /proc status")
 }
+
+// HeapProfile saves the operator's heap profile (it must run with --pprof) to path.
+func (p *Process) HeapProfile(path string) error {
+	resp, err := http.Get("http://" + p.ProbeAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
