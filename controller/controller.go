@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +34,9 @@ const Finalizer = "ai.example.com/gateway-route"
 // Caches is what the controller reads; informers.Set implements it. Returned objects belong
 // to the caches and must not be modified.
 type Caches interface {
-	InferenceService(namespace, name string) (*unstructured.Unstructured, bool, error)
+	// InferenceService is a *crd.InferenceService, or the *unstructured.Unstructured that
+	// did not decode.
+	InferenceService(namespace, name string) (runtime.Object, bool, error)
 	Deployment(namespace, name string) (*appsv1.Deployment, bool, error)
 	Service(namespace, name string) (*corev1.Service, bool, error)
 	HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error)
@@ -183,8 +186,11 @@ func (c *Controller) enqueueOwner(obj metav1.Object) {
 		}
 		return
 	}
-	u, ok, err := c.caches.InferenceService(obj.GetNamespace(), ref.Name)
-	if err != nil || !ok || u.GetUID() != ref.UID {
+	cached, ok, err := c.caches.InferenceService(obj.GetNamespace(), ref.Name)
+	if err != nil || !ok {
+		return
+	}
+	if m, isMeta := cached.(metav1.Object); !isMeta || m.GetUID() != ref.UID {
 		return
 	}
 	c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -156,23 +157,46 @@ func TestLayerWalk(t *testing.T) {
 			reason: ReasonReplicasNotReady, phase: crd.PhaseProgressing, msgContain: "Deployment qwen3: 0/2 replicas ready",
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			w, rs := walkWorld(t, 2, 0)
-			if c.rsFailure != "" {
-				rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: c.rsFailure}}
+	// Each case runs on the objects as the API server has them and as the cache keeps them
+	// (informers' transforms): the diagnosis must read only what the cache keeps.
+	for _, cached := range []bool{false, true} {
+		for _, c := range cases {
+			name := c.name
+			if cached {
+				name += " (as cached)"
 			}
-			w.obs.Pods = c.pods
-			out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)})
-			if len(out.Actions) != 0 {
-				t.Fatalf("diagnosis must not cause actions: %s", verbs(out.Actions))
-			}
-			st := out.Status
-			ready := findCond(st.Conditions, crd.ConditionReady)
-			if st.Reason != c.reason || st.Phase != c.phase || ready.Reason != c.reason || !strings.Contains(ready.Message, c.msgContain) {
-				t.Fatalf("got phase %s reason %s message:\n  %s\nwant phase %s reason %s containing:\n  %s", st.Phase, st.Reason, ready.Message, c.phase, c.reason, c.msgContain)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				w, rs := walkWorld(t, 2, 0)
+				if c.rsFailure != "" {
+					rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: c.rsFailure}}
+				}
+				w.obs.Pods = c.pods
+				if cached {
+					stripped, err := informers.StripReplicaSet(rs.DeepCopy())
+					if err != nil {
+						t.Fatal(err)
+					}
+					w.obs.ReplicaSets = []*appsv1.ReplicaSet{stripped.(*appsv1.ReplicaSet)}
+					w.obs.Pods = nil
+					for _, p := range c.pods {
+						sp, err := informers.StripPod(p.DeepCopy())
+						if err != nil {
+							t.Fatal(err)
+						}
+						w.obs.Pods = append(w.obs.Pods, sp.(*corev1.Pod))
+					}
+				}
+				out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)})
+				if len(out.Actions) != 0 {
+					t.Fatalf("diagnosis must not cause actions: %s", verbs(out.Actions))
+				}
+				st := out.Status
+				ready := findCond(st.Conditions, crd.ConditionReady)
+				if st.Reason != c.reason || st.Phase != c.phase || ready.Reason != c.reason || !strings.Contains(ready.Message, c.msgContain) {
+					t.Fatalf("got phase %s reason %s message:\n  %s\nwant phase %s reason %s containing:\n  %s", st.Phase, st.Reason, ready.Message, c.phase, c.reason, c.msgContain)
+				}
+			})
+		}
 	}
 }
 

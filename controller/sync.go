@@ -43,7 +43,7 @@ const (
 // sync is the queue's handler: read from the caches, decide with the pure Reconcile, apply,
 // write status only when it changed. Errors are returned for queue.handleErr to classify.
 func (c *Controller) sync(ctx context.Context, key queue.Key) error {
-	u, ok, err := c.caches.InferenceService(key.Namespace, key.Name)
+	obj, ok, err := c.caches.InferenceService(key.Namespace, key.Name)
 	if err != nil {
 		return err
 	}
@@ -53,11 +53,19 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		return nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
-	isvc, err := crd.FromUnstructured(u)
-	if err != nil {
-		// The schema should make this impossible; an object stored before it was is reported.
+	cached, typed := obj.(*crd.InferenceService)
+	if !typed {
+		// Kept unstructured because it does not decode. The schema should make this
+		// impossible; an object stored before it was is reported.
+		u, isU := obj.(*unstructured.Unstructured)
+		if !isU {
+			return queue.Permanent(fmt.Errorf("cache holds %T for %s", obj, key))
+		}
+		_, err := crd.FromUnstructured(u)
 		return c.failPermanently(ctx, u, &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Generation: u.GetGeneration()}}, now, ReasonInvalidSpec, err)
 	}
+	isvc := cached.DeepCopy() // the reconcile's own copy: status is edited in place below
+	u := Child(isvc)
 	if isvc.DeletionTimestamp != nil {
 		return c.finalize(ctx, u, isvc, now)
 	}
@@ -202,7 +210,7 @@ func (e *conflictError) Error() string { return e.msg }
 // applyAll applies the actions concurrently (children are independent, and a new isvc's
 // three creates then cost one round trip), records one Normal Event for what succeeded and one
 // Warning Event per failure.
-func (c *Controller) applyAll(ctx context.Context, u *unstructured.Unstructured, actions []Action) error {
+func (c *Controller) applyAll(ctx context.Context, u Child, actions []Action) error {
 	results := make([]error, len(actions))
 	var wg sync.WaitGroup
 	for i := range actions {
@@ -466,7 +474,7 @@ func (d dynamicClient) Delete(ctx context.Context, name string, opts metav1.Dele
 // writeStatus writes st through the status subresource when it differs from what is stored,
 // and emits one Warning Event when a new blocking reason appears. v1beta1's additions (ext)
 // are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
-func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
+func (c *Controller) writeStatus(ctx context.Context, u Child, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
 	v1beta1 := c.version == crd.VersionV1beta1
 	if !statusWorthWriting(&isvc.Status, st) && (!v1beta1 || statusExtensionsEqual(stored, ext)) {
 		return nil
@@ -514,7 +522,7 @@ func (c *Controller) writeStatus(ctx context.Context, u *unstructured.Unstructur
 
 // warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
 // only changes (a restart count growing) is not a new cause.
-func (c *Controller) warnOnNewReason(u *unstructured.Unstructured, old, st *crd.InferenceServiceStatus) {
+func (c *Controller) warnOnNewReason(u Child, old, st *crd.InferenceServiceStatus) {
 	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
 	if nc == nil || nc.Status == metav1.ConditionTrue || !IsWarning(nc.Reason) {
 		return
@@ -527,7 +535,7 @@ func (c *Controller) warnOnNewReason(u *unstructured.Unstructured, old, st *crd.
 
 // failPermanently reports an error retrying cannot fix, in status and an Event, and tells the
 // queue to stop retrying until the object changes.
-func (c *Controller) failPermanently(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
+func (c *Controller) failPermanently(ctx context.Context, u Child, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
 	st := isvc.Status
 	st.ObservedGeneration = isvc.Generation
 	st = WithCauses(st, isvc, []Cause{{RankSpec, reason, cause.Error()}}, now)
@@ -542,7 +550,7 @@ func hasFinalizer(u metav1.Object) bool { return slices.Contains(u.GetFinalizers
 
 // patchFinalizers sets the finalizer list with the resourceVersion as a precondition, so a
 // concurrent change is never overwritten.
-func (c *Controller) patchFinalizers(ctx context.Context, u *unstructured.Unstructured, finalizers []string) error {
+func (c *Controller) patchFinalizers(ctx context.Context, u Child, finalizers []string) error {
 	patch, err := json.Marshal(map[string]interface{}{
 		"metadata": map[string]interface{}{"finalizers": finalizers, "resourceVersion": u.GetResourceVersion()},
 	})
@@ -553,7 +561,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, u *unstructured.Unstru
 	return err
 }
 
-func (c *Controller) ensureFinalizer(ctx context.Context, u *unstructured.Unstructured) error {
+func (c *Controller) ensureFinalizer(ctx context.Context, u Child) error {
 	if c.gateway == nil || hasFinalizer(u) {
 		return nil
 	}
@@ -577,7 +585,7 @@ func routeOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
 
 // register registers the route once per generation; it returns the new GatewayRegistered
 // condition, or nil when nothing changed.
-func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
+func (c *Controller) register(ctx context.Context, u Child, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
 	if c.gateway == nil {
 		return nil, nil
 	}
@@ -599,7 +607,7 @@ func (c *Controller) register(ctx context.Context, u *unstructured.Unstructured,
 
 // finalize deregisters the route, then removes the finalizer; children go with the garbage
 // collector through their ownerReferences.
-func (c *Controller) finalize(ctx context.Context, u *unstructured.Unstructured, isvc *crd.InferenceService, now metav1.Time) error {
+func (c *Controller) finalize(ctx context.Context, u Child, isvc *crd.InferenceService, now metav1.Time) error {
 	if !hasFinalizer(u) {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -168,6 +169,38 @@ func (s *InferenceServiceSpec) ImageOrDefault() string {
 // DeepCopy copies a status, conditions included.
 func (s *InferenceServiceStatus) DeepCopy() *InferenceServiceStatus {
 	out := *s
-	out.Conditions = append([]metav1.Condition(nil), s.Conditions...)
+	if s.Conditions != nil {
+		out.Conditions = append([]metav1.Condition(nil), s.Conditions...)
+	}
 	return &out
 }
+
+// DeepCopyInto copies every pointer, map and slice: the operator's cache holds InferenceServices
+// typed, and each reconcile works on its own copy.
+func (in *InferenceService) DeepCopyInto(out *InferenceService) {
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if p := in.Spec.GPUsPerReplica; p != nil {
+		v := *p
+		out.Spec.GPUsPerReplica = &v
+	}
+	if r := in.Spec.Resources; r != nil {
+		c := *r
+		c.Requests, c.Limits = r.Requests.DeepCopy(), r.Limits.DeepCopy()
+		out.Spec.Resources = &c
+	}
+	out.Status = *in.Status.DeepCopy()
+}
+
+// DeepCopy returns a copy sharing nothing with in.
+func (in *InferenceService) DeepCopy() *InferenceService {
+	if in == nil {
+		return nil
+	}
+	out := new(InferenceService)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject makes an InferenceService a runtime.Object (Events refer to it).
+func (in *InferenceService) DeepCopyObject() runtime.Object { return in.DeepCopy() }

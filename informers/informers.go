@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -106,7 +107,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc := &scope{}
 		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
 		sc.isvcInf = sc.isvc.ForResource(res)
-		must(sc.isvcInf.Informer().SetTransform(StripInferenceService))
+		must(sc.isvcInf.Informer().SetTransform(DecodeInferenceService))
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
@@ -173,6 +174,27 @@ func StripInferenceService(obj interface{}) (interface{}, error) {
 	return StripManagedFields(obj)
 }
 
+// DecodeInferenceService stores an InferenceService typed, in the operator's internal form
+// (v1alpha1, with v1beta1's additions in its annotation, crd.FromUnstructured): a third of
+// the unstructured form's size, and a reconcile copies it instead of converting it. An object
+// that does not decode is kept unstructured, for the controller to report why.
+func DecodeInferenceService(obj interface{}) (interface{}, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	if _, err := StripInferenceService(u); err != nil {
+		return nil, err
+	}
+	isvc, err := crd.FromUnstructured(u)
+	if err != nil {
+		return u, nil
+	}
+	isvc.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+	isvc.ManagedFields = nil
+	return isvc, nil
+}
+
 // StripHPA drops the HPA's status (current metrics and conditions), which the controller never
 // reads; updates go to the main resource, where the server ignores status anyway.
 func StripHPA(obj interface{}) (interface{}, error) {
@@ -190,9 +212,22 @@ func StripReplicaSet(obj interface{}) (interface{}, error) {
 	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
 		rs.ManagedFields = nil
 		rs.Spec.Template = corev1.PodTemplateSpec{}
+		onlyInstance(&rs.ObjectMeta)
 		return rs, nil
 	}
 	return StripManagedFields(obj)
+}
+
+// onlyInstance keeps, of a ReplicaSet's or Pod's labels and annotations, the one label that is
+// read (InstanceLabel, for the index and to map events): the rest are copies of the
+// template's, and there are as many of these objects as of all the others together.
+func onlyInstance(m *metav1.ObjectMeta) {
+	m.Annotations = nil
+	if v, ok := m.Labels[InstanceLabel]; ok {
+		m.Labels = map[string]string{InstanceLabel: v}
+	} else {
+		m.Labels = nil
+	}
 }
 
 // StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
@@ -205,6 +240,7 @@ func StripPod(obj interface{}) (interface{}, error) {
 		return StripManagedFields(obj)
 	}
 	p.ManagedFields = nil
+	onlyInstance(&p.ObjectMeta)
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
 	st := &p.Status
 	*st = corev1.PodStatus{
@@ -213,7 +249,7 @@ func StripPod(obj interface{}) (interface{}, error) {
 	}
 	for i := range st.ContainerStatuses {
 		c := &st.ContainerStatuses[i]
-		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, RestartCount: c.RestartCount,
+		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, Started: c.Started, RestartCount: c.RestartCount,
 			State: c.State, LastTerminationState: c.LastTerminationState}
 	}
 	return p, nil
@@ -317,9 +353,10 @@ func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, 
 	return t, true, nil
 }
 
-// InferenceService returns the cached object; callers must not modify it.
-func (s *Set) InferenceService(namespace, name string) (*unstructured.Unstructured, bool, error) {
-	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf.Informer() }, namespace, name)
+// InferenceService returns the cached object, a *crd.InferenceService, or the
+// *unstructured.Unstructured that did not decode; callers must not modify it.
+func (s *Set) InferenceService(namespace, name string) (runtime.Object, bool, error) {
+	return get[runtime.Object](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf.Informer() }, namespace, name)
 }
 
 // Deployment returns the cached Deployment; callers must not modify it.
@@ -384,17 +421,6 @@ func (s *Set) ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, err
 // Pods lists the cached Pods of one InferenceService (by InstanceLabel).
 func (s *Set) Pods(namespace, instance string) ([]*corev1.Pod, error) {
 	return byLabel[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, instance)
-}
-
-// InferenceServices lists every cached InferenceService (for metrics); do not modify them.
-func (s *Set) InferenceServices() []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, sc := range s.scopes {
-		for _, o := range sc.isvcInf.Informer().GetStore().List() {
-			out = append(out, o.(*unstructured.Unstructured))
-		}
-	}
-	return out
 }
 
 // ResourceQuotas lists every cached ResourceQuota (for metrics); do not modify them.

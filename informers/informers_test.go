@@ -48,8 +48,10 @@ func newSet(t *testing.T, namespaces []string) *Set {
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns1"}},
 	)
 	scheme := runtime.NewScheme()
+	bad := isvc("bad", "ns1")
+	bad.Object["spec"].(map[string]any)["replicas"] = "three"
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{crd.Resource: crd.Kind + "List"}, isvc("a", "ns1"), isvc("b", "ns2"))
+		map[schema.GroupVersionResource]string{crd.Resource: crd.Kind + "List"}, isvc("a", "ns1"), isvc("b", "ns2"), bad)
 	s := New(kube, dyn, Options{Namespaces: namespaces})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -72,9 +74,19 @@ func TestScopedAndStripped(t *testing.T) {
 	if _, ok, _ := s.Deployment("ns1", "unmanaged"); ok {
 		t.Fatal("a Deployment without the managed-by label was cached")
 	}
-	u, ok, err := s.InferenceService("ns2", "b")
-	if err != nil || !ok || u.GetManagedFields() != nil {
-		t.Fatalf("isvc cached %v, managedFields %v, err %v", ok, u.GetManagedFields(), err)
+	obj, ok, err := s.InferenceService("ns2", "b")
+	if err != nil || !ok {
+		t.Fatalf("isvc cached %v, err %v", ok, err)
+	}
+	if isvc, typed := obj.(*crd.InferenceService); !typed || isvc.ManagedFields != nil || isvc.Spec.Model != "m" ||
+		isvc.Spec.Replicas != 1 || isvc.APIVersion != crd.GroupVersion.String() || isvc.Kind != crd.Kind {
+		t.Fatalf("isvc not cached typed without managedFields: %#v", obj)
+	}
+	// One that does not decode stays unstructured, for the controller to report.
+	if obj, ok, _ := s.InferenceService("ns1", "bad"); !ok {
+		t.Fatal("undecodable isvc not cached")
+	} else if _, raw := obj.(*unstructured.Unstructured); !raw {
+		t.Fatalf("undecodable isvc cached as %T", obj)
 	}
 	pods, err := s.Pods("ns1", "a-pod")
 	if err != nil || len(pods) != 1 {
@@ -82,6 +94,9 @@ func TestScopedAndStripped(t *testing.T) {
 	}
 	if p := pods[0]; p.Spec.NodeName != "n1" || len(p.Spec.Containers) != 0 || p.ManagedFields != nil {
 		t.Fatalf("pod not reduced to what is read: %+v", p.Spec)
+	}
+	if l := pods[0].Labels; len(l) != 1 || l["ai.example.com/inferenceservice"] != "a-pod" {
+		t.Fatalf("pod labels %v, want only the instance label", l)
 	}
 	if st := pods[0].Status; st.Phase != corev1.PodRunning || st.PodIP != "" || len(st.ContainerStatuses) != 1 ||
 		st.ContainerStatuses[0].Image != "" || st.ContainerStatuses[0].RestartCount != 3 ||
@@ -95,7 +110,7 @@ func TestScopedAndStripped(t *testing.T) {
 	if other, _ := s.Pods("ns1", "a"); len(other) != 0 {
 		t.Fatalf("pods of another instance: %v", other)
 	}
-	if len(s.InferenceServices()) != 2 || !s.Watches("anything") {
+	if _, ok, _ := s.InferenceService("ns1", "a"); !ok || !s.Watches("anything") {
 		t.Fatal("cluster-wide scope should see both isvcs and every namespace")
 	}
 }
@@ -108,8 +123,8 @@ func TestNamespaceScope(t *testing.T) {
 	if !s.Watches("ns1") || s.Watches("ns2") {
 		t.Fatal("Watches disagrees with the scope")
 	}
-	if got := s.InferenceServices(); len(got) != 1 || got[0].GetNamespace() != "ns1" {
-		t.Fatalf("isvcs %v", got)
+	if _, ok, _ := s.InferenceService("ns1", "a"); !ok {
+		t.Fatal("isvc in scope not cached")
 	}
 }
 

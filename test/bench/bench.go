@@ -44,6 +44,8 @@ type Config struct {
 	SkipBaseline, SkipChange bool
 	// ProfileDir, when set, gets the operator's heap profile at rest (heap-N.pprof).
 	ProfileDir string
+	// ClusterArgs go to the local cluster (e.g. --controller-qps=200 for 10,000 pods).
+	ClusterArgs []string
 }
 
 // Result is one run's figures.
@@ -63,6 +65,7 @@ type Result struct {
 	EventToActionP50Ms       float64 `json:"event_to_action_p50_ms"`
 	EventToActionP99Ms       float64 `json:"event_to_action_p99_ms"`
 	RSSMiB                   float64 `json:"rss_mib"`
+	RSSAnonMiB               float64 `json:"rss_anon_mib"`
 	HeapMiB                  float64 `json:"heap_mib"`
 	CachedObjects            int     `json:"cached_objects"`
 	BytesPerCachedObject     float64 `json:"bytes_per_cached_object"`
@@ -79,7 +82,7 @@ func logf(c Config, format string, args ...any) {
 func Run(ctx context.Context, c Config) (Result, error) {
 	r := Result{N: c.N, QPS: c.QPS}
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
-	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: []string{"--node-pods=250"}}, "bench")
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append([]string{"--node-pods=250"}, c.ClusterArgs...)}, "bench")
 	if e != nil {
 		defer e.Teardown(false)
 	}
@@ -117,7 +120,16 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if c.ProfileDir != "" {
 		args = append(args, "--pprof")
 	}
-	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), args...)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return r, err
+	}
+	env, err := operator.ManifestEnv(root)
+	if err != nil {
+		return r, err
+	}
+	logf(c, "operator env from the manifest: %v", env)
+	op, err := operator.StartEnv(ctx, env, bin, filepath.Join(dir, "operator.log"), args...)
 	if err != nil {
 		return r, err
 	}
@@ -198,8 +210,10 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	heap := operator.SumCounter(fams, "go_memstats_heap_inuse_bytes", nil)
 	mib := func(name string) float64 { return operator.SumCounter(fams, name, nil) / (1 << 20) }
-	logf(c, "at rest: RSS %.1f MiB; Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f MiB",
-		r.RSSMiB, mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
+	anon, _ := op.RSSAnonBytes()
+	r.RSSAnonMiB = float64(anon) / (1 << 20)
+	logf(c, "at rest: RSS %.1f MiB (anonymous %.1f); Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f MiB",
+		r.RSSMiB, float64(anon)/(1<<20), mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
 		mib("go_memstats_heap_released_bytes"), mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"))
 	r.HeapMiB = heap / (1 << 20)
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.

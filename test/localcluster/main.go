@@ -70,6 +70,7 @@ func run() int {
 		crashRun    = flag.Duration("kubelet-crash-run", time.Second, "fake kubelet: how long a crashing container runs before it exits")
 		terminated  = flag.Duration("kubelet-terminated-for", time.Second, "fake kubelet: how long a crashed container shows as terminated (Error/OOMKilled) before CrashLoopBackOff, and ErrImagePull before ImagePullBackOff")
 		hpaSync     = flag.Duration("hpa-sync-period", 5*time.Second, "horizontal-pod-autoscaler sync period")
+		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
 	)
 	flag.Parse()
@@ -105,14 +106,14 @@ func run() int {
 		*kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
-		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated}, *hpaSync); err != nil {
+		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration) error {
+func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration, ctrlQPS int) error {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGTERM, syscall.SIGINT)
 
@@ -230,6 +231,8 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--flex-volume-plugin-dir=" + filepath.Join(dir, "controller-manager", "flexvolume"),
 			"--cert-dir=" + filepath.Join(dir, "controller-manager", "certs"),
 			"--horizontal-pod-autoscaler-sync-period=" + hpaSync.String(),
+			"--kube-api-qps=" + strconv.Itoa(ctrlQPS),
+			"--kube-api-burst=" + strconv.Itoa(2*ctrlQPS),
 			"--v=" + klogV(),
 		})
 	}()

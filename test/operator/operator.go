@@ -23,6 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
@@ -60,8 +62,14 @@ var servingRE = regexp.MustCompile(`"Serving" endpoint="(\w+)" address="([^"]+)"
 // Start runs bin with args (metrics and probes on loopback ephemeral ports unless args set
 // them), logging to logPath, and waits until both endpoints are listening.
 func Start(ctx context.Context, bin, logPath string, args ...string) (*Process, error) {
+	return StartEnv(ctx, nil, bin, logPath, args...)
+}
+
+// StartEnv is Start with env (NAME=value) added to the inherited environment.
+func StartEnv(ctx context.Context, env []string, bin, logPath string, args ...string) (*Process, error) {
 	full := append([]string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, full...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -224,19 +232,51 @@ func SumCounter(fams map[string]*dto.MetricFamily, name string, match func(map[s
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // RSSBytes reads the process's resident set size from /proc.
-func (p *Process) RSSBytes() (int64, error) {
+func (p *Process) RSSBytes() (int64, error) { return p.statusBytes("VmRSS:") }
+
+// RSSAnonBytes reads the anonymous part of the resident set (the heap, stacks and runtime; the
+// rest is the binary's pages, which the kernel can drop and read back).
+func (p *Process) RSSAnonBytes() (int64, error) { return p.statusBytes("RssAnon:") }
+
+func (p *Process) statusBytes(field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			var kb int64
 			_, err := fmt.Sscan(f[1], &kb)
 			return kb * 1024, err
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
+}
+
+// ManifestEnv reads the literal env values the shipped Deployment (manifests/operator/
+// deployment.yaml under root) gives the operator container, as NAME=value: runs that measure
+// the operator run it as deployed.
+func ManifestEnv(root string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "manifests", "operator", "deployment.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(b, &d); err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "operator" {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env = append(env, e.Name+"="+e.Value)
+			}
+		}
+	}
+	return env, nil
 }
 
 // HeapProfile saves the operator's heap profile (it must run with --pprof) to path.
