@@ -97,8 +97,11 @@ const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // DefaultRequests are the model server's requests when spec.resources.requests omits them.
 func DefaultRequests() corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+	return corev1.ResourceList{corev1.ResourceCPU: defaultCPU.DeepCopy(), corev1.ResourceMemory: defaultMemory.DeepCopy()}
 }
+
+// Parsed once: every reconcile builds the default requests.
+var defaultCPU, defaultMemory = resource.MustParse("2"), resource.MustParse("8Gi")
 
 // GPUResourceName returns the GPU resource name with its default applied.
 func (s *InferenceServiceSpec) GPUResourceName() corev1.ResourceName {
