@@ -62,18 +62,21 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 			return queue.Permanent(fmt.Errorf("cache holds %T for %s", obj, key))
 		}
 		_, err := crd.FromUnstructured(u)
-		return c.failPermanently(ctx, u, &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Generation: u.GetGeneration()}}, now, ReasonInvalidSpec, err)
+		// Its identity is all the status write and the Event need.
+		identity := &crd.InferenceService{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
+			ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
+				ResourceVersion: u.GetResourceVersion(), Generation: u.GetGeneration()}}
+		return c.failPermanently(ctx, identity, now, ReasonInvalidSpec, err)
 	}
 	isvc := cached.DeepCopy() // the reconcile's own copy: status is edited in place below
-	u := Child(isvc)
 	if isvc.DeletionTimestamp != nil {
-		return c.finalize(ctx, u, isvc, now)
+		return c.finalize(ctx, isvc, now)
 	}
 	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
 	if err := crd.ValidateDecoded(isvc, &ext, extErr); err != nil {
-		return c.failPermanently(ctx, u, isvc, now, ReasonInvalidSpec, err)
+		return c.failPermanently(ctx, isvc, now, ReasonInvalidSpec, err)
 	}
-	if err := c.ensureFinalizer(ctx, u); err != nil {
+	if err := c.ensureFinalizer(ctx, isvc); err != nil {
 		return err
 	}
 
@@ -85,12 +88,12 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
 	out := Reconcile(in)
 
-	applyErr := c.applyAll(ctx, u, out.Actions)
+	applyErr := c.applyAll(ctx, isvc, out.Actions)
 	var extra []Cause
 	if applyErr != nil {
 		extra = append(extra, causeOf(applyErr))
 	}
-	regCond, regErr := c.register(ctx, u, isvc, &ext, now)
+	regCond, regErr := c.register(ctx, isvc, &ext, now)
 	if regErr != nil {
 		extra = append(extra, Cause{RankAPI, ReasonGatewayUnavailable, regErr.Error()})
 	}
@@ -120,7 +123,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		}
 	}
 	c.holds.forget(key)
-	if err := c.writeStatus(ctx, u, isvc, &st, &storedExt, &out.StatusExt); err != nil {
+	if err := c.writeStatus(ctx, isvc, &st, &storedExt, &out.StatusExt); err != nil {
 		return errors.Join(applyErr, regErr, err)
 	}
 	if err := errors.Join(applyErr, regErr); err != nil {
@@ -210,7 +213,7 @@ func (e *conflictError) Error() string { return e.msg }
 // applyAll applies the actions concurrently (children are independent, and a new isvc's
 // three creates then cost one round trip), records one Normal Event for what succeeded and one
 // Warning Event per failure.
-func (c *Controller) applyAll(ctx context.Context, u Child, actions []Action) error {
+func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []Action) error {
 	results := make([]error, len(actions))
 	var wg sync.WaitGroup
 	for i := range actions {
@@ -231,7 +234,7 @@ func (c *Controller) applyAll(ctx context.Context, u Child, actions []Action) er
 		}
 		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
-			c.recorder.Eventf(u, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
+			c.recorder.Eventf(isvc, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
 				"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
 			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
 			continue
@@ -247,7 +250,7 @@ func (c *Controller) applyAll(ctx context.Context, u Child, actions []Action) er
 	if first != nil {
 		// The first child is the related object: events.k8s.io folds events with the same
 		// (regarding, related, reason, action) into one series, which would hide a later one.
-		c.recorder.Eventf(u, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(done, "; "))
+		c.recorder.Eventf(isvc, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(done, "; "))
 	}
 	return errors.Join(errs...)
 }
@@ -474,12 +477,12 @@ func (d dynamicClient) Delete(ctx context.Context, name string, opts metav1.Dele
 // writeStatus writes st through the status subresource when it differs from what is stored,
 // and emits one Warning Event when a new blocking reason appears. v1beta1's additions (ext)
 // are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
-func (c *Controller) writeStatus(ctx context.Context, u Child, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
+func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
 	v1beta1 := c.version == crd.VersionV1beta1
 	if !statusWorthWriting(&isvc.Status, st) && (!v1beta1 || statusExtensionsEqual(stored, ext)) {
 		return nil
 	}
-	c.warnOnNewReason(u, &isvc.Status, st)
+	c.warnOnNewReason(isvc, st)
 	var m map[string]interface{}
 	var err error
 	if v1beta1 {
@@ -494,7 +497,7 @@ func (c *Controller) writeStatus(ctx context.Context, u Child, isvc *crd.Inferen
 	obj := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": crd.Group + "/" + c.version, "kind": crd.Kind,
 		"metadata": map[string]interface{}{
-			"name": u.GetName(), "namespace": u.GetNamespace(), "uid": string(u.GetUID()), "resourceVersion": u.GetResourceVersion(),
+			"name": isvc.Name, "namespace": isvc.Namespace, "uid": string(isvc.UID), "resourceVersion": isvc.ResourceVersion,
 		},
 		"status": m,
 	}}
@@ -502,17 +505,17 @@ func (c *Controller) writeStatus(ctx context.Context, u Child, isvc *crd.Inferen
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			c.metrics.ConflictRetry("InferenceService/status")
-			latest, err := c.isvcs.Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+			latest, err := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if latest.GetGeneration() != u.GetGeneration() || latest.GetUID() != u.GetUID() {
+			if latest.GetGeneration() != isvc.Generation || latest.GetUID() != isvc.UID {
 				return nil // the spec moved on; its own event will reconcile and write status
 			}
 			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
 		}
 		first = false
-		_, err := c.isvcs.Namespace(u.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err := c.isvcs.Namespace(isvc.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -522,25 +525,25 @@ func (c *Controller) writeStatus(ctx context.Context, u Child, isvc *crd.Inferen
 
 // warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
 // only changes (a restart count growing) is not a new cause.
-func (c *Controller) warnOnNewReason(u Child, old, st *crd.InferenceServiceStatus) {
+func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
 	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
 	if nc == nil || nc.Status == metav1.ConditionTrue || !IsWarning(nc.Reason) {
 		return
 	}
-	if oc := meta.FindStatusCondition(old.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
+	if oc := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
 		return
 	}
-	c.recorder.Eventf(u, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)
+	c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)
 }
 
 // failPermanently reports an error retrying cannot fix, in status and an Event, and tells the
 // queue to stop retrying until the object changes.
-func (c *Controller) failPermanently(ctx context.Context, u Child, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
+func (c *Controller) failPermanently(ctx context.Context, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
 	st := isvc.Status
 	st.ObservedGeneration = isvc.Generation
 	st = WithCauses(st, isvc, []Cause{{RankSpec, reason, cause.Error()}}, now)
 	_, stored, _ := crd.ExtensionsOf(isvc)
-	if err := c.writeStatus(ctx, u, isvc, &st, &stored, &stored); err != nil {
+	if err := c.writeStatus(ctx, isvc, &st, &stored, &stored); err != nil {
 		return err
 	}
 	return queue.Permanent(cause)
@@ -550,7 +553,7 @@ func hasFinalizer(u metav1.Object) bool { return slices.Contains(u.GetFinalizers
 
 // patchFinalizers sets the finalizer list with the resourceVersion as a precondition, so a
 // concurrent change is never overwritten.
-func (c *Controller) patchFinalizers(ctx context.Context, u Child, finalizers []string) error {
+func (c *Controller) patchFinalizers(ctx context.Context, u metav1.Object, finalizers []string) error {
 	patch, err := json.Marshal(map[string]interface{}{
 		"metadata": map[string]interface{}{"finalizers": finalizers, "resourceVersion": u.GetResourceVersion()},
 	})
@@ -561,11 +564,11 @@ func (c *Controller) patchFinalizers(ctx context.Context, u Child, finalizers []
 	return err
 }
 
-func (c *Controller) ensureFinalizer(ctx context.Context, u Child) error {
-	if c.gateway == nil || hasFinalizer(u) {
+func (c *Controller) ensureFinalizer(ctx context.Context, isvc *crd.InferenceService) error {
+	if c.gateway == nil || hasFinalizer(isvc) {
 		return nil
 	}
-	return c.patchFinalizers(ctx, u, append(slices.Clone(u.GetFinalizers()), Finalizer))
+	return c.patchFinalizers(ctx, isvc, append(slices.Clone(isvc.Finalizers), Finalizer))
 }
 
 func routeOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
@@ -585,7 +588,7 @@ func routeOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
 
 // register registers the route once per generation; it returns the new GatewayRegistered
 // condition, or nil when nothing changed.
-func (c *Controller) register(ctx context.Context, u Child, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
+func (c *Controller) register(ctx context.Context, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
 	if c.gateway == nil {
 		return nil, nil
 	}
@@ -601,14 +604,14 @@ func (c *Controller) register(ctx context.Context, u Child, isvc *crd.InferenceS
 	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonRegistered
 	cond.Message = fmt.Sprintf("route %s (%s/%s) -> Service %s port %d registered", r.Path, r.Namespace, r.Name, r.Service, r.Port)
-	c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventRegistered, "Register", "%s", cond.Message)
+	c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventRegistered, "Register", "%s", cond.Message)
 	return cond, nil
 }
 
 // finalize deregisters the route, then removes the finalizer; children go with the garbage
 // collector through their ownerReferences.
-func (c *Controller) finalize(ctx context.Context, u Child, isvc *crd.InferenceService, now metav1.Time) error {
-	if !hasFinalizer(u) {
+func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, now metav1.Time) error {
+	if !hasFinalizer(isvc) {
 		return nil
 	}
 	if c.gateway != nil {
@@ -617,19 +620,19 @@ func (c *Controller) finalize(ctx context.Context, u Child, isvc *crd.InferenceS
 			err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
 			st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
 			st.Phase = crd.PhaseTerminating
-			return errors.Join(err, c.writeStatus(ctx, u, isvc, &st, &stored, &stored))
+			return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
 		}
-		c.recorder.Eventf(u, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
+		c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 	}
 	// Deregistered: remove the finalizer even if the cached object is stale, re-reading on a
 	// conflict, so the gateway is not called twice for one deletion.
-	latest := u
+	var latest metav1.Object = isvc
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		remaining := slices.DeleteFunc(slices.Clone(latest.GetFinalizers()), func(f string) bool { return f == Finalizer })
 		err := c.patchFinalizers(ctx, latest, remaining)
 		if apierrors.IsConflict(err) {
 			c.metrics.ConflictRetry("InferenceService/finalizers")
-			if fresh, gerr := c.isvcs.Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{}); gerr == nil {
+			if fresh, gerr := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{}); gerr == nil {
 				latest = fresh
 			}
 		}

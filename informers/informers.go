@@ -191,7 +191,6 @@ func DecodeInferenceService(obj interface{}) (interface{}, error) {
 		return u, nil
 	}
 	isvc.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
-	isvc.ManagedFields = nil
 	return isvc, nil
 }
 
