@@ -108,6 +108,9 @@ func parseFlags() options {
 
 func main() {
 	o := parseFlags()
+	if soft := softMemoryLimit(os.Getenv); soft > 0 {
+		klog.InfoS("Go heap soft limit set from the container's memory limit", "bytes", soft)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, o); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"strconv"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -26,7 +27,7 @@ const (
 	// operator sets the count only when the user changes it and otherwise leaves it to the HPA.
 	ReplicasAnnotation = "ai.example.com/replicas"
 	// ContainerName is the model server container.
-	ContainerName = "vllm"
+	ContainerName = informers.ContainerName
 	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
 	PortName = "http"
 	Port     = 8000
@@ -250,6 +251,48 @@ func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
 // requests and limits (extended resources require it), and mirrors the API server's defaulting
 // (a limit without a request becomes the request) so the comparison never sees a false drift.
 func desiredResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
+	if spec.Resources == nil || (len(spec.Resources.Requests) == 0 && len(spec.Resources.Limits) == 0) {
+		return sharedResources.get(spec)
+	}
+	return buildResources(spec)
+}
+
+// resourcesKey is all a model's resources depend on when the user sets no requests or limits.
+type resourcesKey struct {
+	gpu  corev1.ResourceName
+	gpus int32
+}
+
+// resourceCache holds the requests and limits of models that set none, by GPU resource and
+// count: shared, read-only like the rest of the desired children, instead of two maps built
+// per reconcile. Bounded: past maxSharedResources keys, each reconcile builds its own.
+type resourceCache struct {
+	mu sync.RWMutex
+	m  map[resourcesKey]corev1.ResourceRequirements
+}
+
+const maxSharedResources = 64
+
+var sharedResources = &resourceCache{m: map[resourcesKey]corev1.ResourceRequirements{}}
+
+func (c *resourceCache) get(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
+	k := resourcesKey{spec.GPUResourceName(), spec.GPUs()}
+	c.mu.RLock()
+	r, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return r
+	}
+	r = buildResources(spec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < maxSharedResources {
+		c.m[k] = r
+	}
+	return r
+}
+
+func buildResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
 	req, lim := crd.DefaultRequests(), make(corev1.ResourceList, 1)
 	var user crd.Resources
 	if spec.Resources != nil {

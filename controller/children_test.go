@@ -90,5 +90,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "shared parts of the desired children were written to:\nbefore %+v\nafter  %+v\n", before, after)
 		code = 1
 	}
+	for k, r := range sharedResources.m {
+		spec := &crd.InferenceServiceSpec{GPUsPerReplica: &k.gpus, Resources: &crd.Resources{GPUResourceName: string(k.gpu)}}
+		if want := buildResources(spec); !equality.Semantic.DeepEqual(r, want) {
+			fmt.Fprintf(os.Stderr, "shared resources of %v were written to: %+v, want %+v\n", k, r, want)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }

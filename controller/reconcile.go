@@ -108,6 +108,11 @@ type Action struct {
 	Verb   Verb
 	Kind   string
 	Object Child
+	// Base, on an Update of a typed child, is the cached object Object was derived from: the
+	// cache holds only part of the live object, so the update is sent as a patch from Base to
+	// Object and what the cache dropped is left as it is. Unstructured children (whole in
+	// their cache) are updated whole.
+	Base Child
 	// Scale is the Deployment's, for re-merging after a conflict.
 	Scale Scale
 }
@@ -145,7 +150,7 @@ func Reconcile(in Input) Output {
 	case deploymentDrifted(live, wantD, sc):
 		upd := live.DeepCopy()
 		setDeployment(upd, wantD, sc)
-		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Scale: sc})
+		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Base: live, Scale: sc})
 	}
 
 	wantS := want.Service
@@ -157,7 +162,7 @@ func Reconcile(in Input) Output {
 	case serviceDrifted(live, wantS):
 		upd := live.DeepCopy()
 		setService(upd, wantS)
-		out.add(Update, "Service", upd)
+		out.update("Service", upd, live)
 	}
 
 	wantH := want.HPA
@@ -174,21 +179,21 @@ func Reconcile(in Input) Output {
 	case hpaDrifted(live, wantH):
 		upd := live.DeepCopy()
 		setHPA(upd, wantH)
-		out.add(Update, "HorizontalPodAutoscaler", upd)
+		out.update("HorizontalPodAutoscaler", upd, live)
 	}
 
 	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; optional(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
 		if configMapDrifted(live, wantC) {
 			upd := live.DeepCopy()
 			setConfigMap(upd, wantC)
-			out.add(Update, "ConfigMap", upd)
+			out.update("ConfigMap", upd, live)
 		}
 	}
 	if live, wantP := in.Observed.PDB, want.PDB; optional(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) {
 		if pdbDrifted(live, wantP) {
 			upd := live.DeepCopy()
 			setPDB(upd, wantP)
-			out.add(Update, "PodDisruptionBudget", upd)
+			out.update("PodDisruptionBudget", upd, live)
 		}
 	}
 
@@ -249,6 +254,12 @@ func statusExtensions(in Input, ready int32) crd.StatusExtensions {
 
 func (o *Output) add(v Verb, kind string, obj Child) {
 	o.Actions = append(o.Actions, Action{Verb: v, Kind: kind, Object: obj})
+}
+
+// update sends upd, a copy of the cached live object with the owned fields set, as a patch
+// from live: caches may hold only part of an object.
+func (o *Output) update(kind string, upd, live Child) {
+	o.Actions = append(o.Actions, Action{Verb: Update, Kind: kind, Object: upd, Base: live})
 }
 
 func (o *Output) conflict(kind string, obj metav1.Object) {

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -16,19 +18,80 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
 )
 
 // world is a tiny fake API server and deployment controller for table tests of the pure
-// reconcile; the real proof is the e2e suite against a real API server.
+// reconcile; the real proof is the e2e suite against a real API server. obs holds the live
+// objects whole; Reconcile sees them as the informers cache them, and updates are applied as
+// the patches the controller sends.
 type world struct {
 	isvc *crd.InferenceService
 	ext  crd.SpecExtensions
 	f    Features
 	obs  Observed
 	rv   int
+}
+
+// cached is what the informers hold of the live objects: copies through their transforms.
+func (w *world) cached() Observed {
+	o := w.obs
+	if o.Deployment != nil {
+		d, _ := informers.StripDeployment(o.Deployment.DeepCopy())
+		o.Deployment = d.(*appsv1.Deployment)
+	}
+	if o.Service != nil {
+		sv, _ := informers.StripService(o.Service.DeepCopy())
+		o.Service = sv.(*corev1.Service)
+	}
+	if o.HPA != nil {
+		h, _ := informers.StripHPA(o.HPA.DeepCopy())
+		o.HPA = h.(*autoscalingv2.HorizontalPodAutoscaler)
+	}
+	return o
+}
+
+// patched applies an update action the way the controller sends it: as a patch from the
+// cached base onto the live object, so fields the cache dropped must survive.
+func patched(live Child, a Action) Child {
+	data, err := ownedPatch(a.Base, a.Object)
+	if err != nil {
+		panic(fmt.Sprintf("patch %s: %v", a.Kind, err))
+	}
+	from, err := json.Marshal(live)
+	if err != nil {
+		panic(err)
+	}
+	to, err := strategicpatch.StrategicMergePatch(from, data, live)
+	if err != nil {
+		panic(fmt.Sprintf("apply patch %s to %s: %v", data, a.Kind, err))
+	}
+	out := reflect.New(reflect.TypeOf(live).Elem()).Interface().(Child) // a fresh one: unmarshal merges maps
+	if err := json.Unmarshal(to, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// live is the stored object an action is about.
+func (w *world) live(obj Child) Child {
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		return w.obs.Deployment
+	case *corev1.Service:
+		return w.obs.Service
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return w.obs.HPA
+	case *corev1.ConfigMap:
+		return w.obs.ConfigMap
+	case *policyv1.PodDisruptionBudget:
+		return w.obs.PDB
+	}
+	panic(fmt.Sprintf("no patches for %T", obj))
 }
 
 func newWorld(replicas int32) *world {
@@ -42,7 +105,7 @@ func (w *world) now() metav1.Time {
 }
 
 func (w *world) reconcile() Output {
-	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.obs, Now: w.now()})
+	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now()})
 	w.isvc.Status = out.Status
 	return out
 }
@@ -50,6 +113,9 @@ func (w *world) reconcile() Output {
 // apply plays the API server: store, bump resourceVersion and generation, fill defaults.
 func (w *world) apply(actions []Action) {
 	for _, a := range actions {
+		if a.Verb == Update && a.Base != nil {
+			a.Object = patched(w.live(a.Object), a)
+		}
 		// The API server stores what it decoded, never the sender's object.
 		a.Object = a.Object.DeepCopyObject().(Child)
 		w.rv++
@@ -291,6 +357,45 @@ func TestRestoresTamperedOwnedFieldsOnly(t *testing.T) {
 				t.Fatalf("must not act on a field it does not own: %s", verbs(out.Actions))
 			}
 		})
+	}
+}
+
+// TestPatchesKeepWhatTheCacheDrops: the caches hold only what the controller reads, so an
+// update must leave everything else on the live object (a mesh's sidecar, env someone added,
+// the API server's cluster IP) as it is.
+func TestPatchesKeepWhatTheCacheDrops(t *testing.T) {
+	w := converged(t, 2)
+	d := w.obs.Deployment.DeepCopy()
+	ps := &d.Spec.Template.Spec
+	ps.Containers = append(ps.Containers, corev1.Container{Name: "proxy", Image: "envoy"})
+	ps.Containers[0].Env = []corev1.EnvVar{{Name: "HF_HOME", Value: "/cache"}}
+	ps.Containers[0].Image = "evil:latest"
+	ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	w.obs.Deployment = d
+	sv := w.obs.Service.DeepCopy()
+	sv.Spec.Ports[0].Port = 9000
+	w.obs.Service = sv
+
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, update Service" {
+		t.Fatalf("want the two restores, got %s", got)
+	}
+	w.apply(out.Actions)
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("not converged after restore: %s", verbs(out.Actions))
+	}
+	ps = &w.obs.Deployment.Spec.Template.Spec
+	if ps.Containers[0].Image != crd.DefaultImage {
+		t.Fatalf("image not restored: %s", ps.Containers[0].Image)
+	}
+	if len(ps.Containers) != 2 || ps.Containers[1].Name != "proxy" || len(ps.Containers[0].Env) != 1 ||
+		!hasVolumeNamed(ps.Volumes, "cache") || w.obs.Deployment.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
+		ps.Containers[0].TerminationMessagePath == "" {
+		t.Fatalf("the restore dropped what others own: %+v, strategy %v", ps, w.obs.Deployment.Spec.Strategy)
+	}
+	if s := w.obs.Service; s.Spec.Ports[0].Port != Port || s.Spec.ClusterIP != "10.0.0.1" || s.Spec.SessionAffinity != corev1.ServiceAffinityNone {
+		t.Fatalf("service after restore: %+v", s.Spec)
 	}
 }
 

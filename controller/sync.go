@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -292,10 +293,11 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 		}
 		return err
 	}
-	obj := a.Object
+	obj, base := a.Object, a.Base
 	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
+			base = nil // the object read back is whole
 			c.metrics.ConflictRetry(a.Kind)
 			live, err := c.get(ctx, a.Object)
 			if err != nil {
@@ -310,9 +312,43 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 			}
 		}
 		first = false
+		if base != nil {
+			return c.patch(ctx, base, obj)
+		}
 		_, err := c.write(ctx, Update, obj)
 		return err
 	})
+}
+
+// patch sends the difference between base (a cached, partial copy of the live object) and obj
+// (base with the owned fields set) as a strategic merge patch carrying obj's resourceVersion:
+// a conflict, like an Update's, when the object changed since it was cached.
+func (c *Controller) patch(ctx context.Context, base, obj Child) error {
+	data, err := ownedPatch(base, obj)
+	if err != nil {
+		return err
+	}
+	cl, err := c.clientFor(obj)
+	if err != nil {
+		return err
+	}
+	return cl.patch(ctx, obj.GetName(), data)
+}
+
+// ownedPatch is the two-way strategic merge patch from base to obj. base's resourceVersion is
+// left out of the comparison, so the patch always carries obj's as a precondition.
+func ownedPatch(base, obj Child) ([]byte, error) {
+	b := base.DeepCopyObject().(Child)
+	b.SetResourceVersion("")
+	from, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(from, to, obj)
 }
 
 // isControlledBy reports whether live has the same controller as the object we built.
@@ -425,6 +461,7 @@ func (c *Controller) clientFor(obj Child) (childClient, error) {
 type childClient interface {
 	create(ctx context.Context, obj Child) (Child, error)
 	update(ctx context.Context, obj Child) (Child, error)
+	patch(ctx context.Context, name string, data []byte) error
 	get(ctx context.Context, name string) (Child, error)
 	delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
@@ -433,6 +470,7 @@ type childClient interface {
 type typedClient[T Child] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
@@ -445,6 +483,11 @@ func (t typed[T]) create(ctx context.Context, obj Child) (Child, error) {
 
 func (t typed[T]) update(ctx context.Context, obj Child) (Child, error) {
 	return t.c.Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: FieldManager})
+}
+
+func (t typed[T]) patch(ctx context.Context, name string, data []byte) error {
+	_, err := t.c.Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
 }
 
 func (t typed[T]) get(ctx context.Context, name string) (Child, error) {
@@ -464,6 +507,10 @@ func (d dynamicClient) Create(ctx context.Context, obj *unstructured.Unstructure
 
 func (d dynamicClient) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
 	return d.r.Update(ctx, obj, opts)
+}
+
+func (d dynamicClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return d.r.Patch(ctx, name, pt, data, opts, sub...)
 }
 
 func (d dynamicClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {

@@ -6,6 +6,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	autoscalinginformers "k8s.io/client-go/informers/autoscaling/v2"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -108,25 +113,40 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
 		sc.isvcInf = sc.isvc.ForResource(res)
 		must(sc.isvcInf.Informer().SetTransform(DecodeInferenceService))
+		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
-			informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak),
 			informers.WithTransform(StripManagedFields),
 		)
-		sc.deploy = sc.children.Apps().V1().Deployments().Informer()
-		sc.rs = sc.children.Apps().V1().ReplicaSets().Informer()
+		// Built without the factory's namespace index: nothing lists by namespace, and the
+		// index costs a set entry per object (megabytes at 10,000 models).
+		sc.deploy = sc.children.InformerFor(&appsv1.Deployment{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return appsinformers.NewFilteredDeploymentInformer(c, ns, r, cache.Indexers{}, tweak)
+		})
+		must(sc.deploy.SetTransform(StripDeployment))
+		sc.rs = sc.children.InformerFor(&appsv1.ReplicaSet{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return appsinformers.NewFilteredReplicaSetInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
+		})
 		must(sc.rs.SetTransform(StripReplicaSet))
-		must(sc.rs.AddIndexers(cache.Indexers{byInstance: instanceIndex}))
-		sc.svc = sc.children.Core().V1().Services().Informer()
-		sc.hpa = sc.children.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		sc.svc = sc.children.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredServiceInformer(c, ns, r, cache.Indexers{}, tweak)
+		})
+		must(sc.svc.SetTransform(StripService))
+		sc.hpa = sc.children.InformerFor(&autoscalingv2.HorizontalPodAutoscaler{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return autoscalinginformers.NewFilteredHorizontalPodAutoscalerInformer(c, ns, r, cache.Indexers{}, tweak)
+		})
 		must(sc.hpa.SetTransform(StripHPA))
-		sc.cm = sc.children.Core().V1().ConfigMaps().Informer()
-		sc.pdb = sc.children.Policy().V1().PodDisruptionBudgets().Informer()
-		sc.pod = sc.children.Core().V1().Pods().Informer()
+		sc.cm = sc.children.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredConfigMapInformer(c, ns, r, cache.Indexers{}, tweak)
+		})
+		sc.pdb = sc.children.InformerFor(&policyv1.PodDisruptionBudget{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return policyinformers.NewFilteredPodDisruptionBudgetInformer(c, ns, r, cache.Indexers{}, tweak)
+		})
+		sc.pod = sc.children.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredPodInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
+		})
 		must(sc.pod.SetTransform(StripPod))
-		must(sc.pod.AddIndexers(cache.Indexers{byInstance: instanceIndex}))
-		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns,
-			func(o *metav1.ListOptions) { o.LabelSelector = managed })
+		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 		for _, gvr := range opts.Optional {
 			inf := sc.optional.ForResource(gvr).Informer()
@@ -135,7 +155,9 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		}
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(StripManagedFields))
-		sc.quotaInf = sc.quotas.Core().V1().ResourceQuotas().Informer()
+		sc.quotaInf = sc.quotas.InformerFor(&corev1.ResourceQuota{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewResourceQuotaInformer(c, ns, r, cache.Indexers{})
+		})
 		s.scopes[ns] = sc
 	}
 	return s
@@ -194,6 +216,21 @@ func DecodeInferenceService(obj interface{}) (interface{}, error) {
 	return isvc, nil
 }
 
+// StripService keeps what the controller compares: labels, owner, selector and ports. The
+// cluster IPs, IP families and status are the API server's; updates are patches, so what is
+// dropped here is never sent back.
+func StripService(obj interface{}) (interface{}, error) {
+	sv, ok := obj.(*corev1.Service)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	sv.ManagedFields = nil
+	sv.Annotations = ownedAnnotations(sv.Annotations)
+	sv.Spec = corev1.ServiceSpec{Selector: sv.Spec.Selector, Ports: sv.Spec.Ports}
+	sv.Status = corev1.ServiceStatus{}
+	return sv, nil
+}
+
 // StripHPA drops the HPA's status (current metrics and conditions), which the controller never
 // reads; updates go to the main resource, where the server ignores status anyway.
 func StripHPA(obj interface{}) (interface{}, error) {
@@ -205,12 +242,66 @@ func StripHPA(obj interface{}) (interface{}, error) {
 	return StripManagedFields(obj)
 }
 
+// OwnedAnnotationPrefix marks the annotations the operator writes on its children (the
+// replicas it last applied); the cached Deployments keep only these.
+const OwnedAnnotationPrefix = crd.Group + "/"
+
+// ContainerName is the model server's container, the only one the operator owns.
+const ContainerName = "vllm"
+
+// StripDeployment keeps what the controller compares and the diagnosis reads: labels, the
+// operator's annotations, replicas, the pod template's labels, priority class, volumes and
+// the model server's container as far as the operator sets it, and the status. The rest
+// (other containers, env, the API server's defaults, the strategy) is never read, and the
+// controller updates Deployments with patches of the fields it owns, never by sending the
+// cached object back.
+func StripDeployment(obj interface{}) (interface{}, error) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	d.ManagedFields = nil
+	d.Annotations = ownedAnnotations(d.Annotations)
+	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: d.Spec.Template.Labels},
+		Spec:       stripPodSpec(&d.Spec.Template.Spec),
+	}}
+	return d, nil
+}
+
+func ownedAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if strings.HasPrefix(k, OwnedAnnotationPrefix) {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, Volumes: ps.Volumes}
+	for i := range ps.Containers {
+		if c := &ps.Containers[i]; c.Name == ContainerName {
+			out.Containers = []corev1.Container{{
+				Name: c.Name, Image: c.Image, Args: c.Args, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
+				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
+				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
+			}}
+		}
+	}
+	return out
+}
+
 // StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, status):
-// its pod template is most of its size and is the Deployment's, which is cached anyway.
+// its spec is a copy of the Deployment's, pod template and all.
 func StripReplicaSet(obj interface{}) (interface{}, error) {
 	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
 		rs.ManagedFields = nil
-		rs.Spec.Template = corev1.PodTemplateSpec{}
+		rs.Spec = appsv1.ReplicaSetSpec{}
 		onlyInstance(&rs.ObjectMeta)
 		return rs, nil
 	}
@@ -230,7 +321,7 @@ func onlyInstance(m *metav1.ObjectMeta) {
 }
 
 // StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
-// bound to, its phase, conditions and its containers' states. Containers, volumes and env are
+// bound to, its phase, its scheduled and ready conditions and its containers' states. Containers, volumes and env are
 // the Deployment's and dominate a pod's size; images, IPs and resources in the status are
 // never read.
 func StripPod(obj interface{}) (interface{}, error) {
@@ -243,7 +334,7 @@ func StripPod(obj interface{}) (interface{}, error) {
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
 	st := &p.Status
 	*st = corev1.PodStatus{
-		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: st.Conditions,
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: readConditions(st.Conditions),
 		ContainerStatuses: st.ContainerStatuses,
 	}
 	for i := range st.ContainerStatuses {
@@ -252,6 +343,21 @@ func StripPod(obj interface{}) (interface{}, error) {
 			State: c.State, LastTerminationState: c.LastTerminationState}
 	}
 	return p, nil
+}
+
+// readConditions keeps the two pod conditions the controller reads: PodScheduled (why a pod
+// is unschedulable) and Ready.
+func readConditions(cs []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition // a new array: the decoded one is released with the rest
+	for _, c := range cs {
+		if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady {
+			if out == nil {
+				out = make([]corev1.PodCondition, 0, 2)
+			}
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Handlers receives the events of every informer in the set.

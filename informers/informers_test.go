@@ -8,12 +8,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -145,5 +147,68 @@ func TestStripInferenceServiceAndHPA(t *testing.T) {
 	}
 	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
 		t.Fatalf("hpa %+v", h)
+	}
+}
+
+// TestStripKeepsWhatIsRead: the cached Deployment, Service and Pod keep what the controller
+// compares and the diagnosis reads, and drop the rest.
+func TestStripKeepsWhatIsRead(t *testing.T) {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"},
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "3", "ai.example.com/replicas": "2"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": "y"}, Annotations: map[string]string{"restartedAt": "now"}},
+				Spec: corev1.PodSpec{PriorityClassName: "p", DNSPolicy: corev1.DNSClusterFirst,
+					Containers: []corev1.Container{{Name: "proxy", Image: "envoy"}, {
+						Name: ContainerName, Image: "vllm", Args: []string{"--model", "m"}, Env: []corev1.EnvVar{{Name: "A"}},
+						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+						ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}, TerminationMessagePath: "/dev/termination-log",
+						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+					}},
+					Volumes: []corev1.Volume{{Name: "shm"}},
+				},
+			},
+		},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 1, Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing}}},
+	}
+	o, _ := StripDeployment(d)
+	got := o.(*appsv1.Deployment)
+	if *got.Spec.Replicas != 2 || got.Labels["x"] != "y" || got.Annotations["ai.example.com/replicas"] != "2" ||
+		got.Spec.Template.Labels["x"] != "y" || got.Spec.Template.Spec.PriorityClassName != "p" || len(got.Spec.Template.Spec.Volumes) != 1 ||
+		got.Status.ReadyReplicas != 1 || len(got.Status.Conditions) != 1 {
+		t.Fatalf("dropped what is read: %+v", got)
+	}
+	if len(got.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("containers %+v", got.Spec.Template.Spec.Containers)
+	}
+	c := got.Spec.Template.Spec.Containers[0]
+	if c.Name != ContainerName || c.Image != "vllm" || len(c.Args) != 2 || len(c.Ports) != 1 || c.ReadinessProbe == nil || c.Resources.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
+		t.Fatalf("model server container %+v", c)
+	}
+	if len(got.Annotations) != 1 || got.Spec.Selector != nil || got.Spec.Strategy.Type != "" || got.Spec.Template.Annotations != nil ||
+		got.Spec.Template.Spec.DNSPolicy != "" || c.Env != nil || c.TerminationMessagePath != "" {
+		t.Fatalf("kept what is never read: %+v", got)
+	}
+
+	sv := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"x": "y"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8000}},
+			ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1"}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
+	}
+	o, _ = StripService(sv)
+	gs := o.(*corev1.Service)
+	if gs.Labels["x"] != "y" || gs.Spec.Selector["x"] != "y" || len(gs.Spec.Ports) != 1 || gs.Spec.ClusterIP != "" || gs.Spec.ClusterIPs != nil || gs.Spec.IPFamilies != nil {
+		t.Fatalf("service as cached: %+v", gs.Spec)
+	}
+
+	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+		{Type: corev1.PodInitialized}, {Type: corev1.PodScheduled, Reason: "Unschedulable"}, {Type: corev1.ContainersReady}, {Type: corev1.PodReady},
+	}}}
+	o, _ = StripPod(p)
+	if cs := o.(*corev1.Pod).Status.Conditions; len(cs) != 2 || cs[0].Type != corev1.PodScheduled || cs[0].Reason != "Unschedulable" || cs[1].Type != corev1.PodReady {
+		t.Fatalf("pod conditions as cached: %+v", cs)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -46,6 +49,9 @@ type Config struct {
 	ProfileDir string
 	// ClusterArgs go to the local cluster (e.g. --controller-qps=200 for 10,000 pods).
 	ClusterArgs []string
+	// Env (KEY=VALUE) is added to, and overrides, the env the shipped Deployment gives the
+	// operator: to measure a GOGC or GOMEMLIMIT before shipping it.
+	Env []string
 }
 
 // Result is one run's figures.
@@ -67,12 +73,17 @@ type Result struct {
 	EventToActionP99Ms       float64 `json:"event_to_action_p99_ms"`
 	RSSMiB                   float64 `json:"rss_mib"`
 	RSSAnonMiB               float64 `json:"rss_anon_mib"`
-	HeapMiB                  float64 `json:"heap_mib"`
-	CachedObjects            int     `json:"cached_objects"`
-	BytesPerCachedObject     float64 `json:"bytes_per_cached_object"`
-	ReconcileP50Ms           float64 `json:"reconcile_p50_ms"`
-	ReconcileP99Ms           float64 `json:"reconcile_p99_ms"`
-	DeleteSeconds            float64 `json:"delete_seconds"`
+	// CPUSeconds is the operator's CPU time from its start to the end of the steady period
+	// (creation, convergence, resyncs), GCs the collections in that time: what memory
+	// settings cost.
+	CPUSeconds           float64 `json:"cpu_seconds"`
+	GCs                  float64 `json:"gcs"`
+	HeapMiB              float64 `json:"heap_mib"`
+	CachedObjects        int     `json:"cached_objects"`
+	BytesPerCachedObject float64 `json:"bytes_per_cached_object"`
+	ReconcileP50Ms       float64 `json:"reconcile_p50_ms"`
+	ReconcileP99Ms       float64 `json:"reconcile_p99_ms"`
+	DeleteSeconds        float64 `json:"delete_seconds"`
 }
 
 func logf(c Config, format string, args ...any) {
@@ -129,7 +140,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	logf(c, "operator env from the manifest: %v", env)
+	env = mergeEnv(env, c.Env)
+	logf(c, "operator env (the manifest's, then -env): %v", env)
 	op, err := operator.StartEnv(ctx, env, bin, filepath.Join(dir, "operator.log"), args...)
 	if err != nil {
 		return r, err
@@ -217,6 +229,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		r.RSSMiB, float64(anon)/(1<<20), mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
 		mib("go_memstats_heap_released_bytes"), mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"))
 	r.HeapMiB = heap / (1 << 20)
+	r.CPUSeconds = operator.SumCounter(fams, "process_cpu_seconds_total", nil)
+	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds_count", nil)
+	logf(c, "operator CPU %.1f s, %v GCs since its start", r.CPUSeconds, r.GCs)
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6
 	r.BytesPerCachedObject = heap / float64(r.CachedObjects)
@@ -224,6 +239,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	r.ReconcileP99Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", 0.99) * 1000
 	if c.ProfileDir != "" {
 		path := filepath.Join(c.ProfileDir, fmt.Sprintf("heap-%d.pprof", c.N))
+		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
+			return r, err
+		}
 		if err := op.HeapProfile(path); err != nil {
 			return r, err
 		}
@@ -686,11 +704,23 @@ func histogramQuantile(fams map[string]*dto.MetricFamily, name string, q float64
 // PrintTable writes the results as a table.
 func PrintTable(out io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\twrites/create\t(events)\twrites/change\t(events)\tsteady writes\tchildren s\tready s\tbaseline ready s\trate vs baseline\te2a p50 ms\te2a p99 ms\tRSS MiB\theap MiB\tB/object\treconcile p50 ms\tp99 ms\t")
+	fmt.Fprintln(tw, "N\twrites/create\t(events)\twrites/change\t(events)\tsteady writes\tchildren s\tready s\tbaseline ready s\trate vs baseline\te2a p50 ms\te2a p99 ms\tRSS MiB\theap MiB\tB/object\treconcile p50 ms\tp99 ms\tCPU s\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.1f\t\n",
 			r.N, r.WritesPerISVCCreate, r.EventWritesPerISVCCreate, r.WritesPerSpecChange, r.EventWritesPerSpecChange, r.WritesSteady, r.ChildrenSeconds, r.ReadySeconds, r.BaselineReadySeconds,
-			r.RateVsBaseline, r.EventToActionP50Ms, r.EventToActionP99Ms, r.RSSMiB, r.HeapMiB, r.BytesPerCachedObject, r.ReconcileP50Ms, r.ReconcileP99Ms)
+			r.RateVsBaseline, r.EventToActionP50Ms, r.EventToActionP99Ms, r.RSSMiB, r.HeapMiB, r.BytesPerCachedObject, r.ReconcileP50Ms, r.ReconcileP99Ms, r.CPUSeconds)
 	}
 	tw.Flush()
+}
+
+// mergeEnv appends extra to env, an extra KEY replacing env's.
+func mergeEnv(env, extra []string) []string {
+	out := make([]string, 0, len(env)+len(extra))
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		if !slices.ContainsFunc(extra, func(x string) bool { return strings.HasPrefix(x, k+"=") }) {
+			out = append(out, e)
+		}
+	}
+	return append(out, extra...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -414,6 +415,10 @@ func TestRestoresTamperedChildren(t *testing.T) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
 	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	// What others add (a mesh's sidecar, env) is not the operator's: the caches drop it and
+	// the restore, a patch, must leave it.
+	env.Kubectl(t, "patch", "-n", ns, "deploy/qwen3", "--type=strategic", "-p",
+		`{"spec":{"template":{"spec":{"containers":[{"name":"proxy","image":"envoy"},{"name":"vllm","env":[{"name":"HF_HOME","value":"/cache"}]}]}}}}`)
 	env.Kubectl(t, "set", "image", "-n", ns, "deploy/qwen3", "vllm=evil/miner:latest")
 	env.Kubectl(t, "patch", "-n", ns, "svc/qwen3", "--type=json", "-p", `[{"op":"replace","path":"/spec/ports/0/port","value":9000}]`)
 	testenv.Eventually(t, 20*time.Second, "owned fields restored", func() error {
@@ -425,8 +430,13 @@ func TestRestoresTamperedChildren(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if img := d.Spec.Template.Spec.Containers[0].Image; img != crd.DefaultImage || s.Spec.Ports[0].Port != 8000 {
-			return fmt.Errorf("image %s port %d", img, s.Spec.Ports[0].Port)
+		cs := d.Spec.Template.Spec.Containers
+		i := slices.IndexFunc(cs, func(c corev1.Container) bool { return c.Name == "vllm" })
+		if i < 0 || cs[i].Image != crd.DefaultImage || s.Spec.Ports[0].Port != 8000 {
+			return fmt.Errorf("containers %v port %d", cs, s.Spec.Ports[0].Port)
+		}
+		if len(cs) != 2 || len(cs[i].Env) != 1 || s.Spec.ClusterIP == "" {
+			return fmt.Errorf("the restore dropped what others own: containers %+v, cluster IP %q", cs, s.Spec.ClusterIP)
 		}
 		return nil
 	})

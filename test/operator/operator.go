@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
@@ -271,12 +274,42 @@ func ManifestEnv(root string) ([]string, error) {
 			continue
 		}
 		for _, e := range c.Env {
-			if e.ValueFrom == nil {
+			switch ref := e.ValueFrom; {
+			case ref == nil:
 				env = append(env, e.Name+"="+e.Value)
+			case ref.ResourceFieldRef != nil:
+				// As the kubelet resolves it from the container's own resources.
+				v, err := resourceFieldValue(ref.ResourceFieldRef, &c)
+				if err != nil {
+					return nil, fmt.Errorf("env %s: %w", e.Name, err)
+				}
+				env = append(env, e.Name+"="+v)
 			}
 		}
 	}
 	return env, nil
+}
+
+// resourceFieldValue resolves a downward API resourceFieldRef to a limit of the container, as
+// the kubelet does (rounded up to the divisor); only the limits the manifest uses.
+func resourceFieldValue(ref *corev1.ResourceFieldSelector, c *corev1.Container) (string, error) {
+	var q resource.Quantity
+	switch ref.Resource {
+	case "limits.memory":
+		q = c.Resources.Limits[corev1.ResourceMemory]
+	case "limits.cpu":
+		q = c.Resources.Limits[corev1.ResourceCPU]
+	default:
+		return "", fmt.Errorf("resourceFieldRef %s not resolved by the harness", ref.Resource)
+	}
+	if q.IsZero() {
+		return "", fmt.Errorf("resourceFieldRef %s: no limit in the manifest", ref.Resource)
+	}
+	div := int64(1)
+	if !ref.Divisor.IsZero() {
+		div = ref.Divisor.Value()
+	}
+	return strconv.FormatInt((q.Value()+div-1)/div, 10), nil
 }
 
 // HeapProfile saves the operator's heap profile (it must run with --pprof) to path.
