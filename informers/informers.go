@@ -77,16 +77,17 @@ type Set struct {
 }
 
 type scope struct {
-	isvc     dynamicinformer.DynamicSharedInformerFactory
 	children informers.SharedInformerFactory
-	isvcInf  informers.GenericInformer
-	deploy   cache.SharedIndexInformer
-	rs       cache.SharedIndexInformer
-	svc      cache.SharedIndexInformer
-	hpa      cache.SharedIndexInformer
-	cm       cache.SharedIndexInformer
-	pdb      cache.SharedIndexInformer
-	pod      cache.SharedIndexInformer
+	// The isvc informer runs on its own, not from a dynamic factory, to go without the
+	// factory's namespace index.
+	isvcInf cache.SharedIndexInformer
+	deploy  cache.SharedIndexInformer
+	rs      cache.SharedIndexInformer
+	svc     cache.SharedIndexInformer
+	hpa     cache.SharedIndexInformer
+	cm      cache.SharedIndexInformer
+	pdb     cache.SharedIndexInformer
+	pod     cache.SharedIndexInformer
 	// optional children, unstructured, through their own label-scoped dynamic factory
 	optional    dynamicinformer.DynamicSharedInformerFactory
 	optionalInf map[schema.GroupVersionResource]cache.SharedIndexInformer
@@ -110,9 +111,8 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).String()
 	for _, ns := range namespaces {
 		sc := &scope{}
-		sc.isvc = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, nil)
-		sc.isvcInf = sc.isvc.ForResource(res)
-		must(sc.isvcInf.Informer().SetTransform(DecodeInferenceService))
+		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, cache.Indexers{}, nil).Informer()
+		must(sc.isvcInf.SetTransform(DecodeInferenceService))
 		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
 			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak),
@@ -381,7 +381,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 		for _, p := range []struct {
 			inf cache.SharedIndexInformer
 			h   cache.ResourceEventHandler
-		}{{sc.isvcInf.Informer(), h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.cm, h.Child}, {sc.pdb, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
+		}{{sc.isvcInf, h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.cm, h.Child}, {sc.pdb, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
 			if err := add(p.inf, p.h); err != nil {
 				return err
 			}
@@ -398,7 +398,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 // Start starts every informer; they stop when ctx is done.
 func (s *Set) Start(ctx context.Context) {
 	for _, sc := range s.scopes {
-		sc.isvc.Start(ctx.Done())
+		go sc.isvcInf.RunWithContext(ctx)
 		sc.children.Start(ctx.Done())
 		sc.optional.Start(ctx.Done())
 		sc.quotas.Start(ctx.Done())
@@ -408,7 +408,7 @@ func (s *Set) Start(ctx context.Context) {
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
 	for _, sc := range s.scopes {
-		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf.Informer(), sc.deploy, sc.rs, sc.svc, sc.hpa, sc.cm, sc.pdb, sc.pod, sc.quotaInf} {
+		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf, sc.deploy, sc.rs, sc.svc, sc.hpa, sc.cm, sc.pdb, sc.pod, sc.quotaInf} {
 			if !inf.HasSynced() {
 				return false
 			}
@@ -461,7 +461,7 @@ func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, 
 // InferenceService returns the cached object, a *crd.InferenceService, or the
 // *unstructured.Unstructured that did not decode; callers must not modify it.
 func (s *Set) InferenceService(namespace, name string) (runtime.Object, bool, error) {
-	return get[runtime.Object](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf.Informer() }, namespace, name)
+	return get[runtime.Object](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf }, namespace, name)
 }
 
 // Deployment returns the cached Deployment; callers must not modify it.

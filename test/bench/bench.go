@@ -225,9 +225,10 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	mib := func(name string) float64 { return operator.SumCounter(fams, name, nil) / (1 << 20) }
 	anon, _ := op.RSSAnonBytes()
 	r.RSSAnonMiB = float64(anon) / (1 << 20)
-	logf(c, "at rest: RSS %.1f MiB (anonymous %.1f); Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f MiB",
+	logf(c, "at rest: RSS %.1f MiB (anonymous %.1f); Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f, GC metadata %.1f, spans %.1f, other %.1f MiB",
 		r.RSSMiB, float64(anon)/(1<<20), mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
-		mib("go_memstats_heap_released_bytes"), mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"))
+		mib("go_memstats_heap_released_bytes"), mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_inuse_bytes"),
+		mib("go_memstats_gc_sys_bytes"), mib("go_memstats_mspan_inuse_bytes"), mib("go_memstats_other_sys_bytes")+mib("go_memstats_buck_hash_sys_bytes"))
 	r.HeapMiB = heap / (1 << 20)
 	r.CPUSeconds = operator.SumCounter(fams, "process_cpu_seconds_total", nil)
 	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds_count", nil)

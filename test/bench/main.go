@@ -26,7 +26,7 @@ func main() {
 	skipBaseline := flag.Bool("skip-baseline", false, "leave out the plain client's baseline run (no rate figure)")
 	skipChange := flag.Bool("skip-change", false, "stop after the steady period: no spec change, no delete")
 	profile := flag.String("profile", "", "directory for the operator's heap profile at rest (runs it with --pprof)")
-	env := flag.String("env", "", "space-separated KEY=VALUE added to (and overriding) the operator's env from the shipped Deployment, e.g. GOGC=25")
+	env := flag.String("env", "", "space-separated KEY=VALUE added to (and overriding) the operator's env from the shipped Deployment, e.g. GOGC=50")
 	clusterArgs := flag.String("cluster-args", "", "space-separated extra flags for the local cluster, e.g. --controller-qps=200 (its controller manager's client, 20 by default, paces pod creation)")
 	flag.Parse()
 	var results []Result

@@ -21,8 +21,8 @@ func TestManifestEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(env, "GOGC=50") || !slices.Contains(env, "MEMORY_LIMIT=268435456") {
-		t.Fatalf("env %v, want GOGC=50 and MEMORY_LIMIT of the 256Mi limit from manifests/operator/deployment.yaml", env)
+	if !slices.Contains(env, "GOGC=25") || !slices.Contains(env, "MEMORY_LIMIT=268435456") {
+		t.Fatalf("env %v, want GOGC=25 and MEMORY_LIMIT of the 256Mi limit from manifests/operator/deployment.yaml", env)
 	}
 }
 

@@ -226,6 +226,8 @@ func SumCounter(fams map[string]*dto.MetricFamily, name string, match func(map[s
 			sum += m.GetGauge().GetValue()
 		case m.Histogram != nil:
 			sum += float64(m.GetHistogram().GetSampleCount())
+		case m.Summary != nil:
+			sum += float64(m.GetSummary().GetSampleCount())
 		}
 	}
 	return sum
