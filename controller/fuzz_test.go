@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/utils/ptr"
 
@@ -21,6 +22,9 @@ func FuzzReconcileConverges(f *testing.F) {
 	f.Add(int32(1000), int32(16), "a/b", "x", int32(-1), int32(1), uint8(0), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(7), int32(4), uint8(3), int32(2), int32(8))
 	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
+		if !utf8.ValidString(model) || !utf8.ValidString(image) {
+			return // custom resources travel as JSON, which carries only valid UTF-8
+		}
 		w := newWorld(replicas)
 		w.isvc.Spec.GPUsPerReplica, w.isvc.Spec.Model, w.isvc.Spec.Image = ptr.To(gpus), model, image
 		for i := range int(adapters % 8) {
