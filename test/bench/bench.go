@@ -231,7 +231,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		mib("go_memstats_gc_sys_bytes"), mib("go_memstats_mspan_inuse_bytes"), mib("go_memstats_other_sys_bytes")+mib("go_memstats_buck_hash_sys_bytes"))
 	r.HeapMiB = heap / (1 << 20)
 	r.CPUSeconds = operator.SumCounter(fams, "process_cpu_seconds_total", nil)
-	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds_count", nil)
+	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds", nil)
 	logf(c, "operator CPU %.1f s, %v GCs since its start", r.CPUSeconds, r.GCs)
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6
