@@ -485,6 +485,8 @@ func (t typed[T]) update(ctx context.Context, obj Child) (Child, error) {
 	return t.c.Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
+// patch sends a strategic merge patch: only typed children carry an Action.Base (custom
+// resources have no strategic merge and are updated whole), so no other type reaches it.
 func (t typed[T]) patch(ctx context.Context, name string, data []byte) error {
 	_, err := t.c.Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
 	return err
