@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -17,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -28,9 +32,10 @@ type Proxy struct {
 	Kubeconfig string
 	srv        *httptest.Server
 	mu         sync.Mutex
-	reqs       []request
+	reqs       []Request
 	cut        chan struct{}     // closed by Cut; replaced for later requests
 	bodies     map[*cutBody]bool // upstream bodies being streamed
+	answer     func(method, path string) int
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -68,14 +73,69 @@ type closeFunc struct {
 
 func (c closeFunc) Close() error { c.done(); return c.cutBody.ReadCloser.Close() }
 
-type request struct {
-	at           time.Time
-	method, path string
+// Request is one request the process sent, as the proxy received it.
+type Request struct {
+	At                  time.Time // when its headers reached the proxy
+	Method, Path, Query string
+	// Code is the status the process got back: the API server's, or the proxy's own answer.
+	Code int
+	// BlockOwnerDeletion: the body sets an ownerReference's blockOwnerDeletion, for which the
+	// API server's admission checks update on the owner's finalizers subresource.
+	BlockOwnerDeletion bool
 }
 
-// StartProxy starts a proxy, closed when the test ends. It presents no client certificate
-// upstream: the process's own ServiceAccount token authenticates it.
+// statusRecorder keeps the status code written through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Answer makes the proxy answer, instead of the API server, every request for which fn returns
+// a status code (409 Conflict, say): the process sees the API server's error for it. fn returns
+// 0 to forward the request. nil forwards everything again.
+func (p *Proxy) Answer(fn func(method, path string) int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answer = fn
+}
+
+// Requests returns every request recorded so far, in the order they reached the proxy.
+func (p *Proxy) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.reqs...)
+}
+
+// StartProxy starts a proxy for the operator's ServiceAccount, closed when the test ends. It
+// presents no client certificate upstream: the process's own ServiceAccount token
+// authenticates it.
 func (e *Env) StartProxy(t testing.TB) *Proxy {
+	t.Helper()
+	return e.StartProxyFor(t, e.SAKubeconfig)
+}
+
+// StartProxyFor is StartProxy for the identity of another kubeconfig (a token).
+func (e *Env) StartProxyFor(t testing.TB, kubeconfig string) *Proxy {
 	t.Helper()
 	cfg := e.Cluster.RESTConfig()
 	upstream, err := url.Parse(cfg.Host)
@@ -103,15 +163,38 @@ func (e *Env) StartProxy(t testing.TB) *Proxy {
 	rp.FlushInterval = -1                    // watches stream
 	rp.ErrorLog = log.New(io.Discard, "", 0) // a killed process's cancelled requests are expected
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := Request{At: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery}
+		if r.Body != nil && r.Method != http.MethodGet {
+			body, err := io.ReadAll(r.Body)
+			_ = r.Body.Close()
+			if err != nil {
+				return // the process went away mid-request
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			rec.BlockOwnerDeletion = bytes.Contains(body, []byte(`"blockOwnerDeletion":true`))
+		}
 		p.mu.Lock()
-		p.reqs = append(p.reqs, request{time.Now(), r.Method, r.URL.Path})
+		i := len(p.reqs)
+		p.reqs = append(p.reqs, rec)
+		answer := p.answer
 		p.mu.Unlock()
-		rp.ServeHTTP(w, r)
+		sw := &statusRecorder{ResponseWriter: w}
+		if answer != nil {
+			if code := answer(r.Method, r.URL.Path); code != 0 {
+				answerStatus(sw, r, code)
+			}
+		}
+		if sw.code == 0 {
+			rp.ServeHTTP(sw, r)
+		}
+		p.mu.Lock()
+		p.reqs[i].Code = sw.code
+		p.mu.Unlock()
 	}))
 	p.srv.EnableHTTP2 = true
 	p.srv.StartTLS()
 	t.Cleanup(func() { p.srv.CloseClientConnections(); p.srv.Close() })
-	kc, err := clientcmd.LoadFromFile(e.SAKubeconfig)
+	kc, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,17 +209,38 @@ func (e *Env) StartProxy(t testing.TB) *Proxy {
 	return p
 }
 
+// answerStatus writes a metav1.Status the way the API server does, so client-go classifies it.
+func answerStatus(w http.ResponseWriter, r *http.Request, code int) {
+	msg := fmt.Sprintf("the recording proxy answered %s %s with %d", r.Method, r.URL.Path, code)
+	body, _ := json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Message: msg, Reason: reasonForCode(code), Code: int32(code)})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+func reasonForCode(code int) metav1.StatusReason {
+	switch code {
+	case http.StatusConflict:
+		return metav1.StatusReasonConflict
+	case http.StatusNotFound:
+		return metav1.StatusReasonNotFound
+	default:
+		return metav1.StatusReasonInternalError
+	}
+}
+
 // Writes counts the mutating requests other than the Lease's sent in [from, to).
 func (p *Proxy) Writes(from, to time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, r := range p.reqs {
-		switch r.method {
+		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			continue
 		}
-		if strings.HasPrefix(r.path, "/apis/coordination.k8s.io/") || r.at.Before(from) || !r.at.Before(to) {
+		if strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") || r.At.Before(from) || !r.At.Before(to) {
 			continue
 		}
 		n++
