@@ -152,8 +152,8 @@ func TestLeaseLostExits(t *testing.T) {
 	}
 	select {
 	case <-a.Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the operator kept running 30s after losing its Lease")
+	case <-time.After(testenv.Scaled(30 * time.Second)):
+		t.Fatalf("the operator kept running %s after losing its Lease", testenv.Scaled(30*time.Second))
 	}
 	t.Logf("lease lost: the leader exited %s after the Lease was taken (renew deadline 3s)", time.Since(stolen).Round(time.Millisecond))
 	if err := a.Stop(time.Second); err == nil {

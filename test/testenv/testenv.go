@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,17 +103,32 @@ func (e *Env) Teardown(keep bool) {
 	}
 }
 
-// Ctx is a context that ends with the test or after d.
+// Ctx is a context that ends with the test or after d (scaled by ISVC_TEST_TIMESCALE).
 func Ctx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), Scaled(d))
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// Eventually polls cond until it returns nil, failing the test after timeout with cond's
-// last error.
+// TimeScaleEnv names the one factor every suite's deadlines are multiplied by (a decimal,
+// default 1): a loaded machine (CI's 2 cores shared with the cluster) slows every step, and a
+// deadline only bounds the wait for an event, so stretching it never changes what a test checks.
+const TimeScaleEnv = "ISVC_TEST_TIMESCALE"
+
+// Scaled is d times ISVC_TEST_TIMESCALE.
+func Scaled(d time.Duration) time.Duration {
+	f, err := strconv.ParseFloat(os.Getenv(TimeScaleEnv), 64)
+	if err != nil || f <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * f)
+}
+
+// Eventually polls cond until it returns nil, failing the test after timeout (scaled by
+// ISVC_TEST_TIMESCALE) with cond's last error.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	timeout = Scaled(timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
