@@ -175,22 +175,17 @@ func metaOf(obj interface{}) (metav1.Object, error) {
 	return m, nil
 }
 
-// enqueueOwner maps a child to its InferenceService through the controller reference, and
-// checks the UID so a child of a deleted namesake is ignored. A child controlled by someone
-// else but carrying the instance label still wakes its namesake, whose status names it.
+// enqueueOwner maps a child to its InferenceService through the controller reference. No UID
+// check: a child of a deleted namesake wakes the current one, which waits for it to be
+// garbage-collected (ReplacingPrevious) and creates its own the moment it is gone. A child
+// controlled by someone else but carrying the instance label still wakes its namesake, whose
+// status names it.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.Kind != crd.Kind || !isOurGroup(ref.APIVersion) {
 		if name, ok := obj.GetLabels()[InstanceLabel]; ok {
 			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
 		}
-		return
-	}
-	cached, ok, err := c.caches.InferenceService(obj.GetNamespace(), ref.Name)
-	if err != nil || !ok {
-		return
-	}
-	if m, isMeta := cached.(metav1.Object); !isMeta || m.GetUID() != ref.UID {
 		return
 	}
 	c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name})

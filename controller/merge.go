@@ -35,28 +35,31 @@ func mergeLabels(have, want map[string]string) map[string]string {
 	return have
 }
 
-// wantedReplicas decides the Deployment's replica count without fighting the HPA: the spec's
-// count is applied when the user changed it (the annotation records the last one applied) or
-// when the live count is outside the HPA's bounds; otherwise the HPA's choice stands.
+// wantedReplicas decides the Deployment's replica count without fighting the HPA. A change of
+// spec.replicas moves the HPA's bounds; the count the HPA chose is kept, clamped into them,
+// since each pod it drops is a loaded model server. The user's count applies when the HPA has
+// not moved the count away from the last one applied (the annotation records it), and a raise
+// is also a floor: asking for more never gets fewer. Otherwise the spec's count is applied only
+// to a live count outside the bounds (someone scaled it by hand).
 //
 // Under v1beta1 autoscaling there is no user's count: a change of the bounds only moves the
 // count back inside them.
 func wantedReplicas(live *appsv1.Deployment, sc Scale) (int32, bool) {
-	if sc.Fixed && live.Annotations[ReplicasAnnotation] != strconv.Itoa(int(sc.Replicas)) {
-		return sc.Replicas, true
-	}
 	cur := ptr.Deref(live.Spec.Replicas, 1)
-	switch {
-	case sc.Max == 0:
-		return 0, cur != 0
+	want := cur
+	switch applied, err := strconv.Atoi(live.Annotations[ReplicasAnnotation]); {
+	case sc.Fixed && (err != nil || int32(applied) != sc.Replicas):
+		if err == nil && int32(applied) == cur {
+			want = sc.Replicas // the HPA has not taken over: the user's count
+		} else {
+			want = min(max(cur, sc.Replicas), sc.Max) // the HPA's, raised to the user's
+		}
 	case sc.Fixed && (cur < sc.Min || cur > sc.Max):
-		return sc.Replicas, true
-	case cur < sc.Min:
-		return sc.Min, true
-	case cur > sc.Max:
-		return sc.Max, true
+		want = sc.Replicas
+	default:
+		want = min(max(cur, sc.Min), sc.Max)
 	}
-	return cur, false
+	return want, want != cur
 }
 
 func probeDrifted(have, want *corev1.Probe) bool {

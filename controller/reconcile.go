@@ -86,6 +86,10 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	return d
 }
 
+// ReasonReplacingPrevious: children of a deleted InferenceService of the same name are still
+// being garbage-collected; this one's are created as soon as they are gone.
+const ReasonReplacingPrevious = "ReplacingPrevious"
+
 // Verb is what to do with a child.
 type Verb string
 
@@ -115,6 +119,9 @@ type Action struct {
 	Base Child
 	// Scale is the Deployment's, for re-merging after a conflict.
 	Scale Scale
+	// AfterDeployment marks an action on a child that acts on the Deployment (see Reconcile):
+	// it is applied only once the Deployment's create succeeded, or found the Deployment ours.
+	AfterDeployment bool
 }
 
 // Output is Reconcile's decision.
@@ -122,6 +129,8 @@ type Output struct {
 	Actions []Action
 	// Conflicts name children that exist but are not controlled by this InferenceService.
 	Conflicts []string
+	// Predecessors name children of a deleted namesake, still to be garbage-collected.
+	Predecessors []string
 	// Causes are why the model is not serving yet; Status is decided from them.
 	Causes []Cause
 	Status crd.InferenceServiceStatus
@@ -142,46 +151,37 @@ func Reconcile(in Input) Output {
 	}
 
 	wantD, sc := want.Deployment, want.Scale
-	switch live := in.Observed.Deployment; {
-	case live == nil:
-		out.add(Create, "Deployment", wantD)
-	case !controlledBy(live, isvc):
-		out.conflict("Deployment", live)
-	case deploymentDrifted(live, wantD, sc):
-		upd := live.DeepCopy()
+	liveD := in.Observed.Deployment
+	switch {
+	case liveD == nil:
+		out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
+	case !controlledBy(liveD, isvc):
+		out.conflict(isvc, "Deployment", liveD)
+	case deploymentDrifted(liveD, wantD, sc):
+		upd := liveD.DeepCopy()
 		setDeployment(upd, wantD, sc)
-		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Base: live, Scale: sc})
+		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Base: liveD, Scale: sc})
+	}
+	// The Deployment anchors every child that acts on it or its pods: the HPA scales it by
+	// name, the Service and the PDB select its pods, the ServiceMonitor and the HTTPRoute reach
+	// them through the Service. While someone else's Deployment holds the name, none of them
+	// may exist; while ours is not seen yet, they wait for its create to succeed.
+	anchored := liveD == nil || controlledBy(liveD, isvc)
+	wantS, wantH, wantP, wantSM, wantR := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute
+	if !anchored {
+		wantS, wantH, wantP, wantSM, wantR = nil, nil, nil, nil, nil
 	}
 
-	wantS := want.Service
-	switch live := in.Observed.Service; {
-	case live == nil:
-		out.add(Create, "Service", wantS)
-	case !controlledBy(live, isvc):
-		out.conflict("Service", live)
-	case serviceDrifted(live, wantS):
+	if live := in.Observed.Service; optional(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
 		upd := live.DeepCopy()
 		setService(upd, wantS)
 		out.update("Service", upd, live)
 	}
-
-	wantH := want.HPA
-	switch live := in.Observed.HPA; {
-	case live == nil && wantH != nil:
-		out.add(Create, "HorizontalPodAutoscaler", wantH)
-	case live == nil:
-	case !controlledBy(live, isvc):
-		if wantH != nil {
-			out.conflict("HorizontalPodAutoscaler", live)
-		}
-	case wantH == nil:
-		out.add(Delete, "HorizontalPodAutoscaler", live)
-	case hpaDrifted(live, wantH):
+	if live := in.Observed.HPA; optional(&out, isvc, "HorizontalPodAutoscaler", live, wantH, live == nil, wantH == nil) && hpaDrifted(live, wantH) {
 		upd := live.DeepCopy()
 		setHPA(upd, wantH)
 		out.update("HorizontalPodAutoscaler", upd, live)
 	}
-
 	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; optional(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
 		if configMapDrifted(live, wantC) {
 			upd := live.DeepCopy()
@@ -189,21 +189,18 @@ func Reconcile(in Input) Output {
 			out.update("ConfigMap", upd, live)
 		}
 	}
-	if live, wantP := in.Observed.PDB, want.PDB; optional(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) {
-		if pdbDrifted(live, wantP) {
-			upd := live.DeepCopy()
-			setPDB(upd, wantP)
-			out.update("PodDisruptionBudget", upd, live)
-		}
+	if live := in.Observed.PDB; optional(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) && pdbDrifted(live, wantP) {
+		upd := live.DeepCopy()
+		setPDB(upd, wantP)
+		out.update("PodDisruptionBudget", upd, live)
 	}
-
 	for _, o := range []struct {
 		on         bool
 		kind       string
 		live, want *unstructured.Unstructured
 	}{
-		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, want.ServiceMonitor},
-		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, want.HTTPRoute},
+		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
+		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
 	} {
 		if o.on && optional(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()
@@ -211,12 +208,23 @@ func Reconcile(in Input) Output {
 			out.add(Update, o.kind, upd)
 		}
 	}
+	if liveD == nil {
+		for i := range out.Actions {
+			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i].Kind)
+		}
+	}
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
+	for _, p := range out.Predecessors {
+		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
+	}
 	out.Status = WithCauses(baseStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	out.StatusExt = statusExtensions(in, out.Status.ReadyReplicas)
 	return out
 }
+
+// actsOnDeployment names the kinds that act on the Deployment or its pods.
+func actsOnDeployment(kind string) bool { return kind != "Deployment" && kind != "ConfigMap" }
 
 // optional decides a child that exists only for some specs: create it when wanted and missing,
 // report a namesake someone else controls, delete ours when no longer wanted. It returns true
@@ -228,7 +236,7 @@ func optional(out *Output, isvc *crd.InferenceService, kind string, live, want C
 	case noLive:
 	case !controlledBy(live, isvc):
 		if !noWant {
-			out.conflict(kind, live)
+			out.conflict(isvc, kind, live)
 		}
 	case noWant:
 		out.add(Delete, kind, live)
@@ -262,7 +270,15 @@ func (o *Output) update(kind string, upd, live Child) {
 	o.Actions = append(o.Actions, Action{Verb: Update, Kind: kind, Object: upd, Base: live})
 }
 
-func (o *Output) conflict(kind string, obj metav1.Object) {
+// conflict records a child this InferenceService does not control. One still controlled by a
+// deleted InferenceService of the same name is no conflict: the garbage collector removes it,
+// and its deletion event reconciles this one again.
+func (o *Output) conflict(isvc *crd.InferenceService, kind string, obj metav1.Object) {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == crd.Kind && ref.Name == isvc.Name && isOurGroup(ref.APIVersion) {
+		o.Predecessors = append(o.Predecessors, kind+" "+obj.GetNamespace()+"/"+obj.GetName()+
+			" still belongs to a deleted InferenceService of the same name (uid "+string(ref.UID)+"); waiting for the garbage collector to remove it")
+		return
+	}
 	o.Conflicts = append(o.Conflicts, conflictMessage(kind, obj))
 }
 

@@ -403,22 +403,114 @@ func TestNeverTouchesChildrenItDoesNotControl(t *testing.T) {
 	w := newWorld(2)
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"}}
 	w.obs.Deployment = foreign
-	// A child of a deleted isvc with the same name: same kind and name, other UID.
-	stale := desiredService(baseOf(w.isvc))
-	stale.OwnerReferences[0].UID = "deleted-isvc"
-	w.obs.Service = stale
+	foreignSvc := desiredService(baseOf(w.isvc)).DeepCopy()
+	foreignSvc.OwnerReferences = nil
+	w.obs.Service = foreignSvc
 	out := w.reconcile()
-	for _, a := range out.Actions {
-		if a.Kind == "Deployment" || a.Kind == "Service" {
-			t.Fatalf("acted on a child it does not control: %s", verbs(out.Actions))
-		}
+	if len(out.Actions) != 0 {
+		// An HPA here would scale the foreign Deployment, a PDB or Service select its pods.
+		t.Fatalf("acted beside a Deployment it does not control: %s", verbs(out.Actions))
 	}
-	if len(out.Conflicts) != 2 || out.Status.Phase != crd.PhaseFailed || out.Status.Reason != ReasonChildConflict {
+	if len(out.Conflicts) != 1 || out.Status.Phase != crd.PhaseFailed || out.Status.Reason != ReasonChildConflict {
 		t.Fatalf("conflicts %v status %+v", out.Conflicts, out.Status)
 	}
 	c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionReady)
 	if !strings.Contains(c.Message, "Deployment default/qwen3 already exists and is not owned") {
 		t.Fatalf("message %q", c.Message)
+	}
+}
+
+// TestNothingActsOnAForeignDeployment: when someone else's Deployment takes the name (ours
+// deleted, theirs created), every child of ours that acts on it or its pods goes.
+func TestNothingActsOnAForeignDeployment(t *testing.T) {
+	w := converged(t, 4) // with a PDB
+	w.obs.Deployment = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](20)}}
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "delete Service, delete HorizontalPodAutoscaler, delete PodDisruptionBudget" {
+		t.Fatalf("beside a foreign Deployment: %s", got)
+	}
+	if out.Status.Reason != ReasonChildConflict {
+		t.Fatalf("status %+v", out.Status)
+	}
+}
+
+// TestDependentsWaitForTheDeployment: a Deployment not in the cache may be someone else's
+// namesake outside the label-scoped cache; what acts on it is applied only after its create.
+func TestDependentsWaitForTheDeployment(t *testing.T) {
+	w := newWorld(4)
+	w.f = Features{ServiceMonitors: true}
+	out := w.reconcile()
+	var waiting []string
+	for _, a := range out.Actions {
+		if a.AfterDeployment {
+			waiting = append(waiting, a.Kind)
+		}
+	}
+	if got := strings.Join(waiting, ","); got != "Service,HorizontalPodAutoscaler,PodDisruptionBudget,ServiceMonitor" {
+		t.Fatalf("waiting for the Deployment: %s (all: %s)", got, verbs(out.Actions))
+	}
+	w.apply(out.Actions)
+	w.obs.Service = nil
+	if out := w.reconcile(); len(out.Actions) != 1 || out.Actions[0].AfterDeployment {
+		t.Fatalf("with the Deployment ours, nothing waits: %+v", out.Actions)
+	}
+}
+
+// TestWaitsForAPredecessorsChildren: children of a deleted isvc of the same name are not a
+// conflict: the garbage collector removes them, and this one then creates its own.
+func TestWaitsForAPredecessorsChildren(t *testing.T) {
+	w := newWorld(2)
+	stale := desiredDeployment(w.isvc, &w.ext, baseOf(w.isvc)).DeepCopy()
+	stale.OwnerReferences[0].UID = "deleted-isvc"
+	w.obs.Deployment = stale
+	out := w.reconcile()
+	if len(out.Actions) != 0 || len(out.Conflicts) != 0 {
+		t.Fatalf("actions %s conflicts %v", verbs(out.Actions), out.Conflicts)
+	}
+	if out.Status.Phase != crd.PhaseProgressing || out.Status.Reason != ReasonReplacingPrevious || IsWarning(out.Status.Reason) {
+		t.Fatalf("status %+v", out.Status)
+	}
+	w.obs.Deployment = nil
+	if got := verbs(w.reconcile().Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler" {
+		t.Fatalf("once collected: %s", got)
+	}
+}
+
+// TestSpecReplicasKeepsTheHPAsCount: a change of spec.replicas moves the HPA's bounds and keeps
+// the count the HPA chose, clamped into them; a raise is a floor, and a count the HPA never
+// moved follows the user.
+func TestSpecReplicasKeepsTheHPAsCount(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		hpa, spec, got int32
+	}{
+		{"raise below the HPA's count", 9, 5, 9},
+		{"raise above the HPA's count", 9, 12, 12},
+		{"lower keeps the HPA's count", 9, 6, 9},
+		{"lower clamps into the new bounds", 9, 2, 6},
+		{"the HPA never moved: the user's count", 4, 6, 6},
+		{"the HPA never moved: lower too", 4, 2, 2},
+		{"to zero", 9, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := converged(t, 4) // bounds 2..12
+			d := w.obs.Deployment.DeepCopy()
+			d.Spec.Replicas = ptr.To(c.hpa)
+			w.obs.Deployment = d
+			w.isvc.Spec.Replicas, w.isvc.Generation = c.spec, 2
+			out := w.reconcile()
+			if len(out.Actions) == 0 || out.Actions[0].Kind != "Deployment" {
+				t.Fatalf("actions %s", verbs(out.Actions))
+			}
+			w.apply(out.Actions)
+			if got := *w.obs.Deployment.Spec.Replicas; got != c.got {
+				t.Fatalf("replicas %d -> spec %d: Deployment at %d, want %d", c.hpa, c.spec, got, c.got)
+			}
+			if out := w.reconcile(); len(out.Actions) != 0 {
+				t.Fatalf("not converged: %s", verbs(out.Actions))
+			}
+		})
 	}
 }
 

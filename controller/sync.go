@@ -212,27 +212,35 @@ type conflictError struct{ msg string }
 func (e *conflictError) Error() string { return e.msg }
 
 // applyAll applies the actions concurrently (children are independent, and a new isvc's
-// three creates then cost one round trip), records one Normal Event for what succeeded and one
-// Warning Event per failure.
+// creates then cost one round trip, two when the Deployment is created: what acts on it waits
+// for its create), records one Normal Event for what was written and one Warning Event per
+// failure.
 func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []Action) error {
+	done := make([]Verb, len(actions))
 	results := make([]error, len(actions))
-	var wg sync.WaitGroup
-	for i := range actions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = c.apply(ctx, actions[i])
-		}()
+	run := func(after bool) {
+		var wg sync.WaitGroup
+		for i := range actions {
+			if actions[i].AfterDeployment != after {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				done[i], results[i] = c.apply(ctx, actions[i])
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	run(false)
+	if deploymentApplied(actions, results) {
+		run(true)
+	}
 	var errs []error
-	var done []string
+	var written []string
 	var first *Action
 	reason := ""
 	for i, a := range actions {
-		if errors.Is(results[i], errNoop) {
-			continue // nothing was written, so nothing to tell
-		}
 		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
 			c.recorder.Eventf(isvc, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
@@ -240,20 +248,34 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
 			continue
 		}
-		r := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[a.Verb]
+		if done[i] == "" {
+			continue // nothing was written (the cache was behind, or the action waited), so nothing to tell
+		}
+		r := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[done[i]]
 		if first == nil {
 			first, reason = &actions[i], r
 		} else if r != reason {
 			reason = EventReconciled
 		}
-		done = append(done, r+" "+a.Kind+" "+a.Object.GetName())
+		written = append(written, r+" "+a.Kind+" "+a.Object.GetName())
 	}
 	if first != nil {
 		// The first child is the related object: events.k8s.io folds events with the same
 		// (regarding, related, reason, action) into one series, which would hide a later one.
-		c.recorder.Eventf(isvc, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(done, "; "))
+		c.recorder.Eventf(isvc, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(written, "; "))
 	}
 	return errors.Join(errs...)
+}
+
+// deploymentApplied reports whether the actions that wait for the Deployment may go: its
+// action, if any, succeeded (a create that found our own Deployment succeeded too).
+func deploymentApplied(actions []Action, results []error) bool {
+	for i, a := range actions {
+		if a.Kind == "Deployment" && results[i] != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func actionName(v Verb) string {
@@ -267,38 +289,44 @@ func actionName(v Verb) string {
 	}
 }
 
-// errNoop reports an action that needed no write after all: the cache was behind.
-var errNoop = errors.New("already done")
-
-// apply performs one action. Updates carry the resourceVersion read from the cache; on a
-// conflict the live object is re-read from the API server and the owned fields re-applied.
-func (c *Controller) apply(ctx context.Context, a Action) error {
+// apply performs one action and returns what it wrote ("" for nothing). Updates carry the
+// resourceVersion read from the cache; on a conflict the live object is re-read from the API
+// server and the owned fields re-applied.
+func (c *Controller) apply(ctx context.Context, a Action) (Verb, error) {
 	switch a.Verb {
 	case Create:
 		_, err := c.write(ctx, Create, a.Object)
-		if apierrors.IsAlreadyExists(err) {
-			// Not in the label-scoped cache: a namesake the operator does not manage.
-			live, gerr := c.get(ctx, a.Object)
-			if gerr == nil && isControlledBy(live, a.Object) {
-				return errNoop // ours, the cache is just behind
-			}
-			return &conflictError{conflictMessage(a.Kind, a.Object) + " (found on create)"}
+		if !apierrors.IsAlreadyExists(err) {
+			return Create, err
 		}
-		return err
+		// Not in the label-scoped cache: someone else's namesake, or ours with its labels
+		// changed (a relabel drops it from the cache). Ownership is the controller reference:
+		// ours gets its owned fields, labels included, back, and so returns to the cache.
+		return c.update(ctx, a, true)
 	case Delete:
 		uid, rv := a.Object.GetUID(), a.Object.GetResourceVersion()
 		err := c.delete(ctx, a.Object, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if apierrors.IsNotFound(err) {
-			return errNoop
+			return "", nil
 		}
-		return err
+		return Delete, err
 	}
+	return c.update(ctx, a, false)
+}
+
+// update writes the action's owned fields. From the cache it sends a patch from the cached
+// base; after a conflict, or when read says the cache does not hold the object, it reads the
+// live object, checks it is ours and re-merges, and writes nothing when nothing differs.
+func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, error) {
 	obj, base := a.Object, a.Base
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			base = nil // the object read back is whole
+	wrote := Verb("")
+	attempt := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if attempt++; attempt > 1 {
 			c.metrics.ConflictRetry(a.Kind)
+			read = true
+		}
+		if read {
 			live, err := c.get(ctx, a.Object)
 			if err != nil {
 				return err
@@ -308,16 +336,22 @@ func (c *Controller) apply(ctx context.Context, a Action) error {
 			}
 			var changed bool
 			if obj, changed = remerge(live, a); !changed {
-				return errNoop // someone (an earlier reconcile) already wrote it
+				return nil // someone (an earlier reconcile) already wrote it
 			}
+			base = nil // the object read back is whole
 		}
-		first = false
+		var err error
 		if base != nil {
-			return c.patch(ctx, base, obj)
+			err = c.patch(ctx, base, obj)
+		} else {
+			_, err = c.write(ctx, Update, obj)
 		}
-		_, err := c.write(ctx, Update, obj)
+		if err == nil {
+			wrote = Update
+		}
 		return err
 	})
+	return wrote, err
 }
 
 // patch sends the difference between base (a cached, partial copy of the live object) and obj
