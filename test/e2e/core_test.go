@@ -118,9 +118,9 @@ func TestSeedRun(t *testing.T) {
 	})
 
 	// 2. Once pods are ready: Ready with 3, after having been Progressing with 0.
-	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
-	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 10*time.Second)
-	testenv.Eventually(t, 10*time.Second, "the status history", func() error {
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, time.Minute)
+	testenv.Eventually(t, time.Minute, "the status history", func() error {
 		p, r := statuses.index("Progressing/0"), statuses.index("Ready/3")
 		if p < 0 || r < 0 || p > r {
 			return fmt.Errorf("statuses seen: %v", statuses.seen)
@@ -128,22 +128,27 @@ func TestSeedRun(t *testing.T) {
 		return nil
 	})
 
-	// ... and no further writes, across several resync periods, while reconciles still run.
+	// ... and no further writes across several resync periods while reconciles still run: the
+	// window lasts three periods and at least until three reconciles ran (an event), since a
+	// loaded machine may run none in a span of wall clock.
 	before := writesSettle(t)
 	fams, _ := env.op.Scrape()
 	reconcilesBefore := operator.SumCounter(fams, "controller_runtime_reconcile_total", nil)
 	hold := time.Now().Add(3 * env.resync)
-	for time.Now().Before(hold) {
+	testenv.Eventually(t, time.Minute, "three resync periods and reconciles with no write", func() error {
 		if w, err := env.op.Writes(); err != nil || w != before {
 			t.Fatalf("operator wrote at steady state: %v -> %v (%v)", before, w, err)
 		}
-		time.Sleep(200 * time.Millisecond) // sampling interval over a fixed window
-	}
-	fams, _ = env.op.Scrape()
-	if after := operator.SumCounter(fams, "controller_runtime_reconcile_total", nil); after <= reconcilesBefore {
-		t.Fatalf("no reconcile ran during %s of resyncs; the zero-write figure proves nothing", 3*env.resync)
-	}
-	t.Logf("steady state: 0 writes over %s (%v writes before)", 3*env.resync, before)
+		fams, err := env.op.Scrape()
+		if err != nil {
+			return err
+		}
+		if n := operator.SumCounter(fams, "controller_runtime_reconcile_total", nil) - reconcilesBefore; n < 3 || time.Now().Before(hold) {
+			return fmt.Errorf("%v reconciles so far", n)
+		}
+		return nil
+	})
+	t.Logf("steady state: 0 writes over %s and three reconciles or more (%v writes before)", 3*env.resync, before)
 
 	// 3. replicas 3 -> 6: Deployment 6, HPA 3..18, then Ready with 6.
 	env.Kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
@@ -178,7 +183,7 @@ func TestSeedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Kubectl(t, "delete", "-n", ns, "svc/qwen3")
-	testenv.Eventually(t, 10*time.Second, "service recreated", func() error {
+	testenv.Eventually(t, time.Minute, "service recreated", func() error {
 		s, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "qwen3", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -201,7 +206,7 @@ func TestSeedRun(t *testing.T) {
 func TestKubectlExperience(t *testing.T) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
 
 	out := env.Kubectl(t, "get", "isvc", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -296,9 +301,9 @@ func TestValidationAtTheAPIServer(t *testing.T) {
 func TestDeletionDeregistersThenCascades(t *testing.T) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
 	key := ns + "/qwen3"
-	testenv.Eventually(t, 10*time.Second, "route registered", func() error {
+	testenv.Eventually(t, time.Minute, "route registered", func() error {
 		if !env.gateway.registered(key) {
 			return fmt.Errorf("not registered")
 		}
@@ -311,7 +316,7 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 
 	env.gateway.setDown(true)
 	env.Kubectl(t, "delete", "-n", ns, "isvc/qwen3", "--wait=false")
-	testenv.Eventually(t, 20*time.Second, "Terminating with the gateway's error", func() error {
+	testenv.Eventually(t, time.Minute, "Terminating with the gateway's error", func() error {
 		i, err := env.ISVC(ns, "qwen3")
 		if err != nil {
 			return err
@@ -390,7 +395,7 @@ func TestNeverTouchesAForeignChild(t *testing.T) {
 	if i.Status.Reason != "ChildConflict" {
 		t.Fatalf("reason %q", i.Status.Reason)
 	}
-	testenv.Eventually(t, 20*time.Second, "a ChildConflict warning event", func() error {
+	testenv.Eventually(t, time.Minute, "a ChildConflict warning event", func() error {
 		ev := env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=InferenceService,reason=ChildConflict", "-o", "jsonpath={.items[*].message}")
 		if !strings.Contains(ev, "Deployment "+ns+"/qwen3 already exists and is not owned by this InferenceService") {
 			return fmt.Errorf("events: %q", ev)
@@ -414,14 +419,14 @@ func TestNeverTouchesAForeignChild(t *testing.T) {
 func TestRestoresTamperedChildren(t *testing.T) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
-	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", "--timeout=60s")
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
 	// What others add (a mesh's sidecar, env) is not the operator's: the caches drop it and
 	// the restore, a patch, must leave it.
 	env.Kubectl(t, "patch", "-n", ns, "deploy/qwen3", "--type=strategic", "-p",
 		`{"spec":{"template":{"spec":{"containers":[{"name":"proxy","image":"envoy"},{"name":"vllm","env":[{"name":"HF_HOME","value":"/cache"}]}]}}}}`)
 	env.Kubectl(t, "set", "image", "-n", ns, "deploy/qwen3", "vllm=evil/miner:latest")
 	env.Kubectl(t, "patch", "-n", ns, "svc/qwen3", "--type=json", "-p", `[{"op":"replace","path":"/spec/ports/0/port","value":9000}]`)
-	testenv.Eventually(t, 20*time.Second, "owned fields restored", func() error {
+	testenv.Eventually(t, time.Minute, "owned fields restored", func() error {
 		d, err := deployment(t, ns, "qwen3")
 		if err != nil {
 			return err

@@ -124,6 +124,9 @@ func Scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
+// Timeout is kubectl's --timeout flag for d, scaled like every other deadline.
+func Timeout(d time.Duration) string { return "--timeout=" + Scaled(d).String() }
+
 // Eventually polls cond until it returns nil, failing the test after timeout (scaled by
 // ISVC_TEST_TIMESCALE) with cond's last error.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
