@@ -344,7 +344,7 @@ func TestInvalidStoredObject(t *testing.T) {
 	}
 	// About legacy only: the probe above may have been stored too, while the API server
 	// still served the relaxed schema, and it is reported the same way.
-	testenv.Eventually(t, 20*time.Second, "one InvalidSpec warning event for legacy", func() error {
+	testenv.Eventually(t, time.Minute, "one InvalidSpec warning event for legacy", func() error {
 		evs, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -392,7 +392,7 @@ func TestFinalizerFaults(t *testing.T) {
 	}
 	env.WaitPhase(t, ns, "fin", crd.PhaseReady, time.Minute)
 	key := ns + "/fin"
-	testenv.Eventually(t, 10*time.Second, "route registered", func() error {
+	testenv.Eventually(t, time.Minute, "route registered", func() error {
 		if !env.gateway.registered(key) {
 			return fmt.Errorf("not yet")
 		}
@@ -401,7 +401,7 @@ func TestFinalizerFaults(t *testing.T) {
 	env.gateway.setFailure(500, 0)
 	t.Cleanup(func() { env.gateway.setFailure(0, 0) })
 	env.Kubectl(t, "delete", "-n", ns, "isvc/fin", "--wait=false")
-	waitReason(t, ns, "fin", "GatewayUnavailable", 20*time.Second)
+	waitReason(t, ns, "fin", "GatewayUnavailable", time.Minute)
 
 	env.op.Kill()
 	restartOperator(t)
