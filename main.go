@@ -60,7 +60,7 @@ type options struct {
 	workers, burst                            int
 	qps                                       float64
 	resync, backoffBase, backoffMax           time.Duration
-	progressHold                              time.Duration
+	progressHold, deregisterTimeout           time.Duration
 	leaderElect                               bool
 	leaseNamespace, leaseName                 string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -85,6 +85,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
 	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")
+	flag.DurationVar(&o.deregisterTimeout, "gateway-deregister-timeout", 0, "How long a deleted InferenceService waits for its gateway route to be deregistered before its finalizer is released anyway (a Warning Event and inferenceservice_operator_gateway_routes_abandoned_total count it); 0 waits for the gateway. In a namespace being deleted the finalizer is released at the first failure, whatever this is.")
 	flag.DurationVar(&o.progressHold, "progress-hold", controller.DefaultProgressHold, "How long a serving model's rollout may keep its last Ready status (for the previous observedGeneration) before Progressing is written; the default is the Deployment's default progressDeadlineSeconds. A new isvc's first status waits at most 1m (or this, if shorter) while child writes are contended. 0 writes every transition.")
 	flag.DurationVar(&o.backoffBase, "backoff-base", 5*time.Millisecond, "First retry delay of a failing InferenceService; doubles per failure.")
 	flag.DurationVar(&o.backoffMax, "backoff-max", 5*time.Minute, "Largest retry delay of a failing InferenceService.")
@@ -230,6 +231,7 @@ func run(ctx context.Context, o options) error {
 	ctrl := controller.New(controller.Config{
 		Kube: ctrlKube, Dynamic: ctrlDyn, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw, Metrics: m,
 		Version: apiVersion, Features: features, Busy: budget.Contended, ProgressHold: o.progressHold,
+		DeregisterTimeout: o.deregisterTimeout,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err

@@ -53,6 +53,7 @@ type Caches interface {
 // Metrics receives what the controller observes; metrics.Metrics implements it.
 type Metrics interface {
 	ConflictRetry(resource string)
+	RouteAbandoned()
 	APIError(reason string)
 	ObserveInferenceService(s metrics.Snapshot)
 	ForgetInferenceService(namespace, name string)
@@ -78,6 +79,10 @@ type Config struct {
 	Busy func() bool
 	// ProgressHold bounds how long transient statuses are held; 0 writes every transition.
 	ProgressHold time.Duration
+	// DeregisterTimeout, when positive, releases a deleted isvc's finalizer once deregistering
+	// its route has failed for that long since the deletion; 0 waits for the gateway (except
+	// in a namespace being deleted).
+	DeregisterTimeout time.Duration
 }
 
 // Controller reconciles InferenceServices.
@@ -97,6 +102,8 @@ type Controller struct {
 	busy         func() bool
 	holds        holds
 	progressHold time.Duration
+	// deregisterTimeout bounds how long a deletion waits for the gateway (abandonRoute).
+	deregisterTimeout time.Duration
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
@@ -113,7 +120,7 @@ func New(cfg Config) *Controller {
 		kube: cfg.Kube, dyn: cfg.Dynamic, features: cfg.Features, caches: cfg.Caches, queue: cfg.Queue,
 		isvcs:    cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)),
 		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
-		busy: cfg.Busy, progressHold: cfg.ProgressHold,
+		busy: cfg.Busy, progressHold: cfg.ProgressHold, deregisterTimeout: cfg.DeregisterTimeout,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -39,7 +40,26 @@ const (
 	EventReconciled   = "Reconciled"
 	EventDeregistered = "Deregistered"
 	EventRegistered   = "Registered"
+	// EventRouteAbandoned: the finalizer was released although deregistration failed.
+	EventRouteAbandoned = "RouteAbandoned"
 )
+
+// abandonRoute says why a deletion should stop waiting for the gateway, or "" to keep
+// waiting: the namespace is being deleted, or the deletion is older than the deregistration
+// timeout. The namespace is read only here, on a failed deregistration.
+func (c *Controller) abandonRoute(ctx context.Context, isvc *crd.InferenceService, now time.Time) string {
+	ns, err := c.kube.CoreV1().Namespaces().Get(ctx, isvc.Namespace, metav1.GetOptions{})
+	switch {
+	case err == nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating):
+		return "namespace " + isvc.Namespace + " is being deleted"
+	case err != nil:
+		klog.InfoS("Cannot read the namespace of a deleted InferenceService", "isvc", klog.KObj(isvc), "err", err)
+	}
+	if t, del := c.deregisterTimeout, isvc.DeletionTimestamp; t > 0 && del != nil && now.Sub(del.Time) >= t {
+		return fmt.Sprintf("deregistration has failed for %s (--gateway-deregister-timeout=%s)", now.Sub(del.Time).Round(time.Second), t)
+	}
+	return ""
+}
 
 // sync is the queue's handler: read from the caches, decide with the pure Reconcile, apply,
 // write status only when it changed. Errors are returned for queue.handleErr to classify.
@@ -692,20 +712,34 @@ func (c *Controller) register(ctx context.Context, isvc *crd.InferenceService, e
 }
 
 // finalize deregisters the route, then removes the finalizer; children go with the garbage
-// collector through their ownerReferences.
+// collector through their ownerReferences. A deregistration that keeps failing holds the
+// isvc, except when its namespace is being deleted (the finalizer would hold the namespace
+// forever) or after --gateway-deregister-timeout: the route is then abandoned, counted and
+// reported, and the finalizer released.
 func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, now metav1.Time) error {
 	if !hasFinalizer(isvc) {
 		return nil
 	}
 	if c.gateway != nil {
 		ext, stored, _ := crd.ExtensionsOf(isvc)
-		if err := c.gateway.Deregister(ctx, routeOf(isvc, &ext)); err != nil {
-			err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
-			st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
-			st.Phase = crd.PhaseTerminating
-			return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
+		r := routeOf(isvc, &ext)
+		if err := c.gateway.Deregister(ctx, r); err != nil {
+			why := c.abandonRoute(ctx, isvc, now.Time)
+			if why == "" {
+				err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
+				st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
+				st.Phase = crd.PhaseTerminating
+				return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
+			}
+			c.metrics.RouteAbandoned()
+			// In a terminating namespace the API server refuses the Event: the log line and
+			// the metric are what remains.
+			klog.InfoS("Releasing the finalizer without deregistering the gateway route", "isvc", klog.KObj(isvc), "path", r.Path, "because", why, "err", err)
+			c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventRouteAbandoned, "Deregister",
+				"route %s may be left on the gateway: %s; deregistration failed: %v", r.Path, why, err)
+		} else {
+			c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 		}
-		c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 	}
 	// Deregistered: remove the finalizer even if the cached object is stale, re-reading on a
 	// conflict, so the gateway is not called twice for one deletion.
