@@ -325,7 +325,8 @@ func TestNamespacedOverlay(t *testing.T) {
 		t.Fatalf("can-i list deployments in %s: %q, want no", other, out)
 	}
 
-	p := startOperator(t, env.Bin, "namespaced", "--kubeconfig="+kc, "--namespaces="+nsArg, "-v=2")
+	wire := env.StartProxyFor(t, kc)
+	p := startOperator(t, env.Bin, "namespaced", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+nsArg, "-v=2")
 	for _, ns := range append(slices.Clone(watched), other) {
 		createISVC(t, ns, "qwen3", 1)
 	}
@@ -352,4 +353,11 @@ func TestNamespacedOverlay(t *testing.T) {
 		t.Fatalf("permission errors in the operator log (%s)", filepath.Join(env.Dir, "namespaced.log"))
 	}
 	t.Logf("reconciled in %v, ignored %s; %v writes", watched, other, writes(t, p))
+	// Every request the operator sent was one the overlay's rules grant (the full proof that
+	// each rule is used is TestRBACExactlyWhatIsCalled's, on the same rules unsplit).
+	all := slices.Clone(clusterRole.Rules)
+	for _, r := range roles {
+		all = append(all, r.Rules...)
+	}
+	checkGranted(t, "manifests/overlays/namespaced", all, wire.Requests())
 }

@@ -1,0 +1,432 @@
+package incluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// access is one permission as RBAC sees a request: API group, resource (with its subresource,
+// "pods/status"), verb and, for requests on one object, its name.
+type access struct {
+	group, resource, verb, name string
+}
+
+func (a access) String() string {
+	s := a.resource + ":" + a.verb
+	if a.group != "" {
+		s = a.group + "/" + s
+	}
+	if a.name != "" {
+		s += "@" + a.name
+	}
+	return s
+}
+
+// accessOf reads a request's path the way the API server's RequestInfo does; ok is false for
+// non-resource paths (discovery, /version), which every authenticated user may read.
+func accessOf(r testenv.Request) (access, bool) {
+	var a access
+	rest, ok := strings.CutPrefix(r.Path, "/api/v1/")
+	if !ok {
+		p, isAPIs := strings.CutPrefix(r.Path, "/apis/")
+		parts := strings.SplitN(p, "/", 3) // group, version, rest
+		if !isAPIs || len(parts) < 3 {
+			return a, false
+		}
+		a.group, rest = parts[0], parts[2]
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if parts[0] == "namespaces" && len(parts) > 2 {
+		parts = parts[2:] // a namespaced resource; a namespace itself keeps its own path
+	}
+	a.resource = parts[0]
+	if len(parts) > 1 {
+		a.name = parts[1]
+	}
+	if len(parts) > 2 {
+		a.resource += "/" + parts[2]
+	}
+	q, _ := url.ParseQuery(r.Query)
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case q.Get("watch") == "true" || q.Get("watch") == "1":
+			a.verb = "watch"
+		case a.name == "":
+			a.verb = "list"
+		default:
+			a.verb = "get"
+		}
+	case http.MethodPost:
+		a.verb, a.name = "create", "" // a create names no object in its path
+	case http.MethodPut:
+		a.verb = "update"
+	case http.MethodPatch:
+		a.verb = "patch"
+	case http.MethodDelete:
+		a.verb = "delete"
+		if a.name == "" {
+			a.verb = "deletecollection"
+		}
+	default:
+		return a, false
+	}
+	return a, true
+}
+
+// grants reports whether rule allows a.
+func grants(rule rbacv1.PolicyRule, a access) bool {
+	in := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	return in(rule.APIGroups, a.group) && in(rule.Resources, a.resource) && in(rule.Verbs, a.verb) &&
+		(len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, a.name))
+}
+
+// ruleAccesses expands a rule into one access per group, resource and verb, for the check that
+// each is used; a rule scoped to names is used by a request on any of them.
+func ruleAccesses(rule rbacv1.PolicyRule) []access {
+	var out []access
+	for _, g := range rule.APIGroups {
+		for _, r := range rule.Resources {
+			for _, v := range rule.Verbs {
+				out = append(out, access{group: g, resource: r, verb: v})
+			}
+		}
+	}
+	return out
+}
+
+// accessesUsed maps what the process sent to the permissions RBAC checked for it. Besides the
+// request's own, a child written with blockOwnerDeletion needs update on the owner's
+// finalizers: the API server's admission (OwnerReferencesPermissionEnforcement) checks it.
+func accessesUsed(reqs []testenv.Request) map[access]int {
+	used := map[access]int{}
+	for _, r := range reqs {
+		a, ok := accessOf(r)
+		if !ok {
+			continue
+		}
+		used[a]++
+		if r.BlockOwnerDeletion && (a.verb == "create" || a.verb == "update") {
+			used[access{group: crd.Group, resource: crd.Plural + "/finalizers", verb: "update"}]++
+		}
+	}
+	return used
+}
+
+// checkExactRBAC fails the test on a request RBAC denied or no rule grants, and on a rule
+// (group, resource, verb) no request used. It logs what each rule was used for.
+func checkExactRBAC(t *testing.T, mode string, rules []rbacv1.PolicyRule, reqs []testenv.Request) {
+	t.Helper()
+	used := checkGranted(t, mode, rules, reqs)
+	var report []string
+	for _, rule := range rules {
+		for _, want := range ruleAccesses(rule) {
+			n := 0
+			for a, c := range used {
+				if a.group == want.group && a.resource == want.resource && a.verb == want.verb &&
+					(len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, a.name)) {
+					n += c
+				}
+			}
+			report = append(report, fmt.Sprintf("%5d  %s", n, want))
+			if n == 0 {
+				t.Errorf("%s: the rule %s (resourceNames %v) was never used: no code path of this install calls it", mode, want, rule.ResourceNames)
+			}
+		}
+	}
+	t.Logf("%s: %d requests recorded; uses per rule:\n%s", mode, len(reqs), strings.Join(report, "\n"))
+}
+
+// checkGranted fails the test on a request RBAC denied or no rule grants, and returns the
+// permissions the requests used.
+func checkGranted(t *testing.T, mode string, rules []rbacv1.PolicyRule, reqs []testenv.Request) map[access]int {
+	t.Helper()
+	used := accessesUsed(reqs)
+	for _, r := range reqs {
+		if r.Code == http.StatusForbidden {
+			t.Errorf("%s: denied: %s %s?%s", mode, r.Method, r.Path, r.Query)
+		}
+	}
+	for a := range used {
+		if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return grants(r, a) }) {
+			t.Errorf("%s: %s was called but no rule grants it", mode, a)
+		}
+	}
+	return used
+}
+
+// readRules reads the rules of the Role or ClusterRole in a manifest file.
+func readRules(t *testing.T, path ...string) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(append([]string{env.Root}, path...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Rules []rbacv1.PolicyRule `json:"rules"`
+	}
+	if err := yaml.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Rules
+}
+
+// waitCalled waits until the process has sent a request with access a (name ignored when empty).
+func waitCalled(t *testing.T, wire *testenv.Proxy, what string, want ...access) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, what, func() error {
+		used := accessesUsed(wire.Requests())
+		var missing []string
+		for _, w := range want {
+			if !slices.ContainsFunc(mapsKeys(used), func(a access) bool {
+				return a.group == w.group && a.resource == w.resource && a.verb == w.verb && (w.name == "" || a.name == w.name)
+			}) {
+				missing = append(missing, w.String())
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("not called yet: %v", missing)
+		}
+		return nil
+	})
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// conflictOnce answers the first write of each listed kind with 409 Conflict, as a concurrent
+// writer would cause: the operator then re-reads the child (get) and writes it whole (update).
+type conflictOnce struct {
+	mu   sync.Mutex
+	want map[string]string // resource -> method to conflict once
+	done map[string]bool
+}
+
+func (c *conflictOnce) answer(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := accessOf(testenv.Request{Method: method, Path: path})
+	if !ok || c.done[a.resource] || c.want[a.resource] != method {
+		return 0
+	}
+	c.done[a.resource] = true
+	return http.StatusConflict
+}
+
+// TestRBACExactlyWhatIsCalled runs the operator of the default install (the ClusterRole and
+// the leader election Role of manifests/rbac, copied for a ServiceAccount of its own) behind a
+// recording proxy, with every optional feature on (leader election, --metrics-secure, the
+// gateway registrar, ServiceMonitor and HTTPRoute CRDs served), and drives each code path that
+// calls the API: creates, patches of drifted children, conflicts (get, then update), scale to
+// zero and removed adapters (deletes), a Deployment that stops being the isvc's (its
+// dependents deleted), a deletion whose deregistration fails (the namespace read), a secure
+// scrape (TokenReview, SubjectAccessReview) and repeated Events (patched series). The
+// permissions those requests needed must be exactly the rules: one no request used fails, as
+// does one a request needed and no rule grants. The operator watches one namespace, which
+// needs the same verbs as watching all.
+func TestRBACExactlyWhatIsCalled(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := testenv.Ctx(t, 10*time.Minute)
+	optionalCRDs := filepath.Join(env.Root, "test", "e2e", "testdata", "optional_crds.yaml")
+	env.Kubectl(t, "apply", "-f", optionalCRDs)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", optionalCRDs)
+	})
+	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io", "--timeout=60s")
+
+	// The install's rules, for a ServiceAccount of the test's own.
+	const name = "isvc-rbac-exact"
+	clusterRules := readRules(t, "manifests", "rbac", "cluster_role.yaml")
+	leaseRules := readRules(t, "manifests", "rbac", "leader_election_role.yaml")
+	kc := serviceAccountWithRole(t, ns, name, &rbacv1.ClusterRole{Rules: clusterRules})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace}, Rules: leaseRules}
+	if _, err := env.Kube.RbacV1().Roles(systemNamespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: systemNamespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+	if _, err := env.Kube.RbacV1().RoleBindings(systemNamespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.RbacV1().RoleBindings(systemNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.RbacV1().Roles(systemNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	// A gateway admin API that can refuse deregistrations.
+	var gwDown sync.Map
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, down := gwDown.Load("down"); down && r.Method == http.MethodDelete {
+			http.Error(w, "gateway unavailable", http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(gw.Close)
+
+	wire := env.StartProxyFor(t, kc)
+	const lease = "isvc-rbac-exact"
+	p := startOperator(t, env.Bin, "rbac-exact", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns,
+		"--leader-elect", "--leader-election-namespace="+systemNamespace, "--leader-election-id="+lease,
+		"--metrics-secure", "--gateway-url="+gw.URL, "--gateway-parent=gateway-system/public",
+		"--backoff-max=2s", "-v=2")
+	waitHolder(t, systemNamespace, lease, identity(t, p), time.Now(), 30*time.Second)
+
+	// A secure scrape with a token the API server authenticates: TokenReview, then
+	// SubjectAccessReview (which denies it: the test's ServiceAccount may not read /metrics).
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, ai := range cfg.AuthInfos {
+		token = ai.Token
+	}
+	scrape := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} // self-signed
+	req, _ := http.NewRequest(http.MethodGet, "https://"+p.MetricsAddr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := scrape.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	// Every child: Deployment, Service, HPA, PDB (4 replicas keep 2+ pods), the adapters'
+	// ConfigMap, ServiceMonitor, HTTPRoute (spec.gateway).
+	ext := func(adapterURI string, route string) string {
+		e := map[string]any{"gateway": map[string]any{"route": route}}
+		if adapterURI != "" {
+			e["adapters"] = []any{map[string]any{"name": "a", "storageURI": adapterURI}}
+		}
+		b, _ := json.Marshal(e)
+		return string(b)
+	}
+	isvc := map[string]any{"model": "m", "replicas": int64(4), "gpusPerReplica": int64(0),
+		"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "m", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: ext("hf://org/a", "/m")}},
+		"spec":     isvc,
+	}}
+	u, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []access{
+		{group: "apps", resource: "deployments"}, {resource: "services"}, {group: "autoscaling", resource: "horizontalpodautoscalers"},
+		{group: "policy", resource: "poddisruptionbudgets"}, {resource: "configmaps"},
+		{group: "monitoring.coreos.com", resource: "servicemonitors"}, {group: "gateway.networking.k8s.io", resource: "httproutes"},
+	}
+	with := func(verb string, as ...access) []access {
+		out := slices.Clone(as)
+		for i := range out {
+			out[i].verb = verb
+		}
+		return out
+	}
+	waitCalled(t, wire, "every child created", with("create", kinds...)...)
+
+	// Drift and conflicts: the first patch of each typed child and the first update of each
+	// custom one and of the status is answered 409, as a concurrent writer would cause.
+	conflicts := &conflictOnce{done: map[string]bool{}, want: map[string]string{
+		"deployments": http.MethodPatch, "services": http.MethodPatch, "horizontalpodautoscalers": http.MethodPatch,
+		"poddisruptionbudgets": http.MethodPatch, "configmaps": http.MethodPatch,
+		"servicemonitors": http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
+	}}
+	wire.Answer(conflicts.answer)
+	t.Cleanup(func() { wire.Answer(nil) })
+	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
+	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
+	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
+	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
+	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
+	env.Kubectl(t, "-n", ns, "patch", "configmap", controller.AdaptersConfigMapName("m"), "--type=merge", "-p", `{"data":{"drift":"x"}}`)
+	waitCalled(t, wire, "each child re-read and updated after a conflict",
+		append(with("get", kinds...), append(with("update", kinds...),
+			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
+	wire.Answer(nil)
+	// The same change again: the same Event again, which is patched into a series.
+	isvc["image"] = "vllm/vllm-openai:v0.11.2"
+	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2"))
+	waitCalled(t, wire, "an Event series patched", access{group: "events.k8s.io", resource: "events", verb: "patch"})
+
+	// Deletes: no adapters (the ConfigMap), scale to zero (the HPA and PDB).
+	isvc["replicas"] = int64(0)
+	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
+	waitCalled(t, wire, "ConfigMap, HPA and PDB deleted", with("delete", kinds[2], kinds[3], kinds[4])...)
+	// A Deployment that is no longer the isvc's (its controller reference removed): the
+	// Service, ServiceMonitor and HTTPRoute that act on it or its pods are deleted.
+	isvc["replicas"] = int64(1)
+	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
+	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
+	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", kinds[1], kinds[5], kinds[6])...)
+
+	// Deletion while the gateway refuses: the finalizer reads the namespace.
+	gwDown.Store("down", true)
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "m", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(u.GetUID())}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "the namespace read by the finalizer", access{resource: "namespaces", verb: "get", name: ns})
+	gwDown.Delete("down")
+	testenv.Eventually(t, time.Minute, "the isvc gone", func() error {
+		if _, err := env.ISVC(ns, "m"); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+
+	rules := append(slices.Clone(clusterRules), leaseRules...)
+	checkExactRBAC(t, "manifests/rbac", rules, wire.Requests())
+}
+
+// updateISVC sets an isvc's spec and v1beta1 extensions annotation, re-reading on a conflict.
+func updateISVC(t *testing.T, ns, name string, spec map[string]any, ext string) {
+	t.Helper()
+	r := env.Dyn.Resource(crd.Resource).Namespace(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := r.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.Object["spec"] = spec
+		a := u.GetAnnotations()
+		a[crd.AnnotationV1beta1Spec] = ext
+		u.SetAnnotations(a)
+		_, err = r.Update(context.Background(), u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
