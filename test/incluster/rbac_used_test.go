@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
@@ -138,11 +140,12 @@ func accessesUsed(reqs []testenv.Request) map[access]int {
 	return used
 }
 
-// checkExactRBAC fails the test on a request RBAC denied or no rule grants, and on a rule
-// (group, resource, verb) no request used. It logs what each rule was used for.
-func checkExactRBAC(t *testing.T, mode string, rules []rbacv1.PolicyRule, reqs []testenv.Request) {
+// checkExactRBAC fails the test on a request RBAC denied or none of granted grants, and on a
+// rule (group, resource, verb) of mustUse no request used. It logs what each rule was used for.
+func checkExactRBAC(t *testing.T, mode string, granted, mustUse []rbacv1.PolicyRule, reqs []testenv.Request) {
 	t.Helper()
-	used := checkGranted(t, mode, rules, reqs)
+	used := checkGranted(t, mode, granted, reqs)
+	rules := mustUse
 	var report []string
 	for _, rule := range rules {
 		for _, want := range ruleAccesses(rule) {
@@ -180,20 +183,24 @@ func checkGranted(t *testing.T, mode string, rules []rbacv1.PolicyRule, reqs []t
 	return used
 }
 
-// readRules reads the rules of the Role or ClusterRole in a manifest file.
+// readRules reads the rules of the Roles and ClusterRoles in a manifest file.
 func readRules(t *testing.T, path ...string) []rbacv1.PolicyRule {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(append([]string{env.Root}, path...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r struct {
-		Rules []rbacv1.PolicyRule `json:"rules"`
+	var rules []rbacv1.PolicyRule
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var r struct {
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, r.Rules...)
 	}
-	if err := yaml.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r.Rules
+	return rules
 }
 
 // waitCalled waits until the process has sent a request with access a (name ignored when empty).
@@ -407,7 +414,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	})
 
 	rules := append(slices.Clone(clusterRules), leaseRules...)
-	checkExactRBAC(t, "manifests/rbac", rules, wire.Requests())
+	checkExactRBAC(t, "manifests/rbac", rules, rules, wire.Requests())
 }
 
 // updateISVC sets an isvc's spec and v1beta1 extensions annotation, re-reading on a conflict.
@@ -429,4 +436,74 @@ func updateISVC(t *testing.T, ns, name string, spec map[string]any, ext string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRBACV1beta1OverlayCalls runs the operator of the v1beta1 install (the base rules plus the
+// overlay's storage_migration_rbac.yaml) behind a recording proxy, serving the conversion
+// webhook, while an InferenceService stored as v1alpha1 is migrated: each of the overlay's
+// rules must be used (the caBundle patch, the rewrite, the storedVersions patch), and every
+// request granted. The base rules' uses are TestRBACExactlyWhatIsCalled's. Storage is then
+// rolled back and the default CRD restored, as the README's rollback says.
+func TestRBACV1beta1OverlayCalls(t *testing.T) {
+	ns := env.Namespace(t)
+	createISVC(t, ns, "stored", 1) // stored as v1alpha1: the migration rewrites it
+	const name = "isvc-rbac-v1beta1"
+	base := readRules(t, "manifests", "rbac", "cluster_role.yaml")
+	overlay := readRules(t, "manifests", "overlays", "v1beta1", "storage_migration_rbac.yaml")
+	granted := append(slices.Clone(base), overlay...)
+	kc := serviceAccountWithRole(t, ns, name, &rbacv1.ClusterRole{Rules: granted})
+	wire := env.StartProxyFor(t, kc)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	def := crd.DefinitionWithV1beta1(apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, crd.WebhookPath))})
+	definitionFile := func(def *apiextensionsv1.CustomResourceDefinition) string {
+		raw, err := yaml.Marshal(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writeFile(t, "crd.yaml", string(raw))
+	}
+	back := def.DeepCopy() // the rollback: both served, v1alpha1 stored
+	back.Spec.Versions[0].Storage, back.Spec.Versions[1].Storage = true, false
+	withV1beta1, rollback := definitionFile(def), definitionFile(back)
+	crdGVR := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+	storedVersions := func(want ...string) {
+		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("storedVersions %v", want), func() error {
+			u, err := env.Dyn.Resource(crdGVR).Get(context.Background(), crd.CRDName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got, _, _ := unstructured.NestedStringSlice(u.Object, "status", "storedVersions"); !slices.Equal(got, want) {
+				return fmt.Errorf("storedVersions %v", got)
+			}
+			return nil
+		})
+	}
+	env.Kubectl(t, "apply", "-f", withV1beta1)
+	p := startOperator(t, env.Bin, "rbac-v1beta1", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns,
+		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", port), "--webhook-cert-dir="+filepath.Join(t.TempDir(), "certs"),
+		"--webhook-ca-sync-period=1s", "--storage-migration-period=1s", "-v=2")
+	// Registered after the operator's own cleanup, so it runs first, with the operator up:
+	// storage back to v1alpha1 (the operator rewrites), then the default CRD without it.
+	t.Cleanup(func() {
+		env.Kubectl(t, "apply", "-f", rollback)
+		storedVersions(crd.Version)
+		if err := p.Stop(30 * time.Second); err != nil {
+			t.Logf("operator stop: %v", err)
+		}
+		env.Kubectl(t, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
+		testenv.Eventually(t, time.Minute, "the default CRD back", func() error {
+			if _, err := env.Kube.Discovery().ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String()); err == nil {
+				return fmt.Errorf("v1beta1 still served")
+			}
+			return nil
+		})
+	})
+	storedVersions(crd.VersionV1beta1)
+	checkExactRBAC(t, "manifests/overlays/v1beta1", granted, overlay, wire.Requests())
 }
