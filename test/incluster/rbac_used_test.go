@@ -203,11 +203,13 @@ func readRules(t *testing.T, path ...string) []rbacv1.PolicyRule {
 	return rules
 }
 
-// waitCalled waits until the process has sent a request with access a (name ignored when empty).
+// waitCalled waits until the process has made a request with each access in want (the name
+// ignored when empty) that the API server carried out.
 func waitCalled(t *testing.T, wire *testenv.Proxy, what string, want ...access) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, what, func() error {
-		used := accessesUsed(wire.Requests())
+		done := slices.DeleteFunc(wire.Requests(), func(r testenv.Request) bool { return r.Code < 200 || r.Code > 299 })
+		used := accessesUsed(done)
 		var missing []string
 		for _, w := range want {
 			if !slices.ContainsFunc(mapsKeys(used), func(a access) bool {
@@ -231,30 +233,47 @@ func mapsKeys[K comparable, V any](m map[K]V) []K {
 	return out
 }
 
-// conflictOnce answers the first write of each listed kind with 409 Conflict, as a concurrent
-// writer would cause: the operator then re-reads the child (get) and writes it whole (update).
-type conflictOnce struct {
-	mu   sync.Mutex
-	want map[string]string // resource -> method to conflict once
-	done map[string]bool
+// answers are the API server errors the proxy stands in for, each once per resource: a
+// streaming list (watch with sendInitialEvents) refused, as by an API server that does not
+// serve it, after which client-go's reflector lists instead; and, once armed, a 409 Conflict
+// on the first write of each listed kind, as a concurrent writer would cause, after which the
+// operator re-reads the child (get) and writes it whole (update).
+type answers struct {
+	mu        sync.Mutex
+	conflicts map[string]string // resource -> method to conflict once; nil until armed
+	done      map[string]bool
 }
 
-func (c *conflictOnce) answer(method, path string) int {
+func (c *answers) answer(r *http.Request) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a, ok := accessOf(testenv.Request{Method: method, Path: path})
-	if !ok || c.done[a.resource] || c.want[a.resource] != method {
+	a, ok := accessOf(testenv.Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
+	if !ok {
 		return 0
 	}
-	c.done[a.resource] = true
-	return http.StatusConflict
+	switch key := a.verb + " " + a.resource; {
+	case a.verb == "watch" && r.URL.Query().Get("sendInitialEvents") == "true" && !c.done[key]:
+		c.done[key] = true
+		return http.StatusInternalServerError
+	case c.conflicts[a.resource] == r.Method && !c.done[key]:
+		c.done[key] = true
+		return http.StatusConflict
+	}
+	return 0
+}
+
+func (c *answers) armConflicts(m map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conflicts = m
 }
 
 // TestRBACExactlyWhatIsCalled runs the operator of the default install (the ClusterRole and
 // the leader election Role of manifests/rbac, copied for a ServiceAccount of its own) behind a
 // recording proxy, with every optional feature on (leader election, --metrics-secure, the
 // gateway registrar, ServiceMonitor and HTTPRoute CRDs served), and drives each code path that
-// calls the API: creates, patches of drifted children, conflicts (get, then update), scale to
+// calls the API: caches filled by a streaming list or, where the API server refuses one, a
+// list (client-go's fallback, forced once per resource), creates, patches of drifted children, conflicts (get, then update), scale to
 // zero and removed adapters (deletes), a Deployment that stops being the isvc's (its
 // dependents deleted), a deletion whose deregistration fails (the namespace read), a secure
 // scrape (TokenReview, SubjectAccessReview) and repeated Events (patched series). The
@@ -301,6 +320,8 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	t.Cleanup(gw.Close)
 
 	wire := env.StartProxyFor(t, kc)
+	errs := &answers{done: map[string]bool{}}
+	wire.Answer(errs.answer)
 	const lease = "isvc-rbac-exact"
 	p := startOperator(t, env.Bin, "rbac-exact", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns,
 		"--leader-elect", "--leader-election-namespace="+systemNamespace, "--leader-election-id="+lease,
@@ -366,13 +387,11 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 
 	// Drift and conflicts: the first patch of each typed child and the first update of each
 	// custom one and of the status is answered 409, as a concurrent writer would cause.
-	conflicts := &conflictOnce{done: map[string]bool{}, want: map[string]string{
+	errs.armConflicts(map[string]string{
 		"deployments": http.MethodPatch, "services": http.MethodPatch, "horizontalpodautoscalers": http.MethodPatch,
 		"poddisruptionbudgets": http.MethodPatch, "configmaps": http.MethodPatch,
 		"servicemonitors": http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
-	}}
-	wire.Answer(conflicts.answer)
-	t.Cleanup(func() { wire.Answer(nil) })
+	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
 	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
@@ -382,7 +401,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", kinds...), append(with("update", kinds...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
-	wire.Answer(nil)
+	errs.armConflicts(nil)
 	// The same change again: the same Event again, which is patched into a series.
 	isvc["image"] = "vllm/vllm-openai:v0.11.2"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2"))

@@ -35,7 +35,7 @@ type Proxy struct {
 	reqs       []Request
 	cut        chan struct{}     // closed by Cut; replaced for later requests
 	bodies     map[*cutBody]bool // upstream bodies being streamed
-	answer     func(method, path string) int
+	answer     func(*http.Request) int
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -113,7 +113,7 @@ func (s *statusRecorder) Flush() {
 // Answer makes the proxy answer, instead of the API server, every request for which fn returns
 // a status code (409 Conflict, say): the process sees the API server's error for it. fn returns
 // 0 to forward the request. nil forwards everything again.
-func (p *Proxy) Answer(fn func(method, path string) int) {
+func (p *Proxy) Answer(fn func(*http.Request) int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answer = fn
@@ -180,7 +180,7 @@ func (e *Env) StartProxyFor(t testing.TB, kubeconfig string) *Proxy {
 		p.mu.Unlock()
 		sw := &statusRecorder{ResponseWriter: w}
 		if answer != nil {
-			if code := answer(r.Method, r.URL.Path); code != 0 {
+			if code := answer(r); code != 0 {
 				answerStatus(sw, r, code)
 			}
 		}
