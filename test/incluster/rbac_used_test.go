@@ -276,7 +276,7 @@ func (c *answers) armConflicts(m map[string]string) {
 // list (client-go's fallback, forced once per resource), creates, patches of drifted children, conflicts (get, then update), scale to
 // zero and removed adapters (deletes), a Deployment that stops being the isvc's (its
 // dependents deleted), a deletion whose deregistration fails (the namespace read), a secure
-// scrape (TokenReview, SubjectAccessReview) and repeated Events (patched series). The
+// scrape (TokenReview, SubjectAccessReview) and a repeated Event (patched into a series). The
 // permissions those requests needed must be exactly the rules: one no request used fails, as
 // does one a request needed and no rule grants. The operator watches one namespace, which
 // needs the same verbs as watching all.
@@ -402,10 +402,22 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		append(with("get", kinds...), append(with("update", kinds...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
 	errs.armConflicts(nil)
-	// The same change again: the same Event again, which is patched into a series.
-	isvc["image"] = "vllm/vllm-openai:v0.11.2"
-	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2"))
+	// The same Event twice about an unchanged isvc is patched into a series: a second isvc
+	// whose ConfigMap's name is taken by someone else's (unlabelled, so not cached) fails the
+	// same create on every retry, with the same Warning.
+	env.Kubectl(t, "-n", ns, "create", "configmap", controller.AdaptersConfigMapName("n"))
+	second := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "n", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: ext("hf://org/a", "/n")}},
+		"spec":     map[string]any{"model": "n", "replicas": int64(1), "gpusPerReplica": int64(0)},
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	waitCalled(t, wire, "an Event series patched", access{group: "events.k8s.io", resource: "events", verb: "patch"})
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "n", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Deletes: no adapters (the ConfigMap), scale to zero (the HPA and PDB).
 	isvc["replicas"] = int64(0)
