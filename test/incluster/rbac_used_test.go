@@ -207,14 +207,21 @@ func readRules(t *testing.T, path ...string) []rbacv1.PolicyRule {
 // ignored when empty) that the API server carried out.
 func waitCalled(t *testing.T, wire *testenv.Proxy, what string, want ...access) {
 	t.Helper()
+	matches := func(a, w access) bool {
+		return a.group == w.group && a.resource == w.resource && a.verb == w.verb && (w.name == "" || a.name == w.name)
+	}
 	testenv.Eventually(t, time.Minute, what, func() error {
-		done := slices.DeleteFunc(wire.Requests(), func(r testenv.Request) bool { return r.Code < 200 || r.Code > 299 })
+		reqs := wire.Requests()
+		for _, r := range reqs {
+			if a, ok := accessOf(r); ok && r.Code == http.StatusForbidden && slices.ContainsFunc(want, func(w access) bool { return matches(a, w) }) {
+				t.Fatalf("%s: %s denied (%s %s): no rule grants it", what, a, r.Method, r.Path)
+			}
+		}
+		done := slices.DeleteFunc(reqs, func(r testenv.Request) bool { return r.Code < 200 || r.Code > 299 })
 		used := accessesUsed(done)
 		var missing []string
 		for _, w := range want {
-			if !slices.ContainsFunc(mapsKeys(used), func(a access) bool {
-				return a.group == w.group && a.resource == w.resource && a.verb == w.verb && (w.name == "" || a.name == w.name)
-			}) {
+			if !slices.ContainsFunc(mapsKeys(used), func(a access) bool { return matches(a, w) }) {
 				missing = append(missing, w.String())
 			}
 		}
