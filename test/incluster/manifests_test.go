@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -323,6 +325,21 @@ func TestNamespacedOverlay(t *testing.T) {
 		"--as=system:serviceaccount:"+systemNamespace+":"+name)
 	if strings.TrimSpace(out) != "no" {
 		t.Fatalf("can-i list deployments in %s: %q, want no", other, out)
+	}
+	// A Role's namespaces get covers its own namespace only (the finalizer reads the isvc's):
+	// the API server authorizes GET /api/v1/namespaces/X in namespace X.
+	saCfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := kubernetes.NewForConfig(saCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, allowed := range map[string]bool{watched[0]: true, other: false} {
+		if _, err := sa.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); (err == nil) != allowed {
+			t.Fatalf("the overlay's ServiceAccount reading namespace %s: %v; want allowed=%v", ns, err, allowed)
+		}
 	}
 
 	wire := env.StartProxyFor(t, kc)
