@@ -280,10 +280,11 @@ func (c *answers) armConflicts(m map[string]string) {
 // recording proxy, with every optional feature on (leader election, --metrics-secure, the
 // gateway registrar, ServiceMonitor and HTTPRoute CRDs served), and drives each code path that
 // calls the API: caches filled by a streaming list or, where the API server refuses one, a
-// list (client-go's fallback, forced once per resource), creates, patches of drifted children, conflicts (get, then update), scale to
-// zero and removed adapters (deletes), a Deployment that stops being the isvc's (its
-// dependents deleted), a deletion whose deregistration fails (the namespace read), a secure
-// scrape (TokenReview, SubjectAccessReview) and a repeated Event (patched into a series). The
+// list (client-go's fallback, forced once per resource); creates; patches of drifted children;
+// conflicts (get, then update); a relabelled child (create, get, update); scale to zero and
+// removed adapters (deletes); a Deployment that stops being the isvc's (its dependents
+// deleted); a deletion whose deregistration fails (the namespace read); a secure scrape
+// (TokenReview, SubjectAccessReview); a repeated Event (patched into a series). The
 // permissions those requests needed must be exactly the rules: one no request used fails, as
 // does one a request needed and no rule grants. The operator watches one namespace, which
 // needs the same verbs as watching all.
@@ -409,6 +410,20 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		append(with("get", kinds...), append(with("update", kinds...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
 	errs.armConflicts(nil)
+	// A child of ours relabelled (out of the label-scoped cache): its create finds it, and it is
+	// read and rewritten with its labels back.
+	env.Kubectl(t, "-n", ns, "label", "hpa", "m", "app.kubernetes.io/managed-by-")
+	testenv.Eventually(t, time.Minute, "the relabelled HPA restored", func() error {
+		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "m", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if h.Labels["app.kubernetes.io/managed-by"] == "" {
+			return fmt.Errorf("labels %v", h.Labels)
+		}
+		return nil
+	})
+
 	// The same Event twice about an unchanged isvc is patched into a series: a second isvc
 	// whose ConfigMap's name is taken by someone else's (unlabelled, so not cached) fails the
 	// same create on every retry, with the same Warning.
