@@ -102,6 +102,8 @@ type Controller struct {
 	busy         func() bool
 	holds        holds
 	progressHold time.Duration
+	// namesakes are children whose create found someone else's object (namesakes.go).
+	namesakes namesakes
 	// deregisterTimeout bounds how long a deletion waits for the gateway (abandonRoute).
 	deregisterTimeout time.Duration
 }

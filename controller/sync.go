@@ -71,6 +71,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	if !ok {
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
 		c.holds.forget(key)
+		c.namesakes.forgetAll(key.Namespace, key.Name)
 		return nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -261,6 +262,12 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 	var first *Action
 	reason := ""
 	for i, a := range actions {
+		var conflict *conflictError
+		if err := results[i]; errors.As(err, &conflict) {
+			// Reported by the status (ChildConflict) and its one Warning Event, not per retry.
+			errs = append(errs, err)
+			continue
+		}
 		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
 			c.recorder.Eventf(isvc, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
@@ -315,6 +322,14 @@ func actionName(v Verb) string {
 func (c *Controller) apply(ctx context.Context, a Action) (Verb, error) {
 	switch a.Verb {
 	case Create:
+		if c.namesakes.seen(a) {
+			// A create found someone else's namesake before: read it rather than fail
+			// another create on every retry and resync; create once it is gone.
+			if verb, err := c.update(ctx, a, true); !apierrors.IsNotFound(err) {
+				return verb, err
+			}
+			c.namesakes.forget(a)
+		}
 		_, err := c.write(ctx, Create, a.Object)
 		if !apierrors.IsAlreadyExists(err) {
 			return Create, err
@@ -352,8 +367,12 @@ func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, err
 				return err
 			}
 			if !isControlledBy(live, a.Object) {
+				if a.Verb == Create {
+					c.namesakes.add(a)
+				}
 				return &conflictError{conflictMessage(a.Kind, live)}
 			}
+			c.namesakes.forget(a)
 			var changed bool
 			if obj, changed = remerge(live, a); !changed {
 				return nil // someone (an earlier reconcile) already wrote it
@@ -720,6 +739,7 @@ func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, n
 	if !hasFinalizer(isvc) {
 		return nil
 	}
+	abandoned := ""
 	if c.gateway != nil {
 		ext, stored, _ := crd.ExtensionsOf(isvc)
 		r := routeOf(isvc, &ext)
@@ -731,30 +751,40 @@ func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, n
 				st.Phase = crd.PhaseTerminating
 				return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
 			}
-			c.metrics.RouteAbandoned()
-			// In a terminating namespace the API server refuses the Event: the log line and
-			// the metric are what remains.
-			klog.InfoS("Releasing the finalizer without deregistering the gateway route", "isvc", klog.KObj(isvc), "path", r.Path, "because", why, "err", err)
-			c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventRouteAbandoned, "Deregister",
-				"route %s may be left on the gateway: %s; deregistration failed: %v", r.Path, why, err)
+			abandoned = fmt.Sprintf("route %s may be left on the gateway: %s; deregistration failed: %v", r.Path, why, err)
 		} else {
 			c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventDeregistered, "Deregister", "route %s/%s deregistered", isvc.Namespace, isvc.Name)
 		}
 	}
-	// Deregistered: remove the finalizer even if the cached object is stale, re-reading on a
-	// conflict, so the gateway is not called twice for one deletion.
+	// Remove the finalizer even if the cached object is stale, re-reading on a conflict, so
+	// the gateway is not called twice for one deletion. Only the reconcile that removed it
+	// reports an abandoned route: a stale cache may run this more than once.
 	var latest metav1.Object = isvc
+	removed := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !hasFinalizer(latest) {
+			return nil // an earlier reconcile removed it
+		}
 		remaining := slices.DeleteFunc(slices.Clone(latest.GetFinalizers()), func(f string) bool { return f == Finalizer })
 		err := c.patchFinalizers(ctx, latest, remaining)
 		if apierrors.IsConflict(err) {
 			c.metrics.ConflictRetry("InferenceService/finalizers")
-			if fresh, gerr := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{}); gerr == nil {
-				latest = fresh
+			fresh, gerr := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
 			}
+			latest = fresh
 		}
+		removed = err == nil
 		return err
 	})
+	if removed && abandoned != "" {
+		c.metrics.RouteAbandoned()
+		// In a terminating namespace the API server refuses the Event: the log line and the
+		// metric are what remains.
+		klog.InfoS("Released the finalizer without deregistering the gateway route", "isvc", klog.KObj(isvc), "reason", abandoned)
+		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventRouteAbandoned, "Deregister", "%s", abandoned)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -162,6 +162,7 @@ func TestRecreatedWithTheSameName(t *testing.T) {
 // deregistration fails and the namespace is being deleted, the finalizer is released and the
 // route counted as possibly left behind.
 func TestNamespaceDeletedWhileGatewayIsDown(t *testing.T) {
+	quiesce(t) // earlier tests' isvcs going with their namespaces would be abandoned too
 	ns := env.CreateNamespace(t, "gateway-down-ns")
 	applyYAML(t, ns, fiveLines)
 	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
