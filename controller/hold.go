@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -31,9 +30,6 @@ const (
 	// contended: by then its pods may be ready, and Ready is its first write.
 	busyRecheck = 2 * time.Second
 )
-
-// errHeld marks a reconcile that left a transient status unwritten for now.
-var errHeld = errors.New("transient status held; rechecking")
 
 // holds remembers since when each isvc's status for its generation has been held.
 type holds struct {
@@ -104,17 +100,17 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 	return 0, false
 }
 
-// deferStatus reports whether st, worth writing, is not written now, and the error that ends
-// the reconcile then (a requeue for a hold, nil when the next event brings the write).
-func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, error) {
+// deferStatus reports whether st, worth writing, is not written now, and the outcome that
+// ends the reconcile then (a recheck for a hold; done when the next event brings the write).
+func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, queue.Outcome) {
 	if !transient(st) {
-		return false, nil
+		return false, queue.Done()
 	}
 	if surgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
-		return true, nil // the rollout's end writes the counts with its outcome
+		return true, queue.Done() // the rollout's end writes the counts with its outcome
 	}
 	if d, ok := c.hold(k, isvc, st, c.now()); ok {
-		return true, queue.Temporary(errHeld, d)
+		return true, queue.After(d)
 	}
-	return false, nil
+	return false, queue.Done()
 }

@@ -62,17 +62,18 @@ func (c *Controller) abandonRoute(ctx context.Context, isvc *crd.InferenceServic
 }
 
 // sync is the queue's handler: read from the caches, decide with the pure Reconcile, apply,
-// write status only when it changed. Errors are returned for queue.handleErr to classify.
-func (c *Controller) sync(ctx context.Context, key queue.Key) error {
+// write status only when it changed. It returns what the queue should do next, or the error
+// the queue retries with backoff.
+func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, error) {
 	obj, ok, err := c.caches.InferenceService(key.Namespace, key.Name)
 	if err != nil {
-		return err
+		return queue.Done(), err
 	}
 	if !ok {
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
 		c.holds.forget(key)
 		c.namesakes.forgetAll(key.Namespace, key.Name)
-		return nil
+		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
 	cached, typed := obj.(*crd.InferenceService)
@@ -81,37 +82,40 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 		// impossible; an object stored before it was is reported.
 		u, isU := obj.(*unstructured.Unstructured)
 		if !isU {
-			return queue.Permanent(fmt.Errorf("cache holds %T for %s", obj, key))
+			return queue.Done(), queue.Permanent(fmt.Errorf("cache holds %T for %s", obj, key))
 		}
 		_, err := crd.FromUnstructured(u)
 		// Its identity is all the status write and the Event need.
 		identity := &crd.InferenceService{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
 			ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
 				ResourceVersion: u.GetResourceVersion(), Generation: u.GetGeneration()}}
-		return c.failPermanently(ctx, identity, now, ReasonInvalidSpec, err)
+		return queue.Done(), c.failPermanently(ctx, identity, now, ReasonInvalidSpec, err)
 	}
 	isvc := cached.DeepCopy() // the reconcile's own copy: status is edited in place below
 	if isvc.DeletionTimestamp != nil {
-		return c.finalize(ctx, isvc, now)
+		return queue.Done(), c.finalize(ctx, isvc, now)
 	}
 	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
 	if err := crd.ValidateDecoded(isvc, &ext, extErr); err != nil {
-		return c.failPermanently(ctx, isvc, now, ReasonInvalidSpec, err)
+		return queue.Done(), c.failPermanently(ctx, isvc, now, ReasonInvalidSpec, err)
 	}
 	if err := c.ensureFinalizer(ctx, isvc); err != nil {
-		return err
+		return queue.Done(), err
 	}
 
 	obs, err := c.observe(isvc)
 	if err != nil {
-		return err
+		return queue.Done(), err
 	}
 	// Desired is rebuilt each time: a few microseconds, against kilobytes per isvc held for good.
 	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
 	out := Reconcile(in)
 
-	applyErr := c.applyAll(ctx, isvc, out.Actions)
+	conflicts, applyErr := c.applyAll(ctx, isvc, out.Actions)
 	var extra []Cause
+	for _, m := range conflicts {
+		extra = append(extra, Cause{RankConflict, ReasonChildConflict, m})
+	}
 	if applyErr != nil {
 		extra = append(extra, causeOf(applyErr))
 	}
@@ -131,35 +135,34 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) error {
 	}
 
 	c.observeMetrics(isvc, &st, obs)
-	if len(out.Actions) > 0 && applyErr == nil && regErr == nil && regCond == nil {
+	settled := len(extra) == 0 && regCond == nil
+	if len(out.Actions) > 0 && settled {
 		// The children's own events reconcile again within moments and write the status the
 		// actions led to; writing the intermediate one as well would double the writes per
 		// change. The recheck covers an action whose event never comes.
-		return queue.Temporary(errActed, recheckAfterActing)
+		return queue.After(recheckAfterActing), nil
 	}
 	// A registration's outcome is never held: it is stored only in status, and is read back to
 	// register once per generation.
-	if applyErr == nil && regErr == nil && regCond == nil && statusWorthWriting(&isvc.Status, &st) {
-		if skip, err := c.deferStatus(key, isvc, &st); skip {
-			return err
+	if settled && statusWorthWriting(&isvc.Status, &st) {
+		if held, next := c.deferStatus(key, isvc, &st); held {
+			return next, nil
 		}
 	}
 	c.holds.forget(key)
 	if err := c.writeStatus(ctx, isvc, &st, &storedExt, &out.StatusExt); err != nil {
-		return errors.Join(applyErr, regErr, err)
+		return queue.Done(), errors.Join(applyErr, regErr, err)
 	}
 	if err := errors.Join(applyErr, regErr); err != nil {
-		return err
+		return queue.Done(), err
 	}
-	if len(out.Conflicts) > 0 {
-		// Nothing to retry in the cache's view, but an unlabeled namesake may go away.
-		return queue.Temporary(errors.New(out.Conflicts[0]), 0)
+	if len(out.Conflicts) > 0 || len(conflicts) > 0 {
+		// Reported in status; nothing in the caches' view will change, but an unlabelled
+		// namesake may go away: look again with backoff.
+		return queue.Backoff(), nil
 	}
-	return nil
+	return queue.Done(), nil
 }
-
-// errActed marks a reconcile that changed children and left the status to the next one.
-var errActed = errors.New("children changed; status follows on their events")
 
 const recheckAfterActing = 2 * time.Second
 
@@ -217,10 +220,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 
 // causeOf turns an API error into the status cause users see.
 func causeOf(err error) Cause {
-	var conflict *conflictError
 	switch {
-	case errors.As(err, &conflict):
-		return Cause{RankConflict, ReasonChildConflict, conflict.Error()}
 	case apierrors.IsForbidden(err):
 		return Cause{RankAPI, ReasonForbidden, err.Error()}
 	default:
@@ -235,8 +235,9 @@ func (e *conflictError) Error() string { return e.msg }
 // applyAll applies the actions concurrently (children are independent, and a new isvc's
 // creates then cost one round trip, two when the Deployment is created: what acts on it waits
 // for its create), records one Normal Event for what was written and one Warning Event per
-// failure.
-func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []Action) error {
+// failure. Children found to be someone else's are returned as conflicts, not errors: the
+// status reports them.
+func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []Action) (conflicts []string, err error) {
 	done := make([]Verb, len(actions))
 	results := make([]error, len(actions))
 	run := func(after bool) {
@@ -263,9 +264,9 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 	reason := ""
 	for i, a := range actions {
 		var conflict *conflictError
-		if err := results[i]; errors.As(err, &conflict) {
+		if errors.As(results[i], &conflict) {
 			// Reported by the status (ChildConflict) and its one Warning Event, not per retry.
-			errs = append(errs, err)
+			conflicts = append(conflicts, conflict.Error())
 			continue
 		}
 		if err := results[i]; err != nil {
@@ -291,7 +292,7 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 		// (regarding, related, reason, action) into one series, which would hide a later one.
 		c.recorder.Eventf(isvc, first.Object, corev1.EventTypeNormal, reason, actionName(first.Verb), "%s", strings.Join(written, "; "))
 	}
-	return errors.Join(errs...)
+	return conflicts, errors.Join(errs...)
 }
 
 // deploymentApplied reports whether the actions that wait for the Deployment may go: its

@@ -25,8 +25,9 @@ type Snapshot struct {
 	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
 }
 
-// Reconcile results, the values of the result label.
-var results = []string{"success", "requeue", "error", "permanent_error"}
+// Reconcile results, the values of the result label (queue.Results): requeue and
+// requeue_after are successes that asked for a recheck, as in controller-runtime.
+var results = []string{"success", "requeue", "requeue_after", "error", "permanent_error"}
 
 // Metrics holds every collector; the controller and the queue report to it.
 type Metrics struct {
@@ -51,7 +52,7 @@ type Metrics struct {
 func New(reg prometheus.Registerer, version string) *Metrics {
 	m := &Metrics{
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_runtime_reconcile_total", Help: "Reconciles by result: success, requeue, error, permanent_error.",
+			Name: "controller_runtime_reconcile_total", Help: "Reconciles by result: success, requeue, requeue_after, error, permanent_error.",
 		}, []string{"controller", "result"}),
 		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_runtime_reconcile_errors_total", Help: "Reconciles that returned an error.",

@@ -38,7 +38,9 @@ type Config struct {
 	MetricsProvider workqueue.MetricsProvider
 }
 
-// DefaultConfig is client-go's controller default made explicit.
+// DefaultConfig is client-go's default controller rate limiter (5 ms doubling per item, 10
+// QPS and a burst of 100 overall), with the per-item cap lowered from client-go's 1000 s to 5 m
+// so a key that failed many times is retried within minutes of the cause going away.
 func DefaultConfig(name string) Config {
 	return Config{Name: name, BaseDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Minute, QPS: 10, Burst: 100}
 }
@@ -48,16 +50,40 @@ type Observer interface {
 	ObserveReconcile(result string, d time.Duration)
 }
 
-// Result classifies one reconcile's outcome.
+// Result classifies one reconcile's outcome, as controller-runtime's result label does.
 type Result string
 
 // Outcomes a reconcile can have.
 const (
-	ResultSuccess   Result = "success"
-	ResultRequeue   Result = "requeue"
-	ResultError     Result = "error"
-	ResultPermanent Result = "permanent_error"
+	ResultSuccess      Result = "success"
+	ResultRequeue      Result = "requeue"       // succeeded, rechecked with the key's backoff
+	ResultRequeueAfter Result = "requeue_after" // succeeded, rechecked after a chosen delay
+	ResultError        Result = "error"
+	ResultPermanent    Result = "permanent_error"
 )
+
+// Results lists every Result, for metrics that should exist from the start.
+var Results = []Result{ResultSuccess, ResultRequeue, ResultRequeueAfter, ResultError, ResultPermanent}
+
+// Outcome is what a reconcile that did not fail asks of the queue. The zero Outcome is done:
+// nothing to recheck until an event comes.
+type Outcome struct {
+	// RequeueAfter rechecks the key after this long: the reconcile acted, or held back a
+	// status, and waits for the effect.
+	RequeueAfter time.Duration
+	// Requeue rechecks the key with its exponential backoff: the reconcile waits on something
+	// outside the operator that no event announces (reported in status).
+	Requeue bool
+}
+
+// Done is the outcome of a converged reconcile.
+func Done() Outcome { return Outcome{} }
+
+// After rechecks the key after d.
+func After(d time.Duration) Outcome { return Outcome{RequeueAfter: d} }
+
+// Backoff rechecks the key with its exponential backoff.
+func Backoff() Outcome { return Outcome{Requeue: true} }
 
 // Queue is a typed rate-limited workqueue of Keys with its worker loop.
 type Queue struct {
@@ -94,8 +120,9 @@ func (q *Queue) Len() int { return q.q.Len() }
 // ShutDown stops handing out keys; workers finish the key they hold (Run waits for them).
 func (q *Queue) ShutDown() { q.q.ShutDown() }
 
-// Handler reconciles one key.
-type Handler func(ctx context.Context, k Key) error
+// Handler reconciles one key: an Outcome when it did not fail, else an error (a
+// PermanentError stops retrying).
+type Handler func(ctx context.Context, k Key) (Outcome, error)
 
 // Run starts workers and blocks until ctx is done and in-flight reconciles have finished.
 func (q *Queue) Run(ctx context.Context, workers int, h Handler) {
@@ -121,7 +148,7 @@ func (q *Queue) processNext(ctx context.Context, h Handler) bool {
 	defer q.q.Done(k)
 	start := q.now()
 	// In-flight work gets its own context so a SIGTERM lets it finish rather than fail midway.
-	err := func() (err error) {
+	out, err := func() (out Outcome, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("panic: %v", r)
@@ -129,52 +156,37 @@ func (q *Queue) processNext(ctx context.Context, h Handler) bool {
 		}()
 		return h(context.WithoutCancel(ctx), k)
 	}()
-	result := q.handleErr(k, err)
+	result := q.handle(k, out, err)
 	if q.observer != nil {
 		q.observer.ObserveReconcile(string(result), q.now().Sub(start))
 	}
 	return true
 }
 
-// handleErr is the one place a reconcile's outcome is turned into queue behaviour.
-func (q *Queue) handleErr(k Key, err error) Result {
-	var temp *TemporaryError
+// handle is the one place a reconcile's outcome is turned into queue behaviour.
+func (q *Queue) handle(k Key, out Outcome, err error) Result {
 	var perm *PermanentError
 	switch {
-	case err == nil:
-		q.q.Forget(k)
-		return ResultSuccess
 	case errors.As(err, &perm):
 		q.q.Forget(k)
 		klog.InfoS("Reconcile failed permanently; waiting for a change", "key", k, "err", err)
 		return ResultPermanent
-	case errors.As(err, &temp):
-		// The handler chose the delay; without one, the item backs off exponentially.
-		if temp.Delay <= 0 {
-			q.q.AddRateLimited(k)
-		} else {
-			q.q.AddAfter(k, temp.Delay)
-		}
-		klog.V(2).InfoS("Reconcile requeued", "key", k, "after", temp.Delay, "reason", temp.Err)
-		return ResultRequeue
-	default:
+	case err != nil:
 		q.q.AddRateLimited(k)
 		runtime.HandleErrorWithContext(context.Background(), err, "Reconcile failed; retrying with backoff", "key", k, "retries", q.q.NumRequeues(k))
 		return ResultError
+	case out.RequeueAfter > 0:
+		q.q.Forget(k) // it succeeded: a later failure backs off from the start
+		q.q.AddAfter(k, out.RequeueAfter)
+		return ResultRequeueAfter
+	case out.Requeue:
+		q.q.AddRateLimited(k)
+		return ResultRequeue
+	default:
+		q.q.Forget(k)
+		return ResultSuccess
 	}
 }
-
-// TemporaryError asks for a retry after Delay (0: the queue's exponential backoff).
-type TemporaryError struct {
-	Err   error
-	Delay time.Duration
-}
-
-func (e *TemporaryError) Error() string { return e.Err.Error() }
-func (e *TemporaryError) Unwrap() error { return e.Err }
-
-// Temporary wraps err as retryable after delay.
-func Temporary(err error, delay time.Duration) error { return &TemporaryError{Err: err, Delay: delay} }
 
 // PermanentError means retrying cannot help until the object changes; the caller has already
 // reported it in status and an Event.

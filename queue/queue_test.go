@@ -38,18 +38,23 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestOutcomes(t *testing.T) {
 	cfg := Config{Name: "test", BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, QPS: 1000, Burst: 1000}
+	type step struct {
+		out Outcome
+		err error
+	}
 	cases := []struct {
 		name      string
-		errs      []error // returned on successive calls, then nil
+		steps     []step // returned on successive calls, then Done
 		wantCalls int
 		want      []Result
 	}{
 		{"success", nil, 1, []Result{ResultSuccess}},
-		{"error backs off then succeeds", []error{errors.New("boom"), errors.New("boom")}, 3, []Result{ResultError, ResultError, ResultSuccess}},
-		{"temporary with delay", []error{Temporary(errors.New("wait"), 2*time.Millisecond)}, 2, []Result{ResultRequeue, ResultSuccess}},
-		{"temporary without delay", []error{Temporary(errors.New("wait"), 0)}, 2, []Result{ResultRequeue, ResultSuccess}},
-		{"permanent is not retried", []error{Permanent(errors.New("bad spec"))}, 1, []Result{ResultPermanent}},
-		{"panic is an error", []error{errPanic}, 2, []Result{ResultError, ResultSuccess}},
+		{"error backs off then succeeds", []step{{err: errors.New("boom")}, {err: errors.New("boom")}}, 3, []Result{ResultError, ResultError, ResultSuccess}},
+		{"requeue after a delay is a success", []step{{out: After(2 * time.Millisecond)}}, 2, []Result{ResultRequeueAfter, ResultSuccess}},
+		{"requeue with backoff is a success", []step{{out: Backoff()}}, 2, []Result{ResultRequeue, ResultSuccess}},
+		{"an error wins over a requeue", []step{{out: After(time.Hour), err: errors.New("boom")}}, 2, []Result{ResultError, ResultSuccess}},
+		{"permanent is not retried", []step{{err: Permanent(errors.New("bad spec"))}}, 1, []Result{ResultPermanent}},
+		{"panic is an error", []step{{err: errPanic}}, 2, []Result{ResultError, ResultSuccess}},
 	}
 
 	for _, c := range cases {
@@ -61,17 +66,18 @@ func TestOutcomes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
-				q.Run(ctx, 2, func(_ context.Context, k Key) error {
+				q.Run(ctx, 2, func(_ context.Context, k Key) (Outcome, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					calls++
-					if calls <= len(c.errs) {
-						if c.errs[calls-1] == errPanic {
+					if calls <= len(c.steps) {
+						s := c.steps[calls-1]
+						if s.err == errPanic {
 							panic("handler bug")
 						}
-						return c.errs[calls-1]
+						return s.out, s.err
 					}
-					return nil
+					return Done(), nil
 				})
 				close(done)
 			}()
