@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
 )
 
 // Reasons found by the layer walk (Deployment -> ReplicaSet -> Pods), the runbook's table done
@@ -34,7 +36,8 @@ const (
 	ReasonOOMKilled = "OOMKilled"
 	// ReasonCrashLoopBackOff: the model server keeps exiting.
 	ReasonCrashLoopBackOff = "CrashLoopBackOff"
-	// ReasonEvicted: pods were evicted from their node.
+	// ReasonEvicted: pods were evicted from their node. Evicted pods are terminal and replaced:
+	// they are mentioned, never the reason.
 	ReasonEvicted = "Evicted"
 	// ReasonReadinessProbeFailing: the server started but its readiness probe fails.
 	ReasonReadinessProbeFailing = "ReadinessProbeFailing"
@@ -54,37 +57,70 @@ const (
 	RankContainer   = 42
 	RankOOM         = 44
 	RankCrash       = 45
-	RankEvicted     = 46
 	RankReadiness   = 48
 	RankStuck       = 49
 	RankStarting    = 60
+	// RankStale: what pods that no longer count say (terminated, or of an older ReplicaSet):
+	// after every cause that decides, so it is only ever mentioned.
+	RankStale = 75
+	// RankServing is added to the rank of a rollout's causes while spec.replicas pods serve:
+	// they are the rollout's (Progressing), never the model's readiness (Ready stays True).
+	RankServing = 100
 )
 
+// reasonPodFailed groups terminal pods that failed for another reason than an eviction; it is
+// only ever mentioned (RankStale), never a status reason.
+const reasonPodFailed = "PodFailed"
+
 // rolloutCauses walks the layers below a converged Deployment and returns why fewer than
-// spec.replicas pods serve. The layers below are only examined while the model is short of
-// ready pods or its rollout is stuck: a surplus pod the HPA added is not a reason to page.
+// spec.replicas pods serve, or, while they do, what blocks a rollout. The layers below are only
+// examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
+// not a reason to page.
 func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) []Cause {
+	causes, _ := walk(isvc, d, rss, pods, now)
+	return causes
+}
+
+// walk is rolloutCauses, and when its outcome next changes with time alone (a readiness
+// probe's failure window ending); zero if never.
+func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) ([]Cause, time.Time) {
 	var causes []Cause
 	want := isvc.Spec.Replicas
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	stuck := deploymentCondition(d, appsv1.DeploymentProgressing)
 	isStuck := stuck != nil && stuck.Status == corev1.ConditionFalse && stuck.Reason == "ProgressDeadlineExceeded"
+	rolling := d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas
 	switch {
 	case isStuck:
 		causes = append(causes, Cause{RankStuck, ReasonProgressDeadlineExceeded, fmt.Sprintf("Deployment %s: %s", d.Name, stuck.Message)})
-	case d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas:
+	case rolling:
 		// No counts here: they move with every pod, and each move would be a status write.
 		causes = append(causes, Cause{RankRollout, ReasonRolloutInProgress,
 			fmt.Sprintf("Deployment %s: rolling out generation %d", d.Name, d.Generation)})
 	}
-	if d.Status.ReadyReplicas >= want && !isStuck {
-		return causes
+	if d.Status.ReadyReplicas >= want && want > 0 {
+		if len(causes) == 0 {
+			return nil, time.Time{}
+		}
+		// The model serves from the pods it has; a rollout whose new pods cannot run must be
+		// told at once, not after the progress hold or the Deployment's deadline: what blocks
+		// it is reported, what only takes time is the rollout itself.
+		pods := walkPods(isvc, d, rss, pods, now)
+		for _, c := range append(replicaSetCauses(d, rss), pods.decide...) {
+			if IsFailing(c.Reason) {
+				causes = append(causes, c)
+			}
+		}
+		for i := range causes {
+			causes[i].Rank += RankServing
+		}
+		return causes, pods.next
 	}
 	rsCauses := replicaSetCauses(d, rss)
-	pCauses := podCauses(isvc, d, rss, pods, now)
+	pc := walkPods(isvc, d, rss, pods, now)
 	causes = append(causes, rsCauses...)
-	causes = append(causes, pCauses...)
-	if len(rsCauses) == 0 && len(pCauses) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
+	causes = append(causes, pc.decide...)
+	if len(rsCauses) == 0 && len(pc.decide) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
 		// A new Deployment whose pods do not exist yet is starting, like its pods will be.
 		causes = append(causes, Cause{RankStarting, ReasonStarting, fmt.Sprintf("Deployment %s: creating pods", d.Name)})
 	}
@@ -92,7 +128,23 @@ func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*apps
 		causes = append(causes, Cause{RankPods, ReasonReplicasNotReady,
 			fmt.Sprintf("Deployment %s: %d/%d replicas ready", d.Name, d.Status.ReadyReplicas, want)})
 	}
-	return causes
+	causes = append(causes, pc.stale...)
+	return causes, pc.next
+}
+
+// diagnosisRecheck is how long until the status computed from in changes with time alone (a
+// started pod's readiness window ends with no event to say so); 0 if it never does. Rounded up
+// to a second: in.Now is the API's one-second precision.
+func diagnosisRecheck(in Input) time.Duration {
+	d := in.Observed.Deployment
+	if d == nil || !controlledBy(d, in.ISVC) {
+		return 0
+	}
+	_, next := walk(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)
+	if next.IsZero() || !next.After(in.Now.Time) {
+		return 0
+	}
+	return (next.Sub(in.Now.Time) + time.Second - 1).Truncate(time.Second)
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
@@ -132,91 +184,157 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 // starting is one message for every stage of a healthy start (scheduling, pulling, weights
 // loading behind the startup probe): stages that move on their own are not worth a write each.
 func starting(p *corev1.Pod) podFinding {
-	return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("Pod %s: starting since %s (scheduling, pulling the image or loading weights; the startup probe allows up to an hour)",
+	return podFinding{rank: RankStarting, reason: ReasonStarting, message: fmt.Sprintf("Pod %s: starting since %s (scheduling, pulling the image or loading weights; the startup probe allows up to an hour)",
 		p.Name, p.CreationTimestamp.UTC().Format(time.RFC3339))}
 }
 
-// podFinding is one pod's most blocking problem.
+// podFinding is one pod's most blocking problem; until, when set, is when it changes with time
+// alone.
 type podFinding struct {
 	rank    int
 	reason  string
 	message string
+	until   time.Time
 }
 
-// podCauses groups the pods' findings by reason: the first pod's message, and how many more.
-func podCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) []Cause {
-	owned := make(map[string]bool, len(rss))
+// podCauses are the pods' findings grouped by reason (the first pod's message, and how many
+// more): decide from the pods that count for the current rollout, stale from those that no
+// longer count; next is the earliest time a finding changes by itself.
+type podCauses struct {
+	decide, stale []Cause
+	next          time.Time
+}
+
+// currentReplicaSets are the Deployment's ReplicaSets with the highest revision: the pods that
+// count for the current rollout are theirs (several only when revisions are unknown).
+func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, current map[string]bool) {
+	owned, current = make(map[string]bool, len(rss)), map[string]bool{}
+	best := int64(-1)
 	for _, rs := range rss {
-		if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.UID == d.UID {
-			owned[string(rs.UID)] = true
+		if ref := metav1.GetControllerOfNoCopy(rs); ref == nil || ref.UID != d.UID {
+			continue
+		}
+		owned[string(rs.UID)] = true
+		rev, _ := strconv.ParseInt(rs.Annotations[informers.RevisionAnnotation], 10, 64)
+		switch {
+		case rev > best:
+			best = rev
+			current = map[string]bool{string(rs.UID): true}
+		case rev == best:
+			current[string(rs.UID)] = true
 		}
 	}
+	return owned, current
+}
+
+// walkPods diagnoses the Deployment's pods. Only live pods of the current ReplicaSet decide:
+// a pod evicted an hour ago was replaced, and the previous revision's pods are on their way
+// out; they are mentioned.
+func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) podCauses {
+	owned, current := currentReplicaSets(d, rss)
 	type group struct {
 		first podFinding
 		n     int
 	}
+	var out podCauses
 	var order []string
 	groups := map[string]*group{}
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if ref := metav1.GetControllerOfNoCopy(p); ref == nil || !owned[string(ref.UID)] {
+		ref := metav1.GetControllerOfNoCopy(p)
+		if ref == nil || !owned[string(ref.UID)] {
 			continue
 		}
-		f, ok := diagnosePod(isvc, p, now)
+		terminal := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		var f podFinding
+		var ok bool
+		if terminal {
+			f, ok = diagnoseTerminal(p)
+		} else {
+			f, ok = diagnosePod(isvc, p, now)
+		}
 		if !ok {
 			continue
 		}
-		g := groups[f.reason]
+		key := f.reason
+		switch {
+		case terminal:
+			f.rank, key = RankStale, "stale/"+f.reason
+			f.message += " (terminated, replaced: not counted)"
+		case !current[string(ref.UID)]:
+			f.rank, key = RankStale, "stale/"+f.reason
+			f.message += " (previous revision: not counted)"
+		case !f.until.IsZero() && (out.next.IsZero() || f.until.Before(out.next)):
+			out.next = f.until
+		}
+		g := groups[key]
 		if g == nil {
 			g = &group{first: f}
-			groups[f.reason] = g
-			order = append(order, f.reason)
+			groups[key] = g
+			order = append(order, key)
 		}
 		g.n++
 	}
-	causes := make([]Cause, 0, len(order))
-	for _, r := range order {
-		g := groups[r]
+	for _, k := range order {
+		g := groups[k]
 		msg := g.first.message
 		if g.n > 1 {
 			msg += fmt.Sprintf(" (and %d more pods)", g.n-1)
 		}
-		causes = append(causes, Cause{g.first.rank, r, msg})
+		c := Cause{g.first.rank, g.first.reason, msg}
+		if c.Rank == RankStale {
+			out.stale = append(out.stale, c)
+		} else {
+			out.decide = append(out.decide, c)
+		}
 	}
-	return causes
+	return out
+}
+
+// diagnoseTerminal reads a pod that ended: an eviction, or another failure the kubelet reported.
+func diagnoseTerminal(p *corev1.Pod) (podFinding, bool) {
+	prefix := "Pod " + p.Name
+	switch {
+	case p.Status.Reason == "Evicted":
+		return podFinding{reason: ReasonEvicted, message: prefix + ": evicted: " + firstLine(p.Status.Message)}, true
+	case p.Status.Phase == corev1.PodFailed:
+		return podFinding{reason: reasonPodFailed, message: strings.TrimSuffix(fmt.Sprintf("%s: failed: %s %s", prefix, p.Status.Reason, firstLine(p.Status.Message)), " ")}, true
+	}
+	return podFinding{}, false
 }
 
 // diagnosePod reads a pod the way the runbook says: PodScheduled, then each container's state
 // and last state, then readiness; it returns the most blocking finding.
 func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podFinding, bool) {
 	prefix := "Pod " + p.Name
-	if p.Status.Reason == "Evicted" {
-		return podFinding{RankEvicted, ReasonEvicted, prefix + ": evicted: " + p.Status.Message}, true
-	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			reason := ReasonUnschedulable
 			if strings.Contains(c.Message, "Insufficient "+string(isvc.Spec.GPUResourceName())) {
 				reason = ReasonInsufficientGPU
 			}
-			return podFinding{RankScheduling, reason, prefix + ": unschedulable: " + c.Message}, true
+			return podFinding{rank: RankScheduling, reason: reason, message: prefix + ": unschedulable: " + c.Message}, true
 		}
 	}
 	if p.Spec.NodeName == "" {
 		return starting(p), true
 	}
 	var best *podFinding
+	var until time.Time // the earliest change by time alone, whichever finding wins
 	consider := func(f podFinding) {
+		if !f.until.IsZero() && (until.IsZero() || f.until.Before(until)) {
+			until = f.until
+		}
 		if best == nil || f.rank < best.rank {
 			best = &f
 		}
 	}
 	for i := range p.Status.ContainerStatuses {
-		if f, ok := diagnoseContainer(prefix, &p.Status.ContainerStatuses[i], now); ok {
+		if f, ok := diagnoseContainer(p, &p.Status.ContainerStatuses[i], now); ok {
 			if f.reason == ReasonStarting {
-				f = starting(p)
+				f.rank, f.reason, f.message = RankStarting, ReasonStarting, starting(p).message
 			}
 			consider(f)
 		}
@@ -227,11 +345,12 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podF
 	if best == nil {
 		return podFinding{}, false
 	}
+	best.until = until
 	return *best, true
 }
 
-func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time) (podFinding, bool) {
-	where := fmt.Sprintf("%s container %s", prefix, cs.Name)
+func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time) (podFinding, bool) {
+	where := fmt.Sprintf("Pod %s container %s", p.Name, cs.Name)
 	last := cs.LastTerminationState.Terminated
 	if t := cs.State.Terminated; t != nil {
 		last = t // the container just exited; the kubelet is about to back off
@@ -246,48 +365,100 @@ func diagnoseContainer(prefix string, cs *corev1.ContainerStatus, now time.Time)
 		}
 		return s + fmt.Sprintf(", %d restarts", cs.RestartCount)
 	}
+	found := func(rank int, reason, msg string) (podFinding, bool) {
+		return podFinding{rank: rank, reason: reason, message: msg}, true
+	}
 	if w := cs.State.Waiting; w != nil {
 		switch w.Reason {
 		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-			return podFinding{RankImage, ReasonImagePullFailed, fmt.Sprintf("%s: %s: %s", where, w.Reason, w.Message)}, true
+			return found(RankImage, ReasonImagePullFailed, fmt.Sprintf("%s: %s: %s", where, w.Reason, w.Message))
 		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-			return podFinding{RankContainer, ReasonContainerCreateFailed, fmt.Sprintf("%s: %s: %s", where, w.Reason, w.Message)}, true
+			return found(RankContainer, ReasonContainerCreateFailed, fmt.Sprintf("%s: %s: %s", where, w.Reason, w.Message))
 		case "CrashLoopBackOff":
 			if last != nil && last.Reason == "OOMKilled" {
-				return podFinding{RankOOM, ReasonOOMKilled, where + ": OOMKilled, raise spec.resources.limits.memory" + lastText()}, true
+				return found(RankOOM, ReasonOOMKilled, where+": OOMKilled, raise spec.resources.limits.memory"+lastText())
 			}
-			return podFinding{RankCrash, ReasonCrashLoopBackOff, where + ": CrashLoopBackOff" + lastText()}, true
+			return found(RankCrash, ReasonCrashLoopBackOff, where+": CrashLoopBackOff"+lastText())
 		case "ContainerCreating", "PodInitializing":
-			return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("%s: %s", where, w.Reason)}, true
+			return found(RankStarting, ReasonStarting, fmt.Sprintf("%s: %s", where, w.Reason))
 		}
-		return podFinding{RankStarting, ReasonStarting, fmt.Sprintf("%s: waiting: %s %s", where, w.Reason, w.Message)}, true
+		return found(RankStarting, ReasonStarting, fmt.Sprintf("%s: waiting: %s %s", where, w.Reason, w.Message))
 	}
 	if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || t.Reason == "OOMKilled") {
 		// Between an exit and the back-off the status reads Error or OOMKilled; reporting the
 		// crash loop already keeps the reason steady while the container cycles.
 		if t.Reason == "OOMKilled" {
-			return podFinding{RankOOM, ReasonOOMKilled, where + ": OOMKilled, raise spec.resources.limits.memory" + lastText()}, true
+			return found(RankOOM, ReasonOOMKilled, where+": OOMKilled, raise spec.resources.limits.memory"+lastText())
 		}
-		return podFinding{RankCrash, ReasonCrashLoopBackOff, where + ": exited" + lastText()}, true
+		return found(RankCrash, ReasonCrashLoopBackOff, where+": exited"+lastText())
 	}
 	if r := cs.State.Running; r != nil && !cs.Ready {
 		since := now.Sub(r.StartedAt.Time)
 		if last != nil && cs.RestartCount > 0 && (last.ExitCode != 0 || last.Reason == "OOMKilled") && since < crashLoopMemory {
 			// Restarted after a crash and not ready yet: still the crash loop, not a new cause.
+			f, _ := found(RankCrash, ReasonCrashLoopBackOff, where+": restarted after a crash"+lastText())
 			if last.Reason == "OOMKilled" {
-				return podFinding{RankOOM, ReasonOOMKilled, where + ": OOMKilled, raise spec.resources.limits.memory" + lastText()}, true
+				f, _ = found(RankOOM, ReasonOOMKilled, where+": OOMKilled, raise spec.resources.limits.memory"+lastText())
 			}
-			return podFinding{RankCrash, ReasonCrashLoopBackOff, where + ": restarted after a crash" + lastText()}, true
+			f.until = r.StartedAt.Add(crashLoopMemory)
+			return f, true
 		}
 		if !ptr.Deref(cs.Started, false) {
 			// The startup probe has not passed: weights are still loading. Not a failure.
-			return podFinding{RankStarting, ReasonStarting, where + ": startup probe not passed yet (loading weights)"}, true
+			return found(RankStarting, ReasonStarting, where+": startup probe not passed yet (loading weights)")
+		}
+		if due := readinessDue(p, cs); now.Before(due) {
+			// Started, and the readiness probe has not had its failure window yet: a kubelet
+			// sets started before the first readiness probe runs.
+			f, _ := found(RankStarting, ReasonStarting, where+": started, readiness probe not passed yet")
+			f.until = due
+			return f, true
 		}
 		// A timestamp, not a duration: the message must not change while nothing does.
-		return podFinding{RankReadiness, ReasonReadinessProbeFailing, fmt.Sprintf("%s: running since %s but not ready: readiness probe on /health port %d failing",
-			where, r.StartedAt.UTC().Format(time.RFC3339), Port)}, true
+		return found(RankReadiness, ReasonReadinessProbeFailing, fmt.Sprintf("%s: running since %s but not ready: readiness probe on /health port %d failing",
+			where, r.StartedAt.UTC().Format(time.RFC3339), Port))
 	}
 	return podFinding{}, false
+}
+
+// readinessDue is when a started container that is still not ready has had its readiness
+// probe's failure window: initialDelaySeconds from the container's start, then
+// failureThreshold periods (and the last probe's timeout) after it became started. When it
+// became started is the cache's stamp (informers.StartedSinceAnnotation); without one (the
+// operator first saw it started) the container's start. Without a readiness probe the kubelet
+// reports ready once started: due at once.
+func readinessDue(p *corev1.Pod, cs *corev1.ContainerStatus) time.Time {
+	start := cs.State.Running.StartedAt.Time
+	since := start
+	if v, ok := p.Annotations[informers.StartedSinceAnnotation+cs.Name]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(since) {
+			since = t
+		}
+	}
+	var probe *corev1.Probe
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == cs.Name {
+			probe = p.Spec.Containers[i].ReadinessProbe
+		}
+	}
+	if probe == nil {
+		return since
+	}
+	// The API server's defaults, for a probe that did not come from it.
+	orDefault := func(v, d int32) time.Duration {
+		if v <= 0 {
+			v = d
+		}
+		return time.Duration(v) * time.Second
+	}
+	if first := start.Add(time.Duration(probe.InitialDelaySeconds) * time.Second); first.After(since) {
+		since = first
+	}
+	threshold := time.Duration(max(probe.FailureThreshold, 0))
+	if threshold == 0 {
+		threshold = 3
+	}
+	return since.Add(threshold*orDefault(probe.PeriodSeconds, 10) + orDefault(probe.TimeoutSeconds, 1))
 }
 
 // crashLoopMemory is how long a restarted container that is not ready still counts as crash

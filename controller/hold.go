@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -63,10 +62,10 @@ func (h *holds) forget(k queue.Key) {
 	delete(h.m, k)
 }
 
-// transient reports a status the model's own progress will replace without anyone acting.
+// transient reports a status the model's own progress will replace without anyone acting. The
+// status reason is the top cause's, also while Ready stays True during a blocked rollout.
 func transient(st *crd.InferenceServiceStatus) bool {
-	c := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
-	return st.Phase == crd.PhaseProgressing && c != nil && !IsWarning(c.Reason)
+	return st.Phase == crd.PhaseProgressing && st.Reason != "" && !IsWarning(st.Reason)
 }
 
 // surgeOnly reports a Progressing status that differs from the stored one only in counts at or

@@ -71,9 +71,27 @@ var failing = map[string]bool{
 // IsFailing reports whether a Ready reason means the model cannot serve without a change.
 func IsFailing(reason string) bool { return failing[reason] }
 
-// IsWarning reports whether a Ready reason deserves a Warning Event when it appears.
+// IsWarning reports whether a status reason deserves a Warning Event when it appears.
 func IsWarning(reason string) bool {
 	return failing[reason] || reason == ReasonReconcileError || reason == ReasonGatewayUnavailable
+}
+
+// newWarning returns the Warning Event that next deserves over stored: one when a new blocking
+// reason appears, whether the model is down (Ready False) or serves while its rollout is
+// blocked (Ready True, Progressing carrying the cause). A message that only changes (a restart
+// count growing) is not a new cause.
+func newWarning(stored, next *crd.InferenceServiceStatus) (reason, message string, ok bool) {
+	if !IsWarning(next.Reason) || stored.Reason == next.Reason {
+		return "", "", false
+	}
+	c := meta.FindStatusCondition(next.Conditions, crd.ConditionReady)
+	if c == nil || c.Reason != next.Reason {
+		c = meta.FindStatusCondition(next.Conditions, crd.ConditionProgressing)
+	}
+	if c == nil || c.Reason != next.Reason {
+		return "", "", false
+	}
+	return next.Reason, c.Message, true
 }
 
 // BaseStatus is the observed part of the status, before conditions are decided.
@@ -138,6 +156,18 @@ func WithCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, cause
 	msgs := make([]string, len(causes))
 	for i, c := range causes {
 		msgs[i] = c.Message
+	}
+	if top.Rank >= RankServing {
+		// spec.replicas pods serve: Ready says so, and the rollout's causes are Progressing's
+		// (False when someone must act), the phase Progressing and the reason column theirs.
+		set(crd.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, isvc.Spec.Replicas))
+		progressing := metav1.ConditionTrue
+		if failing[top.Reason] {
+			progressing = metav1.ConditionFalse
+		}
+		set(crd.ConditionProgressing, progressing, top.Reason, strings.Join(msgs, "; "))
+		st.Phase, st.Reason = crd.PhaseProgressing, top.Reason
+		return st
 	}
 	set(crd.ConditionReady, metav1.ConditionFalse, top.Reason, strings.Join(msgs, "; "))
 	st.Reason = top.Reason

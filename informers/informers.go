@@ -145,7 +145,17 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.pod = sc.children.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredPodInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
 		})
-		must(sc.pod.SetTransform(StripPod))
+		pods := sc.pod
+		must(sc.pod.SetTransform(func(obj interface{}) (interface{}, error) {
+			// The cached version (if any) says whether a container was seen not started yet.
+			var prev *corev1.Pod
+			if p, ok := obj.(*corev1.Pod); ok {
+				if o, ok, _ := pods.GetIndexer().GetByKey(p.Namespace + "/" + p.Name); ok {
+					prev, _ = o.(*corev1.Pod)
+				}
+			}
+			return StripPodSeen(obj, prev, time.Now())
+		}))
 		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 		for _, gvr := range opts.Optional {
@@ -296,13 +306,21 @@ func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
 	return out
 }
 
-// StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, status):
-// its spec is a copy of the Deployment's, pod template and all.
+// RevisionAnnotation is the Deployment controller's revision of a ReplicaSet: the highest is
+// the Deployment's current pod template, even after a rollback.
+const RevisionAnnotation = "deployment.kubernetes.io/revision"
+
+// StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, revision,
+// status): its spec is a copy of the Deployment's, pod template and all.
 func StripReplicaSet(obj interface{}) (interface{}, error) {
 	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
 		rs.ManagedFields = nil
 		rs.Spec = appsv1.ReplicaSetSpec{}
+		rev, hasRev := rs.Annotations[RevisionAnnotation]
 		onlyInstance(&rs.ObjectMeta)
+		if hasRev {
+			rs.Annotations = map[string]string{RevisionAnnotation: rev}
+		}
 		return rs, nil
 	}
 	return StripManagedFields(obj)
@@ -320,29 +338,80 @@ func onlyInstance(m *metav1.ObjectMeta) {
 	}
 }
 
+// StartedSinceAnnotation (a prefix; the container's name follows) is set on cached pods only,
+// never on the API server: when the operator saw the container become started. The kubelet
+// publishes no such time, and a readiness probe only has to pass a probe window after it.
+const StartedSinceAnnotation = "cache.ai.example.com/started-since."
+
 // StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
 // bound to, its phase, its scheduled and ready conditions and its containers' states. Containers, volumes and env are
 // the Deployment's and dominate a pod's size; images, IPs and resources in the status are
-// never read.
+// never read. A container's readiness probe is kept while it is started and not ready: the
+// diagnosis then reads its failure window.
 func StripPod(obj interface{}) (interface{}, error) {
+	return StripPodSeen(obj, nil, time.Time{})
+}
+
+// StripPodSeen is StripPod, and stamps StartedSinceAnnotation at now on a container that prev
+// (the cached version) showed not started yet, carrying an earlier stamp over while the
+// container stays started and not ready. A container first seen already started gets no stamp:
+// the diagnosis then counts from the container's start.
+func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return StripManagedFields(obj)
 	}
 	p.ManagedFields = nil
 	onlyInstance(&p.ObjectMeta)
-	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+	spec := corev1.PodSpec{NodeName: p.Spec.NodeName}
 	st := &p.Status
 	*st = corev1.PodStatus{
 		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: readConditions(st.Conditions),
 		ContainerStatuses: st.ContainerStatuses,
 	}
+	if prev != nil && prev.UID != p.UID {
+		prev = nil
+	}
 	for i := range st.ContainerStatuses {
 		c := &st.ContainerStatuses[i]
 		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, Started: c.Started, RestartCount: c.RestartCount,
 			State: c.State, LastTerminationState: c.LastTerminationState}
+		if c.State.Running == nil || c.Ready || c.Started == nil || !*c.Started {
+			continue
+		}
+		for j := range p.Spec.Containers {
+			if sc := &p.Spec.Containers[j]; sc.Name == c.Name && sc.ReadinessProbe != nil {
+				spec.Containers = append(spec.Containers, corev1.Container{Name: sc.Name, ReadinessProbe: sc.ReadinessProbe})
+			}
+		}
+		if since := startedSince(prev, c, now); since != "" {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[StartedSinceAnnotation+c.Name] = since
+		}
 	}
+	p.Spec = spec
 	return p, nil
+}
+
+// startedSince is the stamp of c, started and not ready, given the cached version prev.
+func startedSince(prev *corev1.Pod, c *corev1.ContainerStatus, now time.Time) string {
+	if prev == nil || now.IsZero() {
+		return ""
+	}
+	for i := range prev.Status.ContainerStatuses {
+		o := &prev.Status.ContainerStatuses[i]
+		if o.Name != c.Name || o.RestartCount != c.RestartCount ||
+			o.State.Running != nil && !o.State.Running.StartedAt.Equal(&c.State.Running.StartedAt) {
+			continue // another instance of the container
+		}
+		if o.Started == nil || !*o.Started {
+			return now.UTC().Format(time.RFC3339Nano)
+		}
+		return prev.Annotations[StartedSinceAnnotation+c.Name]
+	}
+	return ""
 }
 
 // readConditions keeps the two pod conditions the controller reads: PodScheduled (why a pod

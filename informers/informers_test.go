@@ -212,3 +212,66 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 		t.Fatalf("pod conditions as cached: %+v", cs)
 	}
 }
+
+// TestStartedSince: the cache stamps when it saw a container become started, carries the stamp
+// while the container waits for readiness, drops it once ready, and keeps the readiness probe
+// only while the diagnosis reads it.
+func TestStartedSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	probe := &corev1.Probe{PeriodSeconds: 5, FailureThreshold: 3}
+	podAt := func(started, ready bool) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u", Annotations: map[string]string{"x": "y"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: "i", ReadinessProbe: probe}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, Started: ptr.To(started), Ready: ready,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}}}},
+		}
+	}
+	strip := func(p, prev *corev1.Pod, now time.Time) *corev1.Pod {
+		o, err := StripPodSeen(p, prev, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*corev1.Pod)
+	}
+	key := StartedSinceAnnotation + ContainerName
+	loading := strip(podAt(false, false), nil, t0)
+	if len(loading.Annotations) != 0 || len(loading.Spec.Containers) != 0 {
+		t.Fatalf("not started: %v %+v", loading.Annotations, loading.Spec.Containers)
+	}
+	seen := t0.Add(10 * time.Minute)
+	started := strip(podAt(true, false), loading, seen)
+	if got := started.Annotations[key]; got != seen.Format(time.RFC3339Nano) {
+		t.Fatalf("stamp %q, want %s", got, seen)
+	}
+	if cs := started.Spec.Containers; len(cs) != 1 || cs[0].ReadinessProbe != probe || cs[0].Image != "" {
+		t.Fatalf("started, not ready: containers as cached %+v", cs)
+	}
+	later := strip(podAt(true, false), started, seen.Add(time.Minute))
+	if got := later.Annotations[key]; got != seen.Format(time.RFC3339Nano) {
+		t.Fatalf("stamp not carried: %q", got)
+	}
+	if ready := strip(podAt(true, true), later, seen.Add(2*time.Minute)); len(ready.Annotations) != 0 || len(ready.Spec.Containers) != 0 {
+		t.Fatalf("ready: %v %+v", ready.Annotations, ready.Spec.Containers)
+	}
+	// First seen already started (the operator restarted): no stamp, the container's start counts.
+	if first := strip(podAt(true, false), nil, seen); len(first.Annotations) != 0 || len(first.Spec.Containers) != 1 {
+		t.Fatalf("first seen started: %v %+v", first.Annotations, first.Spec.Containers)
+	}
+	// A replacement with the same name is another pod.
+	other := podAt(true, false)
+	other.UID = "u2"
+	if got := strip(other, loading, seen); len(got.Annotations) != 0 {
+		t.Fatalf("stamp from another pod's history: %v", got.Annotations)
+	}
+}
+
+// TestReplicaSetKeepsRevision: the diagnosis tells the Deployment's current ReplicaSet by it.
+func TestReplicaSetKeepsRevision(t *testing.T) {
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{InstanceLabel: "m", "pod-template-hash": "h"},
+		Annotations: map[string]string{RevisionAnnotation: "4", "deployment.kubernetes.io/desired-replicas": "2"}}}
+	o, _ := StripReplicaSet(rs)
+	if got := o.(*appsv1.ReplicaSet); len(got.Annotations) != 1 || got.Annotations[RevisionAnnotation] != "4" || len(got.Labels) != 1 {
+		t.Fatalf("as cached: %v %v", got.Annotations, got.Labels)
+	}
+}

@@ -174,6 +174,7 @@ const (
 	bCrashLoop   behaviorKind = "crashloop"
 	bOOMKilled   behaviorKind = "oomkilled"
 	bErrImgPull  behaviorKind = "errimagepull"
+	bEvicted     behaviorKind = "evicted"
 	bUnspecified behaviorKind = ""
 )
 
@@ -188,7 +189,7 @@ func parseBehavior(s string) (behavior, bool) {
 	switch behaviorKind(s) {
 	case bReady, "running", "":
 		return behavior{kind: bReady}, s != ""
-	case bNeverReady, bCrashLoop, bOOMKilled, bErrImgPull:
+	case bNeverReady, bCrashLoop, bOOMKilled, bErrImgPull, bEvicted:
 		return behavior{kind: behaviorKind(s)}, true
 	}
 	if rest, ok := strings.CutPrefix(s, "slow-ready-"); ok {
@@ -261,7 +262,8 @@ type ctr struct {
 	last        *v1.ContainerStateTerminated // lastState.terminated
 	backoff     time.Duration
 	next        time.Time // next state transition; zero: none
-	nextProbe   time.Time // next Unhealthy event while not ready
+	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
+	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
 	pullErrAt   time.Time
 }
 
@@ -291,6 +293,10 @@ type podState struct {
 	t0   time.Time
 	ip   string
 	host string
+	// evictAt is when the node evicts the pod for memory pressure (the evicted behavior);
+	// zero: never. evicted is the eviction message once it happened.
+	evictAt time.Time
+	evicted string
 }
 
 func normalizedImage(image string) string {
@@ -382,7 +388,41 @@ func newPodState(k *kubelet, pod *v1.Pod, now time.Time) *podState {
 			c.start(ps, now, false)
 		}
 	}
+	for _, c := range ps.ctrs {
+		if c.beh.kind == bEvicted && c.state == csRunning {
+			// Memory grows until the node runs short: it ran a moment, then is evicted.
+			ps.evictAt = c.startedAt.Add(k.cfg.crashRun)
+		}
+	}
 	return ps
+}
+
+// evict does what a kubelet's eviction manager does under memory pressure: kill the
+// containers and fail the pod with reason Evicted. The ReplicaSet replaces the pod; the
+// failed one stays until the pod garbage collector's threshold.
+func (ps *podState) evict(now time.Time) {
+	name, request := "", "0"
+	for _, c := range ps.ctrs {
+		if !c.init && (name == "" || c.beh.kind == bEvicted) {
+			name = c.spec.Name
+			if q, ok := c.spec.Resources.Requests[v1.ResourceMemory]; ok {
+				request = q.String()
+			}
+		}
+	}
+	ps.evicted = fmt.Sprintf("The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. Container %s was using 3Gi, request is %s, has larger consumption of memory. ", name, request)
+	pod := ps.pod
+	ps.rec.Event(&v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion},
+		v1.EventTypeWarning, "Evicted", ps.evicted)
+	for _, c := range ps.ctrs {
+		if c.state != csRunning {
+			continue
+		}
+		ps.rec.Eventf(containerRef(pod, c.spec.Name, c.init), v1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
+		c.term = &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: mtime(c.startedAt), FinishedAt: mtime(now), ContainerID: c.containerID}
+		c.state = csTerminated
+		c.readyAt, c.next, c.nextProbe = time.Time{}, time.Time{}, time.Time{}
+	}
 }
 
 func findStatus(pod *v1.Pod, name string, init bool) *v1.ContainerStatus {
@@ -443,47 +483,113 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 	c.setRunningSchedule(ps, now)
 }
 
+// probePeriod is a probe's periodSeconds, 10s (the API default) when unset or absent.
+func probePeriod(p *v1.Probe) time.Duration {
+	if p != nil && p.PeriodSeconds > 0 {
+		return time.Duration(p.PeriodSeconds) * time.Second
+	}
+	return 10 * time.Second
+}
+
+func probeDelay(p *v1.Probe) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(p.InitialDelaySeconds) * time.Second
+}
+
+// tickAtOrAfter is the first of first, first+period, ... that is not before t.
+func tickAtOrAfter(first time.Time, period time.Duration, t time.Time) time.Time {
+	if !t.After(first) {
+		return first
+	}
+	n := (t.Sub(first) + period - 1) / period
+	return first.Add(n * period)
+}
+
+// firstReadinessProbe is when the readiness probe first runs. A real kubelet skips it until
+// the pod status it last wrote says started: with a startup probe that is one readiness
+// period after the startup probe passed, so started and ready are never set together.
+// Without one, the kubelet runs it as the container comes up, after its initialDelaySeconds.
+func (c *ctr) firstReadinessProbe() time.Time {
+	rp := c.spec.ReadinessProbe
+	notBefore := c.startedAt.Add(probeDelay(rp))
+	if c.spec.StartupProbe == nil {
+		return notBefore
+	}
+	return tickAtOrAfter(c.startedOK.Add(probePeriod(rp)), probePeriod(rp), notBefore)
+}
+
+// setRunningSchedule computes, for a container just (re)started, when its startup probe
+// passes (status.started), when its readiness probe first passes (ready) and when a probe
+// fails (Unhealthy events), from the probes' initialDelaySeconds and periodSeconds.
 func (c *ctr) setRunningSchedule(ps *podState, now time.Time) {
-	delay := time.Duration(0) // readiness probe initial delay
-	if p := c.spec.ReadinessProbe; p != nil {
-		delay = time.Duration(p.InitialDelaySeconds) * time.Second
-	}
-	startup := c.spec.StartupProbe != nil
-	sdelay := time.Duration(0) // startup probe initial delay
-	if startup {
-		sdelay = time.Duration(c.spec.StartupProbe.InitialDelaySeconds) * time.Second
-	}
-	c.startedOK = c.startedAt.Add(sdelay)
-	c.readyAt = time.Time{}
-	c.next = time.Time{}
-	c.nextProbe = time.Time{}
+	sp := c.spec.StartupProbe
+	up := c.startedAt // when the server answers its probes
 	switch c.beh.kind {
-	case bReady:
-		c.readyAt = c.startedAt.Add(max(delay, sdelay))
 	case bSlowReady:
-		// Loading weights: the startup probe (if any) and the readiness
-		// probe pass only after the delay.
-		if startup {
-			c.startedOK = c.startedAt.Add(max(sdelay, c.beh.delay))
-			c.nextProbe = c.startedAt.Add(sdelay)
-		} else {
-			c.nextProbe = c.startedAt.Add(delay)
+		up = c.startedAt.Add(c.beh.delay)
+	case bCrashLoop, bOOMKilled:
+		up = time.Time{} // exits before it answers
+	}
+	c.startedOK, c.readyAt, c.next = time.Time{}, time.Time{}, time.Time{}
+	switch {
+	case sp == nil:
+		c.startedOK = c.startedAt // no startup probe: started while running
+	case !up.IsZero():
+		// Startup probes run from initialDelaySeconds every periodSeconds; the first one
+		// after the server answers passes.
+		c.startedOK = tickAtOrAfter(c.startedAt.Add(probeDelay(sp)), probePeriod(sp), up)
+	}
+	switch c.beh.kind {
+	case bReady, bSlowReady, bEvicted:
+		switch {
+		case c.spec.ReadinessProbe != nil:
+			c.readyAt = tickAtOrAfter(c.firstReadinessProbe(), probePeriod(c.spec.ReadinessProbe), up)
+		case c.beh.kind == bSlowReady:
+			c.readyAt = maxTime(c.startedOK, up) // no probe: ready once loaded, as this mode promises
+		default:
+			c.readyAt = c.startedOK // no readiness probe: ready once started, as a kubelet reports
 		}
-		c.readyAt = c.startedAt.Add(max(delay, sdelay, c.beh.delay))
 	case bNeverReady:
 		// Starts (startup probe passes), but readiness never does.
-		c.nextProbe = c.startedAt.Add(max(delay, sdelay))
 	case bCrashLoop, bOOMKilled:
-		if startup {
-			c.startedOK = time.Time{} // exits before its startup probe passes
-		} else if !c.hasReadiness() {
+		if sp == nil && c.spec.ReadinessProbe == nil {
 			c.readyAt = c.startedAt // no probe: ready while it runs
 		}
 		c.next = c.startedAt.Add(ps.k.cfg.crashRun)
 	}
-	if !c.nextProbe.IsZero() && c.nextProbe.Before(now) {
-		c.nextProbe = now
+	c.nextProbe, c.probeKind = c.nextFailure(now)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
+	return b
+}
+
+// nextFailure is the first failing probe at or after t: startup probes before the startup
+// probe passes (a slow load), readiness probes after started until ready (never-ready,
+// slow-ready without a startup probe). Crashing containers exit before a probe says much.
+func (c *ctr) nextFailure(t time.Time) (time.Time, string) {
+	if c.state != csRunning || c.beh.kind == bCrashLoop || c.beh.kind == bOOMKilled {
+		return time.Time{}, ""
+	}
+	if sp := c.spec.StartupProbe; sp != nil {
+		tick := tickAtOrAfter(c.startedAt.Add(probeDelay(sp)), probePeriod(sp), t)
+		if tick.Before(c.startedOK) {
+			return tick, "Startup"
+		}
+	}
+	if c.startedOK.IsZero() {
+		return time.Time{}, ""
+	}
+	tick := tickAtOrAfter(c.firstReadinessProbe(), probePeriod(c.spec.ReadinessProbe), t)
+	if !c.readyAt.IsZero() && !tick.Before(c.readyAt) {
+		return time.Time{}, ""
+	}
+	return tick, "Readiness"
 }
 
 func (c *ctr) complete(ps *podState, now time.Time) {
@@ -568,18 +674,14 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 			c.next = time.Time{}
 		}
 	}
-	if c.state == csRunning && !c.nextProbe.IsZero() && !now.Before(c.nextProbe) && !c.ready(now) {
+	if c.state == csRunning && !c.nextProbe.IsZero() && !now.Before(c.nextProbe) {
 		ref := containerRef(ps.pod, c.spec.Name, c.init)
-		kind, probe := "Readiness", c.spec.ReadinessProbe
-		if c.spec.StartupProbe != nil && !c.started(now) {
-			kind, probe = "Startup", c.spec.StartupProbe
+		probe := c.spec.ReadinessProbe
+		if c.probeKind == "Startup" {
+			probe = c.spec.StartupProbe
 		}
-		ps.rec.Eventf(ref, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", kind, probeFailure(ps, probe))
-		period := 10 * time.Second
-		if probe != nil && probe.PeriodSeconds > 0 {
-			period = time.Duration(probe.PeriodSeconds) * time.Second
-		}
-		c.nextProbe = now.Add(period)
+		ps.rec.Eventf(ref, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", c.probeKind, probeFailure(ps, probe))
+		c.nextProbe, c.probeKind = c.nextFailure(now.Add(time.Nanosecond))
 	}
 }
 
@@ -605,6 +707,10 @@ func (ps *podState) nextWake(now time.Time) time.Time {
 			t = x
 		}
 	}
+	if ps.evicted != "" {
+		return time.Time{}
+	}
+	consider(ps.evictAt)
 	for _, c := range ps.ctrs {
 		consider(c.next)
 		if c.state == csRunning {
@@ -614,9 +720,7 @@ func (ps *podState) nextWake(now time.Time) time.Time {
 			if c.startedOK.After(now) {
 				consider(c.startedOK)
 			}
-			if !c.ready(now) {
-				consider(c.nextProbe)
-			}
+			consider(c.nextProbe)
 		}
 	}
 	return t
@@ -723,6 +827,8 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 	}
 	_ = running
 	switch {
+	case ps.evicted != "":
+		st.Phase, st.Reason, st.Message = v1.PodFailed, "Evicted", ps.evicted
 	case len(incompleteInit) > 0 || pending:
 		st.Phase = v1.PodPending
 	case ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever && allStoppedNever:
@@ -778,6 +884,9 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 		ready,
 		containersReady,
 	}
+	if ps.evicted != "" {
+		mine = append(mine, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet", Message: ps.evicted, ObservedGeneration: base.Generation})
+	}
 	var out []v1.PodCondition
 	for _, m := range mine {
 		m.LastTransitionTime = mtime(now)
@@ -822,6 +931,14 @@ func (ps *podState) reconcileSpec(pod *v1.Pod, now time.Time) {
 			c.spec = *spec
 			continue
 		}
+		if b.kind == bEvicted && spec.Image == c.spec.Image {
+			// Set on a running pod (kubectl annotate): the node evicts it now.
+			c.beh = b
+			if ps.evictAt.IsZero() || now.Before(ps.evictAt) {
+				ps.evictAt = now
+			}
+			continue
+		}
 		if c.state == csRunning {
 			ps.rec.Eventf(containerRef(pod, c.spec.Name, false), v1.EventTypeNormal, "Killing", "Container %s definition changed, will be restarted", c.spec.Name)
 			t := mtime(now)
@@ -843,6 +960,9 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		now := time.Now()
 		for _, c := range ps.ctrs {
 			c.advance(ps, now)
+		}
+		if !ps.evictAt.IsZero() && ps.evicted == "" && !now.Before(ps.evictAt) {
+			ps.evict(now)
 		}
 		want := ps.render(cur, now)
 		wake := ps.nextWake(now)
