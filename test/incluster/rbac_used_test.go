@@ -203,13 +203,20 @@ func readRules(t *testing.T, path ...string) []rbacv1.PolicyRule {
 	return rules
 }
 
+// matches reports whether a has w's group, resource, verb and, unless w names none, name.
+func matches(a, w access) bool {
+	return a.group == w.group && a.resource == w.resource && a.verb == w.verb && (w.name == "" || a.name == w.name)
+}
+
+// called reports whether the process has made a request with access w.
+func called(reqs []testenv.Request, w access) bool {
+	return slices.ContainsFunc(mapsKeys(accessesUsed(reqs)), func(a access) bool { return matches(a, w) })
+}
+
 // waitCalled waits until the process has made a request with each access in want (the name
 // ignored when empty) that the API server carried out.
 func waitCalled(t *testing.T, wire *testenv.Proxy, what string, want ...access) {
 	t.Helper()
-	matches := func(a, w access) bool {
-		return a.group == w.group && a.resource == w.resource && a.verb == w.verb && (w.name == "" || a.name == w.name)
-	}
 	testenv.Eventually(t, time.Minute, what, func() error {
 		reqs := wire.Requests()
 		for _, r := range reqs {
@@ -424,22 +431,21 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		return nil
 	})
 
-	// The same Event twice about an unchanged isvc is patched into a series: a second isvc
-	// whose ConfigMap's name is taken by someone else's (unlabelled, so not cached) fails the
-	// same create on every retry, with the same Warning.
-	env.Kubectl(t, "-n", ns, "create", "configmap", controller.AdaptersConfigMapName("n"))
-	second := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
-		"metadata": map[string]any{"name": "n", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: ext("hf://org/a", "/n")}},
-		"spec":     map[string]any{"model": "n", "replicas": int64(1), "gpusPerReplica": int64(0)},
-	}}
-	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitCalled(t, wire, "an Event series patched", access{group: "events.k8s.io", resource: "events", verb: "patch"})
-	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "n", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The same Event twice about an unchanged isvc is patched into a series: the Service
+	// deleted again and again is created again and again ("Created Service m", about the
+	// same objects). Once a second, until the series is patched.
+	var deleted time.Time
+	series := access{group: "events.k8s.io", resource: "events", verb: "patch"}
+	testenv.Eventually(t, time.Minute, "an Event series patched", func() error {
+		if called(wire.Requests(), series) {
+			return nil
+		}
+		if time.Since(deleted) > time.Second {
+			deleted = time.Now()
+			_ = env.Kube.CoreV1().Services(ns).Delete(ctx, "m", metav1.DeleteOptions{})
+		}
+		return fmt.Errorf("no series patched yet")
+	})
 
 	// Deletes: no adapters (the ConfigMap), scale to zero (the HPA and PDB).
 	isvc["replicas"] = int64(0)
