@@ -378,7 +378,9 @@ func pending(p *corev1.Pod) { p.Spec.NodeName, p.Status.Phase = "", corev1.PodPe
 // TestStalePodsDoNotDecide: a pod that no longer counts (terminated, or of an older
 // ReplicaSet) is mentioned, and never decides the phase.
 func TestStalePodsDoNotDecide(t *testing.T) {
-	readyPod := func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, true, time.Hour)} }
+	readyPod := func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, true, time.Hour)}
+	}
 	cases := []struct {
 		name     string
 		pods     []*corev1.Pod
@@ -387,19 +389,19 @@ func TestStalePodsDoNotDecide(t *testing.T) {
 		contains []string
 	}{
 		{
-			name: "scale-up after an eviction: the evicted pod was replaced",
-			pods: []*corev1.Pod{pod("qwen3-7b6cd-gone", evicted), pod("qwen3-7b6cd-a", readyPod), pod("qwen3-7b6cd-b", pending)},
+			name:   "scale-up after an eviction: the evicted pod was replaced",
+			pods:   []*corev1.Pod{pod("qwen3-7b6cd-gone", evicted), pod("qwen3-7b6cd-a", readyPod), pod("qwen3-7b6cd-b", pending)},
 			reason: ReasonStarting, phase: crd.PhaseProgressing,
 			contains: []string{"Pod qwen3-7b6cd-b: starting since", "Pod qwen3-7b6cd-gone: evicted: The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. (terminated, replaced: not counted)"},
 		},
 		{
-			name: "a failed pod of an older ReplicaSet",
-			pods: []*corev1.Pod{oldPod("qwen3-5f8aa-x", evicted), pod("qwen3-7b6cd-a", readyPod), pod("qwen3-7b6cd-b", pending)},
+			name:   "a failed pod of an older ReplicaSet",
+			pods:   []*corev1.Pod{oldPod("qwen3-5f8aa-x", evicted), pod("qwen3-7b6cd-a", readyPod), pod("qwen3-7b6cd-b", pending)},
 			reason: ReasonStarting, phase: crd.PhaseProgressing, contains: []string{"Pod qwen3-5f8aa-x: evicted"},
 		},
 		{
-			name: "the previous revision crash-loops while the fix rolls out",
-			pods: []*corev1.Pod{oldPod("qwen3-5f8aa-x", crashing), pod("qwen3-7b6cd-b", pending)},
+			name:   "the previous revision crash-loops while the fix rolls out",
+			pods:   []*corev1.Pod{oldPod("qwen3-5f8aa-x", crashing), pod("qwen3-7b6cd-b", pending)},
 			reason: ReasonStarting, phase: crd.PhaseProgressing, contains: []string{"Pod qwen3-5f8aa-x container vllm: CrashLoopBackOff", "(previous revision: not counted)"},
 		},
 		{
@@ -410,8 +412,8 @@ func TestStalePodsDoNotDecide(t *testing.T) {
 			reason: ReasonStarting, phase: crd.PhaseProgressing, contains: []string{"Pod qwen3-7b6cd-gone: failed: UnexpectedAdmissionError Allocate failed due to no healthy devices (terminated, replaced: not counted)"},
 		},
 		{
-			name: "the current ReplicaSet's live pods still decide",
-			pods: []*corev1.Pod{oldPod("qwen3-5f8aa-x", evicted), pod("qwen3-7b6cd-gone", evicted), pod("qwen3-7b6cd-a", crashing)},
+			name:   "the current ReplicaSet's live pods still decide",
+			pods:   []*corev1.Pod{oldPod("qwen3-5f8aa-x", evicted), pod("qwen3-7b6cd-gone", evicted), pod("qwen3-7b6cd-a", crashing)},
 			reason: ReasonCrashLoopBackOff, phase: crd.PhaseFailed, contains: []string{"Pod qwen3-7b6cd-a container vllm: CrashLoopBackOff", "(and 1 more pods)"},
 		},
 	}
@@ -471,7 +473,9 @@ func TestBlockedRolloutWhileServing(t *testing.T) {
 					Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "qwen3-7b6cd" has timed out progressing.; exceeded its progress deadline`}}
 			}
 			w.obs.Deployment = d
-			ready := func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, true, time.Hour)} }
+			ready := func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, true, time.Hour)}
+			}
 			w.obs.Pods = []*corev1.Pod{oldPod("qwen3-5f8aa-x", ready), oldPod("qwen3-5f8aa-y", ready), pod("qwen3-7b6cd-a", c.newPod)}
 			st := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status
 			rc, pc := findCond(st.Conditions, crd.ConditionReady), findCond(st.Conditions, crd.ConditionProgressing)

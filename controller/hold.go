@@ -113,3 +113,14 @@ func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *cr
 	}
 	return false, queue.Done()
 }
+
+// withDiagnosisRecheck is o, rechecked sooner when the diagnosis of in changes with time alone:
+// a started pod's readiness window ends with no event to announce it, and the resync may be
+// minutes away.
+func withDiagnosisRecheck(o queue.Outcome, in Input) queue.Outcome {
+	d := diagnosisRecheck(in)
+	if d <= 0 || o.Requeue || o.RequeueAfter > 0 && o.RequeueAfter <= d {
+		return o
+	}
+	return queue.After(d)
+}

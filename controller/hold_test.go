@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -77,5 +78,27 @@ func TestHold(t *testing.T) {
 	}
 	if _, ok := c.hold(k, fresh, &starting, t0.Add(busyHold+time.Second)); ok {
 		t.Fatal("a new isvc's first status held past busyHold")
+	}
+}
+
+func TestWithDiagnosisRecheck(t *testing.T) {
+	w, _ := walkWorld(t, 1, 0)
+	w.obs.Pods = []*corev1.Pod{startedPod(2*time.Second, 2*time.Second, opReadiness)} // window ends in 14s
+	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
+	for _, c := range []struct {
+		o, want queue.Outcome
+	}{
+		{queue.Done(), queue.After(14 * time.Second)},
+		{queue.After(time.Minute), queue.After(14 * time.Second)},
+		{queue.After(2 * time.Second), queue.After(2 * time.Second)},
+		{queue.Backoff(), queue.Backoff()},
+	} {
+		if got := withDiagnosisRecheck(c.o, in); got != c.want {
+			t.Errorf("%+v: got %+v, want %+v", c.o, got, c.want)
+		}
+	}
+	w.obs.Pods = nil
+	if got := withDiagnosisRecheck(queue.Done(), Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}); got != queue.Done() {
+		t.Errorf("nothing due: %+v", got)
 	}
 }
