@@ -1,3 +1,5 @@
+// Options, Cluster and its lifecycle: Start, Stop, Restart.
+
 // Package cluster starts the local Kubernetes control plane of
 // test/localcluster (one child process: etcd, kube-apiserver, controllers,
 // scheduler, fake nodes and a fake kubelet, all on 127.0.0.1) for tests.
@@ -11,42 +13,33 @@
 //		c.Stop()
 //		os.Exit(code)
 //	}
+//
+// Start builds the binary first when its sources changed (Build); Stop ends
+// it; Restart brings it back on the same data directory and port. A running
+// Cluster hands out clients (RESTConfig, Clientset, ServiceAccountKubeconfig),
+// runs kubectl (Kubectl, KubectlEnv) and reads what etcd stored (EtcdGet).
 package cluster
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
-
-// DefaultKubectl is kubectl 1.33 on the project's machines; env KUBECTL overrides it.
-const DefaultKubectl = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 
 // readyPrefix starts the one line localcluster prints on stdout when ready.
 const readyPrefix = "localcluster ready "
@@ -87,192 +80,6 @@ type Cluster struct {
 	logFile *os.File
 	cfg     *rest.Config
 }
-
-// ---- build ----
-
-// RepoRoot returns the root of the repository (the directory holding the
-// root go.mod), found from this file's location or `go env GOMOD`.
-func RepoRoot() (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-		if exists(filepath.Join(root, "test", "localcluster", "go.mod")) {
-			return root, nil
-		}
-	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("cannot find the repository root (no go.mod)")
-	}
-	root := filepath.Dir(gomod)
-	for d := root; ; d = filepath.Dir(d) {
-		if exists(filepath.Join(d, "test", "localcluster", "go.mod")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	return "", fmt.Errorf("no test/localcluster above %s", root)
-}
-
-// LDFlags are the linker flags every build of localcluster uses: they stamp
-// the Kubernetes version, or the server would report v0.0.0-master. Keep
-// them identical everywhere (test/localcluster/build.sh reads the same
-// file) so the Go build cache is shared.
-func LDFlags(root string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(root, "test", "localcluster", "ldflags"))
-	if err != nil {
-		return "", err
-	}
-	return strings.Join(strings.Fields(string(b)), " "), nil
-}
-
-// sourceHash hashes the localcluster sources, go.mod/go.sum, the ldflags
-// and the Go version: the binary is rebuilt when any of them changes.
-func sourceHash(dir, ldflags string) (string, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if d.Name() == "bin" || strings.HasPrefix(d.Name(), ".") && p != dir {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		n := d.Name()
-		if strings.HasSuffix(n, ".go") || n == "go.mod" || n == "go.sum" || n == "ldflags" {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	sort.Strings(files)
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s/%s\n", runtime.Version(), ldflags, runtime.GOOS, runtime.GOARCH)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return "", err
-		}
-		rel, _ := filepath.Rel(dir, f)
-		fmt.Fprintf(h, "%s %d\n", rel, len(b))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
-}
-
-// Build builds test/localcluster once and returns the binary's path. The
-// binary is cached in test/localcluster/bin/ keyed by a hash of the
-// sources; a file lock keeps parallel test processes from building twice.
-// Env LOCALCLUSTER_BIN names a prebuilt binary instead.
-func Build(ctx context.Context) (string, error) {
-	if bin := os.Getenv("LOCALCLUSTER_BIN"); bin != "" {
-		if !exists(bin) {
-			return "", fmt.Errorf("LOCALCLUSTER_BIN=%s does not exist", bin)
-		}
-		return bin, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(root, "test", "localcluster")
-	ldflags, err := LDFlags(root)
-	if err != nil {
-		return "", err
-	}
-	hash, err := sourceHash(dir, ldflags)
-	if err != nil {
-		return "", err
-	}
-	binDir := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(binDir, "localcluster-"+hash)
-	if exists(bin) {
-		return bin, nil
-	}
-	lock, err := os.OpenFile(filepath.Join(binDir, ".build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := flock(ctx, lock); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if exists(bin) { // built by another process while we waited
-		return bin, nil
-	}
-	tmp := bin + ".tmp" + strconv.Itoa(os.Getpid())
-	fmt.Fprintf(os.Stderr, "cluster: building %s (a cold Go cache takes 7-9 minutes on 2 cores)\n", bin)
-	started := time.Now()
-	defer func() { fmt.Fprintf(os.Stderr, "cluster: build took %v\n", time.Since(started).Round(time.Second)) }()
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags, "-o", tmp, ".")
-	cmd.Dir = dir
-	cmd.Env = append(buildEnv(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("building localcluster: %v\n%s", err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	// Keep only the newest binary around.
-	if old, _ := filepath.Glob(filepath.Join(binDir, "localcluster-*")); len(old) > 0 {
-		for _, o := range old {
-			if o != bin && !strings.Contains(o, ".tmp") {
-				os.Remove(o)
-			}
-		}
-	}
-	return bin, nil
-}
-
-// buildEnv is the environment without settings that would point the build
-// at another module file.
-func buildEnv() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if strings.HasPrefix(e, "GOFLAGS=") && strings.Contains(e, "-modfile") {
-			continue
-		}
-		if strings.HasPrefix(e, "CGO_ENABLED=") || strings.HasPrefix(e, "GOWORK=") {
-			continue
-		}
-		env = append(env, e)
-	}
-	return append(env, "GOWORK=off")
-}
-
-func flock(ctx context.Context, f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// ---- lifecycle ----
 
 // Start builds localcluster if needed, starts it and waits until it is ready.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
@@ -528,163 +335,4 @@ func (c *Cluster) Restart(ctx context.Context) error {
 		return err
 	}
 	return c.start(ctx)
-}
-
-// ---- accessors ----
-
-func (c *Cluster) KubeconfigPath() string { return c.kubeconfig }
-func (c *Cluster) DataDir() string        { return c.dataDir }
-
-// Server is the API server URL, https://127.0.0.1:PORT.
-func (c *Cluster) Server() string { return c.server }
-
-// RESTConfig returns a copy of the admin rest.Config.
-func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.cfg) }
-
-// Clientset returns an admin clientset.
-func (c *Cluster) Clientset() (kubernetes.Interface, error) {
-	return kubernetes.NewForConfig(c.RESTConfig())
-}
-
-// ServiceAccountKubeconfig issues a token for the ServiceAccount through the
-// TokenRequest API (valid 2h) and writes a kubeconfig using it.
-func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
-	cs, err := c.Clientset()
-	if err != nil {
-		return "", err
-	}
-	exp := int64(7200)
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("TokenRequest %s/%s: %w", namespace, name, err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: c.cfg.Host, CertificateAuthorityData: c.cfg.CAData}
-	user := "system:serviceaccount:" + namespace + ":" + name
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: user, Namespace: namespace}
-	cfg.CurrentContext = "localcluster"
-	dir := filepath.Join(c.dataDir, "sa-kubeconfigs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, namespace+"."+name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// KubectlPath is env KUBECTL, else kubectl 1.33 at DefaultKubectl, else
-// kubectl from PATH.
-func KubectlPath() string {
-	if k := os.Getenv("KUBECTL"); k != "" {
-		return k
-	}
-	if exists(DefaultKubectl) {
-		return DefaultKubectl
-	}
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
-	return DefaultKubectl
-}
-
-// Kubectl runs kubectl with the admin kubeconfig; HOME and TMPDIR point
-// inside the data directory.
-func (c *Cluster) Kubectl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	return c.KubectlEnv(ctx, nil, args...)
-}
-
-// KubectlEnv is Kubectl with extra environment variables (e.g. EDITOR=...).
-// A --kubeconfig in args overrides the admin one.
-func (c *Cluster) KubectlEnv(ctx context.Context, env []string, args ...string) (stdout, stderr string, err error) {
-	home := filepath.Join(c.dataDir, "kubectl-home")
-	tmp := filepath.Join(c.dataDir, "kubectl-tmp")
-	for _, d := range []string{home, tmp} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", "", err
-		}
-	}
-	full := args
-	hasKubeconfig := false
-	for _, a := range args {
-		if a == "--kubeconfig" || strings.HasPrefix(a, "--kubeconfig=") {
-			hasKubeconfig = true
-		}
-	}
-	if !hasKubeconfig {
-		full = append([]string{"--kubeconfig=" + c.kubeconfig}, args...)
-	}
-	cmd := exec.CommandContext(ctx, KubectlPath(), full...)
-	var base []string
-	for _, e := range os.Environ() {
-		k, _, _ := strings.Cut(e, "=")
-		switch k {
-		case "HOME", "TMPDIR", "KUBECONFIG", "KUBECTL_EXTERNAL_DIFF", "KUBE_EDITOR", "EDITOR":
-			continue
-		}
-		base = append(base, e)
-	}
-	cmd.Env = append(append(base, "HOME="+home, "TMPDIR="+tmp), env...)
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err = cmd.Run()
-	if err != nil {
-		err = fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(se.String()))
-	}
-	return so.String(), se.String(), err
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// EtcdURL is the embedded etcd's client URL (plain HTTP on loopback), for tests that read
-// what the API server stored.
-func (c *Cluster) EtcdURL() (string, error) {
-	b, err := os.ReadFile(filepath.Join(c.dataDir, "etcd-client.port"))
-	if err != nil {
-		return "", err
-	}
-	return "http://127.0.0.1:" + strings.TrimSpace(string(b)), nil
-}
-
-// EtcdGet returns the bytes the API server stored at key (such as
-// /registry/ai.example.com/inferenceservices/ns/name), nil when absent, through etcd's JSON
-// gateway so the tests need no etcd client.
-func (c *Cluster) EtcdGet(ctx context.Context, key string) ([]byte, error) {
-	base, err := c.EtcdURL()
-	if err != nil {
-		return nil, err
-	}
-	body, _ := json.Marshal(map[string]string{"key": base64.StdEncoding.EncodeToString([]byte(key))})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v3/kv/range", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		KVs []struct {
-			Value []byte `json:"value"` // base64 in JSON, decoded by encoding/json
-		} `json:"kvs"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("etcd range %s: %s: %s", key, resp.Status, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, err
-	}
-	if len(out.KVs) == 0 {
-		return nil, nil
-	}
-	return out.KVs[0].Value, nil
 }

@@ -1,3 +1,5 @@
+// The child's process attributes on Linux: it dies with the test process.
+
 package cluster
 
 import "syscall"

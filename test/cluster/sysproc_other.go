@@ -1,5 +1,7 @@
 //go:build !linux
 
+// The child's process attributes elsewhere: no parent-death signal, so a test that dies before Stop leaves it running.
+
 package cluster
 
 import "syscall"
