@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -209,5 +212,285 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "kubelet.fake/slow-ready
 	}
 	if n, _ := warningEvents(t, ns, "ReadinessProbeFailing"); n != 0 {
 		t.Fatal("a slow start raised a readiness warning")
+	}
+}
+
+// statusRecord is every status an isvc went through, as a watch delivers them.
+type statusRecord struct {
+	mu   sync.Mutex
+	seen []*crd.InferenceService
+}
+
+func recordStatuses(t *testing.T, ns string) *statusRecord {
+	t.Helper()
+	w, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	r := &statusRecord{}
+	go func() {
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if i, err := crd.FromUnstructured(u); err == nil {
+				r.mu.Lock()
+				r.seen = append(r.seen, i)
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
+
+// failed returns the first Failed status of name (or one with reason), nil if none.
+func (r *statusRecord) failed(name, reason string) *crd.InferenceService {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, i := range r.seen {
+		if i.Name == name && (i.Status.Phase == crd.PhaseFailed || reason != "" && i.Status.Reason == reason) {
+			return i
+		}
+	}
+	return nil
+}
+
+func (r *statusRecord) trail(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, i := range r.seen {
+		if i.Name == name {
+			out = append(out, fmt.Sprintf("%s/%s(%d ready)", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas))
+		}
+	}
+	return strings.Join(out, " -> ")
+}
+
+// podWindows records, per pod, whether a watch saw it started and not yet ready: the window a
+// real kubelet shows between the startup probe passing and the first readiness probe.
+func podWindows(t *testing.T, ns string) func() (started, window int) {
+	t.Helper()
+	w, err := env.Kube.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	startedPods, windows := map[string]bool{}, map[string]bool{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Started != nil && *c.Started {
+					mu.Lock()
+					startedPods[p.Name] = true
+					windows[p.Name] = windows[p.Name] || !c.Ready
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, v := range windows {
+			if v {
+				n++
+			}
+		}
+		return len(startedPods), n
+	}
+}
+
+func patchISVC(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	env.Kubectl(t, "patch", "isvc", "-n", ns, name, "--type=merge", "-p", patch)
+}
+
+// TestScaleUpIsNotAReadinessFailure: the fake kubelet sets started when the startup probe
+// passes and ready one readiness period later, as a real kubelet does. A start and a scale-up
+// go through that window for every pod and must never show Failed/ReadinessProbeFailing nor
+// its Warning Event; a pod that never gets ready is still reported, after the probe's window.
+func TestScaleUpIsNotAReadinessFailure(t *testing.T) {
+	ns := env.Namespace(t)
+	statuses := recordStatuses(t, ns)
+	windows := podWindows(t, ns)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: grow}
+spec: {model: m, replicas: 1, gpusPerReplica: 1}
+`)
+	start := time.Now()
+	env.WaitPhase(t, ns, "grow", crd.PhaseReady, 90*time.Second)
+	t.Logf("1 replica Ready %.1fs after create", time.Since(start).Seconds())
+	patchISVC(t, ns, "grow", `{"spec":{"replicas":3}}`)
+	start = time.Now()
+	testenv.Eventually(t, 90*time.Second, "grow: 3 replicas Ready", func() error {
+		i, err := env.ISVC(ns, "grow")
+		if err != nil {
+			return err
+		}
+		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas < 3 {
+			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	t.Logf("scaled 1 -> 3 Ready %.1fs after the patch; statuses: %s", time.Since(start).Seconds(), statuses.trail("grow"))
+	started, window := windows()
+	if started < 3 || window < 3 {
+		t.Fatalf("the kubelet showed started-but-not-ready on %d of %d started pods: the test cannot see the window", window, started)
+	}
+	if f := statuses.failed("grow", "ReadinessProbeFailing"); f != nil {
+		t.Fatalf("a healthy start was reported %s/%s: %s (statuses: %s)", f.Status.Phase, f.Status.Reason, readyMessage(f), statuses.trail("grow"))
+	}
+	if n, _ := warningEvents(t, ns, "ReadinessProbeFailing"); n != 0 {
+		t.Fatalf("a healthy scale-up raised %d ReadinessProbeFailing Warning Events", n)
+	}
+
+	// A server that never gets ready is reported once its readiness window has passed.
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: stuck}
+spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "kubelet.fake/never-ready:v1"}
+`)
+	start = time.Now()
+	got := waitReason(t, ns, "stuck", "ReadinessProbeFailing", 90*time.Second)
+	if got.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(got), "readiness probe on /health port 8000 failing") {
+		t.Fatalf("phase %s message %q", got.Status.Phase, readyMessage(got))
+	}
+	t.Logf("never-ready reported ReadinessProbeFailing %.1fs after create (statuses: %s)", time.Since(start).Seconds(), statuses.trail("stuck"))
+	testenv.Eventually(t, 30*time.Second, "one ReadinessProbeFailing Warning Event", func() error {
+		if n, _ := warningEvents(t, ns, "ReadinessProbeFailing"); n != 1 {
+			return fmt.Errorf("%d events", n)
+		}
+		return nil
+	})
+}
+
+// TestEvictedPodDoesNotDecide: a pod the node evicted stays Failed (until the pod garbage
+// collector's threshold) after its ReplicaSet replaced it. Neither the replacement's start nor
+// a later scale-up may report the model Failed/Evicted because of it.
+func TestEvictedPodDoesNotDecide(t *testing.T) {
+	ns := env.Namespace(t)
+	statuses := recordStatuses(t, ns)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: evict}
+spec: {model: m, replicas: 1, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "evict", crd.PhaseReady, 90*time.Second)
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=evict"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %v", err, pods)
+	}
+	victim := pods.Items[0].Name
+	env.Kubectl(t, "annotate", "pod", "-n", ns, victim, "kubelet.fake/behavior=evicted")
+	testenv.Eventually(t, 60*time.Second, "the pod evicted and replaced", func() error {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=evict"})
+		if err != nil {
+			return err
+		}
+		evicted, live := false, 0
+		for _, p := range pods.Items {
+			switch {
+			case p.Name == victim:
+				evicted = p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted"
+			case p.Status.Phase == corev1.PodRunning:
+				live++
+			}
+		}
+		if !evicted || live == 0 {
+			return fmt.Errorf("evicted %v, %d replacements running", evicted, live)
+		}
+		return nil
+	})
+	t.Logf("evicted: %s", env.Kubectl(t, "get", "pods", "-n", ns, "--no-headers"))
+	env.WaitPhase(t, ns, "evict", crd.PhaseReady, 90*time.Second)
+	patchISVC(t, ns, "evict", `{"spec":{"replicas":2}}`)
+	testenv.Eventually(t, 90*time.Second, "evict: 2 replicas Ready", func() error {
+		i, err := env.ISVC(ns, "evict")
+		if err != nil {
+			return err
+		}
+		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas < 2 {
+			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	t.Logf("statuses: %s", statuses.trail("evict"))
+	if f := statuses.failed("evict", "Evicted"); f != nil {
+		t.Fatalf("a pod evicted and replaced decided the phase: %s/%s: %s (statuses: %s)", f.Status.Phase, f.Status.Reason, readyMessage(f), statuses.trail("evict"))
+	}
+	if n, _ := warningEvents(t, ns, "Evicted"); n != 0 {
+		t.Fatalf("%d Evicted Warning Events on the isvc", n)
+	}
+}
+
+// TestCrashLoopingRolloutWhileServing: a spec change whose new pods crash-loop is reported at
+// once (phase Progressing, reason CrashLoopBackOff, Progressing False with the cause, a Warning
+// Event) while the previous pods keep the model serving and Ready stays True; long before the
+// progress hold (10m) or the Deployment's deadline would tell.
+func TestCrashLoopingRolloutWhileServing(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: roll}
+spec: {model: m, replicas: 2, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "roll", crd.PhaseReady, 90*time.Second)
+	serving, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=roll"})
+	if err != nil || len(serving.Items) != 2 {
+		t.Fatalf("pods: %v %v", err, serving)
+	}
+	patchISVC(t, ns, "roll", `{"spec":{"image":"kubelet.fake/crashloop:v1"}}`)
+	start := time.Now()
+	var got *crd.InferenceService
+	testenv.Eventually(t, 60*time.Second, "roll: the crash loop reported", func() error {
+		i, err := env.ISVC(ns, "roll")
+		if err != nil {
+			return err
+		}
+		if i.Status.Reason != "CrashLoopBackOff" {
+			return fmt.Errorf("%s/%s generation %d/%d", i.Status.Phase, i.Status.Reason, i.Status.ObservedGeneration, i.Generation)
+		}
+		got = i
+		return nil
+	})
+	t.Logf("CrashLoopBackOff reported %.1fs after the spec change; kubectl get isvc: %s", time.Since(start).Seconds(), getRow(t, ns, "roll"))
+	var ready, progressing metav1.Condition
+	for _, c := range got.Status.Conditions {
+		switch c.Type {
+		case crd.ConditionReady:
+			ready = c
+		case crd.ConditionProgressing:
+			progressing = c
+		}
+	}
+	if got.Status.Phase != crd.PhaseProgressing || got.Status.ObservedGeneration != got.Generation || got.Status.ReadyReplicas < 2 ||
+		ready.Status != metav1.ConditionTrue || progressing.Status != metav1.ConditionFalse || progressing.Reason != "CrashLoopBackOff" ||
+		!strings.Contains(progressing.Message, "container vllm: ") || !strings.Contains(progressing.Message, "exit code 1 (Error)") {
+		t.Fatalf("status %s/%s generation %d/%d ready %d; Ready %s/%s %q; Progressing %s/%s %q",
+			got.Status.Phase, got.Status.Reason, got.Status.ObservedGeneration, got.Generation, got.Status.ReadyReplicas,
+			ready.Status, ready.Reason, ready.Message, progressing.Status, progressing.Reason, progressing.Message)
+	}
+	testenv.Eventually(t, 30*time.Second, "one CrashLoopBackOff Warning Event", func() error {
+		if n, _ := warningEvents(t, ns, "CrashLoopBackOff"); n != 1 {
+			return fmt.Errorf("%d events", n)
+		}
+		return nil
+	})
+	// The previous pods still serve: the same two, Ready.
+	for _, p := range serving.Items {
+		cur, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err != nil || cur.DeletionTimestamp != nil || len(cur.Status.ContainerStatuses) == 0 || !cur.Status.ContainerStatuses[0].Ready {
+			t.Fatalf("serving pod %s no longer serves: %v", p.Name, err)
+		}
 	}
 }
