@@ -1,35 +1,26 @@
+// One run: Config, Result and Run (create, steady state, spec change, delete on a fresh cluster).
+
 package main
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/cluster"
@@ -324,56 +315,6 @@ func isvcObject(i int) *unstructured.Unstructured {
 	}}
 }
 
-// writes returns the operator's mutating API requests so far.
-func writes(op *operator.Process) (float64, float64, error) {
-	all, err := op.Writes()
-	return all, 0, err
-}
-
-// eventWrites counts the operator's Event writes in ns: one create per Event, one patch per
-// further occurrence in its series.
-func eventWrites(ctx context.Context, kube kubernetes.Interface, ns string) (float64, error) {
-	l, err := kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	n := 0.0
-	for _, e := range l.Items {
-		if e.ReportingController != "inferenceservice-operator" {
-			continue
-		}
-		n++
-		if e.Series != nil {
-			n += float64(e.Series.Count - 1)
-		}
-	}
-	return n, nil
-}
-
-// settle waits until the operator's writes stop moving for a resync period.
-func settle(ctx context.Context, op *operator.Process, period time.Duration) (float64, float64, error) {
-	last, _, err := writes(op)
-	if err != nil {
-		return 0, 0, err
-	}
-	since := time.Now()
-	for time.Since(since) < max(period, 3*time.Second) {
-		select {
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		case <-time.After(250 * time.Millisecond): // sampling interval
-		}
-		w, _, err := writes(op)
-		if err != nil {
-			return 0, 0, err
-		}
-		if w != last {
-			last, since = w, time.Now()
-		}
-	}
-	return last, 0, nil
-}
-
 func forEach(ctx context.Context, n, workers int, f func(i int) error) error {
 	idx := make(chan int)
 	errs := make(chan error, workers)
@@ -406,312 +347,6 @@ func forEach(ctx context.Context, n, workers int, f func(i int) error) error {
 	default:
 		return ctx.Err()
 	}
-}
-
-// baseline creates N Deployments, Services and HPAs with a plain client at the operator's QPS
-// and waits until every Deployment is ready: the limit the operator is measured against.
-func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.Interface, r *Result) error {
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "baseline"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	bc := rest.CopyConfig(cfg)
-	bc.QPS, bc.Burst = float32(c.QPS), 2*c.QPS
-	kube, err := kubernetes.NewForConfig(bc)
-	if err != nil {
-		return err
-	}
-	logf(c, "baseline: %d Deployments + Services + HPAs at %d QPS", c.N, c.QPS)
-	start := time.Now()
-	if err := forEach(ctx, c.N, 16, func(i int) error {
-		name := fmt.Sprintf("m-%05d", i)
-		labels := map[string]string{"app": name}
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "vllm", Image: crd.DefaultImage, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
-			}}}},
-		}}
-		if _, err := kube.AppsV1().Deployments("baseline").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 8000}}}}
-		if _, err := kube.CoreV1().Services("baseline").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinReplicas:    ptr.To[int32](1), MaxReplicas: 3,
-		}}
-		_, err := kube.AutoscalingV2().HorizontalPodAutoscalers("baseline").Create(ctx, h, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return err
-	}
-	r.BaselineChildrenSeconds = time.Since(start).Seconds()
-	deadline := time.Now().Add(30 * time.Minute)
-	for {
-		l, err := admin.AppsV1().Deployments("baseline").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for _, d := range l.Items {
-			if d.Status.ReadyReplicas >= 1 {
-				ready++
-			}
-		}
-		if ready == c.N {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("baseline: %d/%d ready after 30m", ready, c.N)
-		}
-		time.Sleep(250 * time.Millisecond) // poll interval
-	}
-	r.BaselineReadySeconds = time.Since(start).Seconds()
-	logf(c, "baseline: children %.1fs, ready %.1fs", r.BaselineChildrenSeconds, r.BaselineReadySeconds)
-	// Leave the cluster as quiet as it was for the operator's run: the namespace is gone only
-	// once the garbage collector and namespace controller have deleted every object in it, work
-	// that would otherwise compete with the operator's pods for the controller-manager.
-	if err := admin.CoreV1().Namespaces().Delete(ctx, "baseline", metav1.DeleteOptions{}); err != nil {
-		return err
-	}
-	del := time.Now()
-	for {
-		_, err := admin.CoreV1().Namespaces().Get(ctx, "baseline", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			logf(c, "baseline: namespace deleted in %.1fs", time.Since(del).Seconds())
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("baseline namespace not deleted after 30m")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond): // poll interval
-		}
-	}
-}
-
-// watcher records, from watches, when each isvc appeared, when its Deployment appeared, and
-// which isvcs are Ready.
-type watcher struct {
-	n        int
-	mu       sync.Mutex
-	isvcAt   map[string]time.Time
-	deployAt map[string]time.Time
-	svc, hpa map[string]bool
-	ready    map[string]bool
-	obsGen   map[string]int64 // status.observedGeneration
-}
-
-func newWatcher(n int) *watcher {
-	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
-}
-
-func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
-	var ws []watch.Interface
-	add := func(wi watch.Interface, err error, f func(watch.Event)) error {
-		if err != nil {
-			return err
-		}
-		ws = append(ws, wi)
-		go func() {
-			for ev := range wi.ResultChan() {
-				f(ev)
-			}
-		}()
-		return nil
-	}
-	opts := metav1.ListOptions{}
-	wi, err := dyn.Resource(crd.Resource).Namespace(ns).Watch(ctx, opts)
-	if err := add(wi, err, func(ev watch.Event) {
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-		gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if _, seen := w.isvcAt[u.GetName()]; !seen && ev.Type == watch.Added {
-			w.isvcAt[u.GetName()] = time.Now()
-		}
-		w.ready[u.GetName()] = phase == string(crd.PhaseReady)
-		w.obsGen[u.GetName()] = gen
-	}); err != nil {
-		return nil, err
-	}
-	dw, err := kube.AppsV1().Deployments(ns).Watch(ctx, opts)
-	if err := add(dw, err, func(ev watch.Event) {
-		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || ev.Type != watch.Added {
-			return
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.deployAt[d.Name] = time.Now()
-	}); err != nil {
-		return nil, err
-	}
-	sw, err := kube.CoreV1().Services(ns).Watch(ctx, opts)
-	if err := add(sw, err, func(ev watch.Event) {
-		if s, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
-			w.mu.Lock()
-			w.svc[s.Name] = true
-			w.mu.Unlock()
-		}
-	}); err != nil {
-		return nil, err
-	}
-	hw, err := kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Watch(ctx, opts)
-	if err := add(hw, err, func(ev watch.Event) {
-		if h, ok := ev.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && ev.Type == watch.Added {
-			w.mu.Lock()
-			w.hpa[h.Name] = true
-			w.mu.Unlock()
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return func() {
-		for _, wi := range ws {
-			wi.Stop()
-		}
-	}, nil
-}
-
-func (w *watcher) poll(ctx context.Context, timeout time.Duration, what string, done func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		w.mu.Lock()
-		ok, state := done()
-		w.mu.Unlock()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: timed out (%s)", what, state)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond): // poll interval
-		}
-	}
-}
-
-func (w *watcher) waitChildren(ctx context.Context, timeout time.Duration) error {
-	return w.poll(ctx, timeout, "children", func() (bool, string) {
-		return len(w.deployAt) >= w.n && len(w.svc) >= w.n && len(w.hpa) >= w.n,
-			fmt.Sprintf("%d deployments, %d services, %d hpas", len(w.deployAt), len(w.svc), len(w.hpa))
-	})
-}
-
-func (w *watcher) waitReady(ctx context.Context, timeout time.Duration) error {
-	return w.poll(ctx, timeout, "ready", func() (bool, string) {
-		n := 0
-		for _, r := range w.ready {
-			if r {
-				n++
-			}
-		}
-		return n >= w.n, fmt.Sprintf("%d/%d ready", n, w.n)
-	})
-}
-
-// waitReadyAt waits until each named isvc is Ready with status for at least its generation.
-func (w *watcher) waitReadyAt(ctx context.Context, gens map[string]int64, timeout time.Duration) error {
-	return w.poll(ctx, timeout, "ready at the new generation", func() (bool, string) {
-		n := 0
-		for name, g := range gens {
-			if w.ready[name] && w.obsGen[name] >= g {
-				n++
-			}
-		}
-		return n == len(gens), fmt.Sprintf("%d/%d", n, len(gens))
-	})
-}
-
-func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, model string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		l, err := kube.AppsV1().Deployments("bench").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, d := range l.Items {
-			// Status counts describe the spec only once the deployment controller observed it.
-			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
-				n++
-			}
-		}
-		if n == w.n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("spec change: %d/%d rolled out", n, w.n)
-		}
-		time.Sleep(250 * time.Millisecond) // poll interval
-	}
-}
-
-func (w *watcher) latencies() (p50, p99 float64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var ds []float64
-	for name, at := range w.isvcAt {
-		if d, ok := w.deployAt[name]; ok {
-			ds = append(ds, float64(d.Sub(at).Microseconds())/1000)
-		}
-	}
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	sort.Float64s(ds)
-	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
-	return q(0.5), q(0.99)
-}
-
-// histogramQuantile estimates a quantile from a histogram family as Prometheus does.
-func histogramQuantile(fams map[string]*dto.MetricFamily, name string, q float64) float64 {
-	f, ok := fams[name]
-	if !ok || len(f.GetMetric()) == 0 {
-		return 0
-	}
-	h := f.GetMetric()[0].GetHistogram()
-	total := float64(h.GetSampleCount())
-	if total == 0 {
-		return 0
-	}
-	rank := q * total
-	prevBound, prevCount := 0.0, 0.0
-	for _, b := range h.GetBucket() {
-		c := float64(b.GetCumulativeCount())
-		if c >= rank {
-			if c == prevCount {
-				return b.GetUpperBound()
-			}
-			return prevBound + (b.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
-		}
-		prevBound, prevCount = b.GetUpperBound(), c
-	}
-	return prevBound
-}
-
-// PrintTable writes the results as a table.
-func PrintTable(out io.Writer, rs []Result) {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\twrites/create\t(events)\twrites/change\t(events)\tsteady writes\tchildren s\tready s\tbaseline ready s\trate vs baseline\te2a p50 ms\te2a p99 ms\tRSS MiB\theap MiB\tB/object\treconcile p50 ms\tp99 ms\tCPU s\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.1f\t\n",
-			r.N, r.WritesPerISVCCreate, r.EventWritesPerISVCCreate, r.WritesPerSpecChange, r.EventWritesPerSpecChange, r.WritesSteady, r.ChildrenSeconds, r.ReadySeconds, r.BaselineReadySeconds,
-			r.RateVsBaseline, r.EventToActionP50Ms, r.EventToActionP99Ms, r.RSSMiB, r.HeapMiB, r.BytesPerCachedObject, r.ReconcileP50Ms, r.ReconcileP99Ms, r.CPUSeconds)
-	}
-	tw.Flush()
 }
 
 // mergeEnv appends extra to env, an extra KEY replacing env's.

@@ -1,0 +1,204 @@
+// The watcher: from the bench's own watches, when each isvc and its Deployment appeared and which are Ready.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// watcher records, from watches, when each isvc appeared, when its Deployment appeared, and
+// which isvcs are Ready.
+type watcher struct {
+	n        int
+	mu       sync.Mutex
+	isvcAt   map[string]time.Time
+	deployAt map[string]time.Time
+	svc, hpa map[string]bool
+	ready    map[string]bool
+	obsGen   map[string]int64 // status.observedGeneration
+}
+
+func newWatcher(n int) *watcher {
+	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
+}
+
+func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
+	var ws []watch.Interface
+	add := func(wi watch.Interface, err error, f func(watch.Event)) error {
+		if err != nil {
+			return err
+		}
+		ws = append(ws, wi)
+		go func() {
+			for ev := range wi.ResultChan() {
+				f(ev)
+			}
+		}()
+		return nil
+	}
+	opts := metav1.ListOptions{}
+	wi, err := dyn.Resource(crd.Resource).Namespace(ns).Watch(ctx, opts)
+	if err := add(wi, err, func(ev watch.Event) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, seen := w.isvcAt[u.GetName()]; !seen && ev.Type == watch.Added {
+			w.isvcAt[u.GetName()] = time.Now()
+		}
+		w.ready[u.GetName()] = phase == string(crd.PhaseReady)
+		w.obsGen[u.GetName()] = gen
+	}); err != nil {
+		return nil, err
+	}
+	dw, err := kube.AppsV1().Deployments(ns).Watch(ctx, opts)
+	if err := add(dw, err, func(ev watch.Event) {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok || ev.Type != watch.Added {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.deployAt[d.Name] = time.Now()
+	}); err != nil {
+		return nil, err
+	}
+	sw, err := kube.CoreV1().Services(ns).Watch(ctx, opts)
+	if err := add(sw, err, func(ev watch.Event) {
+		if s, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
+			w.mu.Lock()
+			w.svc[s.Name] = true
+			w.mu.Unlock()
+		}
+	}); err != nil {
+		return nil, err
+	}
+	hw, err := kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Watch(ctx, opts)
+	if err := add(hw, err, func(ev watch.Event) {
+		if h, ok := ev.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && ev.Type == watch.Added {
+			w.mu.Lock()
+			w.hpa[h.Name] = true
+			w.mu.Unlock()
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return func() {
+		for _, wi := range ws {
+			wi.Stop()
+		}
+	}, nil
+}
+
+func (w *watcher) poll(ctx context.Context, timeout time.Duration, what string, done func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		ok, state := done()
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: timed out (%s)", what, state)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // poll interval
+		}
+	}
+}
+
+func (w *watcher) waitChildren(ctx context.Context, timeout time.Duration) error {
+	return w.poll(ctx, timeout, "children", func() (bool, string) {
+		return len(w.deployAt) >= w.n && len(w.svc) >= w.n && len(w.hpa) >= w.n,
+			fmt.Sprintf("%d deployments, %d services, %d hpas", len(w.deployAt), len(w.svc), len(w.hpa))
+	})
+}
+
+func (w *watcher) waitReady(ctx context.Context, timeout time.Duration) error {
+	return w.poll(ctx, timeout, "ready", func() (bool, string) {
+		n := 0
+		for _, r := range w.ready {
+			if r {
+				n++
+			}
+		}
+		return n >= w.n, fmt.Sprintf("%d/%d ready", n, w.n)
+	})
+}
+
+// waitReadyAt waits until each named isvc is Ready with status for at least its generation.
+func (w *watcher) waitReadyAt(ctx context.Context, gens map[string]int64, timeout time.Duration) error {
+	return w.poll(ctx, timeout, "ready at the new generation", func() (bool, string) {
+		n := 0
+		for name, g := range gens {
+			if w.ready[name] && w.obsGen[name] >= g {
+				n++
+			}
+		}
+		return n == len(gens), fmt.Sprintf("%d/%d", n, len(gens))
+	})
+}
+
+func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, model string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := kube.AppsV1().Deployments("bench").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, d := range l.Items {
+			// Status counts describe the spec only once the deployment controller observed it.
+			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
+				n++
+			}
+		}
+		if n == w.n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("spec change: %d/%d rolled out", n, w.n)
+		}
+		time.Sleep(250 * time.Millisecond) // poll interval
+	}
+}
+
+func (w *watcher) latencies() (p50, p99 float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ds []float64
+	for name, at := range w.isvcAt {
+		if d, ok := w.deployAt[name]; ok {
+			ds = append(ds, float64(d.Sub(at).Microseconds())/1000)
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(ds)
+	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
+	return q(0.5), q(0.99)
+}
