@@ -153,7 +153,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	defer stop()
 
-	w0, _, err := writes(op)
+	w0, err := op.Writes()
 	if err != nil {
 		return r, err
 	}
@@ -180,7 +180,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		r.RateVsBaseline = r.BaselineReadySeconds / r.ReadySeconds
 	}
 
-	w1, _, err := settle(ctx, op, c.Resync)
+	w1, err := settle(ctx, op, c.Resync)
 	if err != nil {
 		return r, err
 	}
@@ -200,7 +200,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, ctx.Err()
 	case <-timer.C:
 	}
-	w2, _, err := writes(op)
+	w2, err := op.Writes()
 	if err != nil {
 		return r, err
 	}
@@ -266,7 +266,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err := w.waitReadyAt(ctx, wantGen, 30*time.Minute); err != nil {
 		return r, err
 	}
-	w3, _, err := settle(ctx, op, c.Resync)
+	w3, err := settle(ctx, op, c.Resync)
 	if err != nil {
 		return r, err
 	}
@@ -315,6 +315,7 @@ func isvcObject(i int) *unstructured.Unstructured {
 	}}
 }
 
+// forEach runs f(0..n-1) on workers goroutines and returns one of f's errors, else ctx's.
 func forEach(ctx context.Context, n, workers int, f func(i int) error) error {
 	idx := make(chan int)
 	errs := make(chan error, workers)

@@ -17,12 +17,6 @@ import (
 	"github.com/example/inferenceservice-operator/test/operator"
 )
 
-// writes returns the operator's mutating API requests so far.
-func writes(op *operator.Process) (float64, float64, error) {
-	all, err := op.Writes()
-	return all, 0, err
-}
-
 // eventWrites counts the operator's Event writes in ns: one create per Event, one patch per
 // further occurrence in its series.
 func eventWrites(ctx context.Context, kube kubernetes.Interface, ns string) (float64, error) {
@@ -43,28 +37,29 @@ func eventWrites(ctx context.Context, kube kubernetes.Interface, ns string) (flo
 	return n, nil
 }
 
-// settle waits until the operator's writes stop moving for a resync period.
-func settle(ctx context.Context, op *operator.Process, period time.Duration) (float64, float64, error) {
-	last, _, err := writes(op)
+// settle waits until the operator's writes have not moved for a resync period (at least 3s)
+// and returns their count.
+func settle(ctx context.Context, op *operator.Process, period time.Duration) (float64, error) {
+	last, err := op.Writes()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	since := time.Now()
 	for time.Since(since) < max(period, 3*time.Second) {
 		select {
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(250 * time.Millisecond): // sampling interval
 		}
-		w, _, err := writes(op)
+		w, err := op.Writes()
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if w != last {
 			last, since = w, time.Now()
 		}
 	}
-	return last, 0, nil
+	return last, nil
 }
 
 // histogramQuantile estimates a quantile from a histogram family as Prometheus does.

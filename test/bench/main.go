@@ -2,8 +2,8 @@
 // convergence time against a plain-client baseline at the same QPS, event-to-action latency,
 // memory at rest and reconcile latency. It prints a table and writes JSON.
 //
-//	go run ./test/bench -n 100,1000            # the documented run
-//	go run ./test/bench -n 20 -hold 1          # what CI runs (BenchmarkSmall in bench_test.go)
+//	go run ./test/bench -n 100,1000                # the documented run
+//	go run ./test/bench -n 20 -hold 2 -resync 3s   # what CI runs (TestBenchSmall in bench_test.go)
 package main
 
 import (
