@@ -37,6 +37,7 @@ type Metrics struct {
 	conflictRetries *prometheus.CounterVec
 	apiErrors       *prometheus.CounterVec
 	routesAbandoned prometheus.Counter
+	fencedWrites    prometheus.Counter
 	requestLatency  *prometheus.HistogramVec
 	requestResult   *prometheus.CounterVec
 	rateLimiter     *prometheus.HistogramVec
@@ -70,6 +71,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		routesAbandoned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferenceservice_operator_gateway_routes_abandoned_total", Help: "Finalizers released without a successful deregistration (namespace terminating, or --gateway-deregister-timeout passed): routes possibly left on the gateway.",
 		}),
+		fencedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_fenced_writes_total", Help: "Mutating API requests refused because the leader Lease was last renewed longer ago than the renew deadline.",
+		}),
 		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rest_client_request_duration_seconds", Help: "API request latency by verb and host.",
 			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60},
@@ -100,7 +104,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		Name: "inferenceservice_operator_build_info", Help: "1, labelled with the operator's version.",
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
-	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned,
+	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned, m.fencedWrites,
 		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
@@ -125,6 +129,9 @@ func (m *Metrics) SetMaxConcurrentReconciles(n int) {
 
 // ConflictRetry counts a write retried after a resourceVersion conflict.
 func (m *Metrics) ConflictRetry(resource string) { m.conflictRetries.WithLabelValues(resource).Inc() }
+
+// FencedWrite counts a write the leader's fence refused.
+func (m *Metrics) FencedWrite() { m.fencedWrites.Inc() }
 
 // RouteAbandoned counts a finalizer released while the gateway route may still be registered.
 func (m *Metrics) RouteAbandoned() { m.routesAbandoned.Inc() }

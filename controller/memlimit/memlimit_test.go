@@ -1,4 +1,4 @@
-package main
+package memlimit
 
 import (
 	"math"
@@ -21,7 +21,7 @@ func TestSoftMemoryLimit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64)
-			got := softMemoryLimit(func(k string) string { return tc.env[k] })
+			got := FromContainer(func(k string) string { return tc.env[k] })
 			if got != tc.want {
 				t.Fatalf("limit %d, want %d", got, tc.want)
 			}

@@ -1,7 +1,4 @@
-// Package ratelimit is where the operator's API requests wait for their turn: one client-side
-// token bucket (--kube-api-qps, --kube-api-burst) shared by two priority classes, so the writes
-// that make a model run (children) go before the writes that only report (Events).
-package ratelimit
+package clients
 
 import (
 	"context"
@@ -13,17 +10,11 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// Priority classes; lower values are served first.
-const (
-	High = iota
-	Low
-	classes
-)
-
-// Shared is one token bucket handed out in priority order: a waiting High request always gets
+// Budget is the controller's REST clients' request budget (--kube-api-qps, --kube-api-burst):
+// one token bucket handed out in priority order: a waiting High request always gets
 // the next token before any Low one, and within a class requests are served first come, first
 // served.
-type Shared struct {
+type Budget struct {
 	lim  *rate.Limiter
 	qps  float32
 	mu   sync.Mutex
@@ -37,21 +28,21 @@ type Shared struct {
 	now            func() time.Time
 }
 
-// New starts a bucket of qps tokens per second holding at most burst.
-func New(qps float32, burst int) *Shared {
-	s := &Shared{lim: rate.NewLimiter(rate.Limit(qps), burst), qps: qps, wake: make(chan struct{}, 1), stop: make(chan struct{}), now: time.Now}
+// NewBudget starts a bucket of qps tokens per second holding at most burst.
+func NewBudget(qps float32, burst int) *Budget {
+	s := &Budget{lim: rate.NewLimiter(rate.Limit(qps), burst), qps: qps, wake: make(chan struct{}, 1), stop: make(chan struct{}), now: time.Now}
 	go s.dispatch()
 	return s
 }
 
 // Stop ends the dispatcher; waiters still queued then wait for their contexts.
-func (s *Shared) Stop() { s.once.Do(func() { close(s.stop) }) }
+func (s *Budget) Stop() { s.once.Do(func() { close(s.stop) }) }
 
 // Class returns the limiter of one priority class, for a rest.Config's RateLimiter.
-func (s *Shared) Class(p int) flowcontrol.RateLimiter { return &class{s: s, p: p} }
+func (s *Budget) Class(p int) flowcontrol.RateLimiter { return &class{s: s, p: p} }
 
 // dispatch takes one token per waiter and gives it to the first waiter of the best class.
-func (s *Shared) dispatch() {
+func (s *Budget) dispatch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-s.stop; cancel() }()
@@ -81,7 +72,7 @@ func (s *Shared) dispatch() {
 	}
 }
 
-func (s *Shared) hasWaiters() bool {
+func (s *Budget) hasWaiters() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.wait {
@@ -94,7 +85,7 @@ func (s *Shared) hasWaiters() bool {
 
 // class is one priority's view of the bucket, as client-go wants it.
 type class struct {
-	s *Shared
+	s *Budget
 	p int
 }
 
@@ -145,14 +136,14 @@ func (c *class) Wait(ctx context.Context) error {
 	}
 }
 
-// Stop is a no-op: the bucket is shared; Shared.Stop ends it.
+// Stop is a no-op: the bucket is shared; Budget.Stop ends it.
 func (c *class) Stop() {}
 
 // QPS is the shared bucket's rate.
 func (c *class) QPS() float32 { return c.s.qps }
 
 // count records one granted token; s.mu is held.
-func (s *Shared) count() {
+func (s *Budget) count() {
 	now := s.now()
 	switch d := now.Sub(s.second); {
 	case d >= 2*time.Second:
@@ -166,7 +157,7 @@ func (s *Shared) count() {
 // Contended reports whether requests are queued, half the burst is spent, or over the last
 // second or so tokens went at half the rate or more: a mass of writes is under way, and writes
 // that only inform can be skipped or deferred rather than delay the ones that act.
-func (s *Shared) Contended() bool {
+func (s *Budget) Contended() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.wait {

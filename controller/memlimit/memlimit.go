@@ -1,4 +1,6 @@
-package main
+// Package memlimit sets the Go heap's soft limit from the container's memory limit, before
+// anything else runs.
+package memlimit
 
 import (
 	"math"
@@ -15,9 +17,9 @@ const MemoryLimitEnv = "MEMORY_LIMIT"
 // killer; the rest is for stacks, the runtime and the binary's pages.
 const memoryLimitShare = 0.85
 
-// softMemoryLimit sets the runtime's soft memory limit from the container's, unless
+// FromContainer sets the runtime's soft memory limit from the container's, unless
 // GOMEMLIMIT is set (the runtime has read it then). It returns the limit set, or 0.
-func softMemoryLimit(getenv func(string) string) int64 {
+func FromContainer(getenv func(string) string) int64 {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0
 	}

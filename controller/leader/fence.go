@@ -1,4 +1,4 @@
-package main
+package leader
 
 import (
 	"context"
@@ -7,42 +7,33 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
-// writeFence keeps a leader that was paused past its Lease (SIGSTOP, a long GC or VM pause)
+// Fence keeps a leader that was paused past its Lease (SIGSTOP, a long GC or VM pause)
 // from writing once it resumes: client-go only tells it that it lost the Lease on its next
 // renew attempt, while its workers resume at the same instant, mid-reconcile. Every mutating
 // request of the controller's clients is refused unless this replica's last successful renewal
 // started less than the renew deadline ago, which is before any other replica can see the
 // Lease as expired (lease duration > renew deadline). A request that passed the check can
 // still be delayed in flight; the margin is lease duration minus renew deadline.
-type writeFence struct {
+type Fence struct {
 	deadline time.Duration
 	now      func() time.Time
-	fenced   prometheus.Counter
+	refused  func() // counts a refused write
 
 	mu      sync.Mutex
 	renewed time.Time // RenewTime of our last successful acquire or renew; zero when not leading
 }
 
-func newWriteFence(deadline time.Duration, reg prometheus.Registerer) *writeFence {
-	f := &writeFence{
-		deadline: deadline,
-		now:      time.Now,
-		fenced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "inferenceservice_operator_fenced_writes_total",
-			Help: "Mutating API requests refused because the leader Lease was last renewed longer ago than the renew deadline.",
-		}),
-	}
-	reg.MustRegister(f.fenced)
-	return f
+// NewFence builds the fence for a renew deadline; refused is called for each write it refuses.
+func NewFence(deadline time.Duration, refused func()) *Fence {
+	return &Fence{deadline: deadline, now: time.Now, refused: refused}
 }
 
 // allow says whether a request may go out now; reads always may.
-func (f *writeFence) allow(method string) (bool, time.Duration) {
+func (f *Fence) allow(method string) (bool, time.Duration) {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return true, 0
@@ -58,7 +49,7 @@ func (f *writeFence) allow(method string) (bool, time.Duration) {
 }
 
 // observe records a successful write of the Lease record by this replica.
-func (f *writeFence) observe(identity string, ler resourcelock.LeaderElectionRecord) {
+func (f *Fence) observe(identity string, ler resourcelock.LeaderElectionRecord) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ler.HolderIdentity != identity {
@@ -69,18 +60,18 @@ func (f *writeFence) observe(identity string, ler resourcelock.LeaderElectionRec
 }
 
 // Wrap is a rest.Config WrapTransport: the fenced round tripper.
-func (f *writeFence) Wrap(rt http.RoundTripper) http.RoundTripper {
+func (f *Fence) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return fencedTransport{f: f, next: rt}
 }
 
 type fencedTransport struct {
-	f    *writeFence
+	f    *Fence
 	next http.RoundTripper
 }
 
 func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ok, age := t.f.allow(req.Method); !ok {
-		t.f.fenced.Inc()
+		t.f.refused()
 		klog.V(1).InfoS("Refused a write: not a current leader", "method", req.Method, "path", req.URL.Path, "sinceRenew", age, "renewDeadline", t.f.deadline)
 		// A plain error: the queue backs off and retries, as on any failed write.
 		return nil, fmt.Errorf("write fenced: leader lease last renewed %v ago, renew deadline %v", age, t.f.deadline)
@@ -91,7 +82,7 @@ func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // fencedLock is the Lease lock reporting each successful acquire or renew to the fence.
 type fencedLock struct {
 	resourcelock.Interface
-	f *writeFence
+	f *Fence
 }
 
 func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {

@@ -1,4 +1,4 @@
-package ratelimit
+package clients
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 // queued polls until n requests of class p wait; the dispatcher's order is what is tested,
 // not its timing.
-func queued(t *testing.T, s *Shared, p, n int) {
+func queued(t *testing.T, s *Budget, p, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -26,7 +26,7 @@ func queued(t *testing.T, s *Shared, p, n int) {
 }
 
 func TestHighBeforeLow(t *testing.T) {
-	s := New(20, 1)
+	s := NewBudget(20, 1)
 	defer s.Stop()
 	high, low := s.Class(High), s.Class(Low)
 	if !low.TryAccept() {
@@ -52,7 +52,7 @@ func TestHighBeforeLow(t *testing.T) {
 }
 
 func TestTryAcceptYieldsToWaiters(t *testing.T) {
-	s := New(20, 1)
+	s := NewBudget(20, 1)
 	defer s.Stop()
 	high, low := s.Class(High), s.Class(Low)
 	if !high.TryAccept() {
@@ -68,7 +68,7 @@ func TestTryAcceptYieldsToWaiters(t *testing.T) {
 }
 
 func TestWaitCanceled(t *testing.T) {
-	s := New(0.001, 1)
+	s := NewBudget(0.001, 1)
 	defer s.Stop()
 	low := s.Class(Low)
 	low.Accept()
@@ -84,7 +84,7 @@ func TestWaitCanceled(t *testing.T) {
 }
 
 func TestContended(t *testing.T) {
-	s := New(0.001, 1)
+	s := NewBudget(0.001, 1)
 	defer s.Stop()
 	if s.Contended() {
 		t.Fatal("an idle bucket is contended")
@@ -98,7 +98,7 @@ func TestContended(t *testing.T) {
 func TestContendedByRate(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	s := New(4, 100) // a deep bucket: only the rate can say contended
+	s := NewBudget(4, 100) // a deep bucket: only the rate can say contended
 	defer s.Stop()
 	s.now = func() time.Time { return now }
 	low := s.Class(Low)
