@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
@@ -70,7 +71,7 @@ type Config struct {
 	Gateway Registrar
 	Metrics Metrics
 	// Features are the optional children to manage.
-	Features Features
+	Features reconcile.Features
 	// Version is the InferenceService version the caches hold and status is written in:
 	// crd.Version (v1alpha1, the default) or crd.VersionV1beta1.
 	Version string
@@ -89,7 +90,7 @@ type Config struct {
 type Controller struct {
 	kube     kubernetes.Interface // writes children
 	dyn      dynamic.Interface    // writes optional (unstructured) children
-	features Features
+	features reconcile.Features
 	isvcs    dynamic.NamespaceableResourceInterface // writes isvc status and finalizers
 	caches   Caches                                 // every read on the hot path
 	queue    *queue.Queue                           // keys of isvcs to reconcile
@@ -191,18 +192,13 @@ func metaOf(obj interface{}) (metav1.Object, error) {
 // status names it.
 func (c *Controller) enqueueOwner(obj metav1.Object) {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != crd.Kind || !isOurGroup(ref.APIVersion) {
-		if name, ok := obj.GetLabels()[InstanceLabel]; ok {
+	if ref == nil || ref.Kind != crd.Kind || !reconcile.IsOurGroup(ref.APIVersion) {
+		if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
 			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
 		}
 		return
 	}
 	c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name})
-}
-
-func isOurGroup(apiVersion string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && gv.Group == crd.Group
 }
 
 // enqueueDeploymentOwner maps a ReplicaSet to its Deployment, then to the InferenceService.
@@ -220,7 +216,7 @@ func (c *Controller) enqueueDeploymentOwner(obj metav1.Object) {
 
 // enqueuePodOwner maps a Pod to its ReplicaSet's Deployment's InferenceService.
 func (c *Controller) enqueuePodOwner(obj metav1.Object) {
-	if name, ok := obj.GetLabels()[InstanceLabel]; ok {
+	if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
 		// The instance label is ours and immutable on the template; pods of a rollout in
 		// progress may belong to a ReplicaSet the cache has not seen yet.
 		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -51,16 +52,16 @@ func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource)
 // when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set) and returns
 // the resources to watch for them. A CRD installed later needs a restart (the Deployment's
 // rollout), as with other operators.
-func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (Features, []schema.GroupVersionResource, error) {
-	var f Features
+func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (reconcile.Features, []schema.GroupVersionResource, error) {
+	var f reconcile.Features
 	var watch []schema.GroupVersionResource
 	if serviceMonitors {
-		ok, err := served(disco, ServiceMonitorGVR)
+		ok, err := served(disco, reconcile.ServiceMonitorGVR)
 		if err != nil {
 			return f, nil, err
 		}
 		if f.ServiceMonitors = ok; ok {
-			watch = append(watch, ServiceMonitorGVR)
+			watch = append(watch, reconcile.ServiceMonitorGVR)
 		}
 	}
 	if gatewayParent != "" {
@@ -68,7 +69,7 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 		if !found || ns == "" || name == "" {
 			return f, nil, fmt.Errorf("--gateway-parent=%q: want namespace/name", gatewayParent)
 		}
-		ok, err := served(disco, HTTPRouteGVR)
+		ok, err := served(disco, reconcile.HTTPRouteGVR)
 		if err != nil {
 			return f, nil, err
 		}
@@ -77,7 +78,7 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 		}
 		if f.HTTPRoutes = ok; ok {
 			f.GatewayParent = types.NamespacedName{Namespace: ns, Name: name}
-			watch = append(watch, HTTPRouteGVR)
+			watch = append(watch, reconcile.HTTPRouteGVR)
 		}
 	}
 	return f, watch, nil

@@ -7,6 +7,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -39,8 +40,8 @@ func TestWatchedVersion(t *testing.T) {
 }
 
 func TestDiscoverFeatures(t *testing.T) {
-	sm := metav1.APIResourceList{GroupVersion: ServiceMonitorGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: ServiceMonitorGVR.Resource}}}
-	routes := metav1.APIResourceList{GroupVersion: HTTPRouteGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: HTTPRouteGVR.Resource}}}
+	sm := metav1.APIResourceList{GroupVersion: reconcile.ServiceMonitorGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: reconcile.ServiceMonitorGVR.Resource}}}
+	routes := metav1.APIResourceList{GroupVersion: reconcile.HTTPRouteGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: reconcile.HTTPRouteGVR.Resource}}}
 	f, watch, err := DiscoverFeatures(discoveryServing(sm, routes), true, "gw/main")
 	if err != nil || !f.ServiceMonitors || !f.HTTPRoutes || f.GatewayParent.String() != "gw/main" || len(watch) != 2 {
 		t.Fatalf("both served: %+v %v %v", f, watch, err)

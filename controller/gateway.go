@@ -9,28 +9,15 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-)
 
-// Route is what the gateway needs to send a model's traffic to its Service.
-type Route struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Model     string `json:"model"`
-	Service   string `json:"service"`
-	Port      int    `json:"port"`
-	// Path is the route's prefix (spec.gateway.route, default /{namespace}/{name}).
-	Path string `json:"path"`
-	// Priority orders overlapping routes; higher wins.
-	Priority int32 `json:"priority,omitempty"`
-	// Adapters are the LoRA adapters served under the route besides the base model.
-	Adapters []string `json:"adapters,omitempty"`
-}
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+)
 
 // Registrar registers a model's route with an external gateway. It is the external resource
 // the finalizer cleans up: Deregister must succeed before the InferenceService may go.
 type Registrar interface {
-	Register(ctx context.Context, r Route) error
-	Deregister(ctx context.Context, r Route) error
+	Register(ctx context.Context, r reconcile.Route) error
+	Deregister(ctx context.Context, r reconcile.Route) error
 }
 
 // HTTPRegistrar talks to a gateway's admin API: PUT and DELETE {base}/routes/{namespace}/{name}.
@@ -48,12 +35,12 @@ func NewHTTPRegistrar(base string) (*HTTPRegistrar, error) {
 	return &HTTPRegistrar{Base: u, Client: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
-func (h *HTTPRegistrar) routeURL(r Route) string {
+func (h *HTTPRegistrar) routeURL(r reconcile.Route) string {
 	return h.Base.JoinPath("routes", r.Namespace, r.Name).String()
 }
 
 // Register upserts the route; it is idempotent.
-func (h *HTTPRegistrar) Register(ctx context.Context, r Route) error {
+func (h *HTTPRegistrar) Register(ctx context.Context, r reconcile.Route) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -62,7 +49,7 @@ func (h *HTTPRegistrar) Register(ctx context.Context, r Route) error {
 }
 
 // Deregister removes the route; a route already gone counts as removed.
-func (h *HTTPRegistrar) Deregister(ctx context.Context, r Route) error {
+func (h *HTTPRegistrar) Deregister(ctx context.Context, r reconcile.Route) error {
 	return h.do(ctx, http.MethodDelete, h.routeURL(r), nil, true)
 }
 

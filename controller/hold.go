@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/queue"
 )
@@ -62,23 +63,6 @@ func (h *holds) forget(k queue.Key) {
 	delete(h.m, k)
 }
 
-// transient reports a status the model's own progress will replace without anyone acting. The
-// status reason is the top cause's, also while Ready stays True during a blocked rollout.
-func transient(st *crd.InferenceServiceStatus) bool {
-	return st.Phase == crd.PhaseProgressing && st.Reason != "" && !IsWarning(st.Reason)
-}
-
-// surgeOnly reports a Progressing status that differs from the stored one only in counts at or
-// above what the spec asks (a rolling update's surge pod), or in messages: nobody acts on it.
-func surgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
-	if stored.Phase != crd.PhaseProgressing || stored.ReadyReplicas < want || next.ReadyReplicas < want {
-		return false
-	}
-	s := *next
-	s.ReadyReplicas, s.Replicas = stored.ReadyReplicas, stored.Replicas
-	return !statusWorthWriting(stored, &s)
-}
-
 // hold decides whether the transient status st, worth writing, waits; it returns the recheck
 // delay.
 func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time) (time.Duration, bool) {
@@ -102,10 +86,10 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 // deferStatus reports whether st, worth writing, is not written now, and the outcome that
 // ends the reconcile then (a recheck for a hold; done when the next event brings the write).
 func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, queue.Outcome) {
-	if !transient(st) {
+	if !reconcile.Transient(st) {
 		return false, queue.Done()
 	}
-	if surgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
+	if reconcile.SurgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
 		return true, queue.Done() // the rollout's end writes the counts with its outcome
 	}
 	if d, ok := c.hold(k, isvc, st, c.now()); ok {
@@ -114,13 +98,12 @@ func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *cr
 	return false, queue.Done()
 }
 
-// withDiagnosisRecheck is o, rechecked sooner when the diagnosis of in changes with time alone:
-// a started pod's readiness window ends with no event to announce it, and the resync may be
-// minutes away.
-func withDiagnosisRecheck(o queue.Outcome, in Input) queue.Outcome {
-	d := diagnosisRecheck(in)
-	if d <= 0 || o.Requeue || o.RequeueAfter > 0 && o.RequeueAfter <= d {
+// withDiagnosisRecheck is o, rechecked sooner when the status changes with time alone within
+// recheck (reconcile.Output.Recheck): a started pod's readiness window ends with no event to
+// announce it, and the resync may be minutes away.
+func withDiagnosisRecheck(o queue.Outcome, recheck time.Duration) queue.Outcome {
+	if recheck <= 0 || o.Requeue || o.RequeueAfter > 0 && o.RequeueAfter <= recheck {
 		return o
 	}
-	return queue.After(d)
+	return queue.After(recheck)
 }

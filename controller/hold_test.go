@@ -4,31 +4,25 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
-func statusWith(isvc *crd.InferenceService, ready int32, causes ...Cause) crd.InferenceServiceStatus {
-	st := crd.InferenceServiceStatus{ObservedGeneration: isvc.Generation, ReadyReplicas: ready, Replicas: ready}
-	return WithCauses(st, isvc, causes, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+// newISVC is a one-replica InferenceService, as stored at generation 1.
+func newISVC() *crd.InferenceService {
+	i := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: 1, GPUsPerReplica: ptr.To[int32](1)}}
+	i.Name, i.Namespace, i.UID, i.Generation = "qwen3", "default", types.UID("isvc-uid"), 1
+	return i
 }
 
-func TestSurgeOnly(t *testing.T) {
-	isvc := newWorld(1).isvc
-	rollout := Cause{RankRollout, ReasonRolloutInProgress, "Deployment qwen3: rolling out generation 2"}
-	stored := statusWith(isvc, 1, rollout)
-	if next := statusWith(isvc, 2, rollout); !surgeOnly(&stored, &next, 1) {
-		t.Error("a surge pod's count alone was worth a write")
-	}
-	if next := statusWith(isvc, 0, rollout); surgeOnly(&stored, &next, 1) {
-		t.Error("a drop below spec.replicas was skipped")
-	}
-	if next := statusWith(isvc, 2); surgeOnly(&stored, &next, 1) {
-		t.Error("Ready was skipped")
-	}
+func statusWith(isvc *crd.InferenceService, ready int32, causes ...reconcile.Cause) crd.InferenceServiceStatus {
+	st := crd.InferenceServiceStatus{ObservedGeneration: isvc.Generation, ReadyReplicas: ready, Replicas: ready}
+	return reconcile.WithCauses(st, isvc, causes, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 }
 
 func TestHold(t *testing.T) {
@@ -36,10 +30,10 @@ func TestHold(t *testing.T) {
 	busy := false
 	c := &Controller{progressHold: 30 * time.Second, busy: func() bool { return busy }}
 	k := queue.Key{Namespace: "default", Name: "qwen3"}
-	rollout := Cause{RankRollout, ReasonRolloutInProgress, "Deployment qwen3: rolling out generation 2"}
+	rollout := reconcile.Cause{Rank: reconcile.RankRollout, Reason: reconcile.ReasonRolloutInProgress, Message: "Deployment qwen3: rolling out generation 2"}
 
 	// A spec change rolling out while the replica serves: held, then written after the bound.
-	isvc := newWorld(1).isvc
+	isvc := newISVC()
 	isvc.Status = statusWith(isvc, 1)
 	isvc.Generation = 2
 	next := statusWith(isvc, 1, rollout)
@@ -49,7 +43,7 @@ func TestHold(t *testing.T) {
 	if _, ok := c.hold(k, isvc, &next, t0.Add(31*time.Second)); ok {
 		t.Fatal("held past the bound")
 	}
-	if failing := statusWith(isvc, 1, Cause{RankPods, ReasonCrashLoopBackOff, "restarts"}); transient(&failing) {
+	if failing := statusWith(isvc, 1, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonCrashLoopBackOff, Message: "restarts"}); reconcile.Transient(&failing) {
 		t.Fatal("a failing reason is transient")
 	}
 	if fewer := statusWith(isvc, 0, rollout); func() bool { _, ok := c.hold(k, isvc, &fewer, t0); return ok }() {
@@ -58,8 +52,8 @@ func TestHold(t *testing.T) {
 
 	// A new isvc: its first status is held only while the API budget is contended.
 	c.holds.forget(k)
-	fresh := newWorld(1).isvc
-	starting := statusWith(fresh, 0, Cause{RankStarting, ReasonStarting, "Deployment qwen3: creating pods"})
+	fresh := newISVC()
+	starting := statusWith(fresh, 0, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Deployment qwen3: creating pods"})
 	if _, ok := c.hold(k, fresh, &starting, t0); ok {
 		t.Fatal("held while idle")
 	}
@@ -82,23 +76,19 @@ func TestHold(t *testing.T) {
 }
 
 func TestWithDiagnosisRecheck(t *testing.T) {
-	w, _ := walkWorld(t, 1, 0)
-	w.obs.Pods = []*corev1.Pod{startedPod(2*time.Second, 2*time.Second, opReadiness)} // window ends in 14s
-	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 	for _, c := range []struct {
-		o, want queue.Outcome
+		o       queue.Outcome
+		recheck time.Duration
+		want    queue.Outcome
 	}{
-		{queue.Done(), queue.After(14 * time.Second)},
-		{queue.After(time.Minute), queue.After(14 * time.Second)},
-		{queue.After(2 * time.Second), queue.After(2 * time.Second)},
-		{queue.Backoff(), queue.Backoff()},
+		{queue.Done(), 14 * time.Second, queue.After(14 * time.Second)},
+		{queue.After(time.Minute), 14 * time.Second, queue.After(14 * time.Second)},
+		{queue.After(2 * time.Second), 14 * time.Second, queue.After(2 * time.Second)},
+		{queue.Backoff(), 14 * time.Second, queue.Backoff()},
+		{queue.Done(), 0, queue.Done()},
 	} {
-		if got := withDiagnosisRecheck(c.o, in); got != c.want {
-			t.Errorf("%+v: got %+v, want %+v", c.o, got, c.want)
+		if got := withDiagnosisRecheck(c.o, c.recheck); got != c.want {
+			t.Errorf("%+v with a recheck in %v: got %+v, want %+v", c.o, c.recheck, got, c.want)
 		}
-	}
-	w.obs.Pods = nil
-	if got := withDiagnosisRecheck(queue.Done(), Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}); got != queue.Done() {
-		t.Errorf("nothing due: %+v", got)
 	}
 }

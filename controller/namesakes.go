@@ -1,6 +1,10 @@
 package controller
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+)
 
 // namesakes remembers the children whose create found someone else's object of the same name.
 // Such an object is outside the label-scoped caches, so without this every retry and resync
@@ -14,18 +18,18 @@ type namesakes struct {
 // namesake is one child: its kind, namespace and name.
 type namesake struct{ kind, namespace, name string }
 
-func namesakeOf(a Action) namesake {
+func namesakeOf(a reconcile.Action) namesake {
 	return namesake{a.Kind, a.Object.GetNamespace(), a.Object.GetName()}
 }
 
-func (n *namesakes) seen(a Action) bool {
+func (n *namesakes) seen(a reconcile.Action) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	_, ok := n.m[namesakeOf(a)]
 	return ok
 }
 
-func (n *namesakes) add(a Action) {
+func (n *namesakes) add(a reconcile.Action) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.m == nil {
@@ -34,7 +38,7 @@ func (n *namesakes) add(a Action) {
 	n.m[namesakeOf(a)] = struct{}{}
 }
 
-func (n *namesakes) forget(a Action) {
+func (n *namesakes) forget(a reconcile.Action) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.m, namesakeOf(a))
@@ -45,7 +49,7 @@ func (n *namesakes) forgetAll(namespace, isvc string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for k := range n.m {
-		if k.namespace == namespace && (k.name == isvc || k.name == AdaptersConfigMapName(isvc)) {
+		if k.namespace == namespace && (k.name == isvc || k.name == reconcile.AdaptersConfigMapName(isvc)) {
 			delete(n.m, k)
 		}
 	}

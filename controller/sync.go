@@ -20,12 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
@@ -89,7 +89,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		identity := &crd.InferenceService{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
 			ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
 				ResourceVersion: u.GetResourceVersion(), Generation: u.GetGeneration()}}
-		return queue.Done(), c.failPermanently(ctx, identity, now, ReasonInvalidSpec, err)
+		return queue.Done(), c.failPermanently(ctx, identity, now, reconcile.ReasonInvalidSpec, err)
 	}
 	isvc := cached.DeepCopy() // the reconcile's own copy: status is edited in place below
 	if isvc.DeletionTimestamp != nil {
@@ -97,7 +97,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	}
 	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
 	if err := crd.ValidateDecoded(isvc, &ext, extErr); err != nil {
-		return queue.Done(), c.failPermanently(ctx, isvc, now, ReasonInvalidSpec, err)
+		return queue.Done(), c.failPermanently(ctx, isvc, now, reconcile.ReasonInvalidSpec, err)
 	}
 	if err := c.ensureFinalizer(ctx, isvc); err != nil {
 		return queue.Done(), err
@@ -108,24 +108,24 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		return queue.Done(), err
 	}
 	// Desired is rebuilt each time: a few microseconds, against kilobytes per isvc held for good.
-	in := Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
-	out := Reconcile(in)
+	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
+	out := reconcile.Reconcile(in)
 
 	conflicts, applyErr := c.applyAll(ctx, isvc, out.Actions)
-	var extra []Cause
+	var extra []reconcile.Cause
 	for _, m := range conflicts {
-		extra = append(extra, Cause{RankConflict, ReasonChildConflict, m})
+		extra = append(extra, reconcile.Cause{Rank: reconcile.RankConflict, Reason: reconcile.ReasonChildConflict, Message: m})
 	}
 	if applyErr != nil {
 		extra = append(extra, causeOf(applyErr))
 	}
 	regCond, regErr := c.register(ctx, isvc, &ext, now)
 	if regErr != nil {
-		extra = append(extra, Cause{RankAPI, ReasonGatewayUnavailable, regErr.Error()})
+		extra = append(extra, reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonGatewayUnavailable, Message: regErr.Error()})
 	}
 	st := out.Status
 	if len(extra) > 0 {
-		st = WithCauses(BaseStatus(in), isvc, append(out.Causes, extra...), now)
+		st = reconcile.WithCauses(reconcile.BaseStatus(in), isvc, append(out.Causes, extra...), now)
 	}
 	switch {
 	case c.gateway == nil:
@@ -140,13 +140,13 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// The children's own events reconcile again within moments and write the status the
 		// actions led to; writing the intermediate one as well would double the writes per
 		// change. The recheck covers an action whose event never comes.
-		return queue.After(recheckAfterActing), nil
+		return withDiagnosisRecheck(queue.After(recheckAfterActing), out.Recheck), nil
 	}
 	// A registration's outcome is never held: it is stored only in status, and is read back to
 	// register once per generation.
-	if settled && statusWorthWriting(&isvc.Status, &st) {
+	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
 		if held, next := c.deferStatus(key, isvc, &st); held {
-			return next, nil
+			return withDiagnosisRecheck(next, out.Recheck), nil
 		}
 	}
 	c.holds.forget(key)
@@ -161,14 +161,14 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// namesake may go away: look again with backoff.
 		return queue.Backoff(), nil
 	}
-	return queue.Done(), nil
+	return withDiagnosisRecheck(queue.Done(), out.Recheck), nil
 }
 
 const recheckAfterActing = 2 * time.Second
 
 // observe reads this InferenceService's children from the caches.
-func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
-	var obs Observed
+func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, error) {
+	var obs reconcile.Observed
 	var err error
 	ns, name := isvc.Namespace, isvc.Name
 	var ok bool
@@ -187,7 +187,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 	} else if !ok {
 		obs.HPA = nil
 	}
-	if obs.ConfigMap, ok, err = c.caches.ConfigMap(ns, AdaptersConfigMapName(name)); err != nil {
+	if obs.ConfigMap, ok, err = c.caches.ConfigMap(ns, reconcile.AdaptersConfigMapName(name)); err != nil {
 		return obs, err
 	} else if !ok {
 		obs.ConfigMap = nil
@@ -201,7 +201,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 		on   bool
 		gvr  schema.GroupVersionResource
 		into **unstructured.Unstructured
-	}{{c.features.ServiceMonitors, ServiceMonitorGVR, &obs.ServiceMonitor}, {c.features.HTTPRoutes, HTTPRouteGVR, &obs.HTTPRoute}} {
+	}{{c.features.ServiceMonitors, reconcile.ServiceMonitorGVR, &obs.ServiceMonitor}, {c.features.HTTPRoutes, reconcile.HTTPRouteGVR, &obs.HTTPRoute}} {
 		if !o.on {
 			continue
 		}
@@ -219,12 +219,12 @@ func (c *Controller) observe(isvc *crd.InferenceService) (Observed, error) {
 }
 
 // causeOf turns an API error into the status cause users see.
-func causeOf(err error) Cause {
+func causeOf(err error) reconcile.Cause {
 	switch {
 	case apierrors.IsForbidden(err):
-		return Cause{RankAPI, ReasonForbidden, err.Error()}
+		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonForbidden, Message: err.Error()}
 	default:
-		return Cause{RankAPI, ReasonReconcileError, err.Error()}
+		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonReconcileError, Message: err.Error()}
 	}
 }
 
@@ -237,8 +237,8 @@ func (e *conflictError) Error() string { return e.msg }
 // for its create), records one Normal Event for what was written and one Warning Event per
 // failure. Children found to be someone else's are returned as conflicts, not errors: the
 // status reports them.
-func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []Action) (conflicts []string, err error) {
-	done := make([]Verb, len(actions))
+func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, actions []reconcile.Action) (conflicts []string, err error) {
+	done := make([]reconcile.Verb, len(actions))
 	results := make([]error, len(actions))
 	run := func(after bool) {
 		var wg sync.WaitGroup
@@ -260,7 +260,7 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 	}
 	var errs []error
 	var written []string
-	var first *Action
+	var first *reconcile.Action
 	reason := ""
 	for i, a := range actions {
 		var conflict *conflictError
@@ -279,7 +279,7 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 		if done[i] == "" {
 			continue // nothing was written (the cache was behind, or the action waited), so nothing to tell
 		}
-		r := map[Verb]string{Create: EventCreated, Update: EventUpdated, Delete: EventDeleted}[done[i]]
+		r := map[reconcile.Verb]string{reconcile.Create: EventCreated, reconcile.Update: EventUpdated, reconcile.Delete: EventDeleted}[done[i]]
 		if first == nil {
 			first, reason = &actions[i], r
 		} else if r != reason {
@@ -297,7 +297,7 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 
 // deploymentApplied reports whether the actions that wait for the Deployment may go: its
 // action, if any, succeeded (a create that found our own Deployment succeeded too).
-func deploymentApplied(actions []Action, results []error) bool {
+func deploymentApplied(actions []reconcile.Action, results []error) bool {
 	for i, a := range actions {
 		if a.Kind == "Deployment" && results[i] != nil {
 			return false
@@ -306,11 +306,11 @@ func deploymentApplied(actions []Action, results []error) bool {
 	return true
 }
 
-func actionName(v Verb) string {
+func actionName(v reconcile.Verb) string {
 	switch v {
-	case Create:
+	case reconcile.Create:
 		return "Create"
-	case Update:
+	case reconcile.Update:
 		return "Update"
 	default:
 		return "Delete"
@@ -320,9 +320,9 @@ func actionName(v Verb) string {
 // apply performs one action and returns what it wrote ("" for nothing). Updates carry the
 // resourceVersion read from the cache; on a conflict the live object is re-read from the API
 // server and the owned fields re-applied.
-func (c *Controller) apply(ctx context.Context, a Action) (Verb, error) {
+func (c *Controller) apply(ctx context.Context, a reconcile.Action) (reconcile.Verb, error) {
 	switch a.Verb {
-	case Create:
+	case reconcile.Create:
 		if c.namesakes.seen(a) {
 			// A create found someone else's namesake before: read it rather than fail
 			// another create on every retry and resync; create once it is gone.
@@ -331,21 +331,21 @@ func (c *Controller) apply(ctx context.Context, a Action) (Verb, error) {
 			}
 			c.namesakes.forget(a)
 		}
-		_, err := c.write(ctx, Create, a.Object)
+		_, err := c.write(ctx, reconcile.Create, a.Object)
 		if !apierrors.IsAlreadyExists(err) {
-			return Create, err
+			return reconcile.Create, err
 		}
 		// Not in the label-scoped cache: someone else's namesake, or ours with its labels
 		// changed (a relabel drops it from the cache). Ownership is the controller reference:
 		// ours gets its owned fields, labels included, back, and so returns to the cache.
 		return c.update(ctx, a, true)
-	case Delete:
+	case reconcile.Delete:
 		uid, rv := a.Object.GetUID(), a.Object.GetResourceVersion()
 		err := c.delete(ctx, a.Object, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
-		return Delete, err
+		return reconcile.Delete, err
 	}
 	return c.update(ctx, a, false)
 }
@@ -353,9 +353,9 @@ func (c *Controller) apply(ctx context.Context, a Action) (Verb, error) {
 // update writes the action's owned fields. From the cache it sends a patch from the cached
 // base; after a conflict, or when read says the cache does not hold the object, it reads the
 // live object, checks it is ours and re-merges, and writes nothing when nothing differs.
-func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, error) {
+func (c *Controller) update(ctx context.Context, a reconcile.Action, read bool) (reconcile.Verb, error) {
 	obj, base := a.Object, a.Base
-	wrote := Verb("")
+	wrote := reconcile.Verb("")
 	attempt := 0
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if attempt++; attempt > 1 {
@@ -367,15 +367,15 @@ func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, err
 			if err != nil {
 				return err
 			}
-			if !isControlledBy(live, a.Object) {
-				if a.Verb == Create {
+			if !reconcile.SameController(live, a.Object) {
+				if a.Verb == reconcile.Create {
 					c.namesakes.add(a)
 				}
-				return &conflictError{conflictMessage(a.Kind, live)}
+				return &conflictError{reconcile.ConflictMessage(a.Kind, live)}
 			}
 			c.namesakes.forget(a)
 			var changed bool
-			if obj, changed = remerge(live, a); !changed {
+			if obj, changed = reconcile.Remerge(live, a); !changed {
 				return nil // someone (an earlier reconcile) already wrote it
 			}
 			base = nil // the object read back is whole
@@ -384,10 +384,10 @@ func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, err
 		if base != nil {
 			err = c.patch(ctx, base, obj)
 		} else {
-			_, err = c.write(ctx, Update, obj)
+			_, err = c.write(ctx, reconcile.Update, obj)
 		}
 		if err == nil {
-			wrote = Update
+			wrote = reconcile.Update
 		}
 		return err
 	})
@@ -397,8 +397,8 @@ func (c *Controller) update(ctx context.Context, a Action, read bool) (Verb, err
 // patch sends the difference between base (a cached, partial copy of the live object) and obj
 // (base with the owned fields set) as a strategic merge patch carrying obj's resourceVersion:
 // a conflict, like an Update's, when the object changed since it was cached.
-func (c *Controller) patch(ctx context.Context, base, obj Child) error {
-	data, err := ownedPatch(base, obj)
+func (c *Controller) patch(ctx context.Context, base, obj reconcile.Child) error {
+	data, err := reconcile.OwnedPatch(base, obj)
 	if err != nil {
 		return err
 	}
@@ -409,91 +409,18 @@ func (c *Controller) patch(ctx context.Context, base, obj Child) error {
 	return cl.patch(ctx, obj.GetName(), data)
 }
 
-// ownedPatch is the two-way strategic merge patch from base to obj. base's resourceVersion is
-// left out of the comparison, so the patch always carries obj's as a precondition.
-func ownedPatch(base, obj Child) ([]byte, error) {
-	b := base.DeepCopyObject().(Child)
-	b.SetResourceVersion("")
-	from, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	to, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	return strategicpatch.CreateTwoWayMergePatch(from, to, obj)
-}
-
-// isControlledBy reports whether live has the same controller as the object we built.
-func isControlledBy(live, ours metav1.Object) bool {
-	a, b := metav1.GetControllerOfNoCopy(live), metav1.GetControllerOfNoCopy(ours)
-	return a != nil && b != nil && a.UID == b.UID
-}
-
-// remerge re-applies the owned fields of the action's object (an updated copy) onto a freshly
-// read live object, after a conflict.
-func remerge(live Child, a Action) (Child, bool) {
-	desired := a.Object
-	switch l := live.(type) {
-	case *appsv1.Deployment:
-		d := desired.(*appsv1.Deployment)
-		if !deploymentDrifted(l, d, a.Scale) {
-			return nil, false
-		}
-		setDeployment(l, d, a.Scale)
-		return l, true
-	case *corev1.ConfigMap:
-		d := desired.(*corev1.ConfigMap)
-		if !configMapDrifted(l, d) {
-			return nil, false
-		}
-		setConfigMap(l, d)
-		return l, true
-	case *policyv1.PodDisruptionBudget:
-		d := desired.(*policyv1.PodDisruptionBudget)
-		if !pdbDrifted(l, d) {
-			return nil, false
-		}
-		setPDB(l, d)
-		return l, true
-	case *unstructured.Unstructured:
-		d := desired.(*unstructured.Unstructured)
-		if !unstructuredDrifted(l, d) {
-			return nil, false
-		}
-		setUnstructured(l, d)
-		return l, true
-	case *corev1.Service:
-		d := desired.(*corev1.Service)
-		if !serviceDrifted(l, d) {
-			return nil, false
-		}
-		setService(l, d)
-		return l, true
-	case *autoscalingv2.HorizontalPodAutoscaler:
-		d := desired.(*autoscalingv2.HorizontalPodAutoscaler)
-		if !hpaDrifted(l, d) {
-			return nil, false
-		}
-		setHPA(l, d)
-		return l, true
-	}
-	return nil, false
-}
-
-func (c *Controller) write(ctx context.Context, v Verb, obj Child) (Child, error) {
+func (c *Controller) write(ctx context.Context, v reconcile.Verb, obj reconcile.Child) (reconcile.Child, error) {
 	cl, err := c.clientFor(obj)
 	if err != nil {
 		return nil, err
 	}
-	if v == Create {
+	if v == reconcile.Create {
 		return cl.create(ctx, obj)
 	}
 	return cl.update(ctx, obj)
 }
 
-func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
+func (c *Controller) get(ctx context.Context, obj reconcile.Child) (reconcile.Child, error) {
 	cl, err := c.clientFor(obj)
 	if err != nil {
 		return nil, err
@@ -501,7 +428,7 @@ func (c *Controller) get(ctx context.Context, obj Child) (Child, error) {
 	return cl.get(ctx, obj.GetName())
 }
 
-func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Preconditions) error {
+func (c *Controller) delete(ctx context.Context, obj reconcile.Child, pre *metav1.Preconditions) error {
 	cl, err := c.clientFor(obj)
 	if err != nil {
 		return err
@@ -510,7 +437,7 @@ func (c *Controller) delete(ctx context.Context, obj Child, pre *metav1.Precondi
 }
 
 // clientFor picks the namespaced client of a child's kind.
-func (c *Controller) clientFor(obj Child) (childClient, error) {
+func (c *Controller) clientFor(obj reconcile.Child) (childClient, error) {
 	ns := obj.GetNamespace()
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -524,7 +451,7 @@ func (c *Controller) clientFor(obj Child) (childClient, error) {
 	case *policyv1.PodDisruptionBudget:
 		return typed[*policyv1.PodDisruptionBudget]{c.kube.PolicyV1().PodDisruptionBudgets(ns)}, nil
 	case *unstructured.Unstructured:
-		if gvr, ok := gvrOfKind(o.GetKind()); ok {
+		if gvr, ok := reconcile.GVROfKind(o.GetKind()); ok {
 			return typed[*unstructured.Unstructured]{dynamicClient{c.dyn.Resource(gvr).Namespace(ns)}}, nil
 		}
 	}
@@ -533,15 +460,15 @@ func (c *Controller) clientFor(obj Child) (childClient, error) {
 
 // childClient is one kind's client, seen through Child.
 type childClient interface {
-	create(ctx context.Context, obj Child) (Child, error)
-	update(ctx context.Context, obj Child) (Child, error)
+	create(ctx context.Context, obj reconcile.Child) (reconcile.Child, error)
+	update(ctx context.Context, obj reconcile.Child) (reconcile.Child, error)
 	patch(ctx context.Context, name string, data []byte) error
-	get(ctx context.Context, name string) (Child, error)
+	get(ctx context.Context, name string) (reconcile.Child, error)
 	delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // typedClient is the method set client-go's typed clients share.
-type typedClient[T Child] interface {
+type typedClient[T reconcile.Child] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
@@ -549,13 +476,13 @@ type typedClient[T Child] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-type typed[T Child] struct{ c typedClient[T] }
+type typed[T reconcile.Child] struct{ c typedClient[T] }
 
-func (t typed[T]) create(ctx context.Context, obj Child) (Child, error) {
+func (t typed[T]) create(ctx context.Context, obj reconcile.Child) (reconcile.Child, error) {
 	return t.c.Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: FieldManager})
 }
 
-func (t typed[T]) update(ctx context.Context, obj Child) (Child, error) {
+func (t typed[T]) update(ctx context.Context, obj reconcile.Child) (reconcile.Child, error) {
 	return t.c.Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
@@ -566,7 +493,7 @@ func (t typed[T]) patch(ctx context.Context, name string, data []byte) error {
 	return err
 }
 
-func (t typed[T]) get(ctx context.Context, name string) (Child, error) {
+func (t typed[T]) get(ctx context.Context, name string) (reconcile.Child, error) {
 	return t.c.Get(ctx, name, metav1.GetOptions{})
 }
 
@@ -602,7 +529,7 @@ func (d dynamicClient) Delete(ctx context.Context, name string, opts metav1.Dele
 // are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
 func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
 	v1beta1 := c.version == crd.VersionV1beta1
-	if !statusWorthWriting(&isvc.Status, st) && (!v1beta1 || statusExtensionsEqual(stored, ext)) {
+	if !reconcile.WorthWriting(&isvc.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(stored, ext)) {
 		return nil
 	}
 	c.warnOnNewReason(isvc, st)
@@ -650,7 +577,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 // only changes (a restart count growing) is not a new cause.
 func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
 	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
-	if nc == nil || nc.Status == metav1.ConditionTrue || !IsWarning(nc.Reason) {
+	if nc == nil || nc.Status == metav1.ConditionTrue || !reconcile.IsWarning(nc.Reason) {
 		return
 	}
 	if oc := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
@@ -664,7 +591,7 @@ func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.Inferen
 func (c *Controller) failPermanently(ctx context.Context, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
 	st := isvc.Status
 	st.ObservedGeneration = isvc.Generation
-	st = WithCauses(st, isvc, []Cause{{RankSpec, reason, cause.Error()}}, now)
+	st = reconcile.WithCauses(st, isvc, []reconcile.Cause{{Rank: reconcile.RankSpec, Reason: reason, Message: cause.Error()}}, now)
 	_, stored, _ := crd.ExtensionsOf(isvc)
 	if err := c.writeStatus(ctx, isvc, &st, &stored, &stored); err != nil {
 		return err
@@ -694,21 +621,6 @@ func (c *Controller) ensureFinalizer(ctx context.Context, isvc *crd.InferenceSer
 	return c.patchFinalizers(ctx, isvc, append(slices.Clone(isvc.Finalizers), Finalizer))
 }
 
-func routeOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
-	r := Route{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Service: isvc.Name, Port: Port,
-		Path: "/" + isvc.Namespace + "/" + isvc.Name}
-	for _, a := range ext.Adapters {
-		r.Adapters = append(r.Adapters, a.Name)
-	}
-	if g := ext.Gateway; g != nil {
-		if g.Route != "" {
-			r.Path = g.Route
-		}
-		r.Priority = ptr.Deref(g.Priority, 0)
-	}
-	return r
-}
-
 // register registers the route once per generation; it returns the new GatewayRegistered
 // condition, or nil when nothing changed.
 func (c *Controller) register(ctx context.Context, isvc *crd.InferenceService, ext *crd.SpecExtensions, now metav1.Time) (*metav1.Condition, error) {
@@ -719,13 +631,13 @@ func (c *Controller) register(ctx context.Context, isvc *crd.InferenceService, e
 		cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == isvc.Generation {
 		return nil, nil
 	}
-	r := routeOf(isvc, ext)
+	r := reconcile.RouteOf(isvc, ext)
 	cond := &metav1.Condition{Type: crd.ConditionGatewayRegistered, ObservedGeneration: isvc.Generation, LastTransitionTime: now}
 	if err := c.gateway.Register(ctx, r); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonGatewayUnavailable, err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reconcile.ReasonGatewayUnavailable, err.Error()
 		return cond, fmt.Errorf("registering route: %w", err)
 	}
-	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonRegistered
+	cond.Status, cond.Reason = metav1.ConditionTrue, reconcile.ReasonRegistered
 	cond.Message = fmt.Sprintf("route %s (%s/%s) -> Service %s port %d registered", r.Path, r.Namespace, r.Name, r.Service, r.Port)
 	c.recorder.Eventf(isvc, nil, corev1.EventTypeNormal, EventRegistered, "Register", "%s", cond.Message)
 	return cond, nil
@@ -743,12 +655,12 @@ func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, n
 	abandoned := ""
 	if c.gateway != nil {
 		ext, stored, _ := crd.ExtensionsOf(isvc)
-		r := routeOf(isvc, &ext)
+		r := reconcile.RouteOf(isvc, &ext)
 		if err := c.gateway.Deregister(ctx, r); err != nil {
 			why := c.abandonRoute(ctx, isvc, now.Time)
 			if why == "" {
 				err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
-				st := WithCauses(isvc.Status, isvc, []Cause{{RankAPI, ReasonGatewayUnavailable, err.Error()}}, now)
+				st := reconcile.WithCauses(isvc.Status, isvc, []reconcile.Cause{{Rank: reconcile.RankAPI, Reason: reconcile.ReasonGatewayUnavailable, Message: err.Error()}}, now)
 				st.Phase = crd.PhaseTerminating
 				return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
 			}
@@ -793,7 +705,7 @@ func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, n
 }
 
 // observeMetrics hands the figures of one reconcile to metrics.
-func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.InferenceServiceStatus, obs Observed) {
+func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.InferenceServiceStatus, obs reconcile.Observed) {
 	g := int64(isvc.Spec.GPUs())
 	var bound, ready int64
 	for _, p := range obs.Pods {
@@ -808,7 +720,7 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.Inferenc
 		}
 	}
 	desired := int64(isvc.Spec.Replicas)
-	if d := obs.Deployment; d != nil && controlledBy(d, isvc) {
+	if d := obs.Deployment; d != nil && reconcile.ControlledBy(d, isvc) {
 		desired = int64(ptr.Deref(d.Spec.Replicas, isvc.Spec.Replicas)) // what the HPA chose
 	}
 	c.metrics.ObserveInferenceService(metrics.Snapshot{

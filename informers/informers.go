@@ -6,7 +6,6 @@ package informers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,20 +28,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// ManagedByLabel is set by the operator on every child and pod template, so the children
-// informers watch only what the operator manages.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "inferenceservice-operator"
-	// InstanceLabel names the InferenceService a pod or ReplicaSet belongs to (the children's
-	// selector); ReplicaSets and Pods are indexed by it.
-	InstanceLabel = "ai.example.com/inferenceservice"
-)
-
-// byInstance indexes objects by namespace/InstanceLabel: a reconcile then reads its own
+// byInstance indexes objects by namespace/reconcile.InstanceLabel: a reconcile then reads its own
 // pods, not a scan of every pod in the namespace (O(1), not O(N), per reconcile).
 const byInstance = "instance"
 
@@ -51,7 +41,7 @@ func instanceIndex(obj interface{}) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
-	name, ok := acc.GetLabels()[InstanceLabel]
+	name, ok := acc.GetLabels()[reconcile.InstanceLabel]
 	if !ok {
 		return nil, nil
 	}
@@ -108,7 +98,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		res = crd.Resource
 	}
 	s := &Set{scopes: map[string]*scope{}}
-	managed := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}).String()
+	managed := labels.SelectorFromSet(labels.Set{reconcile.ManagedByLabel: reconcile.ManagedByValue}).String()
 	for _, ns := range namespaces {
 		sc := &scope{}
 		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, cache.Indexers{}, nil).Informer()
@@ -123,19 +113,19 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.deploy = sc.children.InformerFor(&appsv1.Deployment{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredDeploymentInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.deploy.SetTransform(StripDeployment))
+		must(sc.deploy.SetTransform(reconcile.StripDeployment))
 		sc.rs = sc.children.InformerFor(&appsv1.ReplicaSet{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredReplicaSetInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
 		})
-		must(sc.rs.SetTransform(StripReplicaSet))
+		must(sc.rs.SetTransform(reconcile.StripReplicaSet))
 		sc.svc = sc.children.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredServiceInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.svc.SetTransform(StripService))
+		must(sc.svc.SetTransform(reconcile.StripService))
 		sc.hpa = sc.children.InformerFor(&autoscalingv2.HorizontalPodAutoscaler{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return autoscalinginformers.NewFilteredHorizontalPodAutoscalerInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.hpa.SetTransform(StripHPA))
+		must(sc.hpa.SetTransform(reconcile.StripHPA))
 		sc.cm = sc.children.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredConfigMapInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
@@ -154,7 +144,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 					prev, _ = o.(*corev1.Pod)
 				}
 			}
-			return StripPodSeen(obj, prev, time.Now())
+			return reconcile.StripPodSeen(obj, prev, time.Now())
 		}))
 		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
@@ -224,209 +214,6 @@ func DecodeInferenceService(obj interface{}) (interface{}, error) {
 	}
 	isvc.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
 	return isvc, nil
-}
-
-// StripService keeps what the controller compares: labels, owner, selector and ports. The
-// cluster IPs, IP families and status are the API server's; updates are patches, so what is
-// dropped here is never sent back.
-func StripService(obj interface{}) (interface{}, error) {
-	sv, ok := obj.(*corev1.Service)
-	if !ok {
-		return StripManagedFields(obj)
-	}
-	sv.ManagedFields = nil
-	sv.Annotations = ownedAnnotations(sv.Annotations)
-	sv.Spec = corev1.ServiceSpec{Selector: sv.Spec.Selector, Ports: sv.Spec.Ports}
-	sv.Status = corev1.ServiceStatus{}
-	return sv, nil
-}
-
-// StripHPA drops the HPA's status (current metrics and conditions), which the controller never
-// reads; updates go to the main resource, where the server ignores status anyway.
-func StripHPA(obj interface{}) (interface{}, error) {
-	if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
-		h.ManagedFields = nil
-		h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
-		return h, nil
-	}
-	return StripManagedFields(obj)
-}
-
-// OwnedAnnotationPrefix marks the annotations the operator writes on its children (the
-// replicas it last applied); the cached Deployments keep only these.
-const OwnedAnnotationPrefix = crd.Group + "/"
-
-// ContainerName is the model server's container, the only one the operator owns.
-const ContainerName = "vllm"
-
-// StripDeployment keeps what the controller compares and the diagnosis reads: labels, the
-// operator's annotations, replicas, the pod template's labels, priority class, volumes and
-// the model server's container as far as the operator sets it, and the status. The rest
-// (other containers, env, the API server's defaults, the strategy) is never read, and the
-// controller updates Deployments with patches of the fields it owns, never by sending the
-// cached object back.
-func StripDeployment(obj interface{}) (interface{}, error) {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return StripManagedFields(obj)
-	}
-	d.ManagedFields = nil
-	d.Annotations = ownedAnnotations(d.Annotations)
-	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: d.Spec.Template.Labels},
-		Spec:       stripPodSpec(&d.Spec.Template.Spec),
-	}}
-	return d, nil
-}
-
-func ownedAnnotations(a map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range a {
-		if strings.HasPrefix(k, OwnedAnnotationPrefix) {
-			if out == nil {
-				out = make(map[string]string, 1)
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, Volumes: ps.Volumes}
-	for i := range ps.Containers {
-		if c := &ps.Containers[i]; c.Name == ContainerName {
-			out.Containers = []corev1.Container{{
-				Name: c.Name, Image: c.Image, Args: c.Args, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
-				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
-				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
-			}}
-		}
-	}
-	return out
-}
-
-// RevisionAnnotation is the Deployment controller's revision of a ReplicaSet: the highest is
-// the Deployment's current pod template, even after a rollback.
-const RevisionAnnotation = "deployment.kubernetes.io/revision"
-
-// StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, revision,
-// status): its spec is a copy of the Deployment's, pod template and all.
-func StripReplicaSet(obj interface{}) (interface{}, error) {
-	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
-		rs.ManagedFields = nil
-		rs.Spec = appsv1.ReplicaSetSpec{}
-		rev, hasRev := rs.Annotations[RevisionAnnotation]
-		onlyInstance(&rs.ObjectMeta)
-		if hasRev {
-			rs.Annotations = map[string]string{RevisionAnnotation: rev}
-		}
-		return rs, nil
-	}
-	return StripManagedFields(obj)
-}
-
-// onlyInstance keeps, of a ReplicaSet's or Pod's labels and annotations, the one label that is
-// read (InstanceLabel, for the index and to map events): the rest are copies of the
-// template's, and there are as many of these objects as of all the others together.
-func onlyInstance(m *metav1.ObjectMeta) {
-	m.Annotations = nil
-	if v, ok := m.Labels[InstanceLabel]; ok {
-		m.Labels = map[string]string{InstanceLabel: v}
-	} else {
-		m.Labels = nil
-	}
-}
-
-// StartedSinceAnnotation (a prefix; the container's name follows) is set on cached pods only,
-// never on the API server: when the operator saw the container become started. The kubelet
-// publishes no such time, and a readiness probe only has to pass a probe window after it.
-const StartedSinceAnnotation = "cache.ai.example.com/started-since."
-
-// StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
-// bound to, its phase, its scheduled and ready conditions and its containers' states. Containers, volumes and env are
-// the Deployment's and dominate a pod's size; images, IPs and resources in the status are
-// never read. A container's readiness probe is kept while it is started and not ready: the
-// diagnosis then reads its failure window.
-func StripPod(obj interface{}) (interface{}, error) {
-	return StripPodSeen(obj, nil, time.Time{})
-}
-
-// StripPodSeen is StripPod, and stamps StartedSinceAnnotation at now on a container that prev
-// (the cached version) showed not started yet, carrying an earlier stamp over while the
-// container stays started and not ready. A container first seen already started gets no stamp:
-// the diagnosis then counts from the container's start.
-func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return StripManagedFields(obj)
-	}
-	p.ManagedFields = nil
-	onlyInstance(&p.ObjectMeta)
-	spec := corev1.PodSpec{NodeName: p.Spec.NodeName}
-	st := &p.Status
-	*st = corev1.PodStatus{
-		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: readConditions(st.Conditions),
-		ContainerStatuses: st.ContainerStatuses,
-	}
-	if prev != nil && prev.UID != p.UID {
-		prev = nil
-	}
-	for i := range st.ContainerStatuses {
-		c := &st.ContainerStatuses[i]
-		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, Started: c.Started, RestartCount: c.RestartCount,
-			State: c.State, LastTerminationState: c.LastTerminationState}
-		if c.State.Running == nil || c.Ready || c.Started == nil || !*c.Started {
-			continue
-		}
-		for j := range p.Spec.Containers {
-			if sc := &p.Spec.Containers[j]; sc.Name == c.Name && sc.ReadinessProbe != nil {
-				spec.Containers = append(spec.Containers, corev1.Container{Name: sc.Name, ReadinessProbe: sc.ReadinessProbe})
-			}
-		}
-		if since := startedSince(prev, c, now); since != "" {
-			if p.Annotations == nil {
-				p.Annotations = map[string]string{}
-			}
-			p.Annotations[StartedSinceAnnotation+c.Name] = since
-		}
-	}
-	p.Spec = spec
-	return p, nil
-}
-
-// startedSince is the stamp of c, started and not ready, given the cached version prev.
-func startedSince(prev *corev1.Pod, c *corev1.ContainerStatus, now time.Time) string {
-	if prev == nil || now.IsZero() {
-		return ""
-	}
-	for i := range prev.Status.ContainerStatuses {
-		o := &prev.Status.ContainerStatuses[i]
-		if o.Name != c.Name || o.RestartCount != c.RestartCount ||
-			o.State.Running != nil && !o.State.Running.StartedAt.Equal(&c.State.Running.StartedAt) {
-			continue // another instance of the container
-		}
-		if o.Started == nil || !*o.Started {
-			return now.UTC().Format(time.RFC3339Nano)
-		}
-		return prev.Annotations[StartedSinceAnnotation+c.Name]
-	}
-	return ""
-}
-
-// readConditions keeps the two pod conditions the controller reads: PodScheduled (why a pod
-// is unschedulable) and Ready.
-func readConditions(cs []corev1.PodCondition) []corev1.PodCondition {
-	var out []corev1.PodCondition // a new array: the decoded one is released with the rest
-	for _, c := range cs {
-		if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady {
-			if out == nil {
-				out = make([]corev1.PodCondition, 0, 2)
-			}
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // Handlers receives the events of every informer in the set.
@@ -587,12 +374,12 @@ func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespa
 	return out, nil
 }
 
-// ReplicaSets lists the cached ReplicaSets of one InferenceService (by InstanceLabel).
+// ReplicaSets lists the cached ReplicaSets of one InferenceService (by reconcile.InstanceLabel).
 func (s *Set) ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error) {
 	return byLabel[*appsv1.ReplicaSet](s, func(sc *scope) cache.SharedIndexInformer { return sc.rs }, namespace, instance)
 }
 
-// Pods lists the cached Pods of one InferenceService (by InstanceLabel).
+// Pods lists the cached Pods of one InferenceService (by reconcile.InstanceLabel).
 func (s *Set) Pods(namespace, instance string) ([]*corev1.Pod, error) {
 	return byLabel[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, instance)
 }

@@ -8,20 +8,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
 func managed(name, ns string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{ManagedByLabel: ManagedByValue, "ai.example.com/inferenceservice": name},
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, "ai.example.com/inferenceservice": name},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 }
 
@@ -142,136 +141,10 @@ func TestStripInferenceServiceAndHPA(t *testing.T) {
 	}
 	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3},
 		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 2}}
-	if _, err := StripHPA(h); err != nil {
+	if _, err := reconcile.StripHPA(h); err != nil {
 		t.Fatal(err)
 	}
 	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
 		t.Fatalf("hpa %+v", h)
-	}
-}
-
-// TestStripKeepsWhatIsRead: the cached Deployment, Service and Pod keep what the controller
-// compares and the diagnosis reads, and drop the rest.
-func TestStripKeepsWhatIsRead(t *testing.T) {
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"},
-			Annotations: map[string]string{"deployment.kubernetes.io/revision": "3", "ai.example.com/replicas": "2"}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": "y"}, Annotations: map[string]string{"restartedAt": "now"}},
-				Spec: corev1.PodSpec{PriorityClassName: "p", DNSPolicy: corev1.DNSClusterFirst,
-					Containers: []corev1.Container{{Name: "proxy", Image: "envoy"}, {
-						Name: ContainerName, Image: "vllm", Args: []string{"--model", "m"}, Env: []corev1.EnvVar{{Name: "A"}},
-						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-						ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}, TerminationMessagePath: "/dev/termination-log",
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
-					}},
-					Volumes: []corev1.Volume{{Name: "shm"}},
-				},
-			},
-		},
-		Status: appsv1.DeploymentStatus{ReadyReplicas: 1, Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing}}},
-	}
-	o, _ := StripDeployment(d)
-	got := o.(*appsv1.Deployment)
-	if *got.Spec.Replicas != 2 || got.Labels["x"] != "y" || got.Annotations["ai.example.com/replicas"] != "2" ||
-		got.Spec.Template.Labels["x"] != "y" || got.Spec.Template.Spec.PriorityClassName != "p" || len(got.Spec.Template.Spec.Volumes) != 1 ||
-		got.Status.ReadyReplicas != 1 || len(got.Status.Conditions) != 1 {
-		t.Fatalf("dropped what is read: %+v", got)
-	}
-	if len(got.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("containers %+v", got.Spec.Template.Spec.Containers)
-	}
-	c := got.Spec.Template.Spec.Containers[0]
-	if c.Name != ContainerName || c.Image != "vllm" || len(c.Args) != 2 || len(c.Ports) != 1 || c.ReadinessProbe == nil || c.Resources.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
-		t.Fatalf("model server container %+v", c)
-	}
-	if len(got.Annotations) != 1 || got.Spec.Selector != nil || got.Spec.Strategy.Type != "" || got.Spec.Template.Annotations != nil ||
-		got.Spec.Template.Spec.DNSPolicy != "" || c.Env != nil || c.TerminationMessagePath != "" {
-		t.Fatalf("kept what is never read: %+v", got)
-	}
-
-	sv := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"x": "y"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8000}},
-			ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1"}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
-	}
-	o, _ = StripService(sv)
-	gs := o.(*corev1.Service)
-	if gs.Labels["x"] != "y" || gs.Spec.Selector["x"] != "y" || len(gs.Spec.Ports) != 1 || gs.Spec.ClusterIP != "" || gs.Spec.ClusterIPs != nil || gs.Spec.IPFamilies != nil {
-		t.Fatalf("service as cached: %+v", gs.Spec)
-	}
-
-	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-		{Type: corev1.PodInitialized}, {Type: corev1.PodScheduled, Reason: "Unschedulable"}, {Type: corev1.ContainersReady}, {Type: corev1.PodReady},
-	}}}
-	o, _ = StripPod(p)
-	if cs := o.(*corev1.Pod).Status.Conditions; len(cs) != 2 || cs[0].Type != corev1.PodScheduled || cs[0].Reason != "Unschedulable" || cs[1].Type != corev1.PodReady {
-		t.Fatalf("pod conditions as cached: %+v", cs)
-	}
-}
-
-// TestStartedSince: the cache stamps when it saw a container become started, carries the stamp
-// while the container waits for readiness, drops it once ready, and keeps the readiness probe
-// only while the diagnosis reads it.
-func TestStartedSince(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	probe := &corev1.Probe{PeriodSeconds: 5, FailureThreshold: 3}
-	podAt := func(started, ready bool) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u", Annotations: map[string]string{"x": "y"}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: "i", ReadinessProbe: probe}}},
-			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, Started: ptr.To(started), Ready: ready,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}}}},
-		}
-	}
-	strip := func(p, prev *corev1.Pod, now time.Time) *corev1.Pod {
-		o, err := StripPodSeen(p, prev, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.(*corev1.Pod)
-	}
-	key := StartedSinceAnnotation + ContainerName
-	loading := strip(podAt(false, false), nil, t0)
-	if len(loading.Annotations) != 0 || len(loading.Spec.Containers) != 0 {
-		t.Fatalf("not started: %v %+v", loading.Annotations, loading.Spec.Containers)
-	}
-	seen := t0.Add(10 * time.Minute)
-	started := strip(podAt(true, false), loading, seen)
-	if got := started.Annotations[key]; got != seen.Format(time.RFC3339Nano) {
-		t.Fatalf("stamp %q, want %s", got, seen)
-	}
-	if cs := started.Spec.Containers; len(cs) != 1 || cs[0].ReadinessProbe != probe || cs[0].Image != "" {
-		t.Fatalf("started, not ready: containers as cached %+v", cs)
-	}
-	later := strip(podAt(true, false), started, seen.Add(time.Minute))
-	if got := later.Annotations[key]; got != seen.Format(time.RFC3339Nano) {
-		t.Fatalf("stamp not carried: %q", got)
-	}
-	if ready := strip(podAt(true, true), later, seen.Add(2*time.Minute)); len(ready.Annotations) != 0 || len(ready.Spec.Containers) != 0 {
-		t.Fatalf("ready: %v %+v", ready.Annotations, ready.Spec.Containers)
-	}
-	// First seen already started (the operator restarted): no stamp, the container's start counts.
-	if first := strip(podAt(true, false), nil, seen); len(first.Annotations) != 0 || len(first.Spec.Containers) != 1 {
-		t.Fatalf("first seen started: %v %+v", first.Annotations, first.Spec.Containers)
-	}
-	// A replacement with the same name is another pod.
-	other := podAt(true, false)
-	other.UID = "u2"
-	if got := strip(other, loading, seen); len(got.Annotations) != 0 {
-		t.Fatalf("stamp from another pod's history: %v", got.Annotations)
-	}
-}
-
-// TestReplicaSetKeepsRevision: the diagnosis tells the Deployment's current ReplicaSet by it.
-func TestReplicaSetKeepsRevision(t *testing.T) {
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{InstanceLabel: "m", "pod-template-hash": "h"},
-		Annotations: map[string]string{RevisionAnnotation: "4", "deployment.kubernetes.io/desired-replicas": "2"}}}
-	o, _ := StripReplicaSet(rs)
-	if got := o.(*appsv1.ReplicaSet); len(got.Annotations) != 1 || got.Annotations[RevisionAnnotation] != "4" || len(got.Labels) != 1 {
-		t.Fatalf("as cached: %v %v", got.Annotations, got.Labels)
 	}
 }

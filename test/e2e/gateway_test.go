@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 )
 
 // fakeGateway is a gateway admin API on loopback that records registrations and can be
@@ -17,8 +17,8 @@ type fakeGateway struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	routes  map[string]bool
-	bodies  map[string]controller.Route // last PUT body per route
-	calls   []string                    // "PUT ns/name", "DELETE ns/name"
+	bodies  map[string]reconcile.Route // last PUT body per route
+	calls   []string                   // "PUT ns/name", "DELETE ns/name"
 	removed map[string]int
 	down    bool
 	status  int           // when set, every call fails with it
@@ -26,7 +26,7 @@ type fakeGateway struct {
 }
 
 func newFakeGateway() *fakeGateway {
-	g := &fakeGateway{routes: map[string]bool{}, bodies: map[string]controller.Route{}, removed: map[string]int{}}
+	g := &fakeGateway{routes: map[string]bool{}, bodies: map[string]reconcile.Route{}, removed: map[string]int{}}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	return g
 }
@@ -57,7 +57,7 @@ func (g *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPut:
 		g.routes[key] = true
-		var body controller.Route
+		var body reconcile.Route
 		if json.NewDecoder(r.Body).Decode(&body) == nil {
 			g.bodies[key] = body
 		}
@@ -90,7 +90,7 @@ func (g *fakeGateway) setDown(down bool) {
 }
 
 // route is the last route registered for ns/name.
-func (g *fakeGateway) route(ns, name string) (controller.Route, bool) {
+func (g *fakeGateway) route(ns, name string) (reconcile.Route, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r, ok := g.bodies[ns+"/"+name]

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -85,17 +85,17 @@ spec:
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, controller.EnableLoRAArg) || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-		return m.Name == controller.AdaptersVolume && m.MountPath == controller.AdaptersPath
+	if !slices.Contains(c.Args, reconcile.EnableLoRAArg) || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == reconcile.AdaptersVolume && m.MountPath == reconcile.AdaptersPath
 	}) {
 		t.Fatalf("vLLM does not mount the adapters: args %v mounts %v", c.Args, c.VolumeMounts)
 	}
-	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, controller.AdaptersConfigMapName("lora"), metav1.GetOptions{})
+	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, reconcile.AdaptersConfigMapName("lora"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var entries []struct{ Name, Path string }
-	if err := json.Unmarshal([]byte(cm.Data[controller.AdaptersFile]), &entries); err != nil || len(entries) != 2 || entries[0].Path != "hf://org/sql-lora" {
+	if err := json.Unmarshal([]byte(cm.Data[reconcile.AdaptersFile]), &entries); err != nil || len(entries) != 2 || entries[0].Path != "hf://org/sql-lora" {
 		t.Fatalf("adapters ConfigMap %v: %v", cm.Data, err)
 	}
 	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "lora", metav1.GetOptions{})
@@ -112,14 +112,14 @@ spec:
 	if r, ok := env.gateway.route(ns, "lora"); !ok || r.Path != "/models/qwen-8b" || r.Priority != 10 || !slices.Equal(r.Adapters, []string{"sql", "chat"}) {
 		t.Fatalf("gateway route %+v (registered %v)", r, ok)
 	}
-	sm, err := env.Dyn.Resource(controller.ServiceMonitorGVR).Namespace(ns).Get(ctx, "lora", metav1.GetOptions{})
+	sm, err := env.Dyn.Resource(reconcile.ServiceMonitorGVR).Namespace(ns).Get(ctx, "lora", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("ServiceMonitor: %v", err)
 	}
 	if ep := fmt.Sprint(nested(sm, "spec", "endpoints")); ep != "[map[interval:15s path:/metrics port:http scheme:http]]" || len(sm.GetOwnerReferences()) != 1 {
 		t.Fatalf("ServiceMonitor endpoints %s owners %v", ep, sm.GetOwnerReferences())
 	}
-	routes := env.Dyn.Resource(controller.HTTPRouteGVR).Namespace(ns)
+	routes := env.Dyn.Resource(reconcile.HTTPRouteGVR).Namespace(ns)
 	hr, err := routes.Get(ctx, "lora", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("HTTPRoute: %v", err)
@@ -150,7 +150,7 @@ spec:
 	// Adapters removed through kubectl: the ConfigMap, the mount and --enable-lora go.
 	kubectl("patch", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/spec/adapters"}]`)
 	testenv.Eventually(t, 60*time.Second, "adapters ConfigMap and mount removed", func() error {
-		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, controller.AdaptersConfigMapName("lora"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, reconcile.AdaptersConfigMapName("lora"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("ConfigMap still there: %v", err)
 		}
 		d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "lora", metav1.GetOptions{})
@@ -158,7 +158,7 @@ spec:
 			return err
 		}
 		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name == controller.AdaptersVolume {
+			if v.Name == reconcile.AdaptersVolume {
 				return fmt.Errorf("volume %s still mounted", v.Name)
 			}
 		}
@@ -184,7 +184,7 @@ spec:
 		if err != nil {
 			return err
 		}
-		if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 12 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != controller.TargetQueueLength {
+		if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 12 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != reconcile.TargetQueueLength {
 			return fmt.Errorf("HPA %d..%d", *h.Spec.MinReplicas, h.Spec.MaxReplicas)
 		}
 		return nil

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -412,7 +412,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
 	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
 	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
-	env.Kubectl(t, "-n", ns, "patch", "configmap", controller.AdaptersConfigMapName("m"), "--type=merge", "-p", `{"data":{"drift":"x"}}`)
+	env.Kubectl(t, "-n", ns, "patch", "configmap", reconcile.AdaptersConfigMapName("m"), "--type=merge", "-p", `{"data":{"drift":"x"}}`)
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", kinds...), append(with("update", kinds...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)

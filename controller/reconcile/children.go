@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"encoding/json"
@@ -16,18 +16,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/informers"
 )
 
 // Names and values the operator puts on its children.
 const (
-	// InstanceLabel selects a model's pods; it is the Service's and Deployment's selector.
-	InstanceLabel = informers.InstanceLabel
 	// ReplicasAnnotation records the spec.replicas last applied to the Deployment, so the
 	// operator sets the count only when the user changes it and otherwise leaves it to the HPA.
 	ReplicasAnnotation = "ai.example.com/replicas"
-	// ContainerName is the model server container.
-	ContainerName = informers.ContainerName
 	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
 	PortName = "http"
 	Port     = 8000
@@ -73,7 +68,7 @@ func childLabels(name string) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":     "vllm",
 		"app.kubernetes.io/instance": name,
-		informers.ManagedByLabel:     informers.ManagedByValue,
+		ManagedByLabel:               ManagedByValue,
 		InstanceLabel:                name,
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,7 +23,7 @@ const (
 	KindHTTPRoute      = "HTTPRoute"
 )
 
-func gvrOfKind(kind string) (schema.GroupVersionResource, bool) {
+func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 	switch kind {
 	case KindServiceMonitor:
 		return ServiceMonitorGVR, true
@@ -67,7 +67,7 @@ func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, paren
 	if ext.Gateway == nil {
 		return nil
 	}
-	r := routeOf(isvc, ext)
+	r := RouteOf(isvc, ext)
 	u := newChildUnstructured(isvc, "gateway.networking.k8s.io/v1", KindHTTPRoute)
 	u.Object["spec"] = map[string]interface{}{
 		"parentRefs": []interface{}{map[string]interface{}{

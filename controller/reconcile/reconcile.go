@@ -1,10 +1,11 @@
 // Package controller turns InferenceServices into Deployments, Services and HPAs: event
 // handlers resolve owners and enqueue, a pure Reconcile decides actions and status, and a thin
 // layer applies them with conflict retries and reports the outcome.
-package controller
+package reconcile
 
 import (
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -136,6 +138,9 @@ type Output struct {
 	Status crd.InferenceServiceStatus
 	// StatusExt are v1beta1's status additions (endpoint, loaded adapters).
 	StatusExt crd.StatusExtensions
+	// Recheck, when positive, is how long until Status changes with time alone (a started
+	// pod's readiness window ends with no event to say so).
+	Recheck time.Duration
 }
 
 // Reconcile is the controller's core, a pure function of the spec and the observed children:
@@ -155,7 +160,7 @@ func Reconcile(in Input) Output {
 	switch {
 	case liveD == nil:
 		out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
-	case !controlledBy(liveD, isvc):
+	case !ControlledBy(liveD, isvc):
 		out.conflict(isvc, "Deployment", liveD)
 	case deploymentDrifted(liveD, wantD, sc):
 		upd := liveD.DeepCopy()
@@ -166,7 +171,7 @@ func Reconcile(in Input) Output {
 	// name, the Service and the PDB select its pods, the ServiceMonitor and the HTTPRoute reach
 	// them through the Service. While someone else's Deployment holds the name, none of them
 	// may exist; while ours is not seen yet, they wait for its create to succeed.
-	anchored := liveD == nil || controlledBy(liveD, isvc)
+	anchored := liveD == nil || ControlledBy(liveD, isvc)
 	wantS, wantH, wantP, wantSM, wantR := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute
 	if !anchored {
 		wantS, wantH, wantP, wantSM, wantR = nil, nil, nil, nil, nil
@@ -220,6 +225,7 @@ func Reconcile(in Input) Output {
 	}
 	out.Status = WithCauses(baseStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	out.StatusExt = statusExtensions(in, out.Status.ReadyReplicas)
+	out.Recheck = diagnosisRecheck(in)
 	return out
 }
 
@@ -234,7 +240,7 @@ func optional(out *Output, isvc *crd.InferenceService, kind string, live, want C
 	case noLive && !noWant:
 		out.add(Create, kind, want)
 	case noLive:
-	case !controlledBy(live, isvc):
+	case !ControlledBy(live, isvc):
 		if !noWant {
 			out.conflict(isvc, kind, live)
 		}
@@ -251,10 +257,10 @@ func optional(out *Output, isvc *crd.InferenceService, kind string, live, want C
 func statusExtensions(in Input, ready int32) crd.StatusExtensions {
 	var ext crd.StatusExtensions
 	isvc := in.ISVC
-	if s := in.Observed.Service; s != nil && controlledBy(s, isvc) {
+	if s := in.Observed.Service; s != nil && ControlledBy(s, isvc) {
 		ext.Endpoint = "http://" + isvc.Name + "." + isvc.Namespace + ".svc:" + portString
 	}
-	if cm := in.Observed.ConfigMap; cm != nil && ready > 0 && controlledBy(cm, isvc) {
+	if cm := in.Observed.ConfigMap; cm != nil && ready > 0 && ControlledBy(cm, isvc) {
 		ext.LoadedAdapters = adaptersIn(cm)
 	}
 	return ext
@@ -274,15 +280,15 @@ func (o *Output) update(kind string, upd, live Child) {
 // deleted InferenceService of the same name is no conflict: the garbage collector removes it,
 // and its deletion event reconciles this one again.
 func (o *Output) conflict(isvc *crd.InferenceService, kind string, obj metav1.Object) {
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == crd.Kind && ref.Name == isvc.Name && isOurGroup(ref.APIVersion) {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == crd.Kind && ref.Name == isvc.Name && IsOurGroup(ref.APIVersion) {
 		o.Predecessors = append(o.Predecessors, kind+" "+obj.GetNamespace()+"/"+obj.GetName()+
 			" still belongs to a deleted InferenceService of the same name (uid "+string(ref.UID)+"); waiting for the garbage collector to remove it")
 		return
 	}
-	o.Conflicts = append(o.Conflicts, conflictMessage(kind, obj))
+	o.Conflicts = append(o.Conflicts, ConflictMessage(kind, obj))
 }
 
-func conflictMessage(kind string, obj metav1.Object) string {
+func ConflictMessage(kind string, obj metav1.Object) string {
 	owner := "no controller"
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		owner = "controller " + ref.Kind + " " + ref.Name
@@ -290,12 +296,18 @@ func conflictMessage(kind string, obj metav1.Object) string {
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName() + " already exists and is not owned by this InferenceService (" + owner + "); delete or rename it"
 }
 
-// controlledBy checks the controller reference by UID, so a same-named child of a deleted and
+// ControlledBy checks the controller reference by UID, so a same-named child of a deleted and
 // recreated InferenceService is not mistaken for this one's.
-func controlledBy(obj metav1.Object, isvc *crd.InferenceService) bool {
+func ControlledBy(obj metav1.Object, isvc *crd.InferenceService) bool {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	return ref != nil && ref.UID == isvc.UID
 }
 
 // portString is Port formatted once, not per reconcile.
 var portString = strconv.Itoa(Port)
+
+// IsOurGroup reports whether apiVersion is in the InferenceService's API group.
+func IsOurGroup(apiVersion string) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && gv.Group == crd.Group
+}

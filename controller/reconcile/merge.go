@@ -1,6 +1,7 @@
-package controller
+package reconcile
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 )
 
@@ -293,4 +297,77 @@ func setPDB(out, want *policyv1.PodDisruptionBudget) {
 	out.Spec.Selector = want.Spec.Selector.DeepCopy()
 	out.Spec.MinAvailable = nil
 	out.Spec.MaxUnavailable = ptr.To(*want.Spec.MaxUnavailable)
+}
+
+// OwnedPatch is the two-way strategic merge patch from base to obj. base's resourceVersion is
+// left out of the comparison, so the patch always carries obj's as a precondition.
+func OwnedPatch(base, obj Child) ([]byte, error) {
+	b := base.DeepCopyObject().(Child)
+	b.SetResourceVersion("")
+	from, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(from, to, obj)
+}
+
+// SameController reports whether live has the same controller as the object we built.
+func SameController(live, ours metav1.Object) bool {
+	a, b := metav1.GetControllerOfNoCopy(live), metav1.GetControllerOfNoCopy(ours)
+	return a != nil && b != nil && a.UID == b.UID
+}
+
+// Remerge re-applies the owned fields of the action's object (an updated copy) onto a freshly
+// read live object, after a conflict.
+func Remerge(live Child, a Action) (Child, bool) {
+	desired := a.Object
+	switch l := live.(type) {
+	case *appsv1.Deployment:
+		d := desired.(*appsv1.Deployment)
+		if !deploymentDrifted(l, d, a.Scale) {
+			return nil, false
+		}
+		setDeployment(l, d, a.Scale)
+		return l, true
+	case *corev1.ConfigMap:
+		d := desired.(*corev1.ConfigMap)
+		if !configMapDrifted(l, d) {
+			return nil, false
+		}
+		setConfigMap(l, d)
+		return l, true
+	case *policyv1.PodDisruptionBudget:
+		d := desired.(*policyv1.PodDisruptionBudget)
+		if !pdbDrifted(l, d) {
+			return nil, false
+		}
+		setPDB(l, d)
+		return l, true
+	case *unstructured.Unstructured:
+		d := desired.(*unstructured.Unstructured)
+		if !unstructuredDrifted(l, d) {
+			return nil, false
+		}
+		setUnstructured(l, d)
+		return l, true
+	case *corev1.Service:
+		d := desired.(*corev1.Service)
+		if !serviceDrifted(l, d) {
+			return nil, false
+		}
+		setService(l, d)
+		return l, true
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		d := desired.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !hpaDrifted(l, d) {
+			return nil, false
+		}
+		setHPA(l, d)
+		return l, true
+	}
+	return nil, false
 }

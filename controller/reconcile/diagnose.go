@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"fmt"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/informers"
 )
 
 // Reasons found by the layer walk (Deployment -> ReplicaSet -> Pods), the runbook's table done
@@ -137,7 +136,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 // to a second: in.Now is the API's one-second precision.
 func diagnosisRecheck(in Input) time.Duration {
 	d := in.Observed.Deployment
-	if d == nil || !controlledBy(d, in.ISVC) {
+	if d == nil || !ControlledBy(d, in.ISVC) {
 		return 0
 	}
 	_, next := walk(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)
@@ -215,7 +214,7 @@ func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, 
 			continue
 		}
 		owned[string(rs.UID)] = true
-		rev, _ := strconv.ParseInt(rs.Annotations[informers.RevisionAnnotation], 10, 64)
+		rev, _ := strconv.ParseInt(rs.Annotations[RevisionAnnotation], 10, 64)
 		switch {
 		case rev > best:
 			best = rev
@@ -424,13 +423,13 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time)
 // readinessDue is when a started container that is still not ready has had its readiness
 // probe's failure window: initialDelaySeconds from the container's start, then
 // failureThreshold periods (and the last probe's timeout) after it became started. When it
-// became started is the cache's stamp (informers.StartedSinceAnnotation); without one (the
+// became started is the cache's stamp (StartedSinceAnnotation); without one (the
 // operator first saw it started) the container's start. Without a readiness probe the kubelet
 // reports ready once started: due at once.
 func readinessDue(p *corev1.Pod, cs *corev1.ContainerStatus) time.Time {
 	start := cs.State.Running.StartedAt.Time
 	since := start
-	if v, ok := p.Annotations[informers.StartedSinceAnnotation+cs.Name]; ok {
+	if v, ok := p.Annotations[StartedSinceAnnotation+cs.Name]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(since) {
 			since = t
 		}

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"fmt"
@@ -112,7 +112,7 @@ func baseStatus(in Input, selector string) crd.InferenceServiceStatus {
 		Selector:           selector,
 		Conditions:         append([]metav1.Condition(nil), isvc.Status.Conditions...),
 	}
-	if d := in.Observed.Deployment; d != nil && controlledBy(d, isvc) {
+	if d := in.Observed.Deployment; d != nil && ControlledBy(d, isvc) {
 		st.Replicas, st.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
 	}
 	return st
@@ -127,7 +127,7 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 	if len(actions) > 0 {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
-	if d := in.Observed.Deployment; d != nil && controlledBy(d, in.ISVC) && len(actions) == 0 {
+	if d := in.Observed.Deployment; d != nil && ControlledBy(d, in.ISVC) && len(actions) == 0 {
 		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)...)
 	}
 	return causes
@@ -210,14 +210,14 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
-func statusExtensionsEqual(a, b *crd.StatusExtensions) bool {
+func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 	return a.Endpoint == b.Endpoint && slices.Equal(a.LoadedAdapters, b.LoadedAdapters)
 }
 
-// statusWorthWriting reports whether next differs from stored in something a user acts on.
+// WorthWriting reports whether next differs from stored in something a user acts on.
 // While a start or rollout progresses on its own, only its counts and reason are written: its
 // message moves with every pod and would cost a write each. Failing reasons always are.
-func statusWorthWriting(stored, next *crd.InferenceServiceStatus) bool {
+func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 	if statusEqual(stored, next) {
 		return false
 	}
@@ -239,4 +239,21 @@ func statusWorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 		}
 	}
 	return false
+}
+
+// Transient reports a status the model's own progress will replace without anyone acting. The
+// status reason is the top cause's, also while Ready stays True during a blocked rollout.
+func Transient(st *crd.InferenceServiceStatus) bool {
+	return st.Phase == crd.PhaseProgressing && st.Reason != "" && !IsWarning(st.Reason)
+}
+
+// SurgeOnly reports a Progressing status that differs from the stored one only in counts at or
+// above what the spec asks (a rolling update's surge pod), or in messages: nobody acts on it.
+func SurgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
+	if stored.Phase != crd.PhaseProgressing || stored.ReadyReplicas < want || next.ReadyReplicas < want {
+		return false
+	}
+	s := *next
+	s.ReadyReplicas, s.Replicas = stored.ReadyReplicas, stored.Replicas
+	return !WorthWriting(stored, &s)
 }

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"encoding/json"
@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/informers"
 )
 
 // world is a tiny fake API server and deployment controller for table tests of the pure
@@ -41,15 +40,15 @@ type world struct {
 func (w *world) cached() Observed {
 	o := w.obs
 	if o.Deployment != nil {
-		d, _ := informers.StripDeployment(o.Deployment.DeepCopy())
+		d, _ := StripDeployment(o.Deployment.DeepCopy())
 		o.Deployment = d.(*appsv1.Deployment)
 	}
 	if o.Service != nil {
-		sv, _ := informers.StripService(o.Service.DeepCopy())
+		sv, _ := StripService(o.Service.DeepCopy())
 		o.Service = sv.(*corev1.Service)
 	}
 	if o.HPA != nil {
-		h, _ := informers.StripHPA(o.HPA.DeepCopy())
+		h, _ := StripHPA(o.HPA.DeepCopy())
 		o.HPA = h.(*autoscalingv2.HorizontalPodAutoscaler)
 	}
 	return o
@@ -58,7 +57,7 @@ func (w *world) cached() Observed {
 // patched applies an update action the way the controller sends it: as a patch from the
 // cached base onto the live object, so fields the cache dropped must survive.
 func patched(live Child, a Action) Child {
-	data, err := ownedPatch(a.Base, a.Object)
+	data, err := OwnedPatch(a.Base, a.Object)
 	if err != nil {
 		panic(fmt.Sprintf("patch %s: %v", a.Kind, err))
 	}
@@ -647,7 +646,7 @@ func TestStatusWorthWriting(t *testing.T) {
 		}), true},
 	}
 	for _, c := range cases {
-		if got := statusWorthWriting(&base, c.next); got != c.want {
+		if got := WorthWriting(&base, c.next); got != c.want {
 			t.Errorf("%s: worth writing %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"strings"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/informers"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -172,14 +171,14 @@ func TestLayerWalk(t *testing.T) {
 				}
 				w.obs.Pods = c.pods
 				if cached {
-					stripped, err := informers.StripReplicaSet(rs.DeepCopy())
+					stripped, err := StripReplicaSet(rs.DeepCopy())
 					if err != nil {
 						t.Fatal(err)
 					}
 					w.obs.ReplicaSets = []*appsv1.ReplicaSet{stripped.(*appsv1.ReplicaSet)}
 					w.obs.Pods = nil
 					for _, p := range c.pods {
-						sp, err := informers.StripPod(p.DeepCopy())
+						sp, err := StripPod(p.DeepCopy())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -270,7 +269,7 @@ func startedPod(runningFor, seenFor time.Duration, probe *corev1.Probe) *corev1.
 		p.Spec.Containers = []corev1.Container{{Name: "vllm", ReadinessProbe: probe}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, runningFor)}
 		if seenFor > 0 {
-			p.Annotations = map[string]string{informers.StartedSinceAnnotation + "vllm": t0.Add(-seenFor).Format(time.RFC3339Nano)}
+			p.Annotations = map[string]string{StartedSinceAnnotation + "vllm": t0.Add(-seenFor).Format(time.RFC3339Nano)}
 		}
 	})
 }
@@ -319,14 +318,14 @@ func TestReadinessWindowAsCached(t *testing.T) {
 		p.Spec.Containers = []corev1.Container{{Name: "vllm", Image: "vllm", ReadinessProbe: opReadiness}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(false, false, 30*time.Minute)}
 	})
-	prev, err := informers.StripPodSeen(loading.DeepCopy(), nil, t0.Add(-time.Minute))
+	prev, err := StripPodSeen(loading.DeepCopy(), nil, t0.Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := loading.DeepCopy()
 	started.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, 30*time.Minute)}
 	seenAt := t0.Add(-3 * time.Second)
-	cached, err := informers.StripPodSeen(started, prev.(*corev1.Pod), seenAt)
+	cached, err := StripPodSeen(started, prev.(*corev1.Pod), seenAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +344,9 @@ func TestReadinessWindowAsCached(t *testing.T) {
 // rollWorld is a Deployment rolling from ReplicaSet rev 1 ("old") to rev 2 ("new").
 func rollWorld(t *testing.T, replicas, ready int32) *world {
 	w, rs := walkWorld(t, replicas, ready)
-	rs.Annotations = map[string]string{informers.RevisionAnnotation: "2"}
+	rs.Annotations = map[string]string{RevisionAnnotation: "2"}
 	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
-		Name: "qwen3-5f8aa", Namespace: "default", UID: "old-rs-uid", Annotations: map[string]string{informers.RevisionAnnotation: "1"},
+		Name: "qwen3-5f8aa", Namespace: "default", UID: "old-rs-uid", Annotations: map[string]string{RevisionAnnotation: "1"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "qwen3", UID: "deploy-uid", Controller: ptr.To(true)}},
 	}}
 	// Listed first: the current ReplicaSet is told by its revision, not by its place.
@@ -485,8 +484,8 @@ func TestBlockedRolloutWhileServing(t *testing.T) {
 			if st.Phase != crd.PhaseProgressing || st.Reason != c.reason || pc.Status != c.progressing || pc.Reason != c.reason || !strings.Contains(pc.Message, c.contains) {
 				t.Fatalf("got phase %s reason %s, Progressing %s/%s: %s\nwant %s, Progressing %s containing %q", st.Phase, st.Reason, pc.Status, pc.Reason, pc.Message, c.reason, c.progressing, c.contains)
 			}
-			if transient(&st) != c.held {
-				t.Fatalf("transient %v, want %v", transient(&st), c.held)
+			if Transient(&st) != c.held {
+				t.Fatalf("transient %v, want %v", Transient(&st), c.held)
 			}
 			reason, msg, warn := newWarning(&stored, &st)
 			if warn != !c.held || warn && (reason != c.reason || msg != pc.Message) {

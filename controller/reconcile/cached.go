@@ -1,0 +1,211 @@
+package reconcile
+
+import (
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What the caches keep of each child: exactly what Reconcile compares and the diagnosis reads,
+// so the two are kept together. Each Strip is an informer transform; anything else it is handed
+// only loses its managedFields.
+
+// StripService keeps what the controller compares: labels, owner, selector and ports. The
+// cluster IPs, IP families and status are the API server's; updates are patches, so what is
+// dropped here is never sent back.
+func StripService(obj interface{}) (interface{}, error) {
+	sv, ok := obj.(*corev1.Service)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	sv.ManagedFields = nil
+	sv.Annotations = ownedAnnotations(sv.Annotations)
+	sv.Spec = corev1.ServiceSpec{Selector: sv.Spec.Selector, Ports: sv.Spec.Ports}
+	sv.Status = corev1.ServiceStatus{}
+	return sv, nil
+}
+
+// StripHPA drops the HPA's status (current metrics and conditions), which the controller never
+// reads; updates go to the main resource, where the server ignores status anyway.
+func StripHPA(obj interface{}) (interface{}, error) {
+	if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		h.ManagedFields = nil
+		h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
+		return h, nil
+	}
+	return stripManagedFields(obj)
+}
+
+// StripDeployment keeps what the controller compares and the diagnosis reads: labels, the
+// operator's annotations, replicas, the pod template's labels, priority class, volumes and
+// the model server's container as far as the operator sets it, and the status. The rest
+// (other containers, env, the API server's defaults, the strategy) is never read, and the
+// controller updates Deployments with patches of the fields it owns, never by sending the
+// cached object back.
+func StripDeployment(obj interface{}) (interface{}, error) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	d.ManagedFields = nil
+	d.Annotations = ownedAnnotations(d.Annotations)
+	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: d.Spec.Template.Labels},
+		Spec:       stripPodSpec(&d.Spec.Template.Spec),
+	}}
+	return d, nil
+}
+
+func ownedAnnotations(a map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if strings.HasPrefix(k, OwnedAnnotationPrefix) {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, Volumes: ps.Volumes}
+	for i := range ps.Containers {
+		if c := &ps.Containers[i]; c.Name == ContainerName {
+			out.Containers = []corev1.Container{{
+				Name: c.Name, Image: c.Image, Args: c.Args, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
+				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
+				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
+			}}
+		}
+	}
+	return out
+}
+
+// StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, revision,
+// status): its spec is a copy of the Deployment's, pod template and all.
+func StripReplicaSet(obj interface{}) (interface{}, error) {
+	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+		rs.ManagedFields = nil
+		rs.Spec = appsv1.ReplicaSetSpec{}
+		rev, hasRev := rs.Annotations[RevisionAnnotation]
+		onlyInstance(&rs.ObjectMeta)
+		if hasRev {
+			rs.Annotations = map[string]string{RevisionAnnotation: rev}
+		}
+		return rs, nil
+	}
+	return stripManagedFields(obj)
+}
+
+// onlyInstance keeps, of a ReplicaSet's or Pod's labels and annotations, the one label that is
+// read (InstanceLabel, for the index and to map events): the rest are copies of the
+// template's, and there are as many of these objects as of all the others together.
+func onlyInstance(m *metav1.ObjectMeta) {
+	m.Annotations = nil
+	if v, ok := m.Labels[InstanceLabel]; ok {
+		m.Labels = map[string]string{InstanceLabel: v}
+	} else {
+		m.Labels = nil
+	}
+}
+
+// StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
+// bound to, its phase, its scheduled and ready conditions and its containers' states. Containers, volumes and env are
+// the Deployment's and dominate a pod's size; images, IPs and resources in the status are
+// never read. A container's readiness probe is kept while it is started and not ready: the
+// diagnosis then reads its failure window.
+func StripPod(obj interface{}) (interface{}, error) {
+	return StripPodSeen(obj, nil, time.Time{})
+}
+
+// StripPodSeen is StripPod, and stamps StartedSinceAnnotation at now on a container that prev
+// (the cached version) showed not started yet, carrying an earlier stamp over while the
+// container stays started and not ready. A container first seen already started gets no stamp:
+// the diagnosis then counts from the container's start.
+func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	p.ManagedFields = nil
+	onlyInstance(&p.ObjectMeta)
+	spec := corev1.PodSpec{NodeName: p.Spec.NodeName}
+	st := &p.Status
+	*st = corev1.PodStatus{
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: readConditions(st.Conditions),
+		ContainerStatuses: st.ContainerStatuses,
+	}
+	if prev != nil && prev.UID != p.UID {
+		prev = nil
+	}
+	for i := range st.ContainerStatuses {
+		c := &st.ContainerStatuses[i]
+		*c = corev1.ContainerStatus{Name: c.Name, Ready: c.Ready, Started: c.Started, RestartCount: c.RestartCount,
+			State: c.State, LastTerminationState: c.LastTerminationState}
+		if c.State.Running == nil || c.Ready || c.Started == nil || !*c.Started {
+			continue
+		}
+		for j := range p.Spec.Containers {
+			if sc := &p.Spec.Containers[j]; sc.Name == c.Name && sc.ReadinessProbe != nil {
+				spec.Containers = append(spec.Containers, corev1.Container{Name: sc.Name, ReadinessProbe: sc.ReadinessProbe})
+			}
+		}
+		if since := startedSince(prev, c, now); since != "" {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[StartedSinceAnnotation+c.Name] = since
+		}
+	}
+	p.Spec = spec
+	return p, nil
+}
+
+// startedSince is the stamp of c, started and not ready, given the cached version prev.
+func startedSince(prev *corev1.Pod, c *corev1.ContainerStatus, now time.Time) string {
+	if prev == nil || now.IsZero() {
+		return ""
+	}
+	for i := range prev.Status.ContainerStatuses {
+		o := &prev.Status.ContainerStatuses[i]
+		if o.Name != c.Name || o.RestartCount != c.RestartCount ||
+			o.State.Running != nil && !o.State.Running.StartedAt.Equal(&c.State.Running.StartedAt) {
+			continue // another instance of the container
+		}
+		if o.Started == nil || !*o.Started {
+			return now.UTC().Format(time.RFC3339Nano)
+		}
+		return prev.Annotations[StartedSinceAnnotation+c.Name]
+	}
+	return ""
+}
+
+// readConditions keeps the two pod conditions the controller reads: PodScheduled (why a pod
+// is unschedulable) and Ready.
+func readConditions(cs []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition // a new array: the decoded one is released with the rest
+	for _, c := range cs {
+		if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady {
+			if out == nil {
+				out = make([]corev1.PodCondition, 0, 2)
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// stripManagedFields drops managedFields, which the operator never reads.
+func stripManagedFields(obj interface{}) (interface{}, error) {
+	if acc, err := meta.Accessor(obj); err == nil && acc.GetManagedFields() != nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,31 @@
+package reconcile
+
+import "github.com/example/inferenceservice-operator/crd"
+
+// The label and annotation vocabulary the operator writes on its children and reads back; the
+// informers scope and index their caches by it.
+// ManagedByLabel is set by the operator on every child and pod template, so the children
+// informers watch only what the operator manages.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "inferenceservice-operator"
+	// InstanceLabel names the InferenceService a pod or ReplicaSet belongs to (the children's
+	// selector); ReplicaSets and Pods are indexed by it.
+	InstanceLabel = "ai.example.com/inferenceservice"
+)
+
+// OwnedAnnotationPrefix marks the annotations the operator writes on its children (the
+// replicas it last applied); the cached Deployments keep only these.
+const OwnedAnnotationPrefix = crd.Group + "/"
+
+// ContainerName is the model server's container, the only one the operator owns.
+const ContainerName = "vllm"
+
+// RevisionAnnotation is the Deployment controller's revision of a ReplicaSet: the highest is
+// the Deployment's current pod template, even after a rollback.
+const RevisionAnnotation = "deployment.kubernetes.io/revision"
+
+// StartedSinceAnnotation (a prefix; the container's name follows) is set on cached pods only,
+// never on the API server: when the operator saw the container become started. The kubelet
+// publishes no such time, and a readiness probe only has to pass a probe window after it.
+const StartedSinceAnnotation = "cache.ai.example.com/started-since."
