@@ -487,7 +487,7 @@ func TestBlockedRolloutWhileServing(t *testing.T) {
 			if Transient(&st) != c.held {
 				t.Fatalf("transient %v, want %v", Transient(&st), c.held)
 			}
-			reason, msg, warn := newWarning(&stored, &st)
+			reason, msg, warn := NewWarning(&stored, &st)
 			if warn != !c.held || warn && (reason != c.reason || msg != pc.Message) {
 				t.Fatalf("Warning Event %v %s %q", warn, reason, msg)
 			}
@@ -514,7 +514,7 @@ func TestNewWarning(t *testing.T) {
 		{"back to Ready", down, ready, "", ""},
 		{"a starting model", ready, statusWith(isvc, 0, Cause{RankStarting, ReasonStarting, "x"}), "", ""},
 	} {
-		reason, msg, ok := newWarning(&c.stored, &c.next)
+		reason, msg, ok := NewWarning(&c.stored, &c.next)
 		if ok != (c.reason != "") || reason != c.reason || !strings.HasPrefix(msg, c.prefix) {
 			t.Errorf("%s: got %v %s %q, want %s %q", c.name, ok, reason, msg, c.reason, c.prefix)
 		}

@@ -76,11 +76,11 @@ func IsWarning(reason string) bool {
 	return failing[reason] || reason == ReasonReconcileError || reason == ReasonGatewayUnavailable
 }
 
-// newWarning returns the Warning Event that next deserves over stored: one when a new blocking
+// NewWarning returns the Warning Event that next deserves over stored: one when a new blocking
 // reason appears, whether the model is down (Ready False) or serves while its rollout is
 // blocked (Ready True, Progressing carrying the cause). A message that only changes (a restart
 // count growing) is not a new cause.
-func newWarning(stored, next *crd.InferenceServiceStatus) (reason, message string, ok bool) {
+func NewWarning(stored, next *crd.InferenceServiceStatus) (reason, message string, ok bool) {
 	if !IsWarning(next.Reason) || stored.Reason == next.Reason {
 		return "", "", false
 	}

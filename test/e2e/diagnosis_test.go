@@ -245,16 +245,21 @@ func recordStatuses(t *testing.T, ns string) *statusRecord {
 	return r
 }
 
-// failed returns the first Failed status of name (or one with reason), nil if none.
+// failed returns the first status of name with reason, else the first Failed one; nil if none.
 func (r *statusRecord) failed(name, reason string) *crd.InferenceService {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var first *crd.InferenceService
 	for _, i := range r.seen {
-		if i.Name == name && (i.Status.Phase == crd.PhaseFailed || reason != "" && i.Status.Reason == reason) {
+		switch {
+		case i.Name != name:
+		case i.Status.Reason == reason:
 			return i
+		case i.Status.Phase == crd.PhaseFailed && first == nil:
+			first = i
 		}
 	}
-	return nil
+	return first
 }
 
 func (r *statusRecord) trail(name string) string {
