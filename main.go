@@ -192,7 +192,7 @@ func run(ctx context.Context, o options) error {
 
 	ctrl := controller.New(controller.Config{
 		Kube: cs.ControllerKube, Dynamic: cs.ControllerDynamic, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw,
-		Metrics: m, Version: apiVersion, Features: features, Busy: cs.Budget.Contended, ProgressHold: o.progressHold,
+		Metrics: m, Version: apiVersion, Features: features, BudgetContended: cs.Budget.Contended, ProgressHold: o.progressHold,
 		DeregisterTimeout: o.deregisterTimeout,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {

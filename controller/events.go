@@ -7,17 +7,30 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// shedding drops Normal Events while busy() says the API budget is contended: they only
+// Event reasons for what the operator does to children.
+const (
+	EventCreated      = "Created"
+	EventUpdated      = "Updated"
+	EventDeleted      = "Deleted"
+	EventFailed       = "Failed"
+	EventReconciled   = "Reconciled"
+	EventDeregistered = "Deregistered"
+	EventRegistered   = "Registered"
+	// EventRouteAbandoned: the finalizer was released although deregistration failed.
+	EventRouteAbandoned = "RouteAbandoned"
+)
+
+// sheddingRecorder drops (sheds) Normal Events while the request budget is contended: they only
 // report what status and the children already show, and each costs a write that would queue
 // behind the creates and updates that make models run. Warnings always go out.
-type shedding struct {
+type sheddingRecorder struct {
 	events.EventRecorder
-	busy func() bool
+	contended func() bool
 }
 
-func (s shedding) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
-	if eventtype == corev1.EventTypeNormal && s.busy() {
-		klog.V(4).InfoS("Normal Event skipped: API budget contended", "reason", reason, "action", action)
+func (s sheddingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	if eventtype == corev1.EventTypeNormal && s.contended() {
+		klog.V(4).InfoS("Normal Event shed: request budget contended", "reason", reason, "action", action)
 		return
 	}
 	s.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)

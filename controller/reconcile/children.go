@@ -93,15 +93,15 @@ func ownerRef(isvc *crd.InferenceService) metav1.OwnerReference {
 	}
 }
 
-// base is what every child of one isvc carries. DesiredChildren builds it once and the
+// shared is what every child of one isvc carries. DesiredChildren builds it once and the
 // children share its maps and slices: desired objects are only read (updates copy from them).
-type base struct {
+type shared struct {
 	meta     metav1.ObjectMeta
 	selector map[string]string
 }
 
-func baseOf(isvc *crd.InferenceService) base {
-	return base{
+func sharedOf(isvc *crd.InferenceService) shared {
+	return shared{
 		meta: metav1.ObjectMeta{
 			Name: isvc.Name, Namespace: isvc.Namespace, Labels: childLabels(isvc.Name),
 			OwnerReferences: []metav1.OwnerReference{ownerRef(isvc)},
@@ -110,15 +110,15 @@ func baseOf(isvc *crd.InferenceService) base {
 	}
 }
 
-// childMeta is fresh base metadata, for a caller that changes its maps.
-func childMeta(isvc *crd.InferenceService) metav1.ObjectMeta { return baseOf(isvc).meta }
+// childMeta is fresh shared metadata, for a caller that changes its maps.
+func childMeta(isvc *crd.InferenceService) metav1.ObjectMeta { return sharedOf(isvc).meta }
 
 // hpaBounds are the seed's autoscaling bounds: min max(1, r/2), max 3r.
 func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
 	return max(1, replicas/2), replicas * 3
 }
 
-func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b base) *appsv1.Deployment {
+func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *appsv1.Deployment {
 	meta := b.meta
 	if q := isvc.Spec.QueueName; q != "" {
 		meta.Labels = maps.Clone(meta.Labels)
@@ -162,7 +162,7 @@ type adapterEntry struct {
 }
 
 // desiredConfigMap lists the adapters for the model server; nil when there are none.
-func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions, b base) *corev1.ConfigMap {
+func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *corev1.ConfigMap {
 	if len(ext.Adapters) == 0 {
 		return nil
 	}
@@ -196,7 +196,7 @@ func adaptersIn(cm *corev1.ConfigMap) []string {
 // desiredPDB keeps voluntary disruptions (drains, upgrades) to one pod at a time, only when
 // the model keeps at least two pods: with one, a budget would block every drain or protect
 // nothing.
-func desiredPDB(isvc *crd.InferenceService, sc Scale, b base) *policyv1.PodDisruptionBudget {
+func desiredPDB(isvc *crd.InferenceService, sc Scale, b shared) *policyv1.PodDisruptionBudget {
 	if sc.Min < 2 || isvc.Spec.Replicas == 0 {
 		return nil
 	}
@@ -317,7 +317,7 @@ func buildResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements 
 	return corev1.ResourceRequirements{Requests: req, Limits: lim}
 }
 
-func desiredService(b base) *corev1.Service {
+func desiredService(b shared) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: b.meta,
@@ -331,7 +331,7 @@ func desiredService(b base) *corev1.Service {
 }
 
 // desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
-func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b base) *autoscalingv2.HorizontalPodAutoscaler {
+func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
 	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
 		return nil
 	}

@@ -54,11 +54,11 @@ func TestDesiredResources(t *testing.T) {
 func TestPriorityAndQueue(t *testing.T) {
 	w := newWorld(1)
 	w.isvc.Spec.PriorityClassName, w.isvc.Spec.QueueName = "online-high", "team-a"
-	d := desiredDeployment(w.isvc, &crd.SpecExtensions{}, baseOf(w.isvc))
+	d := desiredDeployment(w.isvc, &crd.SpecExtensions{}, sharedOf(w.isvc))
 	if d.Spec.Template.Spec.PriorityClassName != "online-high" || d.Labels[QueueLabel] != "team-a" || d.Spec.Template.Labels[QueueLabel] != "team-a" {
 		t.Fatalf("priority %q labels %v / %v", d.Spec.Template.Spec.PriorityClassName, d.Labels, d.Spec.Template.Labels)
 	}
-	if _, ok := desiredService(baseOf(w.isvc)).Labels[QueueLabel]; ok {
+	if _, ok := desiredService(sharedOf(w.isvc)).Labels[QueueLabel]; ok {
 		t.Fatal("only the pods' owner carries the queue label")
 	}
 	w.apply(w.reconcile().Actions)

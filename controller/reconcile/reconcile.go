@@ -69,7 +69,7 @@ func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 }
 
 func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) Desired {
-	sc, b := scaleOf(isvc, ext), baseOf(isvc)
+	sc, b := scaleOf(isvc, ext), sharedOf(isvc)
 	d := Desired{
 		Deployment: desiredDeployment(isvc, ext, b),
 		Service:    desiredService(b),
@@ -114,11 +114,11 @@ type Action struct {
 	Verb   Verb
 	Kind   string
 	Object Child
-	// Base, on an Update of a typed child, is the cached object Object was derived from: the
-	// cache holds only part of the live object, so the update is sent as a patch from Base to
+	// Cached, on an Update of a typed child, is the cached object Object was derived from: the
+	// cache holds only part of the live object, so the update is sent as a patch from Cached to
 	// Object and what the cache dropped is left as it is. Unstructured children (whole in
 	// their cache) are updated whole.
-	Base Child
+	Cached Child
 	// Scale is the Deployment's, for re-merging after a conflict.
 	Scale Scale
 	// AfterDeployment marks an action on a child that acts on the Deployment (see Reconcile):
@@ -165,7 +165,7 @@ func Reconcile(in Input) Output {
 	case deploymentDrifted(liveD, wantD, sc):
 		upd := liveD.DeepCopy()
 		setDeployment(upd, wantD, sc)
-		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Base: liveD, Scale: sc})
+		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Cached: liveD, Scale: sc})
 	}
 	// The Deployment anchors every child that acts on it or its pods: the HPA scales it by
 	// name, the Service and the PDB select its pods, the ServiceMonitor and the HTTPRoute reach
@@ -177,24 +177,24 @@ func Reconcile(in Input) Output {
 		wantS, wantH, wantP, wantSM, wantR = nil, nil, nil, nil, nil
 	}
 
-	if live := in.Observed.Service; optional(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
+	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
 		upd := live.DeepCopy()
 		setService(upd, wantS)
 		out.update("Service", upd, live)
 	}
-	if live := in.Observed.HPA; optional(&out, isvc, "HorizontalPodAutoscaler", live, wantH, live == nil, wantH == nil) && hpaDrifted(live, wantH) {
+	if live := in.Observed.HPA; decideChild(&out, isvc, "HorizontalPodAutoscaler", live, wantH, live == nil, wantH == nil) && hpaDrifted(live, wantH) {
 		upd := live.DeepCopy()
 		setHPA(upd, wantH)
 		out.update("HorizontalPodAutoscaler", upd, live)
 	}
-	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; optional(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
+	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; decideChild(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
 		if configMapDrifted(live, wantC) {
 			upd := live.DeepCopy()
 			setConfigMap(upd, wantC)
 			out.update("ConfigMap", upd, live)
 		}
 	}
-	if live := in.Observed.PDB; optional(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) && pdbDrifted(live, wantP) {
+	if live := in.Observed.PDB; decideChild(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) && pdbDrifted(live, wantP) {
 		upd := live.DeepCopy()
 		setPDB(upd, wantP)
 		out.update("PodDisruptionBudget", upd, live)
@@ -207,7 +207,7 @@ func Reconcile(in Input) Output {
 		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
 		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
 	} {
-		if o.on && optional(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
+		if o.on && decideChild(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()
 			setUnstructured(upd, o.want)
 			out.add(Update, o.kind, upd)
@@ -223,7 +223,7 @@ func Reconcile(in Input) Output {
 	for _, p := range out.Predecessors {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}
-	out.Status = WithCauses(baseStatus(in, want.Selector), isvc, out.Causes, in.Now)
+	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	out.StatusExt = statusExtensions(in, out.Status.ReadyReplicas)
 	out.Recheck = diagnosisRecheck(in)
 	return out
@@ -232,10 +232,10 @@ func Reconcile(in Input) Output {
 // actsOnDeployment names the kinds that act on the Deployment or its pods.
 func actsOnDeployment(kind string) bool { return kind != "Deployment" && kind != "ConfigMap" }
 
-// optional decides a child that exists only for some specs: create it when wanted and missing,
+// decideChild decides a child that exists only for some specs (or only beside our Deployment): create it when wanted and missing,
 // report a namesake someone else controls, delete ours when no longer wanted. It returns true
 // when both exist and are ours, for the caller to compare. Typed nils come with their flags.
-func optional(out *Output, isvc *crd.InferenceService, kind string, live, want Child, noLive, noWant bool) bool {
+func decideChild(out *Output, isvc *crd.InferenceService, kind string, live, want Child, noLive, noWant bool) bool {
 	switch {
 	case noLive && !noWant:
 		out.add(Create, kind, want)
@@ -273,7 +273,7 @@ func (o *Output) add(v Verb, kind string, obj Child) {
 // update sends upd, a copy of the cached live object with the owned fields set, as a patch
 // from live: caches may hold only part of an object.
 func (o *Output) update(kind string, upd, live Child) {
-	o.Actions = append(o.Actions, Action{Verb: Update, Kind: kind, Object: upd, Base: live})
+	o.Actions = append(o.Actions, Action{Verb: Update, Kind: kind, Object: upd, Cached: live})
 }
 
 // conflict records a child this InferenceService does not control. One still controlled by a

@@ -57,7 +57,7 @@ func (w *world) cached() Observed {
 // patched applies an update action the way the controller sends it: as a patch from the
 // cached base onto the live object, so fields the cache dropped must survive.
 func patched(live Child, a Action) Child {
-	data, err := OwnedPatch(a.Base, a.Object)
+	data, err := OwnedPatch(a.Cached, a.Object)
 	if err != nil {
 		panic(fmt.Sprintf("patch %s: %v", a.Kind, err))
 	}
@@ -112,7 +112,7 @@ func (w *world) reconcile() Output {
 // apply plays the API server: store, bump resourceVersion and generation, fill defaults.
 func (w *world) apply(actions []Action) {
 	for _, a := range actions {
-		if a.Verb == Update && a.Base != nil {
+		if a.Verb == Update && a.Cached != nil {
 			a.Object = patched(w.live(a.Object), a)
 		}
 		// The API server stores what it decoded, never the sender's object.
@@ -402,7 +402,7 @@ func TestNeverTouchesChildrenItDoesNotControl(t *testing.T) {
 	w := newWorld(2)
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"}}
 	w.obs.Deployment = foreign
-	foreignSvc := desiredService(baseOf(w.isvc)).DeepCopy()
+	foreignSvc := desiredService(sharedOf(w.isvc)).DeepCopy()
 	foreignSvc.OwnerReferences = nil
 	w.obs.Service = foreignSvc
 	out := w.reconcile()
@@ -460,7 +460,7 @@ func TestDependentsWaitForTheDeployment(t *testing.T) {
 // conflict: the garbage collector removes them, and this one then creates its own.
 func TestWaitsForAPredecessorsChildren(t *testing.T) {
 	w := newWorld(2)
-	stale := desiredDeployment(w.isvc, &w.ext, baseOf(w.isvc)).DeepCopy()
+	stale := desiredDeployment(w.isvc, &w.ext, sharedOf(w.isvc)).DeepCopy()
 	stale.OwnerReferences[0].UID = "deleted-isvc"
 	w.obs.Deployment = stale
 	out := w.reconcile()

@@ -94,18 +94,18 @@ func NewWarning(stored, next *crd.InferenceServiceStatus) (reason, message strin
 	return next.Reason, c.Message, true
 }
 
-// BaseStatus is the observed part of the status, before conditions are decided.
-func BaseStatus(in Input) crd.InferenceServiceStatus {
+// ObservedStatus is the observed part of the status, before conditions are decided.
+func ObservedStatus(in Input) crd.InferenceServiceStatus {
 	sel := ""
 	if in.Desired != nil {
 		sel = in.Desired.Selector
 	} else {
 		sel = selectorString(in.ISVC.Name)
 	}
-	return baseStatus(in, sel)
+	return observedStatus(in, sel)
 }
 
-func baseStatus(in Input, selector string) crd.InferenceServiceStatus {
+func observedStatus(in Input, selector string) crd.InferenceServiceStatus {
 	isvc := in.ISVC
 	st := crd.InferenceServiceStatus{
 		ObservedGeneration: isvc.Generation,

@@ -27,8 +27,8 @@ func statusWith(isvc *crd.InferenceService, ready int32, causes ...reconcile.Cau
 
 func TestHold(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	busy := false
-	c := &Controller{progressHold: 30 * time.Second, busy: func() bool { return busy }}
+	contended := false
+	c := &Controller{progressHold: 30 * time.Second, budgetContended: func() bool { return contended }}
 	k := queue.Key{Namespace: "default", Name: "qwen3"}
 	rollout := reconcile.Cause{Rank: reconcile.RankRollout, Reason: reconcile.ReasonRolloutInProgress, Message: "Deployment qwen3: rolling out generation 2"}
 
@@ -57,21 +57,21 @@ func TestHold(t *testing.T) {
 	if _, ok := c.hold(k, fresh, &starting, t0); ok {
 		t.Fatal("held while idle")
 	}
-	busy = true
-	if d, ok := c.hold(k, fresh, &starting, t0); !ok || d != busyRecheck {
-		t.Fatalf("busy: held %v for %v", ok, d)
+	contended = true
+	if d, ok := c.hold(k, fresh, &starting, t0); !ok || d != contendedRecheck {
+		t.Fatalf("contended: held %v for %v", ok, d)
 	}
 	if _, ok := c.hold(k, fresh, &starting, t0.Add(31*time.Second)); ok {
-		t.Fatal("held past the bound while busy")
+		t.Fatal("held past the bound while contended")
 	}
-	// The default rollout hold is long; a new isvc's first status still shows within busyHold.
+	// The default rollout hold is long; a new isvc's first status still shows within contendedHold.
 	c.progressHold = DefaultProgressHold
 	c.holds.forget(k)
 	if _, ok := c.hold(k, fresh, &starting, t0); !ok {
-		t.Fatal("busy: not held")
+		t.Fatal("contended: not held")
 	}
-	if _, ok := c.hold(k, fresh, &starting, t0.Add(busyHold+time.Second)); ok {
-		t.Fatal("a new isvc's first status held past busyHold")
+	if _, ok := c.hold(k, fresh, &starting, t0.Add(contendedHold+time.Second)); ok {
+		t.Fatal("a new isvc's first status held past contendedHold")
 	}
 }
 

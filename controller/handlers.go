@@ -1,0 +1,103 @@
+// Event handlers: each informer event becomes the key of the InferenceService it concerns.
+
+package controller
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// Handlers are the informer event handlers: each maps an event to the InferenceService key.
+func (c *Controller) Handlers() informers.Handlers {
+	return informers.Handlers{
+		// An InferenceService's resync is its periodic reconcile: it re-checks what no event
+		// reports (a gateway route lost, an unlabeled namesake gone) and writes nothing when
+		// converged.
+		InferenceService: c.handler(true, func(obj metav1.Object) {
+			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+		}),
+		Child:      c.handler(false, c.enqueueOwner),
+		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
+		Pod:        c.handler(false, c.enqueuePodOwner),
+	}
+}
+
+// handler unwraps tombstones and, unless resyncs are wanted, skips updates whose
+// resourceVersion did not change (a resync of a child says nothing new).
+func (c *Controller) handler(resyncs bool, enqueue func(metav1.Object)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if m, err := metaOf(obj); err == nil {
+				enqueue(m)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, err1 := metaOf(oldObj)
+			n, err2 := metaOf(newObj)
+			if err1 == nil && err2 == nil && (resyncs || o.GetResourceVersion() != n.GetResourceVersion()) {
+				enqueue(n)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if m, err := metaOf(obj); err == nil {
+				enqueue(m)
+			}
+		},
+	}
+}
+
+func metaOf(obj interface{}) (metav1.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return m, nil
+}
+
+// enqueueOwner maps a child to its InferenceService through the controller reference. No UID
+// check: a child of a deleted namesake wakes the current one, which waits for it to be
+// garbage-collected (ReplacingPrevious) and creates its own the moment it is gone. A child
+// controlled by someone else but carrying the instance label still wakes its namesake, whose
+// status names it.
+func (c *Controller) enqueueOwner(obj metav1.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != crd.Kind || !reconcile.IsOurGroup(ref.APIVersion) {
+		if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
+			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
+		}
+		return
+	}
+	c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name})
+}
+
+// enqueueDeploymentOwner maps a ReplicaSet to its Deployment, then to the InferenceService.
+func (c *Controller) enqueueDeploymentOwner(obj metav1.Object) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "Deployment" {
+		return
+	}
+	d, ok, err := c.caches.Deployment(obj.GetNamespace(), ref.Name)
+	if err != nil || !ok || d.UID != ref.UID {
+		return
+	}
+	c.enqueueOwner(d)
+}
+
+// enqueuePodOwner maps a Pod to its ReplicaSet's Deployment's InferenceService.
+func (c *Controller) enqueuePodOwner(obj metav1.Object) {
+	if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
+		// The instance label is ours and immutable on the template; pods of a rollout in
+		// progress may belong to a ReplicaSet the cache has not seen yet.
+		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
+	}
+}

@@ -1,0 +1,194 @@
+// The status-write policy in one place: whether a status is worth writing (reconcile decides),
+// whether it waits (held while about to be stale), and the write itself with its Warning Event.
+
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// writeStatus writes st through the status subresource when it differs from what is stored,
+// and emits one Warning Event when a new blocking reason appears. v1beta1's additions (ext)
+// are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
+func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
+	v1beta1 := c.version == crd.VersionV1beta1
+	if !reconcile.WorthWriting(&isvc.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(stored, ext)) {
+		return nil
+	}
+	c.warnOnNewReason(isvc, st)
+	var m map[string]interface{}
+	var err error
+	if v1beta1 {
+		m, err = crd.StatusToUnstructuredV1beta1(st, ext)
+	} else {
+		m, err = crd.StatusToUnstructured(st)
+	}
+	if err != nil {
+		return err
+	}
+	// Only status is read by the server on this path; no need to copy the cached object.
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": crd.Group + "/" + c.version, "kind": crd.Kind,
+		"metadata": map[string]interface{}{
+			"name": isvc.Name, "namespace": isvc.Namespace, "uid": string(isvc.UID), "resourceVersion": isvc.ResourceVersion,
+		},
+		"status": m,
+	}}
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			c.metrics.ConflictRetry("InferenceService/status")
+			latest, err := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if latest.GetGeneration() != isvc.Generation || latest.GetUID() != isvc.UID {
+				return nil // the spec moved on; its own event will reconcile and write status
+			}
+			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
+		}
+		first = false
+		_, err := c.isvcs.Namespace(isvc.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
+// only changes (a restart count growing) is not a new cause.
+func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
+	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
+	if nc == nil || nc.Status == metav1.ConditionTrue || !reconcile.IsWarning(nc.Reason) {
+		return
+	}
+	if oc := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
+		return
+	}
+	c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)
+}
+
+// failPermanently reports an error retrying cannot fix, in status and an Event, and tells the
+// queue to stop retrying until the object changes.
+func (c *Controller) failPermanently(ctx context.Context, isvc *crd.InferenceService, now metav1.Time, reason string, cause error) error {
+	st := isvc.Status
+	st.ObservedGeneration = isvc.Generation
+	st = reconcile.WithCauses(st, isvc, []reconcile.Cause{{Rank: reconcile.RankSpec, Reason: reason, Message: cause.Error()}}, now)
+	_, stored, _ := crd.ExtensionsOf(isvc)
+	if err := c.writeStatus(ctx, isvc, &st, &stored, &stored); err != nil {
+		return err
+	}
+	return queue.Permanent(cause)
+}
+
+// Status writes a transition makes stale within moments are held back, so a change costs the
+// write of its outcome rather than one per step. Held statuses are only ever Progressing with a
+// reason that resolves by itself; the outcome (Ready, or any failing reason) is written at
+// once, and a hold always ends, so status is right eventually.
+const (
+	// DefaultProgressHold bounds how long a serving model's rollout keeps its last Ready
+	// status before Progressing is written: a rollout finishing sooner is reported by one
+	// write. It is the Deployment's default progressDeadlineSeconds: a rollout that stops
+	// progressing sooner is reported by the Deployment as ProgressDeadlineExceeded, a failing
+	// reason written at once. Meanwhile observedGeneration < generation, which kstatus-aware
+	// tools (Flux, Argo CD, kubectl wait --for=jsonpath) read as in progress.
+	DefaultProgressHold = 10 * time.Minute
+	// contendedHold bounds how long a new isvc's first status waits while the request budget
+	// is contended: a new model shows a status within a minute, however loaded the operator.
+	contendedHold = time.Minute
+	// contendedRecheck is how often a new isvc's first status is retried while the budget is
+	// contended: by then its pods may be ready, and Ready is its first write.
+	contendedRecheck = 2 * time.Second
+)
+
+// holds remembers since when each isvc's status for its generation has been held.
+type holds struct {
+	mu sync.Mutex
+	m  map[queue.Key]holdEntry
+}
+
+type holdEntry struct {
+	uid        types.UID
+	generation int64
+	since      time.Time
+}
+
+// since returns when the hold of this generation began, starting it at now.
+func (h *holds) since(k queue.Key, isvc *crd.InferenceService, now time.Time) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation {
+		return e.since
+	}
+	if h.m == nil {
+		h.m = map[queue.Key]holdEntry{}
+	}
+	h.m[k] = holdEntry{uid: isvc.UID, generation: isvc.Generation, since: now}
+	return now
+}
+
+func (h *holds) forget(k queue.Key) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, k)
+}
+
+// hold decides whether the transient status st, worth writing, waits; it returns the recheck
+// delay.
+func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time) (time.Duration, bool) {
+	stored := &isvc.Status
+	switch {
+	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
+		// A spec change rolling out while every replica still serves.
+		if left := c.progressHold - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+			return left, true
+		}
+	case stored.Phase == "" && c.budgetContended != nil && c.budgetContended():
+		// A new isvc while the operator is saturated creating children: its first status
+		// would queue behind them and be stale when sent.
+		if now.Sub(c.holds.since(k, isvc, now)) < min(c.progressHold, contendedHold) {
+			return contendedRecheck, true
+		}
+	}
+	return 0, false
+}
+
+// deferStatus reports whether st, worth writing, is not written now, and the outcome that
+// ends the reconcile then (a recheck for a hold; done when the next event brings the write).
+func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, queue.Outcome) {
+	if !reconcile.Transient(st) {
+		return false, queue.Done()
+	}
+	if reconcile.SurgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
+		return true, queue.Done() // the rollout's end writes the counts with its outcome
+	}
+	if d, ok := c.hold(k, isvc, st, c.now()); ok {
+		return true, queue.After(d)
+	}
+	return false, queue.Done()
+}
+
+// withDiagnosisRecheck is o, rechecked sooner when the status changes with time alone within
+// recheck (reconcile.Output.Recheck): a started pod's readiness window ends with no event to
+// announce it, and the resync may be minutes away.
+func withDiagnosisRecheck(o queue.Outcome, recheck time.Duration) queue.Outcome {
+	if recheck <= 0 || o.Requeue || o.RequeueAfter > 0 && o.RequeueAfter <= recheck {
+		return o
+	}
+	return queue.After(recheck)
+}
