@@ -45,8 +45,10 @@ type Metrics struct {
 	maxReconciles   *prometheus.GaugeVec
 	models          *models
 	leader          *prometheus.GaugeVec
-	conversion      prometheus.Gauge
-	Workqueue       *WorkqueueProvider
+	// conversion has no labels; a vector so that it is exported only once set: a replica that
+	// never probes (no webhook, or a standby) has no conversion health to report, and a 0 would page.
+	conversion *prometheus.GaugeVec
+	Workqueue  *WorkqueueProvider
 }
 
 // New registers the operator's collectors on reg.
@@ -95,9 +97,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "leader_election_master_status", Help: "1 while this replica holds the lease.",
 		}, []string{"name"}),
-		conversion: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "inferenceservice_conversion_webhook_up", Help: "1 while the leader's probe reads InferenceServices through the API server in the version it does not store, so conversions work; 0 while they fail (with --webhook-bind-address).",
-		}),
+		conversion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferenceservice_conversion_webhook_up", Help: "1 while the leader's probe reads InferenceServices through the API server in the version it does not store, so conversions work; 0 while they fail. Exported only by a leader running the conversion webhook (--webhook-bind-address), from its first probe.",
+		}, nil),
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -150,13 +152,13 @@ func (m *Metrics) ObserveInferenceService(s Snapshot) { m.models.observe(s) }
 // ForgetInferenceService removes a deleted object's series.
 func (m *Metrics) ForgetInferenceService(namespace, name string) { m.models.forget(namespace, name) }
 
-// SetConversionUp records the conversion probe's outcome.
+// SetConversionUp records the conversion probe's outcome; the gauge is exported from the first.
 func (m *Metrics) SetConversionUp(up bool) {
 	v := 0.0
 	if up {
 		v = 1
 	}
-	m.conversion.Set(v)
+	m.conversion.WithLabelValues().Set(v)
 }
 
 // SetLeader records whether this replica leads.

@@ -256,6 +256,7 @@ func fullRegistry(t *testing.T) (*prometheus.Registry, *Metrics) {
 	m.APIError("Conflict")
 	m.ObserveInferenceService(snapshot("m", "Ready", 1, 1, 1, 1, 1, 0))
 	m.SetLeader("lease", true)
+	m.SetConversionUp(true) // exported only where the conversion probe runs
 	m.SetMaxConcurrentReconciles(4)
 	opts := m.ClientGoOpts()
 	u := url.URL{Scheme: "https", Host: "127.0.0.1:6443", Path: "/api"}
