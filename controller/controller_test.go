@@ -58,7 +58,9 @@ func (f *fakeCaches) Service(string, string) (*corev1.Service, bool, error) {
 func (f *fakeCaches) HPA(string, string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error) {
 	return f.hpa, f.hpa != nil, nil
 }
-func (f *fakeCaches) ConfigMap(string, string) (*corev1.ConfigMap, bool, error) { return nil, false, nil }
+func (f *fakeCaches) ConfigMap(string, string) (*corev1.ConfigMap, bool, error) {
+	return nil, false, nil
+}
 func (f *fakeCaches) PDB(string, string) (*policyv1.PodDisruptionBudget, bool, error) {
 	return nil, false, nil
 }
@@ -80,8 +82,8 @@ func (m *fakeMetrics) ConflictRetry(r string) {
 	}
 	m.conflicts[r]++
 }
-func (m *fakeMetrics) RouteAbandoned()                         { m.abandoned++ }
-func (m *fakeMetrics) APIError(string)                         {}
+func (m *fakeMetrics) RouteAbandoned()                          { m.abandoned++ }
+func (m *fakeMetrics) APIError(string)                          {}
 func (m *fakeMetrics) ObserveInferenceService(metrics.Snapshot) {}
 func (m *fakeMetrics) ForgetInferenceService(string, string)    {}
 
