@@ -1,3 +1,10 @@
+// Package controller is the I/O around the decision, steps 2 and 4 of the pipeline (informers
+// -> queue -> controller sync -> reconcile -> controller apply): event handlers map informer
+// events to keys, sync reads the caches and calls reconcile.Reconcile, apply writes the
+// actions with the one conflict-retry path, the status-write policy decides, holds and writes
+// status, and the finalizer deregisters the gateway route. Subpackages: reconcile (the pure
+// decision), clients (the request budget and the write fence's wiring), leader (election and
+// the fence), endpoints (HTTP), memlimit (the heap's soft limit).
 package controller
 
 import (

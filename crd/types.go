@@ -1,5 +1,5 @@
-// Package crd defines the InferenceService API: its Go types, defaults, validation and the
-// CustomResourceDefinition the API server serves, all as pure code.
+// Package crd is what every step of the pipeline speaks: the InferenceService API, its Go types,
+// defaults, validation and the CustomResourceDefinition the API server serves, all as pure code.
 package crd
 
 import (

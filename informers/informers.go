@@ -1,6 +1,8 @@
-// Package informers hands out the operator's caches: a dynamic informer on InferenceService and
-// typed informers on the children it manages, scoped by label and stripped of managedFields,
-// one set per watched namespace (or one for the whole cluster).
+// Package informers is step 1 of the pipeline (informers -> queue -> controller sync ->
+// reconcile -> controller apply): it hands out the operator's caches, a dynamic informer on
+// InferenceService and typed informers on the children it manages, scoped by the managed-by
+// label, each child trimmed by reconcile's transforms to what the decision reads, one set per
+// watched namespace (or one for the whole cluster).
 package informers
 
 import (

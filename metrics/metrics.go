@@ -1,6 +1,7 @@
-// Package metrics exports the operator's Prometheus metrics onto a Registerer it is given:
-// reconcile outcomes and latency, workqueue health, client-go's REST traffic, leader election,
-// and what no other inference operator exports, the GPUs each model holds, wants and waits for.
+// Package metrics is beside the pipeline, told what each step observes: it exports the
+// operator's Prometheus metrics onto a Registerer it is given (reconcile outcomes and latency,
+// workqueue health, client-go's REST traffic, leader election, and what no other inference
+// operator exports, the GPUs each model holds, wants and waits for).
 package metrics
 
 import (

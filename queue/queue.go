@@ -1,6 +1,7 @@
-// Package queue is where events become work: the key type, the rate-limited workqueue with
+// Package queue is step 2 of the pipeline (informers -> queue -> controller sync -> reconcile
+// -> controller apply), where events become work: the key type, the rate-limited workqueue with
 // per-item exponential backoff and an overall bucket, the worker loop, and the one place
-// (handleErr) that decides what a reconcile's outcome means.
+// (handle) that turns a reconcile's Outcome or error into queue behaviour.
 package queue
 
 import (

@@ -1,6 +1,9 @@
-// Package controller turns InferenceServices into Deployments, Services and HPAs: event
-// handlers resolve owners and enqueue, a pure Reconcile decides actions and status, and a thin
-// layer applies them with conflict retries and reports the outcome.
+// Package reconcile is the decision, step 3 of the pipeline (informers -> queue -> controller
+// sync -> reconcile -> controller apply): a pure function from an InferenceService and the
+// children its caches hold to the actions to take and the status to report. It owns the
+// desired children and the label vocabulary they carry, what the caches keep of each child,
+// the owned-field drift/set pairs, status and the layer walk's diagnosis. It cannot reach a
+// client, take a context or read the clock (TestPure): time is an input.
 package reconcile
 
 import (
