@@ -49,7 +49,6 @@ const CRDName = Plural + "." + Group
 // CRDResource is read and patched through the dynamic client, which the operator already has.
 var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-
 // InferenceService is a model served by vLLM: a Deployment, a Service and an HPA.
 type InferenceService struct {
 	metav1.TypeMeta   `json:",inline"`
