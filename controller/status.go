@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,14 +72,9 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 // warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
 // only changes (a restart count growing) is not a new cause.
 func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
-	nc := meta.FindStatusCondition(st.Conditions, crd.ConditionReady)
-	if nc == nil || nc.Status == metav1.ConditionTrue || !reconcile.IsWarning(nc.Reason) {
-		return
+	if reason, msg, ok := reconcile.NewWarning(&isvc.Status, st); ok {
+		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}
-	if oc := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionReady); oc != nil && oc.Reason == nc.Reason {
-		return
-	}
-	c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, nc.Reason, "Reconcile", "%s", nc.Message)
 }
 
 // failPermanently reports an error retrying cannot fix, in status and an Event, and tells the

@@ -45,13 +45,10 @@ type Input struct {
 	Features Features
 	Observed Observed
 	Now      metav1.Time
-	// Desired may carry DesiredChildren(ISVC) computed earlier for the same generation; nil
-	// means compute it. It is only read.
-	Desired *Desired
 }
 
-// Desired is what the spec asks for. It depends only on the object's identity and spec, so
-// the controller keeps one per generation instead of rebuilding it on every resync.
+// Desired is what the spec asks for. It depends only on the object's identity and spec; it is
+// rebuilt on every reconcile (microseconds) rather than kept per isvc (kilobytes each, for good).
 type Desired struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
@@ -152,11 +149,8 @@ type Output struct {
 func Reconcile(in Input) Output {
 	isvc := in.ISVC
 	var out Output
-	want := in.Desired
-	if want == nil {
-		built := desiredChildren(isvc, &in.Ext, in.Features) // on the stack: every resync builds it
-		want = &built
-	}
+	built := desiredChildren(isvc, &in.Ext, in.Features) // on the stack: every resync builds it
+	want := &built
 
 	wantD, sc := want.Deployment, want.Scale
 	liveD := in.Observed.Deployment

@@ -96,13 +96,7 @@ func NewWarning(stored, next *crd.InferenceServiceStatus) (reason, message strin
 
 // ObservedStatus is the observed part of the status, before conditions are decided.
 func ObservedStatus(in Input) crd.InferenceServiceStatus {
-	sel := ""
-	if in.Desired != nil {
-		sel = in.Desired.Selector
-	} else {
-		sel = selectorString(in.ISVC.Name)
-	}
-	return observedStatus(in, sel)
+	return observedStatus(in, selectorString(in.ISVC.Name))
 }
 
 func observedStatus(in Input, selector string) crd.InferenceServiceStatus {

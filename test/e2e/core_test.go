@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 const fiveLines = `apiVersion: ai.example.com/v1alpha1

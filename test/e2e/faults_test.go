@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // Sizes: CI runs these bounded; FAULTS_N=500 FAULTS_KILLS=10 STORM_SECONDS=60 is the full run.

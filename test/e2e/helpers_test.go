@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/operator"
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // kubectlErr runs kubectl and returns its combined error text (for refusals).

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // inClusterWrapper writes an executable that runs the operator the way a pod does: the
