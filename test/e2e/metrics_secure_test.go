@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,11 +18,43 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
+// metricsToken creates the ServiceAccount sa in ns and returns a token of it; with reader, sa
+// is bound to the metrics reader ClusterRole every install ships, as a scraper must be.
+func metricsToken(t *testing.T, ns, sa string, reader bool) string {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	if reader {
+		role := filepath.Join(env.Root, "manifests", "operator", "metrics_reader_role.yaml")
+		env.Kubectl(t, "apply", "-f", role)
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + sa + "-metrics-reader"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "inferenceservice-operator-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+		}
+		if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+	}
+	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // TestMetricsSecure runs a second operator, scoped to an empty namespace so it reconciles
-// nothing, with --metrics-secure and the manifests' RBAC: /metrics is HTTPS and answers only
-// tokens the API server authenticates and authorizes for GET /metrics.
+// nothing, with --metrics-secure (as manifests/ installs it) and the manifests' RBAC: /metrics
+// is HTTPS and answers only tokens the API server authenticates and authorizes for GET /metrics.
 func TestMetricsSecure(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testenv.Ctx(t, 3*time.Minute)
@@ -42,35 +72,8 @@ func TestMetricsSecure(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A reader bound to the manifests' metrics-reader ClusterRole, and a ServiceAccount without it.
-	readerRole := filepath.Join(env.Root, "manifests", "monitoring", "metrics_reader_role.yaml")
-	env.Kubectl(t, "apply", "-f", readerRole)
-	t.Cleanup(func() {
-		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", readerRole)
-	})
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "inferenceservice-operator-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
-	}
-	if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-	})
-	token := func(sa string) string {
-		if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
-			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	reader, nobody := token("reader"), token("nobody")
+	// A reader bound to the install's metrics reader ClusterRole, and a ServiceAccount without it.
+	reader, nobody := metricsToken(t, ns, "reader", true), metricsToken(t, ns, "nobody", false)
 
 	// The certificate is self-signed: the test, like Prometheus with insecure_skip_verify, does
 	// not verify it.

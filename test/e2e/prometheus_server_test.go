@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -23,8 +25,45 @@ type promServer struct {
 	addr string
 }
 
-// startPrometheus runs prometheus against env.op's metrics endpoint until the test ends.
-func startPrometheus(t *testing.T) *promServer {
+// scrapeJobs is Prometheus's scrape_configs for the operator at target: the job of
+// manifests/monitoring/prometheus_scrape_config.yaml (HTTPS, a bearer token, the self-signed
+// certificate not verified) with a static target for its pod discovery and tokenFile for the
+// in-cluster ServiceAccount token; and the same job without a token, named unauthenticated,
+// which the operator must refuse.
+func scrapeJobs(t *testing.T, target, tokenFile string) []any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.Root, "manifests", "monitoring", "prometheus_scrape_config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &example); err != nil || len(example.ScrapeConfigs) != 1 {
+		t.Fatalf("prometheus_scrape_config.yaml: %v, %d jobs", err, len(example.ScrapeConfigs))
+	}
+	job := example.ScrapeConfigs[0]
+	auth, _ := job["authorization"].(map[string]any)
+	if job["scheme"] != "https" || auth == nil || auth["credentials_file"] == nil {
+		t.Fatalf("prometheus_scrape_config.yaml's job does not scrape with HTTPS and a token: %v", job)
+	}
+	// Pod discovery and its relabelling need pods Prometheus can reach; the target is static.
+	delete(job, "kubernetes_sd_configs")
+	delete(job, "relabel_configs")
+	job["static_configs"] = []any{map[string]any{"targets": []any{target}}}
+	auth["credentials_file"] = tokenFile
+	anonymous := map[string]any{}
+	for k, v := range job {
+		anonymous[k] = v
+	}
+	delete(anonymous, "authorization")
+	anonymous["job_name"] = "unauthenticated"
+	return []any{job, anonymous}
+}
+
+// startPrometheus runs prometheus against env.op's metrics endpoint, served with
+// --metrics-secure, until the test ends; token is the ServiceAccount token it scrapes with.
+func startPrometheus(t *testing.T, token string) *promServer {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -35,18 +74,20 @@ func startPrometheus(t *testing.T) *promServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-- job_name: inferenceservice-operator
-  honor_labels: true
-  static_configs:
-  - targets: [%q]
-`, rules, env.op.MetricsAddr)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config, err := yaml.Marshal(map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files":     []any{rules},
+		"scrape_configs": scrapeJobs(t, env.op.MetricsAddr, tokenFile),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, config, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
@@ -170,4 +211,31 @@ func (p *promServer) scalar(q string) (float64, error) {
 		return 0, fmt.Errorf("%s: %d samples, want 1: %v", q, len(s), s)
 	}
 	return s[0].Value, nil
+}
+
+// target returns the health and last scrape error of job's one target.
+func (p *promServer) target(job string) (health, lastError string, err error) {
+	resp, err := http.Get("http://" + p.addr + "/api/v1/targets?state=active")
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			ActiveTargets []struct {
+				ScrapePool string `json:"scrapePool"`
+				Health     string `json:"health"`
+				LastError  string `json:"lastError"`
+			} `json:"activeTargets"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", "", err
+	}
+	for _, tg := range body.Data.ActiveTargets {
+		if tg.ScrapePool == job {
+			return tg.Health, tg.LastError, nil
+		}
+	}
+	return "", "", fmt.Errorf("no target of job %s", job)
 }

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 const gpuQuota = `apiVersion: v1
@@ -85,12 +84,33 @@ func TestMetricsPromlint(t *testing.T) {
 	t.Logf("promlint on a real scrape: %d problems", len(problems))
 }
 
-// TestPrometheusScrapesOperator runs a real Prometheus against the operator and reads, with
-// PromQL, what an SRE's dashboard and alerts read: reconcile latency quantiles, queue depth,
-// and GPU figures matching a namespace whose quota admits 8 of the 12 GPUs asked for.
+// secureOperator restarts the shared operator serving /metrics as manifests/ installs it,
+// with --metrics-secure, and restores it when the test ends.
+func secureOperator(t *testing.T) {
+	t.Helper()
+	stopOperator(t)
+	t.Cleanup(func() {
+		stopOperator(t)
+		if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
+			t.Errorf("restarting the operator: %v", err)
+		}
+	})
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--metrics-secure"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrometheusScrapesOperator runs a real Prometheus against the operator as the default
+// install serves /metrics (HTTPS, token authenticated and authorized), with the job of
+// manifests/monitoring/prometheus_scrape_config.yaml and a ServiceAccount token bound to the
+// metrics reader ClusterRole, and reads, with PromQL, what an SRE's dashboard and alerts read:
+// reconcile latency quantiles, queue depth, and GPU figures matching a namespace whose quota
+// admits 8 of the 12 GPUs asked for. The same job without a token is refused.
 func TestPrometheusScrapesOperator(t *testing.T) {
-	prom := startPrometheus(t)
 	ns := env.Namespace(t)
+	token := metricsToken(t, ns, "prometheus", true)
+	secureOperator(t)
+	prom := startPrometheus(t, token)
 	quotaWithGPUs(t, ns)
 	// 3 isvcs x 2 replicas x 2 GPUs = 12 requested; the quota admits 4 pods, 8 GPUs.
 	for i := range 3 {
@@ -154,6 +174,28 @@ func TestPrometheusScrapesOperator(t *testing.T) {
 			return nil
 		})
 	}
+
+	// The rules have been evaluated on the real series (the alert above is pending): the default
+	// install runs no conversion webhook, so it exports no conversion gauge and that alert is
+	// not even pending.
+	conv := `ALERTS{alertname="InferenceServiceConversionFailing"} or inferenceservice_conversion_webhook_up`
+	if s, err := prom.query(conv); err != nil || len(s) > 0 {
+		t.Fatalf("%s: %v (%v), want nothing", conv, s, err)
+	}
+	t.Logf("%s: nothing", conv)
+
+	// Without a token the operator refuses the scrape.
+	testenv.Eventually(t, 30*time.Second, "the scrape without a token refused", func() error {
+		health, lastErr, err := prom.target("unauthenticated")
+		if err != nil {
+			return err
+		}
+		if health != "down" || !strings.Contains(lastErr, "401") {
+			return fmt.Errorf("unauthenticated target: health %q, last error %q", health, lastErr)
+		}
+		t.Logf("unauthenticated target: %s, %s", health, lastErr)
+		return nil
+	})
 
 	// Reconcile latency quantiles: the resync (2s) keeps reconciles flowing.
 	for _, qq := range []float64{0.5, 0.99} {
