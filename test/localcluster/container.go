@@ -1,0 +1,198 @@
+// The per-container state machine: start, crash, back off, fail to pull, and each step's events.
+
+package main
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+type cstate int
+
+const (
+	csRunning cstate = iota
+	csTerminated
+	csCrashBackOff
+	csErrImagePull
+	csImagePullBackOff
+	csCompleted // init containers
+)
+
+type ctr struct {
+	spec     v1.Container
+	init     bool
+	sidecar  bool
+	beh      behavior
+	state    cstate
+	restarts int32
+
+	startedAt   time.Time
+	startedOK   time.Time // startup probe passed (status.started); zero: never
+	readyAt     time.Time // zero: never
+	containerID string
+	term        *v1.ContainerStateTerminated // current (csTerminated) or last termination
+	last        *v1.ContainerStateTerminated // lastState.terminated
+	backoff     time.Duration
+	next        time.Time // next state transition; zero: none
+	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
+	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
+	pullErrAt   time.Time
+}
+
+func (c *ctr) hasReadiness() bool { return c.spec.ReadinessProbe != nil }
+
+// started is status.started: true once running and the startup probe (if
+// any) has passed.
+func (c *ctr) started(now time.Time) bool {
+	return c.state == csRunning && !c.startedOK.IsZero() && !now.Before(c.startedOK)
+}
+
+func (c *ctr) ready(now time.Time) bool {
+	switch c.state {
+	case csRunning:
+		return c.started(now) && !c.readyAt.IsZero() && !now.Before(c.readyAt)
+	case csCompleted:
+		return true
+	}
+	return false
+}
+
+func (c *ctr) backoffFor(cfg kubeletConfig) time.Duration {
+	b := cfg.crashBackoffInitial
+	for i := int32(0); i < c.restarts && b < cfg.crashBackoffMax; i++ {
+		b *= 2
+	}
+	return min(b, cfg.crashBackoffMax)
+}
+
+func (c *ctr) imageEvents(ps *podState) {
+	ref := containerRef(ps.pod, c.spec.Name, c.init)
+	img := c.spec.Image
+	if c.spec.ImagePullPolicy == v1.PullAlways {
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", normalizedImage(img))
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in 312ms (312ms including waiting). Image size: 4212134 bytes.", normalizedImage(img))
+	} else {
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", img)
+	}
+}
+
+// restore resumes a running container after a restart of the fake kubelet.
+func (c *ctr) restore(ps *podState, startedAt, now time.Time) {
+	c.state = csRunning
+	c.startedAt = startedAt
+	c.setRunningSchedule(ps, now)
+}
+
+// start (re)starts the container at now.
+func (c *ctr) start(ps *podState, now time.Time, restart bool) {
+	if restart {
+		c.restarts++
+	}
+	if c.beh.kind == bErrImgPull {
+		c.pullFail(ps, now)
+		return
+	}
+	c.imageEvents(ps)
+	ref := containerRef(ps.pod, c.spec.Name, c.init)
+	ps.rec.Event(ref, v1.EventTypeNormal, "Created", "Container created")
+	ps.rec.Event(ref, v1.EventTypeNormal, "Started", "Container started")
+	c.state = csRunning
+	c.startedAt = now
+	c.containerID = newContainerID(ps.pod, c.spec.Name, c.restarts)
+	c.setRunningSchedule(ps, now)
+}
+
+func (c *ctr) complete(ps *podState, now time.Time) {
+	c.imageEvents(ps)
+	ref := containerRef(ps.pod, c.spec.Name, true)
+	ps.rec.Event(ref, v1.EventTypeNormal, "Created", "Container created")
+	ps.rec.Event(ref, v1.EventTypeNormal, "Started", "Container started")
+	c.containerID = newContainerID(ps.pod, c.spec.Name, 0)
+	c.state = csCompleted
+	t := mtime(now)
+	c.term = &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: t, FinishedAt: t, ContainerID: c.containerID}
+}
+
+func (c *ctr) crash(ps *podState, now time.Time) {
+	t := &v1.ContainerStateTerminated{
+		ExitCode:    1,
+		Reason:      "Error",
+		StartedAt:   mtime(c.startedAt),
+		FinishedAt:  mtime(now),
+		ContainerID: c.containerID,
+	}
+	if c.beh.kind == bOOMKilled {
+		t.ExitCode = 137
+		t.Reason = "OOMKilled"
+	}
+	c.term = t
+	c.state = csTerminated
+	c.readyAt = time.Time{}
+	c.nextProbe = time.Time{}
+	if ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		c.next = time.Time{}
+		return
+	}
+	c.backoff = c.backoffFor(ps.k.cfg)
+	c.next = now.Add(min(ps.k.cfg.terminatedFor, c.backoff))
+}
+
+func (c *ctr) pullErrMessage() string {
+	img := normalizedImage(c.spec.Image)
+	return fmt.Sprintf("rpc error: code = NotFound desc = failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", img, img, img)
+}
+
+func (c *ctr) pullFail(ps *podState, now time.Time) {
+	ref := containerRef(ps.pod, c.spec.Name, c.init)
+	img := normalizedImage(c.spec.Image)
+	ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", img)
+	ps.rec.Eventf(ref, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", img, c.pullErrMessage())
+	ps.rec.Event(ref, v1.EventTypeWarning, "Failed", "Error: ErrImagePull")
+	c.state = csErrImagePull
+	c.pullErrAt = now
+	c.backoff = c.backoffFor(ps.k.cfg)
+	c.next = now.Add(min(ps.k.cfg.terminatedFor, c.backoff))
+}
+
+// advance moves the container through every transition due at now.
+func (c *ctr) advance(ps *podState, now time.Time) {
+	for i := 0; i < 100 && !c.next.IsZero() && !now.Before(c.next); i++ {
+		at := c.next
+		ref := containerRef(ps.pod, c.spec.Name, c.init)
+		switch c.state {
+		case csRunning:
+			c.crash(ps, at)
+		case csTerminated:
+			c.last = c.term
+			c.state = csCrashBackOff
+			c.next = c.term.FinishedAt.Add(c.backoff)
+			ps.rec.Eventf(ref, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.spec.Name, formatPod(ps.pod))
+		case csCrashBackOff:
+			c.start(ps, at, true)
+		case csErrImagePull:
+			c.state = csImagePullBackOff
+			c.next = c.pullErrAt.Add(c.backoff)
+			ps.rec.Eventf(ref, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", normalizedImage(c.spec.Image))
+			ps.rec.Event(ref, v1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
+		case csImagePullBackOff:
+			c.restarts++ // only used to grow the back-off; restartCount stays 0 for pulls
+			c.pullFail(ps, at)
+			c.restarts--
+			c.backoff = min(c.backoff*2, ps.k.cfg.crashBackoffMax)
+			c.next = at.Add(min(ps.k.cfg.terminatedFor, c.backoff))
+		default:
+			c.next = time.Time{}
+		}
+	}
+	if c.state == csRunning && !c.nextProbe.IsZero() && !now.Before(c.nextProbe) {
+		ref := containerRef(ps.pod, c.spec.Name, c.init)
+		probe := c.spec.ReadinessProbe
+		if c.probeKind == "Startup" {
+			probe = c.spec.StartupProbe
+		}
+		ps.rec.Eventf(ref, v1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", c.probeKind, probeFailure(ps, probe))
+		c.nextProbe, c.probeKind = c.nextFailure(now.Add(time.Nanosecond))
+	}
+}
