@@ -2,26 +2,31 @@ package incluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/test/testenv"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // applyClean runs kubectl with args and fails on an error or on anything written to stderr
@@ -377,4 +382,118 @@ func TestNamespacedOverlay(t *testing.T) {
 		all = append(all, r.Rules...)
 	}
 	checkGranted(t, "manifests/overlays/namespaced", all, wire.Requests())
+}
+
+// TestManifestsMetricsSecure: the base serves /metrics over HTTPS to authorized tokens only,
+// and manifests/overlays/metrics-insecure differs from it in nothing but the metrics endpoint
+// (plain HTTP) and passes a server-side dry run without a warning. The base Deployment's own
+// arguments, run under the install's RBAC, refuse a token without the install's metrics reader
+// ClusterRole and answer one with it.
+func TestManifestsMetricsSecure(t *testing.T) {
+	base := render(t, "manifests")
+	d := convert[appsv1.Deployment](t, find(t, base, "Deployment", systemNamespace, "inferenceservice-operator"))
+	c := d.Spec.Template.Spec.Containers[0]
+	svc := convert[corev1.Service](t, find(t, base, "Service", systemNamespace, "inferenceservice-operator-metrics"))
+	reader := convert[rbacv1.ClusterRole](t, find(t, base, "ClusterRole", "", "inferenceservice-operator-metrics-reader"))
+	ann := d.Spec.Template.Annotations
+	for what, ok := range map[string]bool{
+		"--metrics-secure":                      slices.Contains(c.Args, "--metrics-secure"),
+		"--metrics-bind-address=:8443":          slices.Contains(c.Args, "--metrics-bind-address=:8443"),
+		"container port https 8443":             len(c.Ports) > 0 && c.Ports[0].Name == "https" && c.Ports[0].ContainerPort == 8443,
+		"prometheus.io/scheme https, port 8443": ann["prometheus.io/scheme"] == "https" && ann["prometheus.io/port"] == "8443",
+		"Service port https 8443":               len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Name == "https" && svc.Spec.Ports[0].Port == 8443 && svc.Spec.Ports[0].TargetPort.String() == "https",
+		"reader: get /metrics, nothing else": len(reader.Rules) == 1 && slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) &&
+			slices.Equal(reader.Rules[0].Verbs, []string{"get"}) && len(reader.Rules[0].Resources) == 0,
+	} {
+		if !ok {
+			t.Errorf("base: not %s", what)
+		}
+	}
+
+	// The overlay: the base with the metrics endpoint as plain HTTP on 8080, nothing else.
+	const overlay = "manifests/overlays/metrics-insecure"
+	plain := render(t, overlay)
+	if len(plain) != len(base) {
+		t.Fatalf("%s renders %d objects, the base %d", overlay, len(plain), len(base))
+	}
+	want := d.DeepCopy()
+	wc := &want.Spec.Template.Spec.Containers[0]
+	wc.Args = slices.DeleteFunc(slices.Clone(wc.Args), func(a string) bool { return a == "--metrics-secure" })
+	wc.Args[slices.Index(wc.Args, "--metrics-bind-address=:8443")] = "--metrics-bind-address=:8080"
+	wc.Ports[0] = corev1.ContainerPort{Name: "http", ContainerPort: 8080}
+	want.Spec.Template.Annotations["prometheus.io/scheme"], want.Spec.Template.Annotations["prometheus.io/port"] = "http", "8080"
+	wantSvc := svc.DeepCopy()
+	wantSvc.Spec.Ports[0] = corev1.ServicePort{Name: "http", Port: 8080, TargetPort: intstr.FromString("http")}
+	for _, o := range base {
+		got := find(t, plain, o.GetKind(), o.GetNamespace(), o.GetName())
+		var same bool
+		switch o.GetKind() + "/" + o.GetName() {
+		case "Deployment/inferenceservice-operator":
+			same = equality.Semantic.DeepEqual(convert[appsv1.Deployment](t, got), want)
+		case "Service/inferenceservice-operator-metrics":
+			same = equality.Semantic.DeepEqual(convert[corev1.Service](t, got), wantSvc)
+		default:
+			same = equality.Semantic.DeepEqual(got.Object, o.Object)
+		}
+		if !same {
+			t.Errorf("%s: %s %s differs from the base beyond the metrics endpoint:\n%s", overlay, o.GetKind(), o.GetName(), toYAML(t, []*unstructured.Unstructured{got}))
+		}
+	}
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
+
+	// The base's arguments (the bind addresses aside: loopback ports here) under the install's
+	// RBAC, watching an empty namespace so it reconciles nothing.
+	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	ns := env.Namespace(t)
+	args := []string{"--kubeconfig=" + env.SAKubeconfig, "--namespaces=" + ns,
+		"--leader-election-namespace=" + systemNamespace, "--leader-election-id=isvc-manifests-metrics", "-v=2"}
+	for _, a := range c.Args {
+		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+			args = append(args, a)
+		}
+	}
+	p := startOperator(t, env.Bin, "manifests-metrics", args...)
+	token := func(kubeconfig string) string {
+		cfg, err := clientcmd.LoadFromFile(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ai := range cfg.AuthInfos {
+			return ai.Token
+		}
+		t.Fatalf("no token in %s", kubeconfig)
+		return ""
+	}
+	scraper := token(serviceAccountWithRole(t, ns, "isvc-metrics-scraper", reader))
+	nobody := token(serviceAccountWithRole(t, ns, "isvc-metrics-nobody", &rbacv1.ClusterRole{}))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} // self-signed, as the ServiceMonitor
+	get := func(tok string) (int, error) {
+		req, err := http.NewRequest(http.MethodGet, "https://"+p.MetricsAddr+"/metrics", nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get(nobody); err != nil || code != http.StatusForbidden {
+		t.Fatalf("a token without the reader role: %d (%v), want 403", code, err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the reader scrapes", func() error {
+		code, err := get(scraper)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("status %d", code)
+		}
+		return nil
+	})
+	t.Log("the base's /metrics: 403 without the metrics reader role, 200 with it")
 }
