@@ -41,8 +41,6 @@ type ctr struct {
 	pullErrAt   time.Time
 }
 
-func (c *ctr) hasReadiness() bool { return c.spec.ReadinessProbe != nil }
-
 // started is status.started: true once running and the startup probe (if
 // any) has passed.
 func (c *ctr) started(now time.Time) bool {

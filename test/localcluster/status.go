@@ -85,7 +85,7 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 	st.InitContainerStatuses = nil
 	st.ContainerStatuses = nil
 	var unready, incompleteInit []string
-	pending, allStoppedNever, running := false, true, false
+	pending, allStoppedNever := false, true
 	for _, c := range ps.ctrs {
 		cs := ps.containerStatus(c, now)
 		if c.init {
@@ -104,13 +104,11 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 			pending = true
 			allStoppedNever = false
 		case csRunning:
-			running = true
 			allStoppedNever = false
 		case csCrashBackOff:
 			allStoppedNever = false
 		}
 	}
-	_ = running
 	switch {
 	case ps.evicted != "":
 		st.Phase, st.Reason, st.Message = v1.PodFailed, "Evicted", ps.evicted
