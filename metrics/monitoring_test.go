@@ -187,3 +187,71 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		t.Fatalf("rules or dashboard query metrics nobody exports: %v", names)
 	}
 }
+
+// TestScrapersMatchTheInstall: the ServiceMonitor scrapes the metrics Service's port, and it,
+// the plain scrape config and the pod annotations use HTTPS with a token exactly when the
+// Deployment passes --metrics-secure (the default install), so no scraper sends its token in
+// clear or talks plain HTTP to a TLS port.
+func TestScrapersMatchTheInstall(t *testing.T) {
+	var deploy struct {
+		Spec struct {
+			Template struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+				Spec struct {
+					Containers []struct {
+						Args  []string `json:"args"`
+						Ports []struct {
+							Name          string `json:"name"`
+							ContainerPort int    `json:"containerPort"`
+						} `json:"ports"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	var svc struct {
+		Spec struct {
+			Ports []struct {
+				Name       string `json:"name"`
+				TargetPort string `json:"targetPort"`
+			} `json:"ports"`
+		} `json:"spec"`
+	}
+	var sm struct {
+		Spec struct {
+			Endpoints []map[string]any `json:"endpoints"`
+		} `json:"spec"`
+	}
+	var scrape struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	readYAML(t, "../operator/deployment.yaml", &deploy)
+	readYAML(t, "../operator/metrics_service.yaml", &svc)
+	readYAML(t, "servicemonitor.yaml", &sm)
+	readYAML(t, "prometheus_scrape_config.yaml", &scrape)
+	c := deploy.Spec.Template.Spec.Containers[0]
+	secure := false
+	for _, a := range c.Args {
+		secure = secure || a == "--metrics-secure"
+	}
+	if !secure {
+		t.Fatal("manifests/operator/deployment.yaml does not pass --metrics-secure: the default install must serve /metrics securely")
+	}
+	ann := deploy.Spec.Template.Metadata.Annotations
+	ep := sm.Spec.Endpoints[0]
+	job := scrape.ScrapeConfigs[0]
+	auth, _ := job["authorization"].(map[string]any)
+	for what, ok := range map[string]bool{
+		"the Service's port is the container's metrics port": len(svc.Spec.Ports) == 1 && len(c.Ports) > 0 && svc.Spec.Ports[0].TargetPort == c.Ports[0].Name,
+		"the ServiceMonitor scrapes the Service's port":      ep["port"] == svc.Spec.Ports[0].Name,
+		"the ServiceMonitor: https, a token, TLS settings":   ep["scheme"] == "https" && ep["bearerTokenFile"] != nil && ep["tlsConfig"] != nil,
+		"the scrape config: https, a token, TLS settings":    job["scheme"] == "https" && auth["credentials_file"] != nil && job["tls_config"] != nil,
+		"annotations: scheme https, the metrics port":        ann["prometheus.io/scheme"] == "https" && ann["prometheus.io/port"] == fmt.Sprint(c.Ports[0].ContainerPort),
+	} {
+		if !ok {
+			t.Errorf("not %s", what)
+		}
+	}
+}
