@@ -374,21 +374,7 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 // never modified, and survives the isvc's deletion.
 func TestNeverTouchesAForeignChild(t *testing.T) {
 	ns := env.Namespace(t)
-	foreign := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "mine"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "mine"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-			},
-		},
-	}
-	created, err := env.Kube.AppsV1().Deployments(ns).Create(context.Background(), foreign, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := createForeignDeployment(t, ns, "qwen3", 1)
 	applyYAML(t, ns, fiveLines)
 	i := env.WaitPhase(t, ns, "qwen3", crd.PhaseFailed, 30*time.Second)
 	if i.Status.Reason != "ChildConflict" {

@@ -37,25 +37,34 @@ func noDependents(ns, name string) error {
 	return nil
 }
 
+// createForeignDeployment creates a Deployment no InferenceService owns, without the operator's
+// labels (so outside its caches), whose pods are "app: mine".
+func createForeignDeployment(t *testing.T, ns, name string, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "mine"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "mine"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}
+	created, err := env.Kube.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
 // TestForeignDeploymentIsNeverScaled: a same-named Deployment outside the HPA's bounds and
 // outside the label-scoped cache. Nothing the operator creates may act on it: no HPA (which
 // would scale it into its bounds), no Service or PDB (which would select its pods).
 func TestForeignDeploymentIsNeverScaled(t *testing.T) {
 	ns := env.Namespace(t)
-	foreign := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](20),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "foreign"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "foreign"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-			},
-		},
-	}
-	if _, err := env.Kube.AppsV1().Deployments(ns).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createForeignDeployment(t, ns, "foreign", 20)
 	applyYAML(t, ns, "apiVersion: ai.example.com/v1alpha1\nkind: InferenceService\nmetadata: {name: foreign}\nspec: {model: Qwen/Qwen3-0.6B, replicas: 4}\n")
 	i := env.WaitPhase(t, ns, "foreign", crd.PhaseFailed, time.Minute)
 	if i.Status.Reason != "ChildConflict" {
