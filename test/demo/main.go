@@ -7,9 +7,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -129,6 +133,10 @@ func run(ctx context.Context, keep bool) error {
 	if err := kubectl("get", "svc/qwen3"); err != nil {
 		return err
 	}
+	step("A model pod answers: its log, then one completion through the pod's IP")
+	if err := askModel(ctx, c, kubectl); err != nil {
+		return err
+	}
 	step("What the operator recorded")
 	if err := kubectl("describe", "isvc/qwen3"); err != nil {
 		return err
@@ -141,5 +149,54 @@ func run(ctx context.Context, keep bool) error {
 	step("Cluster and operator are up. In another shell:")
 	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc\n\nCtrl-C to stop.\n", c.KubeconfigPath())
 	<-ctx.Done()
+	return nil
+}
+
+// askModel shows one ready pod's log tail and sends it a completion, as a client inside the
+// cluster would (the local cluster's pod IPs are loopback addresses).
+func askModel(ctx context.Context, c *cluster.Cluster, kubectl func(...string) error) error {
+	pod, _, err := c.Kubectl(ctx, "get", "pods", "-l", "ai.example.com/inferenceservice=qwen3",
+		"--field-selector=status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		return err
+	}
+	ip, _, err := c.Kubectl(ctx, "get", "pod", pod, "-o", "jsonpath={.status.podIP}")
+	if err != nil {
+		return err
+	}
+	model, _, err := c.Kubectl(ctx, "get", "isvc/qwen3", "-o", "jsonpath={.spec.model}")
+	if err != nil {
+		return err
+	}
+	if err := kubectl("logs", pod, "--tail=6"); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]any{"model": model, "prompt": "Kubernetes operators are", "max_tokens": 12})
+	url := "http://" + ip + ":8000/v1/completions"
+	fmt.Printf("$ curl -s %s -H 'Content-Type: application/json' -d '%s'\n", url, body)
+	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") == nil {
+		out = pretty.Bytes()
+	}
+	fmt.Printf("%s\n", out)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("completion: %s", resp.Status)
+	}
 	return nil
 }
