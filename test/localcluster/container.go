@@ -17,7 +17,8 @@ const (
 	csCrashBackOff
 	csErrImagePull
 	csImagePullBackOff
-	csCompleted // init containers
+	csCompleted   // init containers
+	csConfigError // CreateContainerConfigError: its environment names what does not exist
 )
 
 type ctr struct {
@@ -39,6 +40,15 @@ type ctr struct {
 	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
 	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
 	pullErrAt   time.Time
+
+	// Serving containers (serve.go): the process, its prober's stop, the run they belong to.
+	serve  bool
+	srv    *modelServer
+	stopCh chan struct{}
+	run    int
+	cfgErr string   // the CreateContainerConfigError message
+	runLog *logRun  // the current run's log
+	logIDs []string // container IDs of the runs whose logs are kept (current, previous)
 }
 
 // started is status.started: true once running and the startup probe (if
@@ -76,11 +86,21 @@ func (c *ctr) imageEvents(ps *podState) {
 	}
 }
 
-// restore resumes a running container after a restart of the fake kubelet.
-func (c *ctr) restore(ps *podState, startedAt, now time.Time) {
+// restore resumes a running container after a restart of the fake kubelet. A serving
+// container's process ended with the old kubelet: it starts again under the same container.
+func (c *ctr) restore(ps *podState, prev *v1.ContainerStatus, now time.Time) {
 	c.state = csRunning
-	c.startedAt = startedAt
+	c.startedAt = prev.State.Running.StartedAt.Time
+	c.serve = ps.serves(c)
+	if c.serve {
+		if spec, err := ps.serverSpec(c); err == nil {
+			c.startServing(ps, spec, now, prev)
+			return
+		}
+		c.serve = false
+	}
 	c.setRunningSchedule(ps, now)
+	c.newRun(ps)
 }
 
 // start (re)starts the container at now.
@@ -92,6 +112,15 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 		c.pullFail(ps, now)
 		return
 	}
+	c.serve = ps.serves(c)
+	var spec modelServerSpec
+	if c.serve {
+		var err error
+		if spec, err = ps.serverSpec(c); err != nil {
+			c.configError(ps, now, err)
+			return
+		}
+	}
 	c.imageEvents(ps)
 	ref := containerRef(ps.pod, c.spec.Name, c.init)
 	ps.rec.Event(ref, v1.EventTypeNormal, "Created", "Container created")
@@ -99,7 +128,27 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 	c.state = csRunning
 	c.startedAt = now
 	c.containerID = newContainerID(ps.pod, c.spec.Name, c.restarts)
+	c.cfgErr = ""
+	if c.serve {
+		c.startServing(ps, spec, now, nil)
+		return
+	}
 	c.setRunningSchedule(ps, now)
+	log := c.newRun(ps)
+	log.Printf("Starting %s", c.spec.Image)
+	log.Printf("Listening on :8080")
+}
+
+// configError is the kubelet failing to build the container's config (a Secret or key its
+// environment names is missing): waiting CreateContainerConfigError, retried on a back-off.
+func (c *ctr) configError(ps *podState, now time.Time, err error) {
+	ref := containerRef(ps.pod, c.spec.Name, c.init)
+	c.imageEvents(ps)
+	ps.rec.Eventf(ref, v1.EventTypeWarning, "Failed", "Error: %v", err)
+	c.state = csConfigError
+	c.cfgErr = err.Error()
+	c.readyAt, c.startedOK, c.nextProbe = time.Time{}, time.Time{}, time.Time{}
+	c.next = now.Add(c.backoffFor(ps.k.cfg))
 }
 
 func (c *ctr) complete(ps *podState, now time.Time) {
@@ -108,24 +157,44 @@ func (c *ctr) complete(ps *podState, now time.Time) {
 	ps.rec.Event(ref, v1.EventTypeNormal, "Created", "Container created")
 	ps.rec.Event(ref, v1.EventTypeNormal, "Started", "Container started")
 	c.containerID = newContainerID(ps.pod, c.spec.Name, 0)
+	c.newRun(ps).Printf("Starting %s", c.spec.Image)
+	c.endRun()
 	c.state = csCompleted
 	t := mtime(now)
 	c.term = &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: t, FinishedAt: t, ContainerID: c.containerID}
 }
 
+// crash ends a schedule-model run as its behavior says (crashloop, oomkilled), with the
+// traceback a crashing server leaves in its log.
 func (c *ctr) crash(ps *podState, now time.Time) {
-	t := &v1.ContainerStateTerminated{
-		ExitCode:    1,
-		Reason:      "Error",
+	code, reason := int32(1), "Error"
+	if c.beh.kind == bOOMKilled {
+		code, reason = 137, "OOMKilled"
+	}
+	if c.runLog != nil {
+		if reason == "OOMKilled" {
+			c.runLog.log.Printf("Killed")
+		} else {
+			c.runLog.log.Printf("Traceback (most recent call last):")
+			c.runLog.log.Printf("  File \"/app/server.py\", line 42, in <module>")
+			c.runLog.log.Printf("    main()")
+			c.runLog.log.Printf("RuntimeError: the server crashed (%s)", c.spec.Image)
+		}
+	}
+	c.crashWith(ps, now, code, reason)
+}
+
+// crashWith ends the run with the process's exit code and reason; unless the pod never
+// restarts, it restarts after the back-off (CrashLoopBackOff).
+func (c *ctr) crashWith(ps *podState, now time.Time, code int32, reason string) {
+	c.endRun()
+	c.term = &v1.ContainerStateTerminated{
+		ExitCode:    code,
+		Reason:      reason,
 		StartedAt:   mtime(c.startedAt),
 		FinishedAt:  mtime(now),
 		ContainerID: c.containerID,
 	}
-	if c.beh.kind == bOOMKilled {
-		t.ExitCode = 137
-		t.Reason = "OOMKilled"
-	}
-	c.term = t
 	c.state = csTerminated
 	c.readyAt = time.Time{}
 	c.nextProbe = time.Time{}
@@ -169,6 +238,8 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 			ps.rec.Eventf(ref, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.spec.Name, formatPod(ps.pod))
 		case csCrashBackOff:
 			c.start(ps, at, true)
+		case csConfigError:
+			c.start(ps, at, false)
 		case csErrImagePull:
 			c.state = csImagePullBackOff
 			c.next = c.pullErrAt.Add(c.backoff)

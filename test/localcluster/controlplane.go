@@ -36,8 +36,10 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+func portFree(port int) bool { return portFreeOn("127.0.0.1", port) }
+
+func portFreeOn(host string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
@@ -58,6 +60,25 @@ func persistedPort(file string) (int, error) {
 		return 0, err
 	}
 	return p, os.WriteFile(file, []byte(strconv.Itoa(p)), 0o600)
+}
+
+// persistedPortOn is persistedPort for a port that must be free on host (the kubelet API's
+// on the node addresses).
+func persistedPortOn(file, host string) (int, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && p > 0 && portFreeOn(host, p) {
+			return p, nil
+		}
+	}
+	for {
+		p, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if portFreeOn(host, p) {
+			return p, os.WriteFile(file, []byte(strconv.Itoa(p)), 0o600)
+		}
+	}
 }
 
 // startEtcd runs an embedded single-member etcd on loopback.

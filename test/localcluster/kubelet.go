@@ -16,12 +16,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
 
 type kubeletConfig struct {
+	serve               bool          // serving images run the fake model server (--kubelet-serve)
+	server              serverConfig  // what every fake model server shares
 	crashBackoffInitial time.Duration // first back-off after a crash or failed pull
 	crashBackoffMax     time.Duration // cap of the doubling back-off
 	crashRun            time.Duration // how long a crashing container runs
@@ -34,6 +37,17 @@ type kubelet struct {
 	nodes       map[string]int
 	broadcaster record.EventBroadcaster
 	recorders   map[string]record.EventRecorder
+	// services feeds the service links of containers' environments, as the kubelet's
+	// Service informer does; read only after it synced.
+	services corelisters.ServiceLister
+	ips      *ipAllocator
+	probers  probers
+	// pods is the informer's cache, which the log endpoint reads a pod's status from.
+	pods corelisters.PodLister
+
+	logsMu  sync.Mutex
+	logs    map[string]*logRun     // container ID -> that run's log
+	podLogs map[types.UID][]string // container IDs with logs, per pod, to drop on deletion
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -45,13 +59,17 @@ type podWorker struct {
 	updates chan *v1.Pod
 }
 
-func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int) *kubelet {
+func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, ips *ipAllocator) *kubelet {
 	k := &kubelet{
 		client:    client,
 		cfg:       cfg,
 		nodes:     map[string]int{},
 		recorders: map[string]record.EventRecorder{},
 		workers:   map[types.UID]*podWorker{},
+		ips:       ips,
+		probers:   newProbers(),
+		logs:      map[string]*logRun{},
+		podLogs:   map[types.UID][]string{},
 	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -64,9 +82,16 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int) *
 }
 
 func (k *kubelet) run(ctx context.Context) error {
+	// Services first: a container started before they were read would miss its service
+	// links (the kubelet refuses to build an environment until then).
+	svcFactory := informers.NewSharedInformerFactory(k.client, 0)
+	k.services = svcFactory.Core().V1().Services().Lister()
+	svcFactory.Start(ctx.Done())
+	svcFactory.WaitForCacheSync(ctx.Done())
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
 	inf := factory.Core().V1().Pods().Informer()
+	k.pods = factory.Core().V1().Pods().Lister()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.sync(ctx, obj) },
 		UpdateFunc: func(_, obj any) { k.sync(ctx, obj) },
@@ -76,6 +101,8 @@ func (k *kubelet) run(ctx context.Context) error {
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
 				k.stopWorker(pod.UID)
+				k.ips.release(pod.UID)
+				k.dropLogs(pod.UID)
 			}
 		},
 	})
@@ -86,6 +113,7 @@ func (k *kubelet) run(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		factory.Shutdown()
+		svcFactory.Shutdown()
 		k.broadcaster.Shutdown()
 	}()
 	return nil
@@ -107,6 +135,9 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return
 	}
+	// Reserved here, in the informer's order, so pods resumed after a restart get their
+	// addresses back before a new pod can take one.
+	k.ips.assign(pod.UID, pod.Status.PodIP)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if w, ok := k.workers[pod.UID]; ok {
@@ -152,7 +183,8 @@ func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
 
 func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Pod) {
 	defer k.stopWorker(pod.UID)
-	ps := newPodState(k, pod, time.Now())
+	ps := newPodState(ctx, k, pod, time.Now())
+	defer ps.stopAll()
 	cur := pod
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -196,6 +228,8 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case m := <-ps.msgs:
+			ps.handle(m, time.Now())
 		case p := <-updates:
 			if p.ResourceVersion != cur.ResourceVersion {
 				if p.Generation != cur.Generation || !sameBehaviors(p, cur) {

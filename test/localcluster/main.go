@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -41,6 +42,11 @@ var controllers = []string{
 	"horizontal-pod-autoscaler-controller",
 	"disruption-controller",
 	"pod-garbage-collector-controller",
+	// PVCs bind to PVs (a model weights cache on a PVC); the protection controllers remove the
+	// finalizers the StorageObjectInUseProtection admission plugin adds, so deletions finish.
+	"persistentvolume-binder-controller",
+	"persistentvolumeclaim-protection-controller",
+	"persistentvolume-protection-controller",
 	"clusterrole-aggregation-controller",
 }
 
@@ -70,6 +76,9 @@ func run() int {
 		crashRun    = flag.Duration("kubelet-crash-run", time.Second, "fake kubelet: how long a crashing container runs before it exits")
 		terminated  = flag.Duration("kubelet-terminated-for", time.Second, "fake kubelet: how long a crashed container shows as terminated (Error/OOMKilled) before CrashLoopBackOff, and ErrImagePull before ImagePullBackOff")
 		hpaSync     = flag.Duration("hpa-sync-period", 5*time.Second, "horizontal-pod-autoscaler sync period")
+		serve       = flag.Bool("kubelet-serve", true, "fake kubelet: containers of vLLM images (and kubelet.fake/ images) run the fake vLLM server on their pod IP, with real probes and logs; false: every container follows the schedule model (the cheapest, for runs of thousands of pods)")
+		loadTime    = flag.Duration("vllm-load-time", time.Second, "fake vLLM server: default time to load a model's weights (its port stays closed meanwhile)")
+		tokenTime   = flag.Duration("vllm-token-time", 5*time.Millisecond, "fake vLLM server: time per generated token")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
 	)
@@ -106,7 +115,8 @@ func run() int {
 		*kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
-		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated}, *hpaSync, *ctrlQPS); err != nil {
+		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
+			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime}}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
@@ -135,6 +145,17 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		_ = os.WriteFile(filepath.Join(dir, "apiserver.port"), []byte(strconv.Itoa(port)), 0o600)
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+	kubeletPort, err := persistedPortOn(filepath.Join(dir, "kubelet.port"), nodeIP(0))
+	if err != nil {
+		return err
+	}
+	nc.kubeletPort = int32(kubeletPort)
+	podNet, err := claimPodNetwork(dir)
+	if err != nil {
+		return err
+	}
+	defer podNet.lock.Close()
+	kcCrt, kcKey := p.clientPaths("apiserver-kubelet-client")
 
 	kcDir := filepath.Join(dir, "kubeconfigs")
 	if err := os.MkdirAll(kcDir, 0o700); err != nil {
@@ -180,6 +201,12 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
 			"--service-cluster-ip-range=10.0.0.0/16", // room for the scale benchmark's 10,000 Services
 			"--endpoint-reconciler-type=none",
+			// The kubelet API by address (no DNS for node names), with a client certificate,
+			// its serving certificate checked against the cluster CA.
+			"--kubelet-preferred-address-types=InternalIP",
+			"--kubelet-client-certificate=" + kcCrt,
+			"--kubelet-client-key=" + kcKey,
+			"--kubelet-certificate-authority=" + p.caCert,
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--v=" + klogV(),
@@ -260,8 +287,19 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 	nc.heartbeat(compCtx, kclient)
-	kl := newKubelet(kclient, kc, nc.count)
+	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))
 	if err := kl.run(compCtx); err != nil {
+		return err
+	}
+	var ips []net.IP
+	for i := 0; i < nc.count && i < 250; i++ {
+		ips = append(ips, net.ParseIP(nodeIP(i)))
+	}
+	cert, err := p.kubeletServing(ips)
+	if err != nil {
+		return err
+	}
+	if err := kl.serveKubeletAPI(compCtx, cert, p.caCertParsed, kubeletPort, nc.count); err != nil {
 		return err
 	}
 

@@ -27,6 +27,9 @@ type nodeConfig struct {
 	memory resource.Quantity
 	gpus   int64
 	pods   int64
+	// kubeletPort is where every node's kubelet API listens (DaemonEndpoints): one per
+	// cluster, so two clusters on the node addresses 127.0.1.x do not clash.
+	kubeletPort int32
 }
 
 func nodeName(i int) string { return fmt.Sprintf("fake-node-%d", i) }
@@ -77,7 +80,7 @@ func (c nodeConfig) nodeStatus(i int, prev []v1.NodeCondition) v1.NodeStatus {
 			{Type: v1.NodeInternalIP, Address: nodeIP(i)},
 			{Type: v1.NodeHostName, Address: nodeName(i)},
 		},
-		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: 10250}},
+		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: c.kubeletPort}},
 		NodeInfo: v1.NodeSystemInfo{
 			MachineID:               fmt.Sprintf("fake-machine-%d", i),
 			SystemUUID:              fmt.Sprintf("fake-uuid-%d", i),

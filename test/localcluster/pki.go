@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -40,6 +41,8 @@ var clientIdentities = []struct{ stem, cn, org string }{
 	{"controller-manager", "system:kube-controller-manager", "system:masters"},
 	{"scheduler", "system:kube-scheduler", "system:masters"},
 	{"kubelet", "system:node:localcluster-fake-kubelet", "system:masters"},
+	// The kube-apiserver's client certificate for the kubelet API (kubectl logs).
+	{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"},
 }
 
 func ensurePKI(dir string) (*pki, error) {
@@ -117,6 +120,29 @@ func ensurePKI(dir string) (*pki, error) {
 		}
 	}
 	return p, nil
+}
+
+// kubeletServing issues the kubelet API's serving certificate for the node addresses, in
+// memory: the node count (so the addresses) may change between runs.
+func (p *pki) kubeletServing(ips []net.IP) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: "localcluster-fake-kubelet"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCertParsed, key.Public(), p.caSigner)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 func (p *pki) clientPaths(stem string) (string, string) {

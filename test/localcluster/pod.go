@@ -3,10 +3,10 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 )
 
 type podState struct {
+	ctx  context.Context // the pod worker's: reads for a container's config stop with it
 	k    *kubelet
 	pod  *v1.Pod
 	rec  record.EventRecorder
@@ -26,6 +27,8 @@ type podState struct {
 	// zero: never. evicted is the eviction message once it happened.
 	evictAt time.Time
 	evicted string
+	// msgs carries serving containers' exits and probe results to the pod worker.
+	msgs chan podMsg
 }
 
 func normalizedImage(image string) string {
@@ -53,13 +56,6 @@ func newContainerID(pod *v1.Pod, name string, restarts int32) string {
 	return "containerd://" + hex.EncodeToString(sum[:])
 }
 
-func podIP(pod *v1.Pod, nodeIdx int) string {
-	h := fnv.New32a()
-	h.Write([]byte(pod.UID))
-	v := h.Sum32()
-	return fmt.Sprintf("127.%d.%d.%d", 10+nodeIdx%200, (v>>8)&0xff, v&0xfe|1)
-}
-
 func containerRef(pod *v1.Pod, name string, init bool) *v1.ObjectReference {
 	path := "spec.containers{" + name + "}"
 	if init {
@@ -72,13 +68,13 @@ func formatPod(pod *v1.Pod) string {
 	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 }
 
-func newPodState(k *kubelet, pod *v1.Pod, now time.Time) *podState {
+func newPodState(ctx context.Context, k *kubelet, pod *v1.Pod, now time.Time) *podState {
 	idx := k.nodes[pod.Spec.NodeName]
-	ps := &podState{k: k, pod: pod, rec: k.recorders[pod.Spec.NodeName], t0: now, host: nodeIP(idx)}
+	ps := &podState{ctx: ctx, k: k, pod: pod, rec: k.recorders[pod.Spec.NodeName], t0: now, host: nodeIP(idx), msgs: make(chan podMsg, 8)}
 	if pod.Status.StartTime != nil {
 		ps.t0 = pod.Status.StartTime.Time
 	}
-	ps.ip = podIP(pod, idx)
+	ps.ip = k.ips.assign(pod.UID, pod.Status.PodIP)
 	if pod.Spec.HostNetwork {
 		ps.ip = ps.host
 	}
@@ -101,7 +97,7 @@ func newPodState(k *kubelet, pod *v1.Pod, now time.Time) *podState {
 			if prev.State.Running != nil && prev.ContainerID != "" {
 				// Resume a container that was running before a restart of the fake kubelet.
 				c.containerID = prev.ContainerID
-				c.restore(ps, prev.State.Running.StartedAt.Time, now)
+				c.restore(ps, prev, now)
 				continue
 			}
 			if c.init && prev.State.Terminated != nil && prev.State.Terminated.ExitCode == 0 {
@@ -148,6 +144,8 @@ func (ps *podState) evict(now time.Time) {
 			continue
 		}
 		ps.rec.Eventf(containerRef(pod, c.spec.Name, c.init), v1.EventTypeNormal, "Killing", "Stopping container %s", c.spec.Name)
+		c.stopServing()
+		c.endRun()
 		c.term = &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: mtime(c.startedAt), FinishedAt: mtime(now), ContainerID: c.containerID}
 		c.state = csTerminated
 		c.readyAt, c.next, c.nextProbe = time.Time{}, time.Time{}, time.Time{}
@@ -228,6 +226,8 @@ func (ps *podState) reconcileSpec(pod *v1.Pod, now time.Time) {
 			t := mtime(now)
 			c.last = &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: mtime(c.startedAt), FinishedAt: t, ContainerID: c.containerID}
 		}
+		c.stopServing()
+		c.endRun()
 		c.spec = *spec
 		c.beh = b
 		c.start(ps, now, c.state != csErrImagePull && c.state != csImagePullBackOff)

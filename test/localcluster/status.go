@@ -57,6 +57,9 @@ func (ps *podState) containerStatus(c *ctr, now time.Time) v1.ContainerStatus {
 			Reason:  "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", c.backoff, c.spec.Name, formatPod(ps.pod)),
 		}
+	case csConfigError:
+		s.ImageID, s.ContainerID = "", ""
+		s.State.Waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: c.cfgErr}
 	case csErrImagePull:
 		s.ImageID, s.ContainerID = "", ""
 		s.State.Waiting = &v1.ContainerStateWaiting{Reason: "ErrImagePull", Message: c.pullErrMessage()}
@@ -100,6 +103,10 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 			unready = append(unready, c.spec.Name)
 		}
 		switch c.state {
+		case csConfigError:
+			// Pending until the container first ran; a restart that fails so stays Running.
+			pending = pending || c.last == nil
+			allStoppedNever = false
 		case csErrImagePull, csImagePullBackOff:
 			pending = true
 			allStoppedNever = false

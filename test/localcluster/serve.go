@@ -1,0 +1,234 @@
+// Serving containers: a container whose image serves a model runs the fake vLLM server of
+// vllm.go; its exit, its probes' results and its log reach the pod worker and the log endpoint.
+
+package main
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// serveAnnotation set to "false" on a pod keeps its containers on the schedule model even
+// where their image serves, for tests of that model on a serving cluster.
+const serveAnnotation = "kubelet.fake/serve"
+
+// logBytes bounds each container run's log, as a runtime rotates it.
+const logBytes = 1 << 20
+
+// podMsg is what a container's process and prober tell the pod worker.
+type podMsg struct {
+	c     *ctr
+	run   int
+	exit  *exitStatus
+	probe string // probeStartup, probeReadiness, probeLiveness
+	ok    bool
+}
+
+// logRun is one container run's log, found by container ID as the runtime finds it.
+type logRun struct {
+	log  *containerLog
+	done chan struct{} // closed when the run ends: `kubectl logs -f` returns
+}
+
+// serves says whether the container runs the fake model server.
+func (ps *podState) serves(c *ctr) bool {
+	return ps.k.cfg.serve && !c.init && ps.pod.Annotations[serveAnnotation] != "false" &&
+		servesModel(c.spec.Image) && c.beh.kind != bErrImgPull
+}
+
+// secret and configMap read what an environment names; a missing one is the error the
+// kubelet's managers give (`secret "x" not found`).
+func (k *kubelet) secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	s, err := k.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, notFound("secret", name)
+	}
+	return s, err
+}
+
+func (k *kubelet) configMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	cm, err := k.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, notFound("configmap", name)
+	}
+	return cm, err
+}
+
+// serverSpec is what the container's process sees.
+func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
+	env, err := containerEnv(ps.ctx, ps.k, ps.k.services, ps.pod, &c.spec, ps.ip, ps.host)
+	if err != nil {
+		return modelServerSpec{}, err
+	}
+	var mem int64
+	if q, ok := c.spec.Resources.Limits[v1.ResourceMemory]; ok {
+		mem = q.Value()
+	}
+	return modelServerSpec{
+		Image:       c.spec.Image,
+		Command:     c.spec.Command,
+		Args:        c.spec.Args,
+		Env:         env,
+		GPUs:        gpuCount(&c.spec),
+		MemoryLimit: mem,
+		ShmSize:     shmSize(ps.pod, &c.spec),
+		Mounts:      mountIdentities(ps.pod, &c.spec),
+		Behavior:    c.beh,
+		IP:          ps.ip,
+	}, nil
+}
+
+// newRun opens the log of a container run under its container ID; the kubelet keeps the
+// current and the previous run of each container, as `kubectl logs [--previous]` reads them.
+func (c *ctr) newRun(ps *podState) *containerLog {
+	run := &logRun{log: newContainerLog(logBytes), done: make(chan struct{})}
+	ps.k.logsMu.Lock()
+	ps.k.logs[c.containerID] = run
+	ps.k.podLogs[ps.pod.UID] = append(ps.k.podLogs[ps.pod.UID], c.containerID)
+	c.logIDs = append(c.logIDs, c.containerID)
+	if len(c.logIDs) > 2 {
+		delete(ps.k.logs, c.logIDs[0])
+		c.logIDs = c.logIDs[1:]
+	}
+	ps.k.logsMu.Unlock()
+	c.runLog = run
+	return run.log
+}
+
+// endRun marks the current run's log complete.
+func (c *ctr) endRun() {
+	if c.runLog != nil {
+		close(c.runLog.done)
+		c.runLog = nil
+	}
+}
+
+// dropLogs forgets a deleted pod's logs.
+func (k *kubelet) dropLogs(uid types.UID) {
+	k.logsMu.Lock()
+	defer k.logsMu.Unlock()
+	for _, id := range k.podLogs[uid] {
+		delete(k.logs, id)
+	}
+	delete(k.podLogs, uid)
+}
+
+func (k *kubelet) logRun(containerID string) *logRun {
+	k.logsMu.Lock()
+	defer k.logsMu.Unlock()
+	return k.logs[containerID]
+}
+
+// startServing starts the run's process and its prober. A restored run (a restart of the
+// fake kubelet) starts from the started and ready its status reported.
+func (c *ctr) startServing(ps *podState, spec modelServerSpec, now time.Time, restored *v1.ContainerStatus) {
+	c.run++
+	run := c.run
+	c.srv = startModelServer(spec, ps.k.cfg.server, c.newRun(ps))
+	c.stopCh = make(chan struct{})
+	c.next, c.nextProbe = time.Time{}, time.Time{}
+	c.startedOK, c.readyAt = time.Time{}, time.Time{}
+	started := c.spec.StartupProbe == nil || (restored != nil && restored.Started != nil && *restored.Started)
+	ready := restored != nil && restored.Ready
+	if started {
+		c.startedOK = now
+		if c.spec.ReadinessProbe == nil || ready {
+			c.readyAt = now // no readiness probe: ready once started, as a kubelet reports
+		}
+	}
+	stop := c.stopCh
+	send := func(m podMsg) bool {
+		m.c, m.run = c, run
+		select {
+		case ps.msgs <- m:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	srv := c.srv
+	go func() {
+		select {
+		case st := <-srv.Exited():
+			send(podMsg{exit: &st})
+		case <-stop:
+		}
+	}()
+	if c.spec.StartupProbe == nil && c.spec.ReadinessProbe == nil && c.spec.LivenessProbe == nil {
+		return
+	}
+	cp := &containerProber{
+		probers:   ps.k.probers,
+		rec:       ps.rec,
+		ref:       containerRef(ps.pod, c.spec.Name, c.init),
+		spec:      c.spec,
+		ip:        ps.ip,
+		startedAt: c.startedAt,
+		started:   started,
+		ready:     ready,
+		report:    func(kind string, ok bool) bool { return send(podMsg{probe: kind, ok: ok}) },
+		stop:      stop,
+	}
+	go cp.run()
+}
+
+// stopServing is the SIGTERM: the process and its prober stop, its log is complete.
+func (c *ctr) stopServing() {
+	if c.srv == nil {
+		return
+	}
+	close(c.stopCh)
+	c.srv.Stop()
+	c.srv = nil
+	c.endRun()
+}
+
+// handle applies what a process or prober reported, if it is about the current run.
+func (ps *podState) handle(m podMsg, now time.Time) {
+	c := m.c
+	if c.run != m.run || c.state != csRunning || c.srv == nil {
+		return
+	}
+	switch {
+	case m.exit != nil:
+		c.stopServing()
+		c.crashWith(ps, now, m.exit.Code, m.exit.Reason)
+	case m.probe == probeStartup && m.ok:
+		c.startedOK = now
+		if c.spec.ReadinessProbe == nil {
+			c.readyAt = now
+		}
+	case m.probe == probeReadiness && m.ok:
+		c.readyAt = now
+	case m.probe == probeReadiness:
+		c.readyAt = time.Time{}
+	case m.probe == probeStartup, m.probe == probeLiveness:
+		c.killForProbe(ps, now, m.probe)
+	}
+}
+
+// killForProbe is the kubelet killing a container whose liveness or startup probe failed past
+// its threshold: a Killing event, SIGTERM, and a restart through the usual back-off.
+func (c *ctr) killForProbe(ps *podState, now time.Time, kind string) {
+	msg := "Container " + c.spec.Name + " failed " + map[string]string{probeStartup: "startup", probeLiveness: "liveness"}[kind] + " probe"
+	if ps.pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+		msg += ", will be restarted"
+	}
+	ps.rec.Event(containerRef(ps.pod, c.spec.Name, c.init), v1.EventTypeNormal, "Killing", msg)
+	c.stopServing()
+	// The server shuts down on SIGTERM; a runtime reports the signal's 128+15.
+	c.crashWith(ps, now, 143, "Error")
+}
+
+// stopAll stops every process of the pod (deletion, the worker ending).
+func (ps *podState) stopAll() {
+	for _, c := range ps.ctrs {
+		c.stopServing()
+		c.endRun()
+	}
+}
