@@ -5,10 +5,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,46 +58,103 @@ type exitStatus struct {
 	Reason string // "Error", "OOMKilled" or "Completed"
 }
 
-// serverConfig is what every fake model server of one kubelet shares.
+// serverConfig is what every fake model server of one kubelet shares. Every zero field
+// takes the default its comment names, so a zero serverConfig works.
 type serverConfig struct {
-	LoadTime  time.Duration // default time to load weights
-	TokenTime time.Duration // per generated token
+	LoadTime  time.Duration // loading the weights and warming up; default 100ms
+	TokenTime time.Duration // per generated token; default 20ms
+	// PrefillTime is per prompt token (a word counts as one); default 1ms.
+	PrefillTime time.Duration
+	// DownloadTime is fetching a Hugging Face model the HF_HOME volume does not hold yet;
+	// default 0 (instant, but still recorded in Weights).
+	DownloadTime time.Duration
+	// CrashRun is how long a crashloop server serves, and an oomkilled one loads, before
+	// it dies; default 1s.
+	CrashRun time.Duration
+	// HealthDelayPerRequest is /health's extra latency per running or waiting request
+	// (vLLM answers it on the event loop that also streams every token); default 10ms.
+	HealthDelayPerRequest time.Duration
+	// GPUMemory is each GPU's memory in bytes; default 80 GiB (an H100).
+	GPUMemory int64
+	// MaxWaiting bounds the engine's waiting queue; beyond it requests get 503. Default 4096.
+	MaxWaiting int
+	// Weights is what each volume already holds; share one (newWeightsCache) across the
+	// kubelet's servers. nil: nothing is ever cached, every start downloads.
+	Weights *weightsCache
+}
+
+// withDefaults fills the zero fields.
+func (c serverConfig) withDefaults() serverConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.LoadTime, 100*time.Millisecond)
+	def(&c.TokenTime, 20*time.Millisecond)
+	def(&c.PrefillTime, time.Millisecond)
+	def(&c.CrashRun, time.Second)
+	def(&c.HealthDelayPerRequest, 10*time.Millisecond)
+	if c.GPUMemory == 0 {
+		c.GPUMemory = 80 * gib
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 4096
+	}
+	return c
 }
 
 // modelServer is one running fake vLLM process.
 type modelServer struct {
 	spec   modelServerSpec
+	cfg    serverConfig
 	log    *containerLog
 	port   int
 	exited chan exitStatus
-	stopMu sync.Mutex
-	srv    *http.Server
-	done   bool
+
+	stopMu  sync.Mutex
+	srv     *http.Server  // nil until the weights are loaded
+	done    bool          // stopped or exited: no more exits, no more serving
+	stopCh  chan struct{} // closed when done: cancels loading and in-flight requests
+	crashAt *time.Timer   // a crashloop server's pending death
+
+	args    *serveArgs
+	started time.Time
+	eng     *engine // nil until loaded
+	dead    bool    // never-ready: the engine is dead, /health answers 503
+	apiKeys []string
+
+	loraMu       sync.Mutex
+	loras        []loraAdapter
+	runtimeLoRA  bool // VLLM_ALLOW_RUNTIME_LORA_UPDATING
+	requestCount uint64
 }
 
 // startModelServer starts the process: it writes its log, loads the weights (the port stays
 // closed meanwhile), then serves on spec.IP:port until Stop, unless it exits on its own
 // (a bad argument, out of memory, ...), which it reports once on Exited.
 func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog) *modelServer {
-	s := &modelServer{spec: spec, log: log, port: 8000, exited: make(chan exitStatus, 1)}
-	for i, a := range spec.Args {
-		if a == "--port" && i+1 < len(spec.Args) {
-			if p, err := strconv.Atoi(spec.Args[i+1]); err == nil {
-				s.port = p
-			}
-		}
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", net.JoinHostPort(spec.IP, strconv.Itoa(s.port)))
-	if err != nil {
-		log.Printf("OSError: [Errno 98] Address already in use: %v", err)
-		s.exited <- exitStatus{Code: 1, Reason: "Error"}
+	s := &modelServer{spec: spec, cfg: cfg.withDefaults(), log: log, port: 8000,
+		exited: make(chan exitStatus, 1), stopCh: make(chan struct{}), started: time.Now()}
+	prog, argv, ok := serveCommand(spec.Command, spec.Args)
+	if !ok {
+		// the runtime could not exec what the container names
+		log.Printf("exec %s failed: No such file or directory", strings.Join(spec.Command, " "))
+		s.exit(exitStatus{Code: 127, Reason: "Error"})
 		return s
 	}
-	log.Printf("INFO Starting vLLM API server on http://%s", ln.Addr())
-	go func() { _ = s.srv.Serve(ln) }()
+	args, err := parseServeArgs(prog, argv)
+	if err != nil {
+		var ae *argError
+		if errors.As(err, &ae) {
+			log.Printf("%s", ae.usage())
+		}
+		log.Printf("%s", err)
+		s.exit(exitStatus{Code: 2, Reason: "Error"})
+		return s
+	}
+	s.args, s.port = args, args.port
+	go s.run()
 	return s
 }
 
@@ -108,7 +164,9 @@ func (s *modelServer) Exited() <-chan exitStatus { return s.exited }
 // Port is where the server listens (or will, once loaded).
 func (s *modelServer) Port() int { return s.port }
 
-// Stop is the SIGTERM a kubelet sends: the server logs its shutdown and closes its port.
+// Stop is the SIGTERM a kubelet sends: the server logs its shutdown, closes its port and
+// cancels what it was doing (loading, requests in flight). It returns at once; calling it
+// again does nothing.
 func (s *modelServer) Stop() {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
@@ -116,8 +174,34 @@ func (s *modelServer) Stop() {
 		return
 	}
 	s.done = true
-	s.log.Printf("INFO Shutting down FastAPI HTTP server.")
+	close(s.stopCh)
+	if s.crashAt != nil {
+		s.crashAt.Stop()
+	}
+	if s.srv == nil {
+		return // still loading: the process dies with nothing more to say
+	}
+	s.api("INFO", "launcher.py:99", "Shutting down FastAPI HTTP server.")
 	_ = s.srv.Close()
+	s.uvicorn("Shutting down")
+	s.uvicorn("Waiting for application shutdown.")
+	s.uvicorn("Application shutdown complete.")
+}
+
+// exit ends the process on its own: the port closes and Exited reports it, unless it was
+// stopped first.
+func (s *modelServer) exit(st exitStatus) {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	close(s.stopCh)
+	if s.srv != nil {
+		_ = s.srv.Close()
+	}
+	s.exited <- st
 }
 
 // containerLog is one container run's log, bounded in bytes (oldest lines dropped), as the

@@ -1,0 +1,268 @@
+// The fake vLLM's engine: --max-num-seqs slots, a FIFO of waiting requests, and the
+// statistics vLLM exports on /metrics. It owns no goroutine and no timer: a request's own
+// handler waits for its slot and for its tokens, so an idle server costs nothing.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// errQueueFull is the engine refusing a request beyond its bounded waiting queue.
+var errQueueFull = errors.New("the engine's waiting queue is full")
+
+// Buckets as vLLM v0.11's PrometheusStatLogger declares them.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+		2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+		2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	latencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// finishReasons are vLLM's FinishReason values, as request_success_total labels them.
+var finishReasons = []string{"stop", "length", "abort"}
+
+// histogram is one Prometheus histogram's state (cumulative counts are made at scrape).
+type histogram struct {
+	bounds []float64
+	counts []uint64 // per bucket, not cumulative; the last one is +Inf
+	sum    float64
+	n      uint64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+// observe adds n observations of v.
+func (h *histogram) observe(v float64, n uint64) {
+	i := 0
+	for i < len(h.bounds) && v > h.bounds[i] {
+		i++
+	}
+	h.counts[i] += n
+	h.sum += v * float64(n)
+	h.n += n
+}
+
+// engineStats is what /metrics reports; guarded by the engine's mutex.
+type engineStats struct {
+	created          time.Time
+	promptTokens     uint64
+	generationTokens uint64
+	success          map[string]uint64
+	ttft, itl        histogram
+	e2e, queue       histogram
+	promptHist       histogram
+	generationHist   histogram
+}
+
+// engine schedules requests onto slots. Waiters are handed a slot in arrival order.
+type engine struct {
+	mu          sync.Mutex
+	slots       int
+	maxWaiting  int
+	running     int
+	waiting     []chan struct{} // closed when the waiter is given a slot
+	kvTokens    int             // KV cache capacity, for kv_cache_usage_perc
+	kvUsed      int             // tokens held by running requests
+	maxModelLen int
+	stats       engineStats
+	// lastStatLog is when the periodic "Engine 000: Avg prompt throughput" line was last
+	// written; vLLM writes it every 10 s while busy, here on request completion.
+	lastStatLog             time.Time
+	windowPrompt, windowGen uint64
+}
+
+func newEngine(slots, maxWaiting, kvTokens, maxModelLen int) *engine {
+	lenBuckets := build125Buckets(maxModelLen)
+	return &engine{slots: slots, maxWaiting: maxWaiting, kvTokens: kvTokens, maxModelLen: maxModelLen, lastStatLog: time.Now(),
+		stats: engineStats{created: time.Now(), success: map[string]uint64{},
+			ttft: newHistogram(ttftBuckets), itl: newHistogram(itlBuckets),
+			e2e: newHistogram(latencyBuckets), queue: newHistogram(latencyBuckets),
+			promptHist: newHistogram(lenBuckets), generationHist: newHistogram(lenBuckets)}}
+}
+
+// build125Buckets is vLLM's 1-2-5 series up to max.
+func build125Buckets(maxValue int) []float64 {
+	var out []float64
+	for e := 1.0; ; e *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if m*e > float64(maxValue) {
+				return out
+			}
+			out = append(out, m*e)
+		}
+	}
+}
+
+// admit waits for a slot in FIFO order; it fails when the queue is full or ctx ends.
+// tokens is what the request will hold in the KV cache while it runs.
+func (e *engine) admit(ctx context.Context, stop <-chan struct{}, tokens int) error {
+	e.mu.Lock()
+	if e.running < e.slots && len(e.waiting) == 0 {
+		e.running++
+		e.kvUsed += tokens
+		e.mu.Unlock()
+		return nil
+	}
+	if len(e.waiting) >= e.maxWaiting {
+		e.mu.Unlock()
+		return errQueueFull
+	}
+	ch := make(chan struct{})
+	e.waiting = append(e.waiting, ch)
+	e.mu.Unlock()
+	select {
+	case <-ch:
+		e.mu.Lock()
+		e.kvUsed += tokens
+		e.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+	case <-stop:
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, w := range e.waiting {
+		if w == ch {
+			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			return context.Canceled
+		}
+	}
+	// granted at the same moment: give the slot back
+	e.releaseLocked(0)
+	return context.Canceled
+}
+
+// release frees a slot, handing it to the first waiter.
+func (e *engine) release(tokens int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.releaseLocked(tokens)
+}
+
+func (e *engine) releaseLocked(tokens int) {
+	e.kvUsed -= tokens
+	if len(e.waiting) > 0 {
+		ch := e.waiting[0]
+		e.waiting = e.waiting[1:]
+		close(ch) // the slot passes on: running stays the same
+		return
+	}
+	e.running--
+}
+
+// load is running plus waiting: what delays /health in vLLM's shared event loop.
+func (e *engine) load() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running + len(e.waiting)
+}
+
+// requestRecord is one finished request's figures.
+type requestRecord struct {
+	reason            string
+	prompt, generated int
+	queued, ttft, e2e time.Duration
+	itl               time.Duration // per token after the first
+}
+
+// finish records a finished request; it returns the periodic stats line when one is due.
+func (e *engine) finish(r requestRecord) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.stats
+	s.promptTokens += uint64(r.prompt)
+	s.generationTokens += uint64(r.generated)
+	e.windowPrompt += uint64(r.prompt)
+	e.windowGen += uint64(r.generated)
+	s.success[r.reason]++
+	s.queue.observe(r.queued.Seconds(), 1)
+	s.e2e.observe(r.e2e.Seconds(), 1)
+	s.promptHist.observe(float64(r.prompt), 1)
+	s.generationHist.observe(float64(r.generated), 1)
+	if r.generated > 0 {
+		s.ttft.observe(r.ttft.Seconds(), 1)
+	}
+	if r.generated > 1 {
+		s.itl.observe(r.itl.Seconds(), uint64(r.generated-1))
+	}
+	now := time.Now()
+	el := now.Sub(e.lastStatLog)
+	if el < 10*time.Second {
+		return ""
+	}
+	line := fmt.Sprintf("Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "+
+		"Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: 0.0%%",
+		float64(e.windowPrompt)/el.Seconds(), float64(e.windowGen)/el.Seconds(), e.running-1, len(e.waiting),
+		100*e.kvUsageLocked())
+	e.lastStatLog, e.windowPrompt, e.windowGen = now, 0, 0
+	return line
+}
+
+func (e *engine) kvUsageLocked() float64 {
+	if e.kvTokens <= 0 {
+		return 0
+	}
+	return min(1, float64(max(0, e.kvUsed))/float64(e.kvTokens))
+}
+
+// writeMetrics writes the Prometheus text vLLM v0.11 serves on /metrics: its names, help,
+// types, labels (sorted, as prometheus_client writes them) and Python's float format.
+func (e *engine) writeMetrics(b *strings.Builder, model string, loraInfo string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.stats
+	lbl := fmt.Sprintf(`engine="0",model_name=%q`, model)
+	created := pyFloat(float64(s.created.UnixNano()) / 1e9)
+	gauge := func(name, help string, v float64) {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %s\n", name, help, name, name, lbl, pyFloat(v))
+	}
+	counter := func(name, help string, v uint64) {
+		fmt.Fprintf(b, "# HELP %s_total %s\n# TYPE %s_total counter\n%s_total{%s} %s\n%s_created{%s} %s\n",
+			name, help, name, name, lbl, pyFloat(float64(v)), name, lbl, created)
+	}
+	hist := func(name, help string, h *histogram) {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+		var cum uint64
+		for i, bound := range h.bounds {
+			cum += h.counts[i]
+			fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"%s\",model_name=%q} %s\n", name, pyFloat(bound), model, pyFloat(float64(cum)))
+		}
+		fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"+Inf\",model_name=%q} %s\n", name, model, pyFloat(float64(h.n)))
+		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n%s_created{%s} %s\n", name, lbl, pyFloat(float64(h.n)),
+			name, lbl, pyFloat(h.sum), name, lbl, created)
+	}
+	if loraInfo != "" {
+		fmt.Fprintf(b, "# HELP vllm:lora_requests_info Running stats on lora requests.\n# TYPE vllm:lora_requests_info gauge\n"+
+			"vllm:lora_requests_info{%s,running_lora_adapters=\"\",waiting_lora_adapters=\"\"} %s\n", loraInfo,
+			pyFloat(float64(time.Now().UnixNano())/1e9))
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(e.running))
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(len(e.waiting)))
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kvUsageLocked())
+	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
+	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.promptTokens)
+	counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generationTokens)
+	fmt.Fprintf(b, "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter\n")
+	for _, r := range finishReasons {
+		fmt.Fprintf(b, "vllm:request_success_total{engine=\"0\",finished_reason=%q,model_name=%q} %s\n", r, model, pyFloat(float64(s.success[r])))
+	}
+	for _, r := range finishReasons {
+		fmt.Fprintf(b, "vllm:request_success_created{engine=\"0\",finished_reason=%q,model_name=%q} %s\n", r, model, created)
+	}
+	hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", &s.promptHist)
+	hist("vllm:request_generation_tokens", "Number of generation tokens processed.", &s.generationHist)
+	hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &s.ttft)
+	hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &s.itl)
+	hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &s.e2e)
+	hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &s.queue)
+}

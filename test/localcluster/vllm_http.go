@@ -1,0 +1,479 @@
+// The fake vLLM's HTTP surface once loaded: /health, /version, /metrics, /v1/models, the
+// OpenAI completions and chat completions (streamed or not), runtime LoRA loading, the
+// API key check and uvicorn's access log, with vLLM v0.11's bodies and status codes.
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// loraAdapter is one loaded LoRA adapter as /v1/models lists it.
+type loraAdapter struct{ name, path, base string }
+
+// routes are vLLM's routes, as it logs them at start.
+func (s *modelServer) routes() [][2]string {
+	r := [][2]string{{"/openapi.json", "HEAD, GET"}, {"/docs", "HEAD, GET"}, {"/docs/oauth2-redirect", "HEAD, GET"},
+		{"/redoc", "HEAD, GET"}, {"/health", "GET"}, {"/load", "GET"}, {"/ping", "POST"}, {"/ping", "GET"},
+		{"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/v1/models", "GET"}, {"/version", "GET"},
+		{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}}
+	if s.runtimeLoRA {
+		r = append(r, [2]string{"/v1/load_lora_adapter", "POST"}, [2]string{"/v1/unload_lora_adapter", "POST"})
+	}
+	return append(r, [2]string{"/metrics", "GET"})
+}
+
+// accessLog writes uvicorn's access line when the response starts, as uvicorn does.
+type accessLog struct {
+	http.ResponseWriter
+	s      *modelServer
+	r      *http.Request
+	logged bool
+}
+
+func (a *accessLog) WriteHeader(code int) {
+	if !a.logged {
+		a.logged = true
+		if a.s.args.accessLog {
+			a.s.uvicorn(`%s - "%s %s HTTP/%d.%d" %d %s`, a.r.RemoteAddr, a.r.Method, a.r.URL.RequestURI(),
+				a.r.ProtoMajor, a.r.ProtoMinor, code, http.StatusText(code))
+		}
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *accessLog) Write(b []byte) (int, error) {
+	if !a.logged {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+func (a *accessLog) Flush() {
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ServeHTTP routes a request as vLLM's FastAPI app does.
+func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &accessLog{ResponseWriter: rw, s: s, r: r}
+	defer func() {
+		if !w.logged {
+			w.WriteHeader(http.StatusOK)
+		}
+	}()
+	if len(s.apiKeys) > 0 && strings.HasPrefix(r.URL.Path, "/v1") && r.Method != http.MethodOptions {
+		ok := false
+		for _, k := range s.apiKeys {
+			if r.Header.Get("Authorization") == "Bearer "+k {
+				ok = true
+			}
+		}
+		if !ok {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+	}
+	methods := ""
+	for _, rt := range s.routes() {
+		if rt[0] == r.URL.Path {
+			methods += rt[1] + ", "
+		}
+	}
+	if methods == "" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		return
+	}
+	if !strings.Contains(methods, r.Method+",") {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+		return
+	}
+	switch r.URL.Path {
+	case "/health", "/ping":
+		s.health(w, r)
+	case "/version":
+		writeJSON(w, http.StatusOK, map[string]string{"version": vllmVersion})
+	case "/load":
+		writeJSON(w, http.StatusOK, map[string]int{"server_load": s.eng.load()})
+	case "/metrics":
+		var b strings.Builder
+		lora := ""
+		if s.args.enableLoRA {
+			lora = fmt.Sprintf(`max_lora="%d"`, s.args.maxLoras)
+		}
+		s.eng.writeMetrics(&b, s.args.served[0], lora)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte(b.String()))
+	case "/v1/models":
+		s.models(w)
+	case "/v1/completions", "/v1/chat/completions":
+		s.complete(w, r, r.URL.Path == "/v1/chat/completions")
+	case "/v1/load_lora_adapter", "/v1/unload_lora_adapter":
+		s.loraRoute(w, r, r.URL.Path == "/v1/load_lora_adapter")
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{})
+	}
+}
+
+// health answers once the event loop gets to it: later the more requests it is busy with.
+func (s *modelServer) health(w http.ResponseWriter, r *http.Request) {
+	if s.dead {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if d := s.cfg.HealthDelayPerRequest * time.Duration(s.eng.load()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		case <-s.stopCh:
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// vllmError is vLLM's ErrorResponse.
+func vllmError(w http.ResponseWriter, code int, typ, msg string, param any) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": param, "code": code}})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// models is GET /v1/models: each served name, then each LoRA adapter.
+func (s *modelServer) models(w http.ResponseWriter) {
+	now := time.Now().Unix()
+	perm := func() []map[string]any {
+		return []map[string]any{{"id": "modelperm-" + randomHex(), "object": "model_permission", "created": now,
+			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
+			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false}}
+	}
+	var data []map[string]any
+	for _, name := range s.args.served {
+		data = append(data, map[string]any{"id": name, "object": "model", "created": now, "owned_by": "vllm",
+			"root": s.args.model, "parent": nil, "max_model_len": s.eng.maxModelLen, "permission": perm()})
+	}
+	s.loraMu.Lock()
+	for _, l := range s.loras {
+		data = append(data, map[string]any{"id": l.name, "object": "model", "created": now, "owned_by": "vllm",
+			"root": l.path, "parent": l.base, "max_model_len": nil, "permission": perm()})
+	}
+	s.loraMu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// addLoRA loads an adapter as vLLM's OpenAIServingModels does; on failure it returns
+// vLLM's message, error type and status.
+func (s *modelServer) addLoRA(name, path, base string) (msg, typ string, code int) {
+	s.loraMu.Lock()
+	defer s.loraMu.Unlock()
+	if name == "" || path == "" {
+		return "Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput", http.StatusBadRequest
+	}
+	for _, l := range s.loras {
+		if l.name == name {
+			return fmt.Sprintf("The lora adapter '%s' has already been loaded.", name), "InvalidUserInput", http.StatusBadRequest
+		}
+	}
+	if !s.args.enableLoRA {
+		return "LoRA is not enabled. Use --enable-lora to enable LoRA.", "BadRequestError", http.StatusBadRequest
+	}
+	_, _, mounted := mountFor(s.spec.Mounts, path)
+	if !(strings.HasPrefix(path, "/") && mounted) && !hfRepoID(path) {
+		return fmt.Sprintf("Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
+	}
+	isBase := false
+	for _, n := range s.args.served {
+		isBase = isBase || n == base
+	}
+	if !isBase {
+		base = s.args.served[0]
+	}
+	s.loras = append(s.loras, loraAdapter{name: name, path: path, base: base})
+	s.api("INFO", "serving_models.py:174", "Loaded new LoRA adapter: name '%s', path '%s'", name, path)
+	return "", "", 0
+}
+
+// loraRoute is POST /v1/load_lora_adapter and /v1/unload_lora_adapter.
+func (s *modelServer) loraRoute(w http.ResponseWriter, r *http.Request, load bool) {
+	var req struct {
+		Name string `json:"lora_name"`
+		Path string `json:"lora_path"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", err.Error(), nil)
+		return
+	}
+	if load {
+		if msg, typ, code := s.addLoRA(req.Name, req.Path, ""); msg != "" {
+			vllmError(w, code, typ, msg, nil)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.Name)
+		return
+	}
+	if req.Name == "" {
+		vllmError(w, http.StatusBadRequest, "InvalidUserInput", "either 'lora_name' and 'lora_int_id' needs to be provided.", nil)
+		return
+	}
+	s.loraMu.Lock()
+	kept := s.loras[:0:0]
+	for _, l := range s.loras {
+		if l.name != req.Name {
+			kept = append(kept, l)
+		}
+	}
+	found := len(kept) < len(s.loras)
+	s.loras = kept
+	s.loraMu.Unlock()
+	if !found {
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", req.Name), nil)
+		return
+	}
+	s.api("INFO", "serving_models.py:200", "Removed LoRA adapter: name '%s'", req.Name)
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.Name)
+}
+
+// completionRequest is what the fake reads of an OpenAI (chat) completion request.
+type completionRequest struct {
+	Model               string          `json:"model"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// words counts the words of a JSON string, array of strings, or array of content parts.
+func words(raw json.RawMessage) int {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return len(strings.Fields(str))
+	}
+	var list []json.RawMessage
+	n := 0
+	if json.Unmarshal(raw, &list) == nil {
+		for _, x := range list {
+			var part struct{ Text string }
+			if json.Unmarshal(x, &part) == nil && part.Text != "" {
+				n += len(strings.Fields(part.Text))
+			} else {
+				n += words(x)
+			}
+		}
+	}
+	return n
+}
+
+// fakeText is what the model "generates": one word per token, always the same.
+var fakeText = strings.Fields("The quick brown fox jumps over the lazy dog while the model server keeps its promise of one token at a time")
+
+func tokenText(i int) string { return " " + fakeText[i%len(fakeText)] }
+
+func randomHex() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
+
+// complete is POST /v1/completions and /v1/chat/completions: the request waits for a slot,
+// prefills its prompt, then generates max_tokens tokens at TokenTime each.
+func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool) {
+	var req completionRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", err.Error(), nil)
+		return
+	}
+	if !s.knownModel(req.Model) {
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model), "model")
+		return
+	}
+	if s.dead {
+		vllmError(w, http.StatusInternalServerError, "InternalServerError", "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
+		return
+	}
+	prompt := 0
+	if chat {
+		for _, m := range req.Messages {
+			prompt += words(m.Content)
+		}
+	} else {
+		prompt = words(req.Prompt)
+	}
+	prompt = max(prompt, 1)
+	maxTokens := 16 // the fake's default for both routes; vLLM's chat default is the rest of the context
+	if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
+	}
+	if req.MaxCompletionTokens != nil {
+		maxTokens = *req.MaxCompletionTokens
+	}
+	if maxTokens < 1 {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens), nil)
+		return
+	}
+	if prompt+maxTokens > s.eng.maxModelLen {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			s.eng.maxModelLen, prompt+maxTokens, prompt, maxTokens), nil)
+		return
+	}
+	model := req.Model
+	if model == "" {
+		model = s.args.served[0]
+	}
+	kind, prefix := "text_completion", "cmpl-"
+	if chat {
+		kind, prefix = "chat.completion", "chatcmpl-"
+	}
+	id, created := prefix+randomHex(), time.Now().Unix()
+
+	t0 := time.Now()
+	rec := requestRecord{reason: "abort", prompt: prompt}
+	if err := s.eng.admit(r.Context(), s.stopCh, prompt+maxTokens); err != nil {
+		if err == errQueueFull {
+			vllmError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is overloaded; the request queue is full.", nil)
+		}
+		return
+	}
+	rec.queued = time.Since(t0)
+	defer func() {
+		s.eng.release(prompt + maxTokens)
+		rec.e2e = time.Since(t0)
+		if line := s.eng.finish(rec); line != "" && !s.args.disableLogStats {
+			s.api("INFO", "loggers.py:127", "%s", line)
+		}
+	}()
+	if !s.sleep(r, time.Duration(prompt)*s.cfg.PrefillTime) {
+		return
+	}
+	var text strings.Builder
+	usage := map[string]any{"prompt_tokens": prompt, "total_tokens": prompt + maxTokens, "completion_tokens": maxTokens, "prompt_tokens_details": nil}
+	if !req.Stream {
+		if !s.sleep(r, time.Duration(maxTokens)*s.cfg.TokenTime) {
+			return
+		}
+		for i := range maxTokens {
+			text.WriteString(tokenText(i))
+		}
+		rec.reason, rec.generated = "length", maxTokens
+		rec.ttft, rec.itl = rec.queued+time.Duration(prompt)*s.cfg.PrefillTime+s.cfg.TokenTime, s.cfg.TokenTime
+		choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": "length", "stop_reason": nil}
+		if chat {
+			choice["message"] = map[string]any{"role": "assistant", "content": text.String(), "refusal": nil, "annotations": nil,
+				"audio": nil, "function_call": nil, "tool_calls": []any{}, "reasoning_content": nil}
+		} else {
+			choice["text"], choice["prompt_logprobs"] = text.String(), nil
+		}
+		body := map[string]any{"id": id, "object": kind, "created": created, "model": model, "choices": []any{choice},
+			"usage": usage, "service_tier": nil, "system_fingerprint": nil, "prompt_logprobs": nil, "kv_transfer_params": nil}
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	chunk := func(choice map[string]any, usage any) {
+		obj := kind
+		if chat {
+			obj += ".chunk"
+		}
+		c := map[string]any{"id": id, "object": obj, "created": created, "model": model, "choices": []any{}}
+		if choice != nil {
+			c["choices"] = []any{choice}
+		}
+		if usage != nil {
+			c["usage"] = usage
+		}
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		w.(http.Flusher).Flush()
+	}
+	if chat {
+		chunk(map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "logprobs": nil, "finish_reason": nil}, nil)
+	}
+	last := time.Now()
+	for i := range maxTokens {
+		if !s.sleep(r, s.cfg.TokenTime) {
+			return
+		}
+		if i == 0 {
+			rec.ttft = time.Since(t0)
+		}
+		rec.generated = i + 1
+		var finish any
+		if i == maxTokens-1 {
+			finish = "length"
+		}
+		c := map[string]any{"index": 0, "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
+		if chat {
+			c["delta"] = map[string]any{"content": tokenText(i)}
+		} else {
+			c["text"] = tokenText(i)
+		}
+		chunk(c, nil)
+	}
+	if maxTokens > 1 {
+		rec.itl = time.Since(last) / time.Duration(maxTokens)
+	}
+	rec.reason = "length"
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		chunk(nil, usage)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	w.(http.Flusher).Flush()
+}
+
+// knownModel: a served name, a loaded adapter, or none (vLLM then uses the first).
+func (s *modelServer) knownModel(name string) bool {
+	if name == "" {
+		return true
+	}
+	for _, n := range s.args.served {
+		if n == name {
+			return true
+		}
+	}
+	s.loraMu.Lock()
+	defer s.loraMu.Unlock()
+	for _, l := range s.loras {
+		if l.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d for the request; false: the client left or the server stopped.
+func (s *modelServer) sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.stopCh:
+		return false
+	}
+}

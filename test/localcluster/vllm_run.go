@@ -1,0 +1,441 @@
+// The fake vLLM's start, told as vLLM v0.11 logs it: configuration, the checks that make a
+// real start fail (bad environment, missing or gated weights, too few GPUs, GPU or host
+// out of memory, no /dev/shm for NCCL), the download and the load with the port closed,
+// then the API server. Each failure ends the log the way the real one does.
+
+package main
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	vllmVersion = "0.11.0"
+	enginePID   = 243 // the EngineCore process's pid in log prefixes
+	pyLib       = "/usr/local/lib/python3.12/dist-packages"
+)
+
+// now is the time as vLLM's logger prints it.
+func logStamp() string { return time.Now().UTC().Format("01-02 15:04:05") }
+
+// api logs a line of the API server process (pid 1).
+func (s *modelServer) api(level, src, format string, args ...any) {
+	s.log.Printf("(APIServer pid=1) %s %s [%s] %s", level, logStamp(), src, fmt.Sprintf(format, args...))
+}
+
+// core logs a line of the engine core process.
+func (s *modelServer) core(level, src, format string, args ...any) {
+	s.log.Printf("(EngineCore_DP0 pid=%d) %s %s [%s] %s", enginePID, level, logStamp(), src, fmt.Sprintf(format, args...))
+}
+
+// uvicorn logs a line of uvicorn's own logger.
+func (s *modelServer) uvicorn(format string, args ...any) {
+	s.log.Printf("(APIServer pid=1) INFO:     %s", fmt.Sprintf(format, args...))
+}
+
+// raw writes lines with a process prefix as that process prints to stderr (tracebacks).
+func (s *modelServer) raw(prefix string, lines ...string) {
+	for _, l := range lines {
+		for _, part := range strings.Split(l, "\n") {
+			s.log.Printf("%s%s", prefix, part)
+		}
+	}
+}
+
+const (
+	apiPrefix = "(APIServer pid=1) "
+)
+
+func corePrefix() string { return fmt.Sprintf("(EngineCore_DP0 pid=%d) ", enginePID) }
+
+// wait sleeps d unless the process is stopped first; false: stopped.
+func (s *modelServer) wait(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-s.stopCh:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stopCh:
+		return false
+	}
+}
+
+// failPython ends the process with a Python traceback from the API server, exit 1.
+func (s *modelServer) failPython(frames []string, last ...string) {
+	lines := []string{"Traceback (most recent call last):",
+		`  File "/usr/local/bin/vllm", line 10, in <module>`, "    sys.exit(main())",
+		`  File "` + pyLib + `/vllm/entrypoints/cli/main.py", line 54, in main`, "    args.dispatch_function(args)",
+		`  File "` + pyLib + `/vllm/entrypoints/cli/serve.py", line 57, in cmd`, "    uvloop.run(run_server(args))"}
+	lines = append(lines, frames...)
+	lines = append(lines, last...)
+	s.raw(apiPrefix, lines...)
+	s.exit(exitStatus{Code: 1, Reason: "Error"})
+}
+
+// engineInitFailed is how the API server reports an engine core that died starting.
+var engineInitFailed = []string{
+	`  File "` + pyLib + `/vllm/v1/engine/core_client.py", line 96, in make_async_mp_client`,
+	"    return AsyncMPClient(*client_args)",
+	`  File "` + pyLib + `/vllm/v1/engine/utils.py", line 880, in wait_for_engine_startup`,
+	"    raise RuntimeError(\"Engine core initialization failed. \"",
+}
+
+// run is the process from its first log line to serving (or its death).
+func (s *modelServer) run() {
+	a, sp := s.args, s.spec
+	s.log.Printf("INFO %s [__init__.py:216] Automatically detected platform cuda.", logStamp())
+	if a.modelFlag && a.prog == "vllm serve" {
+		s.log.Printf("WARNING %s [argparse_utils.py:195] With `vllm serve`, you should provide the model as a positional argument or in a config file instead of via the `--model` option. The `--model` option will be removed in v0.13.", logStamp())
+	}
+	s.api("INFO", "api_server.py:1842", "vLLM API server version %s", vllmVersion)
+	s.api("INFO", "utils.py:233", "non-default args: {%s}", strings.Join(a.nonDefault, ", "))
+
+	if port, ok := sp.Env["VLLM_PORT"]; ok {
+		if _, err := strconv.Atoi(port); err != nil {
+			msg := fmt.Sprintf("ValueError: VLLM_PORT '%s' must be a valid integer", port)
+			if i := strings.Index(port, "://"); i > 0 {
+				msg = fmt.Sprintf("ValueError: VLLM_PORT '%s' appears to be a URI. This may be caused by a Kubernetes service discovery issue,check the warning in: https://docs.vllm.ai/en/stable/serving/env_vars.html", port)
+			}
+			s.failPython([]string{
+				`  File "` + pyLib + `/vllm/utils/__init__.py", line 655, in get_open_port`,
+				"    port = envs.VLLM_PORT",
+				`  File "` + pyLib + `/vllm/envs.py", line 1217, in __getattr__`,
+				"    value = environment_variables[name]()",
+				`  File "` + pyLib + `/vllm/envs.py", line 242, in get_vllm_port`,
+				"    raise ValueError(",
+			}, msg)
+			return
+		}
+	}
+	if k := sp.Env["VLLM_API_KEY"]; k != "" && len(a.apiKeys) == 0 {
+		s.apiKeys = []string{k}
+	} else {
+		s.apiKeys = a.apiKeys
+	}
+	s.runtimeLoRA = envTrue(sp.Env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"])
+
+	// where the weights come from
+	model := a.model
+	var cacheVolume string
+	local := strings.HasPrefix(model, "/") || strings.HasPrefix(model, "./")
+	if local {
+		if _, _, ok := mountFor(sp.Mounts, model); !ok {
+			s.failPython([]string{
+				`  File "` + pyLib + `/vllm/transformers_utils/config.py", line 633, in get_config`,
+				"    raise ValueError(",
+			}, fmt.Sprintf("ValueError: Invalid repository ID or local directory specified: '%s'.", model),
+				"Please verify the following requirements:",
+				"1. Provide a valid Hugging Face repository ID.",
+				"2. Specify a local directory that contains a recognized configuration file.",
+				"   - For Hugging Face models: ensure the presence of a 'config.json'.",
+				"   - For Mistral models: ensure the presence of a 'params.json'.")
+			return
+		}
+	} else {
+		if gatedModel(model) && sp.Env["HF_TOKEN"] == "" && sp.Env["HUGGING_FACE_HUB_TOKEN"] == "" {
+			s.failPython([]string{
+				`  File "` + pyLib + `/huggingface_hub/file_download.py", line 1531, in _get_metadata_or_catch_error`,
+				"    metadata = get_hf_file_metadata(",
+				`  File "` + pyLib + `/huggingface_hub/utils/_http.py", line 426, in hf_raise_for_status`,
+				"    raise _format(GatedRepoError, message, response) from e",
+			}, "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-6750a1f2-3c5e0b4d2a1f6e7c8b9d0a1e;5f0e9c1a-2b3d-4e5f-8a9b-0c1d2e3f4a5b)",
+				"",
+				fmt.Sprintf("Cannot access gated repo for url https://huggingface.co/%s/resolve/main/config.json.", model),
+				fmt.Sprintf("Access to model %s is restricted. You must have access to it and be authenticated to access it. Please log in.", model))
+			return
+		}
+		home := sp.Env["HF_HOME"]
+		if home == "" {
+			home = "/root/.cache/huggingface"
+		}
+		_, cacheVolume, _ = mountFor(sp.Mounts, home)
+	}
+	weights := weightBytes(model)
+	s.api("INFO", "model.py:547", "Resolved architecture: %s", architecture(model))
+	maxLen := a.maxModelLen
+	if maxLen == 0 {
+		maxLen = defaultMaxModelLen(model)
+	}
+	s.api("INFO", "model.py:1510", "Using max model len %d", maxLen)
+	s.api("INFO", "scheduler.py:205", "Chunked prefill is enabled with max_num_batched_tokens=2048.")
+
+	world := a.tp * a.pp
+	if sp.GPUs == 0 {
+		s.failPython(engineInitFailed[:0], "RuntimeError: Failed to infer device type")
+		return
+	}
+	if world > sp.GPUs {
+		s.api("INFO", "worker.py:1951", "Started a local Ray instance.")
+		s.failPython([]string{
+			`  File "` + pyLib + `/vllm/v1/executor/ray_utils.py", line 366, in initialize_ray_cluster`,
+			"    raise ValueError(",
+		}, "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.")
+		return
+	}
+	s.core("INFO", "core.py:644", "Waiting for init message from front-end.")
+	s.core("INFO", "core.py:77", "Initializing a V1 LLM engine (v%s) with config: model='%s', speculative_config=None, tokenizer='%s', "+
+		"trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, "+
+		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
+		"seed=0, served_model_name=%s, enable_prefix_caching=True, chunked_prefill_enabled=True",
+		vllmVersion, model, model, maxLen, a.tp, a.pp, strings.Join(a.served, ","))
+	if world > 1 && sp.ShmSize == -1 {
+		cp := corePrefix()
+		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
+		s.raw(cp, "Traceback (most recent call last):",
+			`  File "`+pyLib+`/vllm/distributed/parallel_state.py", line 1017, in init_distributed_environment`,
+			"    torch.distributed.barrier()",
+			"torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3353, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
+			"ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+			"Last error:",
+			"Error while creating shared memory segment /dev/shm/nccl-8vjLq2 (size 9637888)")
+		s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+		return
+	}
+	for r := 0; r < world; r++ {
+		s.core("INFO", "parallel_state.py:1208", "rank %d in world size %d is assigned as DP rank 0, PP rank %d, TP rank %d, EP rank %d",
+			r, world, r/a.tp, r%a.tp, r%a.tp)
+	}
+	s.core("INFO", "gpu_model_runner.py:2602", "Starting to load model %s...", model)
+
+	if !local && !s.cfg.Weights.has(cacheVolume, model) {
+		t0 := time.Now()
+		if !s.wait(s.cfg.DownloadTime) {
+			return
+		}
+		s.cfg.Weights.put(cacheVolume, model)
+		s.core("INFO", "weight_utils.py:392", "Time spent downloading weights for %s: %.6f seconds", model, time.Since(t0).Seconds())
+	}
+
+	// loading: each GPU holds its share of the weights; the host stages them
+	perGPU := weights / int64(world)
+	budget := int64(a.gpuUtil * float64(s.cfg.GPUMemory))
+	n := shards(weights)
+	oomShard := -1 // the shard during which the GPU runs out of memory
+	if perGPU > budget {
+		oomShard = int(float64(n) * float64(budget) / float64(perGPU))
+	}
+	killShard := -1 // the shard during which the kernel kills the container
+	hostNeed := hostBaseBytes + weights/4
+	if sp.MemoryLimit > 0 && hostNeed > sp.MemoryLimit {
+		killShard = int(float64(n) * math.Max(0, float64(sp.MemoryLimit-hostBaseBytes)) / float64(weights/4))
+	}
+	if sp.Behavior.kind == bOOMKilled {
+		killShard = n / 2
+	}
+	load := s.cfg.LoadTime
+	if sp.Behavior.kind == bSlowReady {
+		load = sp.Behavior.delay
+	}
+	per := load / time.Duration(n+1)
+	t0 := time.Now()
+	for i := 0; i <= n; i++ {
+		el := time.Since(t0).Seconds()
+		rate := "?it/s"
+		if i > 0 {
+			rate = fmt.Sprintf("%5.2fs/it", el/float64(i))
+		}
+		s.log.Printf("Loading safetensors checkpoint shards: %3d%% Completed | %d/%d [%s<%s, %s]", 100*i/n, i, n,
+			clock(el), "00:00", rate)
+		if i == n {
+			break
+		}
+		if i == killShard {
+			if sp.Behavior.kind == bOOMKilled && !s.wait(s.cfg.CrashRun) {
+				return
+			}
+			s.exit(exitStatus{Code: 137, Reason: "OOMKilled"}) // SIGKILL: not a word more
+			return
+		}
+		if i == oomShard {
+			s.gpuOOM(perGPU, budget)
+			return
+		}
+		if !s.wait(per) {
+			return
+		}
+	}
+	loadSecs := time.Since(t0).Seconds()
+	s.log.Printf("%s", corePrefix())
+	s.core("INFO", "default_loader.py:267", "Loading weights took %.2f seconds", loadSecs)
+	s.core("INFO", "gpu_model_runner.py:2653", "Model loading took %.4f GiB and %.6f seconds", float64(perGPU)/float64(gib), loadSecs)
+	free := budget - perGPU - gib // activations and CUDA graphs take about 1 GiB
+	if free <= 0 {
+		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
+		s.raw(corePrefix(), "Traceback (most recent call last):",
+			`  File "`+pyLib+`/vllm/v1/core/kv_cache_utils.py", line 686, in check_enough_kv_cache_memory`,
+			"    raise ValueError(\"No available memory for the cache blocks. \"",
+			"ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.")
+		s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+		return
+	}
+	kvTokens := int(free * int64(world) / kvBytesPerToken)
+	s.core("INFO", "gpu_worker.py:298", "Available KV cache memory: %s GiB", gibs(free))
+	s.core("INFO", "kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(kvTokens))
+	s.core("INFO", "kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx", thousands(maxLen), float64(kvTokens)/float64(maxLen))
+	if kvTokens < maxLen {
+		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
+		s.raw(corePrefix(), "Traceback (most recent call last):",
+			`  File "`+pyLib+`/vllm/v1/core/kv_cache_utils.py", line 706, in check_enough_kv_cache_memory`,
+			"    raise ValueError(",
+			fmt.Sprintf("ValueError: To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). Based on the available memory, the estimated maximum model length is %d. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+				maxLen, gibs(int64(maxLen)*kvBytesPerToken/int64(world)), gibs(free), kvTokens))
+		s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+		return
+	}
+	s.core("INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(t0).Seconds())
+	s.api("INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: %d", kvTokens/16)
+	s.eng = newEngine(a.maxNumSeqs, s.cfg.MaxWaiting, kvTokens, maxLen)
+
+	for _, m := range a.loraModules {
+		if msg, _, _ := s.addLoRA(m.Name, m.Path, m.BaseName); msg != "" {
+			s.failPython([]string{
+				`  File "` + pyLib + `/vllm/entrypoints/openai/serving_models.py", line 105, in init_static_loras`,
+				"    raise ValueError(load_result.error.message)",
+			}, "ValueError: "+msg)
+			return
+		}
+	}
+	if s.runtimeLoRA {
+		s.api("WARNING", "api_server.py:1016", "LoRA dynamic loading & unloading is enabled in the API server. This should ONLY be used for local development!")
+	}
+	s.api("INFO", "api_server.py:1637", "Supported_tasks: ['generate']")
+	host := a.host
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	s.api("INFO", "api_server.py:1915", "Starting vLLM API server 0 on http://%s:%d", host, a.port)
+	s.api("INFO", "launcher.py:34", "Available routes are:")
+	for _, r := range s.routes() {
+		s.api("INFO", "launcher.py:42", "Route: %s, Methods: %s", r[0], r[1])
+	}
+	if !s.listen() {
+		return
+	}
+	s.uvicorn("Started server process [1]")
+	s.uvicorn("Waiting for application startup.")
+	s.uvicorn("Application startup complete.")
+	if sp.Behavior.kind == bNeverReady {
+		s.dead = true
+		s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
+		s.raw(corePrefix(), "Traceback (most recent call last):",
+			`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
+			"    engine_core.run_busy_loop()",
+			"RuntimeError: CUDA error: unspecified launch failure")
+	}
+	if sp.Behavior.kind == bCrashLoop {
+		s.stopMu.Lock()
+		if !s.done {
+			s.crashAt = time.AfterFunc(s.cfg.CrashRun, s.crash)
+		}
+		s.stopMu.Unlock()
+	}
+}
+
+// gpuOOM is torch running out of GPU memory while loading: the engine core's traceback,
+// then the API server's, exit 1.
+func (s *modelServer) gpuOOM(perGPU, budget int64) {
+	capacity := s.cfg.GPUMemory - s.cfg.GPUMemory/99 // as nvidia-smi shows 79.19 of 80 GiB
+	used := budget
+	s.core("ERROR", "core.py:708", "EngineCore failed to start.")
+	s.raw(corePrefix(), "Traceback (most recent call last):",
+		`  File "`+pyLib+`/vllm/model_executor/model_loader/default_loader.py", line 264, in load_weights`,
+		"    loaded_weights = model.load_weights(",
+		`  File "`+pyLib+`/torch/utils/_device.py", line 104, in __torch_function__`,
+		"    return func(*args, **kwargs)",
+		fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %s GiB. GPU 0 has a total capacity of %s GiB of which %s MiB is free. "+
+			"Including non-PyTorch memory, this process has %s GiB memory in use. Of the allocated memory %s GiB is allocated by PyTorch, and 48.83 MiB is reserved by PyTorch but unallocated. "+
+			"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
+			"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+			gibs(min(perGPU-used, shardBytes)+gib/2), gibs(capacity), strconv.FormatFloat(float64(max(0, capacity-used))/float64(1<<20), 'f', 2, 64),
+			gibs(used), gibs(used-gib/4)))
+	s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+}
+
+// crash is a crashloop server's engine dying while serving: the server shuts down, exit 1.
+func (s *modelServer) crash() {
+	s.stopMu.Lock()
+	if s.done {
+		s.stopMu.Unlock()
+		return
+	}
+	s.stopMu.Unlock()
+	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
+	s.raw(corePrefix(), "Traceback (most recent call last):",
+		`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
+		"    engine_core.run_busy_loop()",
+		`  File "`+pyLib+`/vllm/v1/worker/gpu_model_runner.py", line 2258, in execute_model`,
+		"    valid_sampled_token_ids = sampled_token_ids.tolist()",
+		"RuntimeError: CUDA error: an illegal memory access was encountered",
+		"CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+		"For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+	s.api("ERROR", "async_llm.py:480", "AsyncLLM output_handler failed.")
+	s.raw(apiPrefix, "Traceback (most recent call last):",
+		`  File "`+pyLib+`/vllm/v1/engine/async_llm.py", line 439, in output_handler`,
+		"    outputs = await engine_core.get_output_async()",
+		"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.")
+	s.uvicorn("Shutting down")
+	s.uvicorn("Waiting for application shutdown.")
+	s.uvicorn("Application shutdown complete.")
+	s.uvicorn("Finished server process [1]")
+	s.exit(exitStatus{Code: 1, Reason: "Error"})
+}
+
+// listen opens the port once the engine is up; false: stopped meanwhile, or the address
+// is taken (the process exits as uvicorn does).
+func (s *modelServer) listen() bool {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
+	if s.done {
+		return false
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)))
+	if err != nil {
+		s.log.Printf("%sERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", apiPrefix, s.spec.IP, s.port)
+		s.done = true
+		close(s.stopCh)
+		s.exited <- exitStatus{Code: 1, Reason: "Error"}
+		return false
+	}
+	// uvicorn closes an idle keep-alive connection after 5 s
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return true
+}
+
+func envTrue(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	return v == "1" || v == "true"
+}
+
+// clock is tqdm's mm:ss.
+func clock(sec float64) string {
+	n := int(sec)
+	return fmt.Sprintf("%02d:%02d", n/60, n%60)
+}
+
+// thousands is Python's "{:,}".
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
