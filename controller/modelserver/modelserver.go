@@ -1,0 +1,211 @@
+// Package modelserver is a small HTTP client for one vLLM model server's OpenAI-compatible API,
+// as the controller's adapter step uses it (controller sync -> reconcile -> controller apply):
+// the models it serves (GET /v1/models) and LoRA adapters loaded and unloaded at run time
+// (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, enabled in the server by
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). Every call is bounded in time and in the bytes read,
+// and is addressed by IP: nothing here resolves a name.
+package modelserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Model is one entry of GET /v1/models. An adapter has Parent set (the base model it is
+// loaded on) and Root is the path it was loaded from; the base model has no Parent.
+type Model struct {
+	ID     string `json:"id"`
+	Root   string `json:"root"`
+	Parent string `json:"parent"`
+}
+
+// Adapter reports whether the entry is a LoRA adapter.
+func (m Model) Adapter() bool { return m.Parent != "" }
+
+// Defaults.
+const (
+	// DefaultPort is the port vLLM serves on, as the operator's Deployment runs it.
+	DefaultPort = 8000
+	// DefaultTimeout bounds GET /v1/models and an unload: both answer from memory.
+	DefaultTimeout = 2 * time.Second
+	// DefaultLoadTimeout bounds a load, which downloads and reads the adapter's weights.
+	DefaultLoadTimeout = time.Minute
+	// maxBody bounds what is read of an answer: 64 adapters' cards are a few KiB.
+	maxBody = 1 << 20
+	// maxMessage bounds a server's error message as it is carried into status.
+	maxMessage = 512
+)
+
+// Client asks model servers by IP. The zero value is not usable; call New.
+type Client struct {
+	http        *http.Client
+	port        int
+	timeout     time.Duration
+	loadTimeout time.Duration
+}
+
+// Options configure a Client; zero fields take the defaults.
+type Options struct {
+	Port        int
+	Timeout     time.Duration
+	LoadTimeout time.Duration
+}
+
+// New builds a client with its own transport: no proxy from the environment (a pod IP is
+// dialled directly), a dial timeout, and few idle connections per server.
+func New(o Options) *Client {
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.LoadTimeout == 0 {
+		o.LoadTimeout = DefaultLoadTimeout
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: o.Timeout}).DialContext,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: o.LoadTimeout,
+	}
+	return &Client{http: &http.Client{Transport: tr}, port: o.Port, timeout: o.Timeout, loadTimeout: o.LoadTimeout}
+}
+
+// Error is a model server's answer other than 2xx, with its message.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return "model server answered " + strconv.Itoa(e.Status) + ": " + e.Message
+}
+
+// NotFound reports whether err is the server's 404 (an adapter it does not have, or one it
+// could not find to load).
+func NotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// Models lists what the server at ip serves.
+func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
+	body, err := c.do(ctx, c.timeout, http.MethodGet, ip, "/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Data []Model `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("GET /v1/models on %s: %w", ip, err)
+	}
+	return list.Data, nil
+}
+
+// LoadAdapter loads the adapter at path under name. vLLM answers 400 when the name is
+// already loaded, and 404 when nothing is found at path.
+func (c *Client) LoadAdapter(ctx context.Context, ip, name, path string) error {
+	_, err := c.do(ctx, c.loadTimeout, http.MethodPost, ip, "/v1/load_lora_adapter",
+		map[string]string{"lora_name": name, "lora_path": path})
+	return err
+}
+
+// UnloadAdapter unloads the adapter name; an adapter the server does not have is unloaded
+// already.
+func (c *Client) UnloadAdapter(ctx context.Context, ip, name string) error {
+	_, err := c.do(ctx, c.timeout, http.MethodPost, ip, "/v1/unload_lora_adapter", map[string]string{"lora_name": name})
+	if NotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) do(ctx context.Context, timeout time.Duration, method, ip, path string, req any) ([]byte, error) {
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		return nil, fmt.Errorf("%s %s: %q is not an IP address", method, path, ip)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var body io.Reader
+	if req != nil {
+		b, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	url := "http://" + net.JoinHostPort(addr.String(), strconv.Itoa(c.port)) + path
+	r, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	if req != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, ip, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, ip, err)
+	}
+	if len(data) > maxBody {
+		return nil, fmt.Errorf("%s %s on %s: answer larger than %d bytes", method, path, ip, maxBody)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, &Error{Status: resp.StatusCode, Message: messageOf(data)}
+	}
+	return data, nil
+}
+
+// messageOf extracts the message of vLLM's ErrorResponse: {"message": ...} in older servers,
+// {"error": {"message": ...}} in newer ones, FastAPI's {"detail": ...} for a request it
+// rejected; else the body itself.
+func messageOf(data []byte) string {
+	var e struct {
+		Message string `json:"message"`
+		Error   struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Detail json.RawMessage `json:"detail"`
+	}
+	msg := ""
+	if json.Unmarshal(data, &e) == nil {
+		switch {
+		case e.Message != "":
+			msg = e.Message
+		case e.Error.Message != "":
+			msg = e.Error.Message
+		case len(e.Detail) > 0:
+			var s string
+			if json.Unmarshal(e.Detail, &s) == nil {
+				msg = s
+			} else {
+				msg = string(e.Detail)
+			}
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(data))
+	}
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage] + "..."
+	}
+	return msg
+}

@@ -1,0 +1,138 @@
+package modelserver
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// server is a model server on 127.0.0.1 recording the requests it answers.
+type server struct {
+	mu   sync.Mutex
+	reqs []string // "METHOD path body"
+}
+
+func start(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body string)) (*server, *Client, string) {
+	t.Helper()
+	s := &server{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.reqs = append(s.reqs, r.Method+" "+r.URL.Path+" "+string(b))
+		s.mu.Unlock()
+		h(w, r, string(b))
+	}))
+	t.Cleanup(ts.Close)
+	host, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return s, New(Options{Port: p, Timeout: time.Second, LoadTimeout: time.Second}), host
+}
+
+func TestModels(t *testing.T) {
+	_, c, ip := start(t, func(w http.ResponseWriter, r *http.Request, _ string) {
+		_, _ = io.WriteString(w, `{"object":"list","data":[
+			{"id":"meta-llama/Llama-3.1-8B","object":"model","root":"meta-llama/Llama-3.1-8B","parent":null},
+			{"id":"sql","object":"model","root":"org/sql-lora","parent":"meta-llama/Llama-3.1-8B"}]}`)
+	})
+	got, err := c.Models(context.Background(), ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Adapter() || !got[1].Adapter() || got[1].ID != "sql" || got[1].Root != "org/sql-lora" {
+		t.Fatalf("models: %+v", got)
+	}
+}
+
+func TestLoadAndUnloadSendVLLMsShapes(t *testing.T) {
+	s, c, ip := start(t, func(w http.ResponseWriter, r *http.Request, _ string) {
+		if r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusUnsupportedMediaType)
+			return
+		}
+		_, _ = io.WriteString(w, "Success")
+	})
+	if err := c.LoadAdapter(context.Background(), ip, "sql", "org/sql-lora"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnloadAdapter(context.Background(), ip, "sql"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`POST /v1/load_lora_adapter {"lora_name":"sql","lora_path":"org/sql-lora"}`,
+		`POST /v1/unload_lora_adapter {"lora_name":"sql"}`,
+	}
+	if strings.Join(s.reqs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(s.reqs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestErrorsCarryTheServersMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"vLLM before 0.10", `{"object":"error","message":"No adapter found for org/x","type":"NotFoundError","param":null,"code":404}`, 404, "No adapter found for org/x"},
+		{"vLLM 0.10 and later", `{"error":{"message":"The lora adapter 'sql' has already been loaded.","type":"InvalidUserInput","param":null,"code":400}}`, 400, "The lora adapter 'sql' has already been loaded."},
+		{"FastAPI", `{"detail":"Not Found"}`, 404, "Not Found"},
+		{"plain", "runtime LoRA updating is disabled\n", 500, "runtime LoRA updating is disabled"},
+		{"long", `{"message":"` + strings.Repeat("x", 2000) + `"}`, 400, strings.Repeat("x", maxMessage) + "..."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c, ip := start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			})
+			err := c.LoadAdapter(context.Background(), ip, "sql", "org/x")
+			e, ok := err.(*Error)
+			if !ok || e.Status != tc.status || e.Message != tc.want {
+				t.Fatalf("got %#v, want status %d message %q", err, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnloadOfAnAdapterGoneIsDone(t *testing.T) {
+	_, c, ip := start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"message":"The lora adapter 'sql' cannot be found.","code":404}`)
+	})
+	if err := c.UnloadAdapter(context.Background(), ip, "sql"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBounded(t *testing.T) {
+	release := make(chan struct{})
+	_, c, ip := start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+		<-release // never answers in time
+	})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for the handler
+	c.timeout = 50 * time.Millisecond
+	if _, err := c.Models(context.Background(), ip); err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("a server that does not answer: %v", err)
+	}
+
+	_, c, ip = start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+		_, _ = io.WriteString(w, `{"data":[{"id":"`+strings.Repeat("x", maxBody)+`"}]}`)
+	})
+	if _, err := c.Models(context.Background(), ip); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("an answer too large: %v", err)
+	}
+}
+
+func TestOnlyIPs(t *testing.T) {
+	c := New(Options{})
+	for _, addr := range []string{"", "localhost", "model.example.com"} {
+		if _, err := c.Models(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "not an IP address") {
+			t.Fatalf("%q: %v", addr, err)
+		}
+	}
+}
