@@ -1,0 +1,503 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// vtIP is a fresh loopback address, so tests never share a port.
+func vtIP() string { return fmt.Sprintf("127.77.%d.%d", 1+rand.IntN(253), 1+rand.IntN(253)) }
+
+// vtStart starts a server on a fresh IP and stops it when the test ends.
+func vtStart(t *testing.T, spec modelServerSpec, cfg serverConfig) (*modelServer, *containerLog, string) {
+	t.Helper()
+	if spec.IP == "" {
+		spec.IP = vtIP()
+	}
+	if spec.GPUs == 0 {
+		spec.GPUs = 1
+	}
+	log := newContainerLog(1 << 20)
+	s := startModelServer(spec, cfg, log)
+	t.Cleanup(s.Stop)
+	return s, log, fmt.Sprintf("http://%s:%d", spec.IP, s.Port())
+}
+
+// vtExit waits for the process to end on its own.
+func vtExit(t *testing.T, s *modelServer, log *containerLog) exitStatus {
+	t.Helper()
+	select {
+	case st := <-s.Exited():
+		return st
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server did not exit; log:\n%s", log.Render(logOptions{TailLines: 20}))
+	}
+	return exitStatus{}
+}
+
+var vtClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// vtCall does one request and returns status and body (-1 when it could not connect).
+func vtCall(method, url, body string, hdr ...string) (int, string) {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := vtClient.Do(req)
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// vtEventually polls cond until it holds, or fails the test after 10 s.
+func vtEventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, s := cond()
+		if ok {
+			return
+		}
+		last = s
+		time.Sleep(10 * time.Millisecond) // a poll interval, not a wait for state
+	}
+	t.Fatalf("%s: not within 10s; last: %s", what, last)
+}
+
+func vtWaitStatus(t *testing.T, method, url, body string, want int, hdr ...string) string {
+	t.Helper()
+	var got string
+	vtEventually(t, method+" "+url+" "+strconv.Itoa(want), func() (bool, string) {
+		code, b := vtCall(method, url, body, hdr...)
+		got = b
+		return code == want, fmt.Sprintf("%d %s", code, b)
+	})
+	return got
+}
+
+func vtLastLine(log *containerLog) string {
+	return strings.TrimSpace(log.Render(logOptions{TailLines: 1}))
+}
+
+func TestVllmArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command []string
+		args    []string
+		check   func(*serveArgs) bool
+		err     string
+	}{
+		{name: "positional and equals", args: []string{"Qwen/Qwen3-0.6B", "--port=9000", "-tp", "2", "--max-num-seqs", "8"},
+			check: func(a *serveArgs) bool {
+				return a.model == "Qwen/Qwen3-0.6B" && a.port == 9000 && a.tp == 2 && a.maxNumSeqs == 8
+			}},
+		{name: "defaults", args: nil,
+			check: func(a *serveArgs) bool {
+				return a.model == "Qwen/Qwen3-0.6B" && a.port == 8000 && a.maxNumSeqs == 256 && a.gpuUtil == 0.9
+			}},
+		{name: "served names and loras", args: []string{"m", "--served-model-name", "a", "b", "--enable-lora", "--lora-modules", "x=/l/x", `{"name":"y","path":"org/y","base_model_name":"b"}`},
+			check: func(a *serveArgs) bool {
+				return strings.Join(a.served, ",") == "a,b" && a.enableLoRA && len(a.loraModules) == 2 && a.loraModules[1].BaseName == "b"
+			}},
+		{name: "api_server module with --model", command: []string{"python3", "-m", "vllm.entrypoints.openai.api_server"}, args: []string{"--model", "m", "--max-model-len", "32k"},
+			check: func(a *serveArgs) bool { return a.model == "m" && a.maxModelLen == 32000 && a.prog == "api_server.py" }},
+		{name: "sh -c", command: []string{"/bin/sh", "-c", "exec vllm serve 'my model' --port 8080"},
+			check: func(a *serveArgs) bool { return a.model == "my model" && a.port == 8080 }},
+		{name: "unknown", args: []string{"m", "--foo", "1", "--bar"}, err: "vllm serve: error: unrecognized arguments: --foo 1 --bar"},
+		{name: "bad int", args: []string{"--port", "http"}, err: "vllm serve: error: argument --port: invalid int value: 'http'"},
+		{name: "missing value", args: []string{"--port"}, err: "vllm serve: error: argument --port: expected one argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, argv, ok := serveCommand(tc.command, tc.args)
+			if !ok {
+				t.Fatalf("serveCommand(%q) not vLLM", tc.command)
+			}
+			a, err := parseServeArgs(prog, argv)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !tc.check(a) {
+				t.Fatalf("parse %q: %+v, %v", argv, a, err)
+			}
+		})
+	}
+}
+
+func TestVllmModelParams(t *testing.T) {
+	for model, want := range map[string]float64{
+		"meta-llama/Llama-3.1-8B-Instruct": 8e9, "meta-llama/Llama-3.3-70B-Instruct": 70e9, "Qwen/Qwen2.5-0.5B-Instruct": 0.5e9,
+		"mistralai/Mixtral-8x7B-v0.1": 56e9, "deepseek-ai/DeepSeek-V3": 671e9, "facebook/opt-125m": 125e6, "m": 1e9,
+		"/models/Qwen3-0.6B": 0.6e9,
+	} {
+		if got := modelParams(model); got != want {
+			t.Errorf("modelParams(%q) = %g, want %g", model, got, want)
+		}
+	}
+}
+
+// TestVllmStartFailures: each spec that makes a real vLLM fail makes the fake fail the same
+// way, with the same exit code and the real error in its log.
+func TestVllmStartFailures(t *testing.T) {
+	hf := map[string]string{"HF_TOKEN": "hf_x"}
+	for _, tc := range []struct {
+		name string
+		spec modelServerSpec
+		code int32
+		reas string
+		want string
+	}{
+		{"unknown argument", modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--foo"}}, 2, "Error",
+			"vllm serve: error: unrecognized arguments: --foo"},
+		{"service link VLLM_PORT", modelServerSpec{Env: map[string]string{"VLLM_PORT": "tcp://10.96.0.12:8000"}}, 1, "Error",
+			"ValueError: VLLM_PORT 'tcp://10.96.0.12:8000' appears to be a URI."},
+		{"70B on one of 4 GPUs", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, GPUs: 4, Env: hf}, 1, "Error",
+			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
+		{"too few GPUs", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "-tp", "4"}, GPUs: 2}, 1, "Error",
+			"ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."},
+		{"no /dev/shm for NCCL", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--tensor-parallel-size", "2"}, GPUs: 2, ShmSize: -1}, 1, "Error",
+			"Error while creating shared memory segment /dev/shm/nccl-"},
+		{"gated without HF_TOKEN", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-8B-Instruct"}}, 1, "Error",
+			"huggingface_hub.errors.GatedRepoError: 401 Client Error."},
+		{"path not mounted", modelServerSpec{Args: []string{"/models/llama"}, Mounts: map[string]string{"/data": "pvc:ns/d"}}, 1, "Error",
+			"ValueError: Invalid repository ID or local directory specified: '/models/llama'."},
+		{"memory limit", modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}, MemoryLimit: 4 << 30}, 137, "OOMKilled",
+			"Loading safetensors checkpoint shards:"},
+		{"static LoRA without --enable-lora", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--lora-modules", "a=org/a"}}, 1, "Error",
+			"ValueError: LoRA is not enabled. Use --enable-lora to enable LoRA."},
+		{"crashloop", modelServerSpec{Behavior: behavior{kind: bCrashLoop}}, 1, "Error",
+			"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."},
+		{"oomkilled", modelServerSpec{Behavior: behavior{kind: bOOMKilled}}, 137, "OOMKilled",
+			"Loading safetensors checkpoint shards:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, log, _ := vtStart(t, tc.spec, serverConfig{CrashRun: 100 * time.Millisecond})
+			st := vtExit(t, s, log)
+			text := log.Render(logOptions{TailLines: -1})
+			if st.Code != tc.code || st.Reason != tc.reas || !strings.Contains(text, tc.want) {
+				t.Fatalf("exit %+v, want %d %s and %q in the log:\n%s", st, tc.code, tc.reas, tc.want, text)
+			}
+			if tc.code == 137 && !strings.HasPrefix(vtLastLine(log), "Loading safetensors checkpoint shards:") {
+				t.Fatalf("an OOM kill ends the log mid-load; last line %q", vtLastLine(log))
+			}
+		})
+	}
+}
+
+// TestVllmTensorParallelServes: the 70B model that does not fit one GPU serves with -tp 4.
+func TestVllmTensorParallelServes(t *testing.T) {
+	t.Parallel()
+	_, log, url := vtStart(t, modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct", "-tp", "4"}, GPUs: 4,
+		Env: map[string]string{"HF_TOKEN": "hf_x"}}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	text := log.Render(logOptions{TailLines: -1})
+	for _, want := range []string{"non-default args: {'model_tag': 'meta-llama/Llama-3.1-70B-Instruct', 'model': 'meta-llama/Llama-3.1-70B-Instruct', 'tensor_parallel_size': 4}",
+		"rank 3 in world size 4", "Starting vLLM API server 0 on http://0.0.0.0:8000", "Application startup complete."} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("log lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestVllmPortClosedWhileLoading: the port refuses connections until the weights are
+// loaded, then /health answers 200.
+func TestVllmPortClosedWhileLoading(t *testing.T) {
+	t.Parallel()
+	s, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}}, serverConfig{LoadTime: 2 * time.Second})
+	_, err := net.Dial("tcp", net.JoinHostPort(s.spec.IP, "8000"))
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial while loading: %v, want connection refused", err)
+	}
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+}
+
+func TestVllmNeverReady(t *testing.T) {
+	t.Parallel()
+	_, log, url := vtStart(t, modelServerSpec{Behavior: behavior{kind: bNeverReady}}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 503)
+	if !strings.Contains(log.Render(logOptions{TailLines: -1}), `"GET /health HTTP/1.1" 503 Service Unavailable`) {
+		t.Fatalf("no access line for the 503:\n%s", log.Render(logOptions{TailLines: -1}))
+	}
+}
+
+// TestVllmStopShutsDown: Stop logs uvicorn's shutdown, closes the port, and is idempotent.
+func TestVllmStopShutsDown(t *testing.T) {
+	t.Parallel()
+	s, log, url := vtStart(t, modelServerSpec{}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	s.Stop()
+	s.Stop()
+	if code, _ := vtCall("GET", url+"/health", ""); code != -1 {
+		t.Fatalf("health after Stop: %d, want connection refused", code)
+	}
+	if got := vtLastLine(log); !strings.HasSuffix(got, "INFO:     Application shutdown complete.") {
+		t.Fatalf("last line %q", got)
+	}
+	select {
+	case st := <-s.Exited():
+		t.Fatalf("a stopped server reported an exit %+v", st)
+	default:
+	}
+}
+
+func TestVllmCompletions(t *testing.T) {
+	t.Parallel()
+	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--served-model-name", "qwen"}}, serverConfig{TokenTime: time.Millisecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	code, body := vtCall("POST", url+"/v1/completions", `{"model":"nope","prompt":"hi"}`)
+	if code != 404 || !strings.Contains(body, "The model `nope` does not exist.") {
+		t.Fatalf("unknown model: %d %s", code, body)
+	}
+	code, body = vtCall("POST", url+"/v1/completions", `{"model":"qwen","prompt":"one two three","max_tokens":5}`)
+	if code != 200 || !strings.Contains(body, `"usage":{"completion_tokens":5,"prompt_tokens":3,"prompt_tokens_details":null,"total_tokens":8}`) ||
+		!strings.Contains(body, `"object":"text_completion"`) {
+		t.Fatalf("completion: %d %s", code, body)
+	}
+	code, body = vtCall("POST", url+"/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hello there"}],"max_tokens":3}`)
+	if code != 200 || !strings.Contains(body, `"role":"assistant"`) || !strings.Contains(body, `"completion_tokens":3`) {
+		t.Fatalf("chat: %d %s", code, body)
+	}
+	code, body = vtCall("POST", url+"/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`)
+	if code != 200 || strings.Count(body, "data: ") != 1+4+1+1 || !strings.HasSuffix(body, "data: [DONE]\n\n") || !strings.Contains(body, `"finish_reason":"length"`) {
+		t.Fatalf("stream: %d %s", code, body)
+	}
+	code, body = vtCall("GET", url+"/version", "")
+	if code != 200 || body != `{"version":"0.11.0"}` {
+		t.Fatalf("version: %d %s", code, body)
+	}
+}
+
+func TestVllmAPIKey(t *testing.T) {
+	t.Parallel()
+	_, _, url := vtStart(t, modelServerSpec{Args: []string{"--api-key", "sekret"}}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	if code, body := vtCall("GET", url+"/v1/models", ""); code != 401 || body != `{"error":"Unauthorized"}` {
+		t.Fatalf("without key: %d %s", code, body)
+	}
+	if code, _ := vtCall("GET", url+"/v1/models", "", "Authorization", "Bearer sekret"); code != 200 {
+		t.Fatalf("with key: %d", code)
+	}
+}
+
+func TestVllmLoRA(t *testing.T) {
+	t.Parallel()
+	mounts := map[string]string{"/adapters": "pvc:ns/adapters"}
+	args := []string{"Qwen/Qwen3-8B", "--enable-lora", "--lora-modules", "sql=/adapters/sql"}
+	_, _, url := vtStart(t, modelServerSpec{Args: args, Mounts: mounts}, serverConfig{})
+	body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200)
+	if !strings.Contains(body, `"id":"sql"`) || !strings.Contains(body, `"parent":"Qwen/Qwen3-8B"`) || !strings.Contains(body, `"root":"/adapters/sql"`) {
+		t.Fatalf("models: %s", body)
+	}
+	if code, body := vtCall("POST", url+"/v1/load_lora_adapter", `{"lora_name":"x","lora_path":"org/x"}`); code != 404 || body != `{"detail":"Not Found"}` {
+		t.Fatalf("runtime load without VLLM_ALLOW_RUNTIME_LORA_UPDATING: %d %s", code, body)
+	}
+
+	env := map[string]string{"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+	_, _, url = vtStart(t, modelServerSpec{Args: args, Mounts: mounts, Env: env}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	for _, step := range []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`, 200, "Success: LoRA adapter 'chat' added successfully."},
+		{"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`, 400, "The lora adapter 'chat' has already been loaded."},
+		{"/v1/load_lora_adapter", `{"lora_name":"y","lora_path":"/elsewhere/y"}`, 404, "Loading lora y failed: No adapter found for /elsewhere/y"},
+		{"/v1/unload_lora_adapter", `{"lora_name":"nope"}`, 404, "The lora adapter 'nope' cannot be found."},
+		{"/v1/unload_lora_adapter", `{"lora_name":"chat"}`, 200, "Success: LoRA adapter 'chat' removed successfully."},
+	} {
+		if code, body := vtCall("POST", url+step.path, step.body); code != step.code || !strings.Contains(body, step.want) {
+			t.Fatalf("%s %s: %d %s, want %d %q", step.path, step.body, code, body, step.code, step.want)
+		}
+	}
+	if code, body := vtCall("POST", url+"/v1/completions", `{"model":"sql","prompt":"x","max_tokens":1}`); code != 200 {
+		t.Fatalf("completion on an adapter: %d %s", code, body)
+	}
+
+	_, _, url = vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}, Env: env}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	if code, body := vtCall("POST", url+"/v1/load_lora_adapter", `{"lora_name":"a","lora_path":"org/a"}`); code != 400 || !strings.Contains(body, "LoRA is not enabled. Use --enable-lora to enable LoRA.") {
+		t.Fatalf("load without --enable-lora: %d %s", code, body)
+	}
+}
+
+// vtMetric reads one sample of a /metrics text.
+func vtMetric(text, name string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[2], 64)
+	return v
+}
+
+// TestVllmQueueUnderLoad: three times --max-num-seqs concurrent requests make requests
+// wait; the queue drains by itself.
+func TestVllmQueueUnderLoad(t *testing.T) {
+	t.Parallel()
+	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--max-num-seqs", "4"}}, serverConfig{TokenTime: 20 * time.Millisecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vtCall("POST", url+"/v1/completions", `{"prompt":"a b c","max_tokens":10}`)
+		}()
+	}
+	vtEventually(t, "requests waiting", func() (bool, string) {
+		_, m := vtCall("GET", url+"/metrics", "")
+		return vtMetric(m, "vllm:num_requests_waiting") > 0 && vtMetric(m, "vllm:num_requests_running") == 4, m
+	})
+	wg.Wait()
+	_, m := vtCall("GET", url+"/metrics", "")
+	for name, want := range map[string]float64{"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 0,
+		"vllm:generation_tokens_total": 120, "vllm:prompt_tokens_total": 36, "vllm:e2e_request_latency_seconds_count": 12} {
+		if got := vtMetric(m, name); got != want {
+			t.Fatalf("%s = %g, want %g:\n%s", name, got, want, m)
+		}
+	}
+	if !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="length",model_name="Qwen/Qwen3-0.6B"} 12.0`) {
+		t.Fatalf("request_success_total:\n%s", m)
+	}
+	if vtMetric(m, `vllm:request_queue_time_seconds_sum`) <= 0 {
+		t.Fatalf("no queue time recorded:\n%s", m)
+	}
+}
+
+// TestVllmHealthSlowUnderLoad: /health shares the event loop with output processing, so a
+// heavy load makes a 1 s probe time out, and it answers at once again when the load ends.
+func TestVllmHealthSlowUnderLoad(t *testing.T) {
+	t.Parallel()
+	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: 50 * time.Millisecond, HealthDelayPerRequest: 100 * time.Millisecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"prompt":"x","max_tokens":1000}`))
+			if resp, err := vtClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	vtEventually(t, "health probe times out under load", func() (bool, string) {
+		resp, err := probe.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return false, resp.Status
+		}
+		return strings.Contains(err.Error(), "Client.Timeout"), err.Error()
+	})
+	cancel()
+	wg.Wait()
+	vtEventually(t, "health fast again", func() (bool, string) {
+		resp, err := probe.Get(url + "/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+}
+
+// TestVllmWeightsCache: a model on a volume that holds it is not downloaded again.
+func TestVllmWeightsCache(t *testing.T) {
+	t.Parallel()
+	cfg := serverConfig{Weights: newWeightsCache()}
+	spec := modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
+	s1, log1, url1 := vtStart(t, spec, cfg)
+	vtWaitStatus(t, "GET", url1+"/health", "", 200)
+	s1.Stop()
+	_, log2, url2 := vtStart(t, spec, cfg)
+	vtWaitStatus(t, "GET", url2+"/health", "", 200)
+	const dl = "Time spent downloading weights for Qwen/Qwen3-0.6B"
+	if !strings.Contains(log1.Render(logOptions{TailLines: -1}), dl) || strings.Contains(log2.Render(logOptions{TailLines: -1}), dl) {
+		t.Fatalf("first start downloads, second does not:\n%s\n---\n%s", log1.Render(logOptions{TailLines: -1}), log2.Render(logOptions{TailLines: -1}))
+	}
+}
+
+// TestVllmModelIdleCost: an idle server runs no goroutine beyond its accept loop; it
+// reports the heap an idle server holds.
+func TestVllmModelIdleCost(t *testing.T) {
+	// settle waits for the goroutine count to equal want, or (want < 0) to hold still for
+	// 20 polls, so goroutines of servers other tests stopped are gone.
+	settle := func(want int) int {
+		n, same := -1, 0
+		vtEventually(t, "goroutines settle", func() (bool, string) {
+			m := runtime.NumGoroutine()
+			if m == n {
+				same++
+			} else {
+				n, same = m, 0
+			}
+			return (want < 0 && same >= 20) || n == want, strconv.Itoa(n)
+		})
+		return n
+	}
+	base := settle(-1)
+	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{LoadTime: time.Nanosecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	vtCall("POST", url+"/v1/completions", `{"prompt":"x","max_tokens":2}`)
+	settle(base + 1)
+
+	const n = 200
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	servers := make([]*modelServer, n)
+	for i := range servers {
+		servers[i], _, url = vtStart(t, modelServerSpec{}, serverConfig{LoadTime: time.Nanosecond})
+		vtWaitStatus(t, "GET", url+"/health", "", 200)
+	}
+	settle(base + 1 + n)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("idle servers: %d bytes of heap each, %d goroutine each", (after.HeapAlloc-before.HeapAlloc)/n, 1)
+	for _, s := range servers {
+		s.Stop()
+	}
+}
+
+// TestVllmStreamArrivesPerToken: the first chunk arrives while the request still runs.
+func TestVllmStreamArrivesPerToken(t *testing.T) {
+	t.Parallel()
+	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: 30 * time.Millisecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	resp, err := vtClient.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":100,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "data: ") {
+		t.Fatalf("first line %q", sc.Text())
+	}
+	if _, m := vtCall("GET", url+"/metrics", ""); vtMetric(m, "vllm:num_requests_running") != 1 {
+		t.Fatalf("the first chunk came after the request finished:\n%s", m)
+	}
+}
