@@ -84,6 +84,9 @@ type Config struct {
 	BudgetContended func() bool
 	// ProgressHold bounds how long transient statuses are held; 0 writes every transition.
 	ProgressHold time.Duration
+	// ModelServers asks model pods what adapters they serve and loads and unloads them
+	// (modelserver.Client); nil neither observes nor loads adapters.
+	ModelServers ModelServers
 	// DeregisterTimeout, when positive, releases a deleted isvc's finalizer once deregistering
 	// its route has failed for that long since the deletion; 0 waits for the gateway (except
 	// in a namespace being deleted).
@@ -111,6 +114,9 @@ type Controller struct {
 	namesakes namesakes
 	// deregisterTimeout bounds how long a deletion waits for the gateway (abandonRoute).
 	deregisterTimeout time.Duration
+	// modelServers and attempts load LoRA adapters into model pods (adapters.go).
+	modelServers ModelServers
+	attempts     attempts
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
@@ -128,6 +134,7 @@ func New(cfg Config) *Controller {
 		isvcs:    cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)),
 		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
 		budgetContended: cfg.BudgetContended, progressHold: cfg.ProgressHold, deregisterTimeout: cfg.DeregisterTimeout,
+		modelServers: cfg.ModelServers,
 	}
 }
 

@@ -49,7 +49,9 @@ type Metrics struct {
 	// conversion has no labels; a vector so that it is exported only once set: a replica that
 	// never probes (no webhook, or a standby) has no conversion health to report, and a 0 would page.
 	conversion *prometheus.GaugeVec
-	Workqueue  *WorkqueueProvider
+	// modelServer counts calls to model pods' vLLM API (LoRA adapters), by call and result.
+	modelServer *prometheus.CounterVec
+	Workqueue   *WorkqueueProvider
 }
 
 // New registers the operator's collectors on reg.
@@ -101,6 +103,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		conversion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inferenceservice_conversion_webhook_up", Help: "1 while the leader's probe reads InferenceServices through the API server in the version it does not store, so conversions work; 0 while they fail. Exported only by a leader running the conversion webhook (--webhook-bind-address), from its first probe.",
 		}, nil),
+		modelServer: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_model_server_requests_total", Help: "Calls to model pods' vLLM API for LoRA adapters, by call (models, load, unload) and result (ok, error). Only models with adapters are called.",
+		}, []string{"call", "result"}),
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -108,7 +113,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned, m.fencedWrites,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
@@ -145,6 +150,15 @@ func (m *Metrics) APIError(reason string) {
 		reason = "Unknown"
 	}
 	m.apiErrors.WithLabelValues(reason).Inc()
+}
+
+// ModelServerCall counts one call to a model pod's vLLM API; err nil is a success.
+func (m *Metrics) ModelServerCall(call string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.modelServer.WithLabelValues(call, result).Inc()
 }
 
 // ObserveInferenceService records one InferenceService's figures, exported at the next scrape.

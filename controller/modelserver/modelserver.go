@@ -51,6 +51,7 @@ type Client struct {
 	port        int
 	timeout     time.Duration
 	loadTimeout time.Duration
+	observe     func(call string, err error)
 }
 
 // Options configure a Client; zero fields take the defaults.
@@ -58,6 +59,9 @@ type Options struct {
 	Port        int
 	Timeout     time.Duration
 	LoadTimeout time.Duration
+	// Observe, when set, is told each call's outcome: call is "models", "load" or "unload";
+	// err is nil on success (an unload of an adapter already gone included).
+	Observe func(call string, err error)
 }
 
 // New builds a client with its own transport: no proxy from the environment (a pod IP is
@@ -80,7 +84,7 @@ func New(o Options) *Client {
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: o.LoadTimeout,
 	}
-	return &Client{http: &http.Client{Transport: tr}, port: o.Port, timeout: o.Timeout, loadTimeout: o.LoadTimeout}
+	return &Client{http: &http.Client{Transport: tr}, port: o.Port, timeout: o.Timeout, loadTimeout: o.LoadTimeout, observe: o.Observe}
 }
 
 // Error is a model server's answer other than 2xx, with its message.
@@ -103,16 +107,18 @@ func NotFound(err error) bool {
 // Models lists what the server at ip serves.
 func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
 	body, err := c.do(ctx, c.timeout, http.MethodGet, ip, "/v1/models", nil)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var list struct {
+			Data []Model `json:"data"`
+		}
+		if err = json.Unmarshal(body, &list); err == nil {
+			c.observed("models", nil)
+			return list.Data, nil
+		}
+		err = fmt.Errorf("GET /v1/models on %s: %w", ip, err)
 	}
-	var list struct {
-		Data []Model `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("GET /v1/models on %s: %w", ip, err)
-	}
-	return list.Data, nil
+	c.observed("models", err)
+	return nil, err
 }
 
 // LoadAdapter loads the adapter at path under name. vLLM answers 400 when the name is
@@ -120,6 +126,7 @@ func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
 func (c *Client) LoadAdapter(ctx context.Context, ip, name, path string) error {
 	_, err := c.do(ctx, c.loadTimeout, http.MethodPost, ip, "/v1/load_lora_adapter",
 		map[string]string{"lora_name": name, "lora_path": path})
+	c.observed("load", err)
 	return err
 }
 
@@ -128,9 +135,16 @@ func (c *Client) LoadAdapter(ctx context.Context, ip, name, path string) error {
 func (c *Client) UnloadAdapter(ctx context.Context, ip, name string) error {
 	_, err := c.do(ctx, c.timeout, http.MethodPost, ip, "/v1/unload_lora_adapter", map[string]string{"lora_name": name})
 	if NotFound(err) {
-		return nil
+		err = nil
 	}
+	c.observed("unload", err)
 	return err
+}
+
+func (c *Client) observed(call string, err error) {
+	if c.observe != nil {
+		c.observe(call, err)
+	}
 }
 
 func (c *Client) do(ctx context.Context, timeout time.Duration, method, ip, path string, req any) ([]byte, error) {

@@ -1,0 +1,307 @@
+// Runtime LoRA adapters, the I/O on both sides of the decision: before Reconcile, each ready pod
+// of a model with adapters is asked what it serves (GET /v1/models); after it, the load and
+// unload calls Reconcile planned are made, each failure remembered for the next observation and
+// its retry spaced out.
+
+package controller
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/controller/modelserver"
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
+)
+
+// ModelServers is what the controller asks of a model server by its pod's IP;
+// modelserver.Client implements it, with its own per-call timeouts.
+type ModelServers interface {
+	Models(ctx context.Context, ip string) ([]modelserver.Model, error)
+	LoadAdapter(ctx context.Context, ip, name, path string) error
+	UnloadAdapter(ctx context.Context, ip, name string) error
+}
+
+const (
+	// adapterConcurrency bounds the calls to one model's pods in flight at once.
+	adapterConcurrency = 8
+	// observeBudget bounds a sync's observation of all its pods; a pod not answered by then
+	// is reported as not asked.
+	observeBudget = 5 * time.Second
+	// stepBudget bounds a sync's load and unload calls; steps not started by then wait for the
+	// next observation.
+	stepBudget = 90 * time.Second
+	// attemptBase and attemptMax space out the attempts of one step on one pod: a load that
+	// fails, or that succeeds and does not show on /v1/models, is retried after 2 s, 4 s, ...
+	// up to 5 m.
+	attemptBase = 2 * time.Second
+	attemptMax  = 5 * time.Minute
+	// maxAttempts bounds the remembered attempts of all models together.
+	maxAttempts = 10000
+)
+
+// observeAdapters asks each ready pod of isvc what it serves, only for a model whose spec
+// has adapters or whose status lists some (or with attempts still remembered): other models
+// cost nothing. Nil means not observed. Only a pod of the model's own Deployment, by the
+// controller references the caches hold, is dialled, at its status.podIP.
+func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions, stored *crd.StatusExtensions, obs reconcile.Observed) []reconcile.PodAdapters {
+	if c.modelServers == nil || len(ext.Adapters) == 0 && len(stored.LoadedAdapters) == 0 && !c.attempts.has(key) {
+		return nil
+	}
+	pods := servingPods(isvc, obs)
+	out := make([]reconcile.PodAdapters, len(pods))
+	ctx, cancel := context.WithTimeout(ctx, observeBudget)
+	defer cancel()
+	sem := make(chan struct{}, adapterConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		out[i] = reconcile.PodAdapters{Pod: p.Name, IP: p.Status.PodIP}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				out[i].Err = ctx.Err().Error()
+				return
+			}
+			models, err := c.modelServers.Models(ctx, out[i].IP)
+			if err != nil {
+				out[i].Err = err.Error()
+				return
+			}
+			for _, m := range models {
+				if m.Adapter() {
+					out[i].Loaded = append(out[i].Loaded, reconcile.LoadedAdapter{Name: m.ID, Path: m.Root})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.attempts.settle(key, out)
+	for i := range out {
+		out[i].Failed = c.attempts.failed(key, out[i].Pod)
+	}
+	return out
+}
+
+// servingPods are the ready, running pods of isvc's own Deployment that have an IP, by name.
+func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.Pod {
+	d := obs.Deployment
+	if d == nil || !reconcile.ControlledBy(d, isvc) {
+		return nil
+	}
+	ours := map[string]bool{} // ReplicaSet UIDs of the Deployment
+	for _, rs := range obs.ReplicaSets {
+		if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.UID == d.UID {
+			ours[string(rs.UID)] = true
+		}
+	}
+	var pods []*corev1.Pod
+	for _, p := range obs.Pods {
+		ref := metav1.GetControllerOfNoCopy(p)
+		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[reconcile.InstanceLabel] != isvc.Name ||
+			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !podReady(p) {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+// applyAdapterSteps makes the calls Reconcile planned, on pods that answered this sync's
+// observation at the IP they answered on. It returns how many calls it made, how many of them
+// failed and, when steps wait for their attempt's back-off, how long until the first is due.
+func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, observed []reconcile.PodAdapters, steps []reconcile.AdapterStep) (made, failed int, wait time.Duration) {
+	if len(steps) == 0 || c.modelServers == nil {
+		return 0, 0, 0
+	}
+	answered := make(map[string]string, len(observed))
+	for _, p := range observed {
+		if p.Err == "" {
+			answered[p.Pod] = p.IP
+		}
+	}
+	now := c.now()
+	var due []reconcile.AdapterStep
+	for _, s := range steps {
+		if ip, ok := answered[s.Pod]; !ok || ip != s.IP {
+			continue
+		}
+		if left := c.attempts.due(key, s, now); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		due = append(due, s)
+	}
+	ctx, cancel := context.WithTimeout(ctx, stepBudget)
+	defer cancel()
+	sem := make(chan struct{}, adapterConcurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, s := range due {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break // the rest waits for the next observation
+		}
+		made++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var err error
+			if s.Load {
+				err = c.modelServers.LoadAdapter(ctx, s.IP, s.Name, s.Path)
+			} else {
+				err = c.modelServers.UnloadAdapter(ctx, s.IP, s.Name)
+			}
+			c.attempts.record(key, s, now, err)
+			if err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return made, failed, wait
+}
+
+// attempts remembers, per isvc, pod and step, the last call made and how many were made
+// since the step was last seen done: the back-off of a step that does not take, and the
+// server's message of a failed load, reported through PodAdapters.Failed. An entry goes when
+// an observation shows the step done, or its pod no longer serves, or the isvc goes.
+type attempts struct {
+	mu sync.Mutex
+	m  map[queue.Key]map[attemptKey]attempt
+	n  int
+}
+
+type attemptKey struct {
+	pod, name string
+	load      bool
+}
+
+type attempt struct {
+	at    time.Time
+	count int
+	msg   string // the server's error; "" when the call succeeded
+}
+
+func (a *attempts) has(k queue.Key) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m[k]) > 0
+}
+
+// due returns how long until s may be tried again on its pod; 0: now.
+func (a *attempts) due(k queue.Key, s reconcile.AdapterStep, now time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.m[k][attemptKey{s.Pod, s.Name, s.Load}]
+	if !ok {
+		return 0
+	}
+	delay := attemptMax
+	if e.count < 10 {
+		delay = min(attemptMax, attemptBase<<(e.count-1))
+	}
+	return max(0, e.at.Add(delay).Sub(now))
+}
+
+func (a *attempts) record(k queue.Key, s reconcile.AdapterStep, now time.Time, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ak := attemptKey{s.Pod, s.Name, s.Load}
+	byStep, ok := a.m[k]
+	if !ok {
+		if a.m == nil {
+			a.m = map[queue.Key]map[attemptKey]attempt{}
+		}
+		byStep = map[attemptKey]attempt{}
+		a.m[k] = byStep
+	}
+	e, had := byStep[ak]
+	if !had {
+		for other, entries := range a.m {
+			if a.n < maxAttempts {
+				break
+			}
+			if other != k { // full: another model's back-off is forgotten, never this one's
+				a.n -= len(entries)
+				delete(a.m, other)
+			}
+		}
+		a.n++
+	}
+	e.at, e.count, e.msg = now, e.count+1, ""
+	if err != nil {
+		e.msg = err.Error()
+	}
+	byStep[ak] = e
+}
+
+// settle forgets the attempts an observation shows done, and those of pods that no longer
+// serve; a pod that could not be asked keeps its own.
+func (a *attempts) settle(k queue.Key, pods []reconcile.PodAdapters) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	byStep := a.m[k]
+	if len(byStep) == 0 {
+		return
+	}
+	byPod := make(map[string]*reconcile.PodAdapters, len(pods))
+	for i := range pods {
+		byPod[pods[i].Pod] = &pods[i]
+	}
+	for ak := range byStep {
+		p, serving := byPod[ak.pod]
+		if serving && p.Err != "" {
+			continue
+		}
+		if !serving || ak.load == slices.ContainsFunc(p.Loaded, func(l reconcile.LoadedAdapter) bool { return l.Name == ak.name }) {
+			delete(byStep, ak)
+			a.n--
+		}
+	}
+	if len(byStep) == 0 {
+		delete(a.m, k)
+	}
+}
+
+// failed are the server's messages of the loads that failed last on pod.
+func (a *attempts) failed(k queue.Key, pod string) map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out map[string]string
+	for ak, e := range a.m[k] {
+		if ak.pod == pod && ak.load && e.msg != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[ak.name] = e.msg
+		}
+	}
+	return out
+}
+
+func (a *attempts) forget(k queue.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n -= len(a.m[k])
+	delete(a.m, k)
+}
