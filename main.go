@@ -33,6 +33,8 @@ import (
 	"github.com/example/inferenceservice-operator/controller/endpoints"
 	"github.com/example/inferenceservice-operator/controller/leader"
 	"github.com/example/inferenceservice-operator/controller/memlimit"
+	"github.com/example/inferenceservice-operator/controller/modelserver"
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/crd/storage"
 	"github.com/example/inferenceservice-operator/crd/webhook"
@@ -61,6 +63,7 @@ type options struct {
 	apiVersion, gatewayParent                 string
 	serviceMonitors                           bool
 	migrationPeriod                           time.Duration
+	modelServerTimeout, adapterLoadTimeout    time.Duration
 }
 
 func parseFlags() options {
@@ -95,6 +98,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
 	flag.StringVar(&o.gatewayParent, "gateway-parent", "", "namespace/name of the Gateway API Gateway that HTTPRoutes of models with spec.gateway attach to; empty creates no HTTPRoutes.")
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
+	flag.DurationVar(&o.modelServerTimeout, "model-server-timeout", modelserver.DefaultTimeout, "Timeout of one GET /v1/models or adapter unload on a model pod (asked only for models with LoRA adapters).")
+	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modelserver.DefaultLoadTimeout, "Timeout of one LoRA adapter load on a model pod (vLLM downloads and reads the adapter meanwhile).")
 	flag.Parse()
 	return o
 }
@@ -194,6 +199,8 @@ func run(ctx context.Context, o options) error {
 		Kube: cs.ControllerKube, Dynamic: cs.ControllerDynamic, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw,
 		Metrics: m, Version: apiVersion, Features: features, BudgetContended: cs.Budget.Contended, ProgressHold: o.progressHold,
 		DeregisterTimeout: o.deregisterTimeout,
+		ModelServers: modelserver.New(modelserver.Options{Port: reconcile.Port, Timeout: o.modelServerTimeout,
+			LoadTimeout: o.adapterLoadTimeout, Observe: m.ModelServerCall}),
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err
