@@ -18,10 +18,12 @@ type podObs struct {
 
 func TestFakeKubeletBehaviors(t *testing.T) {
 	ns := namespace(t)
+	// The schedule model (kubelet.fake/serve: "false"): these behaviors as timed by the
+	// kubelet, without probes of their own; serving_test.go covers the served ones.
 	pod := func(name, image, annotation string) string {
-		ann := ""
+		ann := "  annotations:\n    kubelet.fake/serve: \"false\"\n"
 		if annotation != "" {
-			ann = fmt.Sprintf("  annotations:\n    kubelet.fake/behavior: %q\n", annotation)
+			ann += fmt.Sprintf("    kubelet.fake/behavior: %q\n", annotation)
 		}
 		return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n%sspec:\n  containers:\n  - name: app\n    image: %s\n---\n", name, ann, image)
 	}
@@ -123,6 +125,7 @@ func TestStartupProbeSlowReady(t *testing.T) {
 kind: Pod
 metadata:
   name: loader
+  annotations: {kubelet.fake/serve: "false"}
 spec:
   containers:
   - name: server
