@@ -148,36 +148,42 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, obser
 	ctx, cancel := context.WithTimeout(ctx, stepBudget)
 	defer cancel()
 	sem := make(chan struct{}, adapterConcurrency)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, s := range due {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break // the rest waits for the next observation
-		}
-		made++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			var err error
-			if s.Load {
-				err = c.modelServers.LoadAdapter(ctx, s.IP, s.Name, s.Path)
-			} else {
-				err = c.modelServers.UnloadAdapter(ctx, s.IP, s.Name)
+	// Unloads first: an adapter reloaded from another path is unloaded before its load.
+	for _, load := range []bool{false, true} {
+		var wg sync.WaitGroup
+		for _, s := range due {
+			if s.Load != load {
+				continue
 			}
-			c.attempts.record(key, s, now, err)
-			if err != nil {
-				mu.Lock()
-				failed++
-				mu.Unlock()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
 			}
-		}()
+			if ctx.Err() != nil {
+				break // the rest waits for the next observation
+			}
+			made++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				var err error
+				if s.Load {
+					err = c.modelServers.LoadAdapter(ctx, s.IP, s.Name, s.Path)
+				} else {
+					err = c.modelServers.UnloadAdapter(ctx, s.IP, s.Name)
+				}
+				c.attempts.record(key, s, now, err)
+				if err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	return made, failed, wait
 }
 

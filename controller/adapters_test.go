@@ -354,3 +354,23 @@ func TestAttemptsBounded(t *testing.T) {
 		t.Fatalf("n %d, has key %v, has other %v", a.n, a.has(adapterKey), a.has(other))
 	}
 }
+
+func TestApplyAdapterStepsUnloadsBeforeLoading(t *testing.T) {
+	srv := newServers(t, "127.0.0.1")
+	srv.byIP["127.0.0.1"].loaded["sql"] = "org/sql-v1"
+	w := newAdapterWorld()
+	now := t0
+	c := newAdapterController(srv.client(), &now)
+	pods := c.observeAdapters(context.Background(), adapterKey, w.isvc, w.ext("sql"), &crd.StatusExtensions{}, w.observed(w.pod("p1", "127.0.0.1")))
+	// sql moved to another path: Reconcile plans its unload and its load together.
+	steps := []reconcile.AdapterStep{
+		{Pod: "p1", IP: "127.0.0.1", Load: true, Name: "sql", Path: "org/sql-v2"},
+		{Pod: "p1", IP: "127.0.0.1", Name: "sql", Path: "org/sql-v1"},
+	}
+	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, steps); made != 2 || failed != 0 {
+		t.Fatalf("made %d failed %d", made, failed)
+	}
+	if got := srv.byIP["127.0.0.1"].loaded["sql"]; got != "org/sql-v2" {
+		t.Fatalf("sql loaded from %q", got)
+	}
+}
