@@ -42,9 +42,9 @@ func StripHPA(obj interface{}) (interface{}, error) {
 }
 
 // StripDeployment keeps what the controller compares and the diagnosis reads: labels, the
-// operator's annotations, replicas, the pod template's labels, priority class, volumes and
-// the model server's container as far as the operator sets it, and the status. The rest
-// (other containers, env, the API server's defaults, the strategy) is never read, and the
+// operator's annotations, replicas, the pod template's labels, priority class, service links,
+// volumes and the model server's container as far as the operator sets it (env included), and
+// the status. The rest (other containers, the API server's defaults, the strategy) is never read, and the
 // controller updates Deployments with patches of the fields it owns, never by sending the
 // cached object back.
 func StripDeployment(obj interface{}) (interface{}, error) {
@@ -75,11 +75,11 @@ func ownedAnnotations(a map[string]string) map[string]string {
 }
 
 func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, Volumes: ps.Volumes}
+	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes}
 	for i := range ps.Containers {
 		if c := &ps.Containers[i]; c.Name == ContainerName {
 			out.Containers = []corev1.Container{{
-				Name: c.Name, Image: c.Image, Args: c.Args, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
+				Name: c.Name, Image: c.Image, Args: c.Args, Env: c.Env, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
 				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
 				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
 			}}

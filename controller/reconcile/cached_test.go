@@ -46,11 +46,11 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 		t.Fatalf("containers %+v", got.Spec.Template.Spec.Containers)
 	}
 	c := got.Spec.Template.Spec.Containers[0]
-	if c.Name != ContainerName || c.Image != "vllm" || len(c.Args) != 2 || len(c.Ports) != 1 || c.ReadinessProbe == nil || c.Resources.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
+	if c.Name != ContainerName || c.Image != "vllm" || len(c.Args) != 2 || len(c.Env) != 1 || len(c.Ports) != 1 || c.ReadinessProbe == nil || c.Resources.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
 		t.Fatalf("model server container %+v", c)
 	}
 	if len(got.Annotations) != 1 || got.Spec.Selector != nil || got.Spec.Strategy.Type != "" || got.Spec.Template.Annotations != nil ||
-		got.Spec.Template.Spec.DNSPolicy != "" || c.Env != nil || c.TerminationMessagePath != "" {
+		got.Spec.Template.Spec.DNSPolicy != "" || c.TerminationMessagePath != "" {
 		t.Fatalf("kept what is never read: %+v", got)
 	}
 

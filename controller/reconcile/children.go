@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"encoding/json"
 	"maps"
 	"strconv"
 	"sync"
@@ -32,16 +31,25 @@ const (
 	QueueMetric = "num_requests_waiting"
 	// TargetQueueLength is the average queue length per pod the HPA aims for by default.
 	TargetQueueLength = 5
-	// AdaptersVolume is the ConfigMap volume listing the LoRA adapters, mounted at AdaptersPath
-	// as AdaptersFile; kubelet refreshes it in place, so adapter changes need no rollout.
+	// AdaptersVolume is the ConfigMap volume an earlier version mounted at AdaptersPath; vLLM
+	// never read it. It is removed from a Deployment that still has it.
 	AdaptersVolume = "adapters"
 	AdaptersPath   = "/etc/vllm/adapters"
-	AdaptersFile   = "adapters.json"
 	// EnableLoRAArg turns on vLLM's LoRA support when the model has adapters.
 	EnableLoRAArg = "--enable-lora"
+	// RuntimeLoRAEnv lets the operator load and unload adapters through the server's
+	// /v1/load_lora_adapter and /v1/unload_lora_adapter, so adapter changes roll no pod.
+	RuntimeLoRAEnv = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+	// CacheVolume is spec.cache's PersistentVolumeClaim, mounted at crd.CachePath.
+	CacheVolume = "model-cache"
+	// HFHomeEnv points Hugging Face downloads at the cache.
+	HFHomeEnv = "HF_HOME"
+	// ShmVolume is /dev/shm.
+	ShmVolume = "shm"
 )
 
-// AdaptersConfigMapName is the ConfigMap holding an InferenceService's adapter list.
+// AdaptersConfigMapName is the ConfigMap an earlier version kept the adapter list in; the
+// operator deletes its own (Reconcile) since adapters are loaded at run time.
 func AdaptersConfigMapName(isvc string) string { return isvc + "-adapters" }
 
 // Scale is how many pods a model runs: Replicas at first and, when Fixed, whenever the user
@@ -125,6 +133,12 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 		meta.Labels[QueueLabel] = q
 	}
 	podLabels := meta.Labels // the queue label goes on the pods too: Kueue admits pods
+	volumes := []corev1.Volume{{Name: ShmVolume, VolumeSource: corev1.VolumeSource{EmptyDir: shmSource}}}
+	if c := ext.Cache; c != nil {
+		volumes = append(volumes, corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.ClaimName},
+		}})
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
@@ -135,62 +149,17 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					PriorityClassName: isvc.Spec.PriorityClassName,
-					Containers:        []corev1.Container{desiredContainer(&isvc.Spec)},
-					Volumes:           []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: shmSource}}},
+					// A Service named vllm in the namespace would inject VLLM_PORT=tcp://...,
+					// which vLLM reads as its own port setting and aborts on.
+					EnableServiceLinks: ptr.To(false),
+					Containers:         []corev1.Container{desiredContainer(&isvc.Spec, ext)},
+					Volumes:            volumes,
 				},
 			},
 		},
 	}
 	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
-	if len(ext.Adapters) > 0 {
-		ps := &d.Spec.Template.Spec
-		c := &ps.Containers[0]
-		c.Args = append(c.Args, EnableLoRAArg)
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: AdaptersVolume, MountPath: AdaptersPath, ReadOnly: true})
-		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: AdaptersVolume, VolumeSource: corev1.VolumeSource{
-			// DefaultMode as the API server defaults it, so the comparison sees no drift.
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: AdaptersConfigMapName(isvc.Name)}, DefaultMode: ptr.To[int32](0o644)},
-		}})
-	}
 	return d
-}
-
-// adapterEntry is one line of AdaptersFile, in the shape of vLLM's --lora-modules JSON form.
-type adapterEntry struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-}
-
-// desiredConfigMap lists the adapters for the model server; nil when there are none.
-func desiredConfigMap(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *corev1.ConfigMap {
-	if len(ext.Adapters) == 0 {
-		return nil
-	}
-	entries := make([]adapterEntry, len(ext.Adapters))
-	for i, a := range ext.Adapters {
-		entries[i] = adapterEntry{Name: a.Name, Path: a.StorageURI}
-	}
-	data, _ := json.Marshal(entries) // strings only: cannot fail
-	meta := b.meta
-	meta.Name = AdaptersConfigMapName(isvc.Name)
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: meta,
-		Data:       map[string]string{AdaptersFile: string(data)},
-	}
-}
-
-// adaptersIn reads the adapter names back from a ConfigMap the operator wrote.
-func adaptersIn(cm *corev1.ConfigMap) []string {
-	var entries []adapterEntry
-	if cm == nil || json.Unmarshal([]byte(cm.Data[AdaptersFile]), &entries) != nil {
-		return nil
-	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name
-	}
-	return names
 }
 
 // desiredPDB keeps voluntary disruptions (drains, upgrades) to one pod at a time, only when
@@ -215,29 +184,101 @@ func desiredPDB(isvc *crd.InferenceService, sc Scale, b shared) *policyv1.PodDis
 // writes through them.
 var (
 	health = &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}
-	// Weights can take many minutes to load: the startup probe allows an hour before
-	// liveness applies, so a slow load is not mistaken for a hang.
-	startupProbe   = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 10, FailureThreshold: 360}
-	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, FailureThreshold: 3}
-	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 20, FailureThreshold: 3}
+	// /health is answered on vLLM's event loop, behind the requests it is serving: under load
+	// it answers in seconds. Readiness takes a slow answer as a busy pod for a few seconds
+	// (traffic moves to other pods); liveness is far looser, restarting only a server that
+	// has not answered for minutes, so a busy healthy server is never killed.
+	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3}
+	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 30, TimeoutSeconds: 30, FailureThreshold: 10}
 	vllmPorts      = []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}}
-	// vLLM shares tensors through /dev/shm; the runtime's 64Mi default is too small.
-	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	// vLLM shares tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
+	// since a Memory emptyDir is charged to the pod and, unbounded, could take the node's memory.
+	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(crd.ShmSizeGi<<30, resource.BinarySI)}
+	// runtimeLoRA is set when the model has adapters: the operator loads them through the API.
+	runtimeLoRA = corev1.EnvVar{Name: RuntimeLoRAEnv, Value: "True"}
+	// cacheEnv points Hugging Face at the cache volume when spec.cache is set.
+	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
 )
+
+// startupPeriod is the startup probe's period; its failure threshold spreads the model's
+// startup budget over it.
+const startupPeriod = 10
+
+// startupProbe lets the port stay closed while weights download and load, for
+// spec.startupTimeoutSeconds (default crd.DefaultStartupTimeoutSeconds): only the user knows
+// the model's size and the link's speed. With spec.cache only a first start downloads, but
+// that first start needs the budget, so the cache does not shorten it. Liveness applies after.
+func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
+	budget := int32(crd.DefaultStartupTimeoutSeconds)
+	if t := ext.StartupTimeoutSeconds; t != nil {
+		budget = *t
+	}
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: startupPeriod, TimeoutSeconds: 5,
+		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
+}
 
 // portArg is Port as vLLM's --port value.
 var portArg = strconv.Itoa(Port)
 
-func desiredContainer(spec *crd.InferenceServiceSpec) corev1.Container {
+// maxCPULoRAsArg keeps every adapter spec.adapters may list loaded in host memory; a constant,
+// so a change of the adapters changes no argument and rolls no pod.
+var maxCPULoRAsArg = strconv.Itoa(crd.MaxAdapters)
+
+// ModelName is the name clients send for the base model: the operator passes
+// --served-model-name spec.model, as vLLM would default it, so the name is the operator's to
+// report (status.modelName) and a user's engine argument cannot change it.
+func ModelName(spec *crd.InferenceServiceSpec) string { return spec.Model }
+
+// vllmArgs is vllm serve's command line (the image's entrypoint is vllm serve): the model as
+// its positional argument (--model is deprecated there), the operator's arguments, then the
+// user's engineArgs.
+func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
+	args := make([]string, 0, 10+len(ext.EngineArgs))
+	args = append(args, spec.Model, "--port", portArg, "--served-model-name", ModelName(spec))
+	if g := spec.GPUs(); g > 1 {
+		// One replica's GPUs serve one model copy, split tensor-parallel across them.
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(g)))
+	}
+	if len(ext.Adapters) > 0 {
+		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+	}
+	return append(args, ext.EngineArgs...)
+}
+
+// desiredEnv is the operator's variables, then the user's; nil when there are none.
+func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if len(ext.Adapters) > 0 {
+		env = append(env, runtimeLoRA)
+	}
+	if ext.Cache != nil {
+		env = append(env, cacheEnv)
+	}
+	for _, e := range ext.Env {
+		e = *e.DeepCopy()
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
+			f.FieldRef.APIVersion = "v1" // as the API server defaults it, so the comparison sees no drift
+		}
+		env = append(env, e)
+	}
+	return env
+}
+
+func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) corev1.Container {
+	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}}
+	if ext.Cache != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: CacheVolume, MountPath: crd.CachePath})
+	}
 	return corev1.Container{
 		Name:           ContainerName,
 		Image:          spec.ImageOrDefault(),
-		Args:           []string{"--model", spec.Model, "--port", portArg},
+		Args:           vllmArgs(spec, ext),
+		Env:            desiredEnv(ext),
 		Ports:          vllmPorts,
-		StartupProbe:   startupProbe,
+		StartupProbe:   startupProbe(ext),
 		ReadinessProbe: readinessProbe,
 		LivenessProbe:  livenessProbe,
-		VolumeMounts:   []corev1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
+		VolumeMounts:   mounts,
 		Resources:      desiredResources(spec),
 	}
 }
@@ -288,7 +329,7 @@ func (c *resourceCache) get(spec *crd.InferenceServiceSpec) corev1.ResourceRequi
 }
 
 func buildResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements {
-	req, lim := crd.DefaultRequests(), make(corev1.ResourceList, 1)
+	req, lim := crd.DefaultRequests(spec.GPUs()), make(corev1.ResourceList, 1)
 	var user crd.Resources
 	if spec.Resources != nil {
 		user = *spec.Resources

@@ -21,16 +21,19 @@ func TestDesiredResources(t *testing.T) {
 		spec     crd.InferenceServiceSpec
 		req, lim map[string]string
 	}{
-		{"defaults", crd.InferenceServiceSpec{}, map[string]string{"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}, map[string]string{"nvidia.com/gpu": "1"}},
-		{"no gpus", crd.InferenceServiceSpec{GPUsPerReplica: ptr.To[int32](0)}, map[string]string{"cpu": "2", "memory": "8Gi"}, nil},
+		{"defaults", crd.InferenceServiceSpec{}, map[string]string{"cpu": "2", "memory": "10Gi", "nvidia.com/gpu": "1"}, map[string]string{"nvidia.com/gpu": "1"}},
+		{"no gpus", crd.InferenceServiceSpec{GPUsPerReplica: ptr.To[int32](0)}, map[string]string{"cpu": "2", "memory": "10Gi"}, nil},
 		{"memory limit below the default request", crd.InferenceServiceSpec{Resources: &crd.Resources{Limits: corev1.ResourceList{"memory": q("4Gi")}}},
 			map[string]string{"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}, map[string]string{"memory": "4Gi", "nvidia.com/gpu": "1"}},
 		{"limit above the default request", crd.InferenceServiceSpec{Resources: &crd.Resources{Limits: corev1.ResourceList{"cpu": q("8")}}},
-			map[string]string{"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}, map[string]string{"cpu": "8", "nvidia.com/gpu": "1"}},
+			map[string]string{"cpu": "2", "memory": "10Gi", "nvidia.com/gpu": "1"}, map[string]string{"cpu": "8", "nvidia.com/gpu": "1"}},
 		{"limit without any request", crd.InferenceServiceSpec{Resources: &crd.Resources{Limits: corev1.ResourceList{"ephemeral-storage": q("10Gi")}}},
-			map[string]string{"cpu": "2", "memory": "8Gi", "ephemeral-storage": "10Gi", "nvidia.com/gpu": "1"}, map[string]string{"ephemeral-storage": "10Gi", "nvidia.com/gpu": "1"}},
+			map[string]string{"cpu": "2", "memory": "10Gi", "ephemeral-storage": "10Gi", "nvidia.com/gpu": "1"}, map[string]string{"ephemeral-storage": "10Gi", "nvidia.com/gpu": "1"}},
+		{"eight gpus", crd.InferenceServiceSpec{GPUsPerReplica: ptr.To[int32](8)}, map[string]string{"cpu": "2", "memory": "38Gi", "nvidia.com/gpu": "8"}, map[string]string{"nvidia.com/gpu": "8"}},
+		{"user memory request", crd.InferenceServiceSpec{Resources: &crd.Resources{Requests: corev1.ResourceList{"memory": q("64Gi")}}},
+			map[string]string{"cpu": "2", "memory": "64Gi", "nvidia.com/gpu": "1"}, map[string]string{"nvidia.com/gpu": "1"}},
 		{"user requests and another gpu vendor", crd.InferenceServiceSpec{GPUsPerReplica: ptr.To[int32](2), Resources: &crd.Resources{GPUResourceName: "amd.com/gpu", Requests: corev1.ResourceList{"cpu": q("500m")}}},
-			map[string]string{"cpu": "500m", "memory": "8Gi", "amd.com/gpu": "2"}, map[string]string{"amd.com/gpu": "2"}},
+			map[string]string{"cpu": "500m", "memory": "14Gi", "amd.com/gpu": "2"}, map[string]string{"amd.com/gpu": "2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,15 +77,16 @@ func TestPriorityAndQueue(t *testing.T) {
 // model's Deployment at once.
 func TestMain(m *testing.M) {
 	type parts struct {
-		Health                   *corev1.HTTPGetAction
-		Startup, Readiness, Live *corev1.Probe
-		Ports                    []corev1.ContainerPort
-		Shm                      *corev1.EmptyDirVolumeSource
-		PortArg, APIVersion      string
+		Health              *corev1.HTTPGetAction
+		Readiness, Live     *corev1.Probe
+		Ports               []corev1.ContainerPort
+		Shm                 *corev1.EmptyDirVolumeSource
+		Env                 []corev1.EnvVar
+		PortArg, APIVersion string
 	}
 	snapshot := func() parts {
-		return parts{health.DeepCopy(), startupProbe.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
-			slices.Clone(vllmPorts), shmSource.DeepCopy(), portArg, apiVersion}
+		return parts{health.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
+			slices.Clone(vllmPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, portArg, apiVersion}
 	}
 	before := snapshot()
 	code := m.Run()

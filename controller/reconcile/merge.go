@@ -74,7 +74,8 @@ func probeDrifted(have, want *corev1.Probe) bool {
 		return (have.HTTPGet == nil) != (want.HTTPGet == nil)
 	}
 	return have.HTTPGet.Path != want.HTTPGet.Path || have.HTTPGet.Port != want.HTTPGet.Port ||
-		have.PeriodSeconds != want.PeriodSeconds || have.FailureThreshold != want.FailureThreshold
+		have.PeriodSeconds != want.PeriodSeconds || have.FailureThreshold != want.FailureThreshold ||
+		have.TimeoutSeconds != want.TimeoutSeconds
 }
 
 func resourcesDrifted(have, want corev1.ResourceList) bool {
@@ -110,6 +111,10 @@ func containerDrifted(have, want *corev1.Container) bool {
 	}
 	if probeDrifted(have.StartupProbe, want.StartupProbe) || probeDrifted(have.ReadinessProbe, want.ReadinessProbe) ||
 		probeDrifted(have.LivenessProbe, want.LivenessProbe) {
+		return true
+	}
+	// The whole env is the operator's (its variables and spec.env): nil and empty are equal.
+	if !equality.Semantic.DeepEqual(have.Env, want.Env) {
 		return true
 	}
 	for _, m := range want.VolumeMounts {
@@ -153,7 +158,8 @@ func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 		return true
 	}
 	lt, wt := &live.Spec.Template, &want.Spec.Template
-	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName {
+	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName ||
+		ptr.Deref(lt.Spec.EnableServiceLinks, true) != ptr.Deref(wt.Spec.EnableServiceLinks, true) {
 		return true
 	}
 	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName })
@@ -165,9 +171,18 @@ func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 			return true
 		}
 	}
-	// The adapters' volume goes with the last adapter: its ConfigMap is deleted then.
-	return hasVolumeNamed(lt.Spec.Volumes, AdaptersVolume) && !hasVolumeNamed(wt.Spec.Volumes, AdaptersVolume)
+	// Volumes the operator adds only for some specs go when the spec no longer asks for them:
+	// the cache with spec.cache, and an earlier version's adapter list.
+	for _, name := range optionalVolumes {
+		if hasVolumeNamed(lt.Spec.Volumes, name) && !hasVolumeNamed(wt.Spec.Volumes, name) {
+			return true
+		}
+	}
+	return false
 }
+
+// optionalVolumes are the volumes (and their mounts) the operator removes when not wanted.
+var optionalVolumes = [...]string{CacheVolume, AdaptersVolume}
 
 func hasVolumeNamed(vs []corev1.Volume, name string) bool {
 	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })
@@ -182,12 +197,13 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 	t := &out.Spec.Template
 	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
 	t.Spec.PriorityClassName = want.Spec.Template.Spec.PriorityClassName
+	t.Spec.EnableServiceLinks = want.Spec.Template.Spec.EnableServiceLinks
 	wc := want.Spec.Template.Spec.Containers[0]
 	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName }); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
 	} else {
 		c := &t.Spec.Containers[i]
-		c.Image, c.Args, c.Ports = wc.Image, wc.Args, wc.Ports
+		c.Image, c.Args, c.Env, c.Ports = wc.Image, wc.Args, wc.Env, wc.Ports
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
 		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
 		for _, m := range wc.VolumeMounts {
@@ -201,11 +217,14 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 			t.Spec.Volumes = append(slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }), v)
 		}
 	}
-	if !hasVolumeNamed(want.Spec.Template.Spec.Volumes, AdaptersVolume) {
-		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == AdaptersVolume })
+	for _, name := range optionalVolumes {
+		if hasVolumeNamed(want.Spec.Template.Spec.Volumes, name) {
+			continue
+		}
+		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == name })
 		for i := range t.Spec.Containers {
 			if c := &t.Spec.Containers[i]; c.Name == ContainerName {
-				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == AdaptersVolume })
+				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == name })
 			}
 		}
 	}

@@ -77,12 +77,48 @@ func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, paren
 			"matches": []interface{}{map[string]interface{}{
 				"path": map[string]interface{}{"type": "PathPrefix", "value": r.Path},
 			}},
+			// The model server serves /v1/...: the prefix is replaced by "/" on the way in.
+			"filters": []interface{}{map[string]interface{}{
+				"type": "URLRewrite",
+				"urlRewrite": map[string]interface{}{
+					"path": map[string]interface{}{"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"},
+				},
+			}},
 			"backendRefs": []interface{}{map[string]interface{}{
 				"group": "", "kind": "Service", "name": isvc.Name, "port": int64(Port), "weight": int64(1),
 			}},
 		}},
 	}
 	return u
+}
+
+// routeAccepted reports whether the HTTPRoute's status says the parent Gateway accepted it
+// for the current generation; a route without status (no Gateway controller) is not.
+func routeAccepted(r *unstructured.Unstructured, parent types.NamespacedName) bool {
+	parents, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
+	for _, p := range parents {
+		pm, ok := p.(map[string]interface{})
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(pm, "parentRef", "name")
+		ns, _, _ := unstructured.NestedString(pm, "parentRef", "namespace")
+		if name != parent.Name || (ns != "" && ns != parent.Namespace) {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(pm, "conditions")
+		for _, c := range conds {
+			cm, ok := c.(map[string]interface{})
+			if !ok || cm["type"] != "Accepted" {
+				continue
+			}
+			gen, found, _ := unstructured.NestedInt64(cm, "observedGeneration")
+			if cm["status"] == "True" && (!found || gen == r.GetGeneration()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func newChildUnstructured(isvc *crd.InferenceService, apiVersion, kind string) *unstructured.Unstructured {

@@ -28,7 +28,7 @@ type Observed struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
 	HPA        *autoscalingv2.HorizontalPodAutoscaler
-	ConfigMap  *corev1.ConfigMap // the adapter list
+	ConfigMap  *corev1.ConfigMap // an earlier version's adapter list, deleted when ours
 	PDB        *policyv1.PodDisruptionBudget
 	// Optional children, read only when Features says their CRDs are installed.
 	ServiceMonitor *unstructured.Unstructured
@@ -45,6 +45,9 @@ type Input struct {
 	Features Features
 	Observed Observed
 	Now      metav1.Time
+	// Adapters is what each ready pod answered on /v1/models, from the controller's I/O layer;
+	// nil when not observed (the model has no adapters, or no client is configured).
+	Adapters []PodAdapters
 }
 
 // Desired is what the spec asks for. It depends only on the object's identity and spec; it is
@@ -53,7 +56,6 @@ type Desired struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
 	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero
-	ConfigMap  *corev1.ConfigMap                      // nil without adapters
 	PDB        *policyv1.PodDisruptionBudget          // nil below two pods
 	// Optional children: nil when the feature is off or the spec does not ask for them.
 	ServiceMonitor *unstructured.Unstructured
@@ -74,7 +76,6 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 		Deployment: desiredDeployment(isvc, ext, b),
 		Service:    desiredService(b),
 		HPA:        desiredHPA(isvc, ext, sc, b),
-		ConfigMap:  desiredConfigMap(isvc, ext, b),
 		PDB:        desiredPDB(isvc, sc, b),
 		Scale:      sc,
 		Selector:   selectorString(isvc.Name),
@@ -136,8 +137,12 @@ type Output struct {
 	// Causes are why the model is not serving yet; Status is decided from them.
 	Causes []Cause
 	Status crd.InferenceServiceStatus
-	// StatusExt are v1beta1's status additions (endpoint, loaded adapters).
+	// StatusExt are v1beta1's status additions (endpoint, model name, route, loaded adapters).
 	StatusExt crd.StatusExtensions
+	// AdapterSteps are the runtime LoRA calls to make on ready pods: unloads of adapters the
+	// spec no longer wants, loads of wanted ones a pod lacks. A load that failed is planned
+	// again (Failed is reported, not a reason to stop): the I/O layer spaces the attempts.
+	AdapterSteps []AdapterStep
 	// Recheck, when positive, is how long until Status changes with time alone (a started
 	// pod's readiness window ends with no event to say so).
 	Recheck time.Duration
@@ -184,12 +189,12 @@ func Reconcile(in Input) Output {
 		setHPA(upd, wantH)
 		out.update("HorizontalPodAutoscaler", upd, live)
 	}
-	if live, wantC := in.Observed.ConfigMap, want.ConfigMap; decideChild(&out, isvc, "ConfigMap", live, wantC, live == nil, wantC == nil) {
-		if configMapDrifted(live, wantC) {
-			upd := live.DeepCopy()
-			setConfigMap(upd, wantC)
-			out.update("ConfigMap", upd, live)
-		}
+	// Adapters are loaded at run time: an earlier version's adapter ConfigMap, never read by
+	// vLLM, is deleted when ours (a namesake someone else controls is left alone).
+	// It goes once the Deployment's template no longer mounts it, so no pod of it waits for it.
+	if live := in.Observed.ConfigMap; live != nil && ControlledBy(live, isvc) &&
+		(liveD == nil || !hasVolumeNamed(liveD.Spec.Template.Spec.Volumes, AdaptersVolume)) {
+		out.add(Delete, "ConfigMap", live)
 	}
 	if live := in.Observed.PDB; decideChild(&out, isvc, "PodDisruptionBudget", live, wantP, live == nil, wantP == nil) && pdbDrifted(live, wantP) {
 		upd := live.DeepCopy()
@@ -216,12 +221,18 @@ func Reconcile(in Input) Output {
 		}
 	}
 
+	plan := planAdapters(in.Ext.Adapters, in.Adapters)
+	out.AdapterSteps = plan.steps
+
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
 	for _, p := range out.Predecessors {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}
+	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
-	out.StatusExt = statusExtensions(in, out.Status.ReadyReplicas)
+	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
+	out.StatusExt = statusExtensions(in, want.HTTPRoute)
+	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)
 	return out
 }
@@ -249,16 +260,18 @@ func decideChild(out *Output, isvc *crd.InferenceService, kind string, live, wan
 	return false
 }
 
-// statusExtensions are v1beta1's status additions: the in-cluster endpoint once the Service is
-// ours, and the adapters listed in the ConfigMap the ready pods mount.
-func statusExtensions(in Input, ready int32) crd.StatusExtensions {
+// statusExtensions are v1beta1's status additions: the in-cluster endpoint and the model name
+// once the Service is ours, and the gateway path once our HTTPRoute is accepted.
+func statusExtensions(in Input, wantRoute *unstructured.Unstructured) crd.StatusExtensions {
 	var ext crd.StatusExtensions
 	isvc := in.ISVC
 	if s := in.Observed.Service; s != nil && ControlledBy(s, isvc) {
 		ext.Endpoint = "http://" + isvc.Name + "." + isvc.Namespace + ".svc:" + portString
+		ext.ModelName = ModelName(&isvc.Spec)
 	}
-	if cm := in.Observed.ConfigMap; cm != nil && ready > 0 && ControlledBy(cm, isvc) {
-		ext.LoadedAdapters = adaptersIn(cm)
+	if r := in.Observed.HTTPRoute; in.Features.HTTPRoutes && wantRoute != nil && r != nil && ControlledBy(r, isvc) &&
+		routeAccepted(r, in.Features.GatewayParent) {
+		ext.RoutePath = RouteOf(isvc, &in.Ext).Path
 	}
 	return ext
 }

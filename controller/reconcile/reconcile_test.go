@@ -3,6 +3,7 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,6 +35,11 @@ type world struct {
 	f    Features
 	obs  Observed
 	rv   int
+	// servers are the ready pods' model servers, by pod, once podsReady ran with adapters in
+	// the spec (the I/O layer observes only then); loadFails makes a load of a name fail.
+	servers   map[string][]LoadedAdapter
+	failed    map[string]map[string]string
+	loadFails map[string]string
 }
 
 // cached is what the informers hold of the live objects: copies through their transforms.
@@ -104,9 +110,47 @@ func (w *world) now() metav1.Time {
 }
 
 func (w *world) reconcile() Output {
-	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now()})
+	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now(), Adapters: w.answers()})
 	w.isvc.Status = out.Status
 	return out
+}
+
+// answers is what each ready pod's server lists, as the I/O layer hands it to Reconcile: nil
+// when nothing is observed.
+func (w *world) answers() []PodAdapters {
+	if w.servers == nil {
+		return nil
+	}
+	var out []PodAdapters
+	for _, pod := range slices.Sorted(maps.Keys(w.servers)) {
+		out = append(out, PodAdapters{Pod: pod, IP: "10.1.0." + pod[len(pod)-1:], Loaded: slices.Clone(w.servers[pod]), Failed: maps.Clone(w.failed[pod])})
+	}
+	return out
+}
+
+// applySteps plays the model servers' runtime LoRA API, as strict as vLLM: a load of a name
+// already loaded, or an unload of one that is not, is refused.
+func (w *world) applySteps(t testing.TB, steps []AdapterStep) {
+	for _, s := range steps {
+		loaded := w.servers[s.Pod]
+		i := slices.IndexFunc(loaded, func(l LoadedAdapter) bool { return l.Name == s.Name })
+		switch {
+		case !s.Load && i < 0:
+			t.Fatalf("unload of %s on %s, which does not list it", s.Name, s.Pod)
+		case !s.Load:
+			w.servers[s.Pod] = slices.Delete(loaded, i, i+1)
+		case i >= 0:
+			t.Fatalf("load of %s on %s, which already lists it", s.Name, s.Pod)
+		case w.loadFails[s.Name] != "":
+			if w.failed[s.Pod] == nil {
+				w.failed[s.Pod] = map[string]string{}
+			}
+			w.failed[s.Pod][s.Name] = w.loadFails[s.Name]
+		default:
+			w.servers[s.Pod] = append(loaded, LoadedAdapter{Name: s.Name, Path: s.Path})
+			delete(w.failed[s.Pod], s.Name)
+		}
+	}
 }
 
 // apply plays the API server: store, bump resourceVersion and generation, fill defaults.
@@ -177,7 +221,10 @@ func serverDefaults(d *appsv1.Deployment) {
 		c.ImagePullPolicy, c.TerminationMessagePath = corev1.PullIfNotPresent, "/dev/termination-log"
 		for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 			if p != nil {
-				p.TimeoutSeconds, p.SuccessThreshold, p.HTTPGet.Scheme = 1, 1, corev1.URISchemeHTTP
+				if p.TimeoutSeconds == 0 {
+					p.TimeoutSeconds = 1
+				}
+				p.SuccessThreshold, p.HTTPGet.Scheme = 1, corev1.URISchemeHTTP
 			}
 		}
 	}
@@ -189,6 +236,24 @@ func (w *world) podsReady() {
 	n := *d.Spec.Replicas
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
 	w.obs.Deployment = d
+	if len(w.ext.Adapters) == 0 && w.servers == nil {
+		return
+	}
+	if w.servers == nil {
+		w.servers, w.failed = map[string][]LoadedAdapter{}, map[string]map[string]string{}
+	}
+	for i := range int(n) {
+		if pod := fmt.Sprintf("qwen3-%d", i); w.servers[pod] == nil {
+			w.servers[pod] = []LoadedAdapter{} // a new pod starts without adapters
+		}
+	}
+	for pod := range w.servers {
+		var i int
+		if _, err := fmt.Sscanf(pod, "qwen3-%d", &i); err == nil && i >= int(n) {
+			delete(w.servers, pod)
+			delete(w.failed, pod)
+		}
+	}
 }
 
 func verbs(actions []Action) string {
@@ -360,14 +425,16 @@ func TestRestoresTamperedOwnedFieldsOnly(t *testing.T) {
 }
 
 // TestPatchesKeepWhatTheCacheDrops: the caches hold only what the controller reads, so an
-// update must leave everything else on the live object (a mesh's sidecar, env someone added,
-// the API server's cluster IP) as it is.
+// update must leave everything else on the live object (a mesh's sidecar, a volume someone
+// added, the API server's cluster IP) as it is; the model server's env is the operator's
+// (spec.env), so a hand edit of it is reverted like one of its args.
 func TestPatchesKeepWhatTheCacheDrops(t *testing.T) {
 	w := converged(t, 2)
 	d := w.obs.Deployment.DeepCopy()
 	ps := &d.Spec.Template.Spec
 	ps.Containers = append(ps.Containers, corev1.Container{Name: "proxy", Image: "envoy"})
 	ps.Containers[0].Env = []corev1.EnvVar{{Name: "HF_HOME", Value: "/cache"}}
+	ps.Containers[0].Args = append(ps.Containers[0].Args, "--enforce-eager")
 	ps.Containers[0].Image = "evil:latest"
 	ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
@@ -388,7 +455,10 @@ func TestPatchesKeepWhatTheCacheDrops(t *testing.T) {
 	if ps.Containers[0].Image != crd.DefaultImage {
 		t.Fatalf("image not restored: %s", ps.Containers[0].Image)
 	}
-	if len(ps.Containers) != 2 || ps.Containers[1].Name != "proxy" || len(ps.Containers[0].Env) != 1 ||
+	if slices.Contains(ps.Containers[0].Args, "--enforce-eager") || len(ps.Containers[0].Env) != 0 {
+		t.Fatalf("hand edits of the owned args and env not reverted: %v %v", ps.Containers[0].Args, ps.Containers[0].Env)
+	}
+	if len(ps.Containers) != 2 || ps.Containers[1].Name != "proxy" ||
 		!hasVolumeNamed(ps.Volumes, "cache") || w.obs.Deployment.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
 		ps.Containers[0].TerminationMessagePath == "" {
 		t.Fatalf("the restore dropped what others own: %+v, strategy %v", ps, w.obs.Deployment.Spec.Strategy)
@@ -569,12 +639,21 @@ func TestSetThenNotDrifted(t *testing.T) {
 			Autoscaling: &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 7, TargetQueueLength: ptr.To[int32](3)},
 			Gateway:     &crd.Gateway{Route: "/r"},
 		},
+		"engine args, env, cache, startup budget": {
+			EngineArgs: []string{"--max-model-len", "8192"},
+			Env: []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}},
+				{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			Cache:                 &crd.Cache{ClaimName: "weights"},
+			StartupTimeoutSeconds: ptr.To[int32](7200),
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			want := DesiredChildren(w.isvc, ext, Features{ServiceMonitors: true, HTTPRoutes: true})
 			blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}}}},
-				Volumes:    []corev1.Volume{{Name: "shm"}},
+				Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}, {Name: CacheVolume, MountPath: "/x"}},
+					Env: []corev1.EnvVar{{Name: "HAND", Value: "edit"}}}},
+				Volumes: []corev1.Volume{{Name: "shm"}, {Name: CacheVolume}, {Name: AdaptersVolume}},
 			}}}}
 			setDeployment(blankD, want.Deployment, want.Scale)
 			if deploymentDrifted(blankD, want.Deployment, want.Scale) {
@@ -606,13 +685,6 @@ func TestSetThenNotDrifted(t *testing.T) {
 				setUnstructured(blank, u)
 				if unstructuredDrifted(blank, u) {
 					t.Fatalf("%s drifted after set", u.GetKind())
-				}
-			}
-			if want.ConfigMap != nil {
-				blankC := &corev1.ConfigMap{Data: map[string]string{"other": "x"}}
-				setConfigMap(blankC, want.ConfigMap)
-				if configMapDrifted(blankC, want.ConfigMap) {
-					t.Fatal("configmap drifted after set")
 				}
 			}
 		})
@@ -663,12 +735,13 @@ func TestV1beta1Children(t *testing.T) {
 		Gateway:       &crd.Gateway{Route: "/models/qwen3"},
 	}
 	w.f = Features{ServiceMonitors: true, HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}}
+	w.ext.Adapters[1].StorageURI = "hf://o/chat"
 	out := w.reconcile()
-	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create ConfigMap, create PodDisruptionBudget, create ServiceMonitor, create HTTPRoute" {
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create PodDisruptionBudget, create ServiceMonitor, create HTTPRoute" {
 		t.Fatalf("first reconcile: %s", got)
 	}
-	route := out.Actions[6].Object.(*unstructured.Unstructured)
-	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); fmt.Sprint(v) != "[map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] matches:[map[path:map[type:PathPrefix value:/models/qwen3]]]]]" {
+	route := out.Actions[5].Object.(*unstructured.Unstructured)
+	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); fmt.Sprint(v) != "[map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] filters:[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/ type:ReplacePrefixMatch]]]] matches:[map[path:map[type:PathPrefix value:/models/qwen3]]]]]" {
 		t.Fatalf("HTTPRoute rules %v", v)
 	}
 	if ref := route.GetOwnerReferences(); len(ref) != 1 || ref[0].UID != w.isvc.UID || !*ref[0].Controller {
@@ -676,33 +749,40 @@ func TestV1beta1Children(t *testing.T) {
 	}
 	d := out.Actions[0].Object.(*appsv1.Deployment)
 	h := out.Actions[2].Object.(*autoscalingv2.HorizontalPodAutoscaler)
-	cm := out.Actions[3].Object.(*corev1.ConfigMap)
-	pdb := out.Actions[4].Object.(*policyv1.PodDisruptionBudget)
+	pdb := out.Actions[3].Object.(*policyv1.PodDisruptionBudget)
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, EnableLoRAArg) || !hasMount(c.VolumeMounts, corev1.VolumeMount{Name: AdaptersVolume, MountPath: AdaptersPath}) ||
-		!hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) {
-		t.Fatalf("deployment does not mount the adapters: args %v mounts %v", c.Args, c.VolumeMounts)
+	if !slices.Contains(c.Args, EnableLoRAArg) || !slices.Contains(c.Env, runtimeLoRA) || hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) {
+		t.Fatalf("deployment: args %v env %v volumes %v", c.Args, c.Env, d.Spec.Template.Spec.Volumes)
 	}
 	if *d.Spec.Replicas != 2 || *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 8 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != 2 {
 		t.Fatalf("scale: deploy %d hpa %d..%d target %v", *d.Spec.Replicas, *h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Spec.Metrics[0].Pods.Target.AverageValue)
 	}
-	if cm.Name != "qwen3-adapters" || cm.Data[AdaptersFile] != `[{"name":"sql","path":"hf://o/sql"},{"name":"chat","path":"s3://b/chat"}]` {
-		t.Fatalf("configmap %s %v", cm.Name, cm.Data)
-	}
 	if pdb.Spec.MaxUnavailable.IntValue() != 1 {
 		t.Fatalf("pdb %+v", pdb.Spec)
 	}
-	if len(out.StatusExt.LoadedAdapters) != 0 {
-		t.Fatalf("adapters loaded before any pod is ready: %v", out.StatusExt.LoadedAdapters)
+	if len(out.StatusExt.LoadedAdapters) != 0 || len(out.AdapterSteps) != 0 {
+		t.Fatalf("adapters before any pod is ready: %v, steps %v", out.StatusExt.LoadedAdapters, out.AdapterSteps)
 	}
 	w.apply(out.Actions)
 	w.podsReady()
 	out = w.reconcile()
-	if len(out.Actions) != 0 || out.Status.Phase != crd.PhaseReady {
-		t.Fatalf("not converged: %s %+v", verbs(out.Actions), out.Status)
+	// Requested is not loaded: the pods list nothing yet, so status claims nothing.
+	if len(out.Actions) != 0 || len(out.StatusExt.LoadedAdapters) != 0 || len(out.AdapterSteps) != 4 {
+		t.Fatalf("pods ready: %s, loaded %v, steps %+v", verbs(out.Actions), out.StatusExt.LoadedAdapters, out.AdapterSteps)
 	}
-	if got := out.StatusExt; got.Endpoint != "http://qwen3.default.svc:8000" || !slices.Equal(got.LoadedAdapters, []string{"sql", "chat"}) {
+	if c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionAdaptersReady); c == nil || c.Reason != ReasonAdaptersLoading {
+		t.Fatalf("AdaptersReady %+v", c)
+	}
+	w.applySteps(t, out.AdapterSteps)
+	out = w.reconcile()
+	if len(out.Actions) != 0 || len(out.AdapterSteps) != 0 || out.Status.Phase != crd.PhaseReady {
+		t.Fatalf("not converged: %s %v %+v", verbs(out.Actions), out.AdapterSteps, out.Status)
+	}
+	if got := out.StatusExt; got.Endpoint != "http://qwen3.default.svc:8000" || !slices.Equal(got.LoadedAdapters, []string{"sql", "chat"}) || got.ModelName != "Qwen/Qwen3-0.6B" {
 		t.Fatalf("status extensions %+v", got)
+	}
+	if !meta.IsStatusConditionTrue(out.Status.Conditions, crd.ConditionAdaptersReady) {
+		t.Fatalf("AdaptersReady %+v", out.Status.Conditions)
 	}
 
 	// The HPA picks 8 (its maximum): the operator leaves it.
@@ -736,22 +816,27 @@ func TestV1beta1Children(t *testing.T) {
 		t.Fatalf("not converged after bounds changes: %s", verbs(out.Actions))
 	}
 
-	// Adapters removed: the ConfigMap goes, and so do the volume and mount that named it.
+	// Adapters removed: each pod unloads them; --enable-lora goes with the last one.
 	w.ext.Adapters = nil
 	w.isvc.Generation++
 	out = w.reconcile()
-	if got := verbs(out.Actions); got != "update Deployment, delete ConfigMap" {
-		t.Fatalf("adapters removed: %s", got)
+	var listed int
+	for _, l := range w.servers {
+		listed += len(l)
+	}
+	if got := verbs(out.Actions); got != "update Deployment" || len(out.AdapterSteps) != listed || slices.ContainsFunc(out.AdapterSteps, func(s AdapterStep) bool { return s.Load }) {
+		t.Fatalf("adapters removed: %s, steps %+v", got, out.AdapterSteps)
 	}
 	d = out.Actions[0].Object.(*appsv1.Deployment)
-	if hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) || slices.Contains(d.Spec.Template.Spec.Containers[0].Args, EnableLoRAArg) ||
-		slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == AdaptersVolume }) {
-		t.Fatalf("adapters still mounted: %+v", d.Spec.Template.Spec)
+	if slices.Contains(d.Spec.Template.Spec.Containers[0].Args, EnableLoRAArg) || len(d.Spec.Template.Spec.Containers[0].Env) != 0 {
+		t.Fatalf("LoRA still enabled: %+v", d.Spec.Template.Spec.Containers[0])
 	}
 	w.apply(out.Actions)
+	w.applySteps(t, out.AdapterSteps)
 	w.podsReady()
-	if out := w.reconcile(); len(out.Actions) != 0 || len(out.StatusExt.LoadedAdapters) != 0 {
-		t.Fatalf("not converged after removing adapters: %s %v", verbs(out.Actions), out.StatusExt)
+	if out := w.reconcile(); len(out.Actions) != 0 || len(out.AdapterSteps) != 0 || len(out.StatusExt.LoadedAdapters) != 0 ||
+		meta.FindStatusCondition(out.Status.Conditions, crd.ConditionAdaptersReady) != nil {
+		t.Fatalf("not converged after removing adapters: %s %v %+v", verbs(out.Actions), out.StatusExt, out.Status.Conditions)
 	}
 
 	// The gateway section removed: the HTTPRoute goes; the ServiceMonitor stays.

@@ -66,6 +66,7 @@ var failing = map[string]bool{
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonImagePullFailed: true,
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
+	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
 }
 
 // IsFailing reports whether a Ready reason means the model cannot serve without a change.
@@ -204,8 +205,10 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
+// ExtensionsEqual decides whether v1beta1's status additions need a write.
 func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
-	return a.Endpoint == b.Endpoint && slices.Equal(a.LoadedAdapters, b.LoadedAdapters)
+	return a.Endpoint == b.Endpoint && a.ModelName == b.ModelName && a.RoutePath == b.RoutePath &&
+		slices.Equal(a.LoadedAdapters, b.LoadedAdapters)
 }
 
 // WorthWriting reports whether next differs from stored in something a user acts on.
