@@ -1,0 +1,140 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// The model server's pod template, checked against what vLLM v0.11's `vllm serve` (the
+// image's entrypoint) and the kubelet do with it.
+
+func templateOf(t *testing.T, gpus int32, ext *crd.SpecExtensions) (*corev1.PodSpec, *corev1.Container) {
+	t.Helper()
+	w := newWorld(1)
+	w.isvc.Spec.GPUsPerReplica = ptr.To(gpus)
+	d := DesiredChildren(w.isvc, ext, Features{}).Deployment
+	ps := &d.Spec.Template.Spec
+	return ps, &ps.Containers[0]
+}
+
+// argValue is the value following flag in args, or "" when the flag is absent.
+func argValue(args []string, flag string) (string, bool) {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return "", i >= 0
+	}
+	return args[i+1], true
+}
+
+func TestTemplateTensorParallel(t *testing.T) {
+	for _, gpus := range []int32{0, 1, 2, 4, 8} {
+		_, c := templateOf(t, gpus, &crd.SpecExtensions{})
+		v, ok := argValue(c.Args, "--tensor-parallel-size")
+		switch {
+		case gpus > 1 && v != fmt.Sprint(gpus):
+			t.Errorf("gpusPerReplica %d: --tensor-parallel-size %q, want %d (args %v)", gpus, v, gpus, c.Args)
+		case gpus <= 1 && ok:
+			t.Errorf("gpusPerReplica %d: --tensor-parallel-size passed (args %v)", gpus, c.Args)
+		}
+	}
+}
+
+func TestTemplateModelPositional(t *testing.T) {
+	_, c := templateOf(t, 1, &crd.SpecExtensions{})
+	if len(c.Args) == 0 || c.Args[0] != "Qwen/Qwen3-0.6B" || slices.Contains(c.Args, "--model") {
+		t.Fatalf("vllm serve takes the model as its first, positional argument (--model is deprecated there): %v", c.Args)
+	}
+	if v, _ := argValue(c.Args, "--served-model-name"); v != "Qwen/Qwen3-0.6B" {
+		t.Fatalf("--served-model-name %q, want the model id clients send: %v", v, c.Args)
+	}
+	if v, _ := argValue(c.Args, "--port"); v != "8000" {
+		t.Fatalf("--port %q: %v", v, c.Args)
+	}
+}
+
+// /health answers on vLLM's event loop, slowly under load: every probe has a timeout, and
+// liveness is far looser than readiness so a busy server is taken out of rotation long before
+// it could be killed.
+func TestTemplateProbesTolerateLoad(t *testing.T) {
+	_, c := templateOf(t, 1, &crd.SpecExtensions{})
+	s, r, l := c.StartupProbe, c.ReadinessProbe, c.LivenessProbe
+	for name, p := range map[string]*corev1.Probe{"startup": s, "readiness": r, "liveness": l} {
+		if p == nil || p.TimeoutSeconds < 2 {
+			t.Errorf("%s probe timeout %v: the kubelet's default of 1 s fails a busy server", name, p)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	budget := func(p *corev1.Probe) int32 { return p.PeriodSeconds * p.FailureThreshold }
+	if l.TimeoutSeconds <= r.TimeoutSeconds || l.PeriodSeconds <= r.PeriodSeconds || l.FailureThreshold <= r.FailureThreshold || budget(l) < 5*60 {
+		t.Errorf("liveness (period %d, timeout %d, threshold %d) must be far looser than readiness (%d, %d, %d)",
+			l.PeriodSeconds, l.TimeoutSeconds, l.FailureThreshold, r.PeriodSeconds, r.TimeoutSeconds, r.FailureThreshold)
+	}
+	if budget(s) < crd.DefaultStartupTimeoutSeconds {
+		t.Errorf("startup budget %d s, want at least %d", budget(s), crd.DefaultStartupTimeoutSeconds)
+	}
+}
+
+// A Service named vllm in the namespace injects VLLM_PORT=tcp://..., and vLLM aborts on it.
+func TestTemplateNoServiceLinks(t *testing.T) {
+	ps, _ := templateOf(t, 1, &crd.SpecExtensions{})
+	if ps.EnableServiceLinks == nil || *ps.EnableServiceLinks {
+		t.Fatalf("enableServiceLinks %v, want false", ps.EnableServiceLinks)
+	}
+}
+
+func TestTemplateShmBounded(t *testing.T) {
+	ps, _ := templateOf(t, 4, &crd.SpecExtensions{})
+	i := slices.IndexFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == "shm" })
+	if i < 0 || ps.Volumes[i].EmptyDir == nil || ps.Volumes[i].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Fatalf("volumes %+v", ps.Volumes)
+	}
+	if l := ps.Volumes[i].EmptyDir.SizeLimit; l == nil || l.String() != "2Gi" {
+		t.Fatalf("/dev/shm sizeLimit %v, want 2Gi (unbounded, a Memory emptyDir can take the node's memory)", l)
+	}
+}
+
+// Adapters are loaded at run time: the server allows it, no file vLLM never reads is mounted,
+// and no ConfigMap is created.
+func TestTemplateRuntimeLoRA(t *testing.T) {
+	ext := &crd.SpecExtensions{Adapters: []crd.Adapter{{Name: "sql", StorageURI: "hf://o/sql"}}}
+	ps, c := templateOf(t, 1, ext)
+	if !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
+		t.Errorf("env %v: runtime LoRA updating not allowed", c.Env)
+	}
+	if !slices.Contains(c.Args, "--enable-lora") {
+		t.Errorf("args %v: --enable-lora missing", c.Args)
+	}
+	if v, _ := argValue(c.Args, "--max-cpu-loras"); v != fmt.Sprint(crd.MaxAdapters) {
+		t.Errorf("--max-cpu-loras %q: every adapter the spec may list should stay loaded", v)
+	}
+	if slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil }) {
+		t.Errorf("volumes %+v: an adapter list vLLM never reads is mounted", ps.Volumes)
+	}
+	w := newWorld(1)
+	w.ext = *ext
+	if got := verbs(w.reconcile().Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler" {
+		t.Errorf("first reconcile with adapters: %s", got)
+	}
+}
+
+// Requests to /<prefix>/v1/... reach the server at /v1/...
+func TestHTTPRouteRewritesPrefix(t *testing.T) {
+	w := newWorld(1)
+	w.ext.Gateway = &crd.Gateway{Route: "/models/qwen3"}
+	r := DesiredChildren(w.isvc, &w.ext, Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}}).HTTPRoute
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	filters, _, _ := unstructured.NestedSlice(rules[0].(map[string]interface{}), "filters")
+	if fmt.Sprint(filters) != "[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/ type:ReplacePrefixMatch]]]]" {
+		t.Fatalf("filters %v", filters)
+	}
+}
