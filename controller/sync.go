@@ -35,6 +35,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
 		c.holds.forget(key)
 		c.namesakes.forgetAll(key.Namespace, key.Name)
+		c.attempts.forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -69,10 +70,17 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if err != nil {
 		return queue.Done(), err
 	}
-	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features}
+	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
+	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
 	out := reconcile.Reconcile(in)
 
 	conflicts, applyErr := c.applyAll(ctx, isvc, out.Actions)
+	// A call made shows on the pods' next /v1/models; steps waiting for their back-off are
+	// looked at again when it ends.
+	called, failed, adapterWait := c.applyAdapterSteps(ctx, key, adapters, out.AdapterSteps)
+	if called > 0 {
+		adapterWait = recheckAfterActing
+	}
 	var extra []reconcile.Cause
 	for _, m := range conflicts {
 		extra = append(extra, reconcile.Cause{Rank: reconcile.RankConflict, Reason: reconcile.ReasonChildConflict, Message: m})
@@ -97,17 +105,18 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 
 	c.observeMetrics(isvc, &st, obs)
 	settled := len(extra) == 0 && regCond == nil
-	if len(out.Actions) > 0 && settled {
+	if (len(out.Actions) > 0 || called > 0 && failed == 0) && settled {
 		// The children's own events reconcile again within moments and write the status the
 		// actions led to; writing the intermediate one as well would double the writes per
-		// change. The recheck covers an action whose event never comes.
+		// change. The recheck covers an action whose event never comes, and observes the
+		// adapter calls' effect, which no event announces.
 		return withDiagnosisRecheck(queue.After(recheckAfterActing), out.Recheck), nil
 	}
 	// A registration's outcome is never held: it is stored only in status, and is read back to
 	// register once per generation.
 	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
 		if held, next := c.deferStatus(key, isvc, &st); held {
-			return withDiagnosisRecheck(next, out.Recheck), nil
+			return withDiagnosisRecheck(withDiagnosisRecheck(next, out.Recheck), adapterWait), nil
 		}
 	}
 	c.holds.forget(key)
@@ -122,7 +131,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// namesake may go away: look again with backoff.
 		return queue.Backoff(), nil
 	}
-	return withDiagnosisRecheck(queue.Done(), out.Recheck), nil
+	return withDiagnosisRecheck(withDiagnosisRecheck(queue.Done(), out.Recheck), adapterWait), nil
 }
 
 const recheckAfterActing = 2 * time.Second
