@@ -192,7 +192,11 @@ func containerEnv(ctx context.Context, get objectGetter, services corelisters.Se
 
 // fieldRefValue is the kubelet's podFieldSelectorRuntimeValue.
 func fieldRefValue(fs *v1.ObjectFieldSelector, pod *v1.Pod, podIP, hostIP string) (string, error) {
-	path, _, err := podshelper.ConvertDownwardAPIFieldLabel(fs.APIVersion, fs.FieldPath, "")
+	version := fs.APIVersion
+	if version == "" {
+		version = "v1" // the API server's default
+	}
+	path, _, err := podshelper.ConvertDownwardAPIFieldLabel(version, fs.FieldPath, "")
 	if err != nil {
 		return "", err
 	}

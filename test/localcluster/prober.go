@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -258,9 +259,12 @@ func (cp *containerProber) exec(cmd []string, timeout time.Duration) (probe.Resu
 		return probe.Success, "", nil
 	}
 	host := m[2]
-	code := ""
+	code, status := "", ""
 	if c, ok := strings.CutPrefix(out, "HTTP probe failed with statuscode: "); ok {
 		code = c
+		if n, err := strconv.Atoi(c); err == nil {
+			status = c + " " + http.StatusText(n)
+		}
 	}
 	switch {
 	case tool == "curl" && code != "":
@@ -268,7 +272,7 @@ func (cp *containerProber) exec(cmd []string, timeout time.Duration) (probe.Resu
 	case tool == "curl":
 		return probe.Failure, fmt.Sprintf("curl: (7) Failed to connect to %s port %d after 0 ms: Couldn't connect to server\n", host, port), nil
 	case code != "":
-		return probe.Failure, fmt.Sprintf("wget: server returned error: HTTP/1.1 %s\n", code), nil
+		return probe.Failure, fmt.Sprintf("wget: server returned error: HTTP/1.1 %s\n", status), nil
 	}
 	return probe.Failure, fmt.Sprintf("wget: can't connect to remote host (%s): Connection refused\n", host), nil
 }
