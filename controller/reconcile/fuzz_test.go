@@ -12,8 +12,9 @@ import (
 )
 
 // FuzzReconcileConverges: for any valid spec and any replica count the HPA may have chosen,
-// Reconcile never panics, and applying its actions once leads to a fixed point (no second
-// round of actions), the property that keeps the operator out of hot loops.
+// Reconcile never panics, and applying its actions (and its adapter steps on the ready pods'
+// servers) once leads to a fixed point (no second round of actions or steps), the property
+// that keeps the operator out of hot loops.
 //
 //	go test ./controller -run XXX -fuzz FuzzReconcileConverges -fuzztime 60s
 func FuzzReconcileConverges(f *testing.F) {
@@ -21,6 +22,7 @@ func FuzzReconcileConverges(f *testing.F) {
 	f.Add(int32(0), int32(0), "m", "img:1", int32(5), int32(0), uint8(2), int32(0), int32(0))
 	f.Add(int32(1000), int32(16), "a/b", "x", int32(-1), int32(1), uint8(0), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(7), int32(4), uint8(3), int32(2), int32(8))
+	f.Add(int32(2), int32(4), "m", "", int32(5), int32(1), uint8(13), int32(0), int32(0))
 	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
 		if !utf8.ValidString(model) || !utf8.ValidString(image) {
 			return // custom resources travel as JSON, which carries only valid UTF-8
@@ -28,7 +30,11 @@ func FuzzReconcileConverges(f *testing.F) {
 		w := newWorld(replicas)
 		w.isvc.Spec.GPUsPerReplica, w.isvc.Spec.Model, w.isvc.Spec.Image = ptr.To(gpus), model, image
 		for i := range int(adapters % 8) {
-			w.ext.Adapters = append(w.ext.Adapters, crd.Adapter{Name: fmt.Sprintf("a%d", i), StorageURI: "hf://o/a"})
+			w.ext.Adapters = append(w.ext.Adapters, crd.Adapter{Name: fmt.Sprintf("a%d", i), StorageURI: fmt.Sprintf("hf://o/a%d", i)})
+		}
+		if adapters&8 != 0 {
+			w.ext.EngineArgs = []string{"--max-model-len", model}
+			w.ext.Cache = &crd.Cache{ClaimName: "weights"}
 		}
 		if minR != 0 || maxR != 0 {
 			// v1beta1 autoscaling: conversion derives v1alpha1's replicas from the minimum.
@@ -40,8 +46,9 @@ func FuzzReconcileConverges(f *testing.F) {
 		}
 		w.apply(w.reconcile().Actions)
 		w.podsReady()
-		if out := w.reconcile(); len(out.Actions) != 0 {
-			t.Fatalf("no fixed point after one round: %s", verbs(out.Actions))
+		w.applySteps(t, w.reconcile().AdapterSteps)
+		if out := w.reconcile(); len(out.Actions) != 0 || len(out.AdapterSteps) != 0 {
+			t.Fatalf("no fixed point after one round: %s, steps %+v", verbs(out.Actions), out.AdapterSteps)
 		}
 		// The HPA picks a count; the operator accepts it or restores its own once.
 		if w.obs.Deployment != nil && hpaChoice >= 0 {
@@ -62,8 +69,10 @@ func FuzzReconcileConverges(f *testing.F) {
 			return
 		}
 		w.apply(w.reconcile().Actions)
-		if out := w.reconcile(); len(out.Actions) != 0 {
-			t.Fatalf("spec change: no fixed point: %s", verbs(out.Actions))
+		w.podsReady()
+		w.applySteps(t, w.reconcile().AdapterSteps)
+		if out := w.reconcile(); len(out.Actions) != 0 || len(out.AdapterSteps) != 0 {
+			t.Fatalf("spec change: no fixed point: %s, steps %+v", verbs(out.Actions), out.AdapterSteps)
 		}
 	})
 }
