@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,16 +18,22 @@ const (
 // SpecExtensions are the v1beta1 spec fields without a v1alpha1 counterpart. The controller
 // works on v1alpha1 plus these, read from the annotation AnnotationV1beta1Spec.
 type SpecExtensions struct {
-	Adapters    []Adapter    `json:"adapters,omitempty"`
-	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
-	Gateway     *Gateway     `json:"gateway,omitempty"`
+	Adapters    []Adapter       `json:"adapters,omitempty"`
+	Autoscaling *Autoscaling    `json:"autoscaling,omitempty"`
+	Gateway     *Gateway        `json:"gateway,omitempty"`
+	EngineArgs  []string        `json:"engineArgs,omitempty"`
+	Env         []corev1.EnvVar `json:"env,omitempty"`
+	Cache       *Cache          `json:"cache,omitempty"`
+	// StartupTimeoutSeconds: nil is the default.
+	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
 	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
 	// (autoscaling.minReplicas, else 0) and is not the user's.
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
 }
 
 func (e *SpecExtensions) empty() bool {
-	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset
+	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
+		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil
 }
 
 // derivedReplicas is the v1alpha1 replicas written for a v1beta1 spec without replicas.
@@ -41,6 +48,12 @@ func (e *SpecExtensions) derivedReplicas() int32 {
 type StatusExtensions struct {
 	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
 	Endpoint       string   `json:"endpoint,omitempty"`
+	ModelName      string   `json:"modelName,omitempty"`
+	RoutePath      string   `json:"routePath,omitempty"`
+}
+
+func (e *StatusExtensions) empty() bool {
+	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == ""
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -61,16 +74,20 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 
 	s := &in.Spec
 	out.Spec = InferenceServiceSpecV1beta1{
-		BaseModel:         s.Model,
-		Adapters:          cloneAdapters(spec.Adapters),
-		Replicas:          ptrTo(s.Replicas),
-		Autoscaling:       spec.Autoscaling,
-		GPUsPerReplica:    clonePtr(s.GPUsPerReplica),
-		Image:             s.Image,
-		Resources:         cloneResources(s.Resources),
-		PriorityClassName: s.PriorityClassName,
-		QueueName:         s.QueueName,
-		Gateway:           spec.Gateway,
+		BaseModel:             s.Model,
+		Adapters:              cloneAdapters(spec.Adapters),
+		Replicas:              ptrTo(s.Replicas),
+		Autoscaling:           spec.Autoscaling,
+		GPUsPerReplica:        clonePtr(s.GPUsPerReplica),
+		Image:                 s.Image,
+		Resources:             cloneResources(s.Resources),
+		PriorityClassName:     s.PriorityClassName,
+		QueueName:             s.QueueName,
+		Gateway:               spec.Gateway,
+		EngineArgs:            spec.EngineArgs,
+		Env:                   spec.Env,
+		Cache:                 spec.Cache,
+		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 	}
 	if spec.ReplicasUnset {
 		if s.Replicas == spec.derivedReplicas() {
@@ -86,6 +103,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
+		ModelName: status.ModelName, RoutePath: status.RoutePath,
 	}
 	return out, nil
 }
@@ -99,10 +117,14 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 	}
 	s := &in.Spec
 	spec := SpecExtensions{
-		Adapters:      cloneAdapters(s.Adapters),
-		Autoscaling:   cloneAutoscaling(s.Autoscaling),
-		Gateway:       cloneGateway(s.Gateway),
-		ReplicasUnset: s.Replicas == nil,
+		Adapters:              cloneAdapters(s.Adapters),
+		Autoscaling:           cloneAutoscaling(s.Autoscaling),
+		Gateway:               cloneGateway(s.Gateway),
+		ReplicasUnset:         s.Replicas == nil,
+		EngineArgs:            cloneStrings(s.EngineArgs),
+		Env:                   cloneEnv(s.Env),
+		Cache:                 clonePtr(s.Cache),
+		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 	}
 	replicas := spec.derivedReplicas()
 	if s.Replicas != nil {
@@ -123,11 +145,12 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason,
 		Conditions: append([]metav1.Condition(nil), st.Conditions...),
 	}
-	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint}
+	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
+		ModelName: st.ModelName, RoutePath: st.RoutePath}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}
-	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Status, &status, len(status.LoadedAdapters) == 0 && status.Endpoint == ""); err != nil {
+	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Status, &status, status.empty()); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -184,6 +207,24 @@ func cloneAdapters(a []Adapter) []Adapter {
 		return nil
 	}
 	return append([]Adapter{}, a...)
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string{}, s...)
+}
+
+func cloneEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	if env == nil {
+		return nil
+	}
+	out := make([]corev1.EnvVar, len(env))
+	for i := range env {
+		env[i].DeepCopyInto(&out[i])
+	}
+	return out
 }
 
 func cloneAutoscaling(a *Autoscaling) *Autoscaling {

@@ -17,6 +17,7 @@ func FuzzConversionRoundTrip(f *testing.F) {
 	f.Add("Qwen/Qwen3-0.6B", int32(3), uint8(0), "sql", "hf://x", int32(1), int32(4), int32(2), "/r", int32(1), "img", int64(2), "ann", "ep", uint8(0))
 	f.Add("m", int32(0), uint8(1), "", "", int32(2), int32(1), int32(0), "", int32(0), "", int64(0), "", "", uint8(3))
 	f.Add("m", int32(5), uint8(2), "a", "s3://b", int32(0), int32(0), int32(-1), "/", int32(-1), "", int64(-3), "x", "", uint8(7))
+	f.Add("m", int32(1), uint8(0), "HF_TOKEN", "--max-model-len", int32(600), int32(0), int32(-1), "/r", int32(1), "weights", int64(1), "token", "ep", uint8(15))
 	f.Fuzz(func(t *testing.T, model string, replicas int32, shape uint8, adapter, uri string, lo, hi, tql int32, route string, prio int32, image string, cpu int64, ann, endpoint string, opt uint8) {
 		for _, s := range []string{model, adapter, uri, route, image, ann, endpoint} {
 			if !utf8.ValidString(s) {
@@ -59,6 +60,15 @@ func FuzzConversionRoundTrip(f *testing.F) {
 		if opt&4 != 0 {
 			b.Spec.Resources = &Resources{Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI)}, GPUResourceName: uri}
 			b.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Available", Message: endpoint}}
+		}
+
+		if opt&8 != 0 {
+			b.Spec.EngineArgs = []string{adapter, uri}
+			b.Spec.Env = []corev1.EnvVar{{Name: adapter, Value: uri}, {Name: route, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: image}, Key: ann}}}}
+			b.Spec.Cache = &Cache{ClaimName: image}
+			b.Spec.StartupTimeoutSeconds = &lo
+			b.Status.ModelName, b.Status.RoutePath = model, route
 		}
 
 		wantB := mustJSON(t, b)

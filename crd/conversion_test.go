@@ -41,8 +41,14 @@ func beta() *InferenceServiceV1beta1 {
 			Adapters:    []Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}, {Name: "chat", StorageURI: "s3://b/chat"}},
 			Autoscaling: &Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptrTo[int32](5)},
 			Gateway:     &Gateway{Route: "/qwen", Priority: ptrTo[int32](10)},
+			EngineArgs:  []string{"--max-model-len", "8192", "--trust-remote-code"},
+			Env: []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}},
+			Cache:                 &Cache{ClaimName: "weights"},
+			StartupTimeoutSeconds: ptrTo[int32](7200),
 		},
-		Status: InferenceServiceStatusV1beta1{Phase: PhaseReady, LoadedAdapters: []string{"sql"}, Endpoint: "http://qwen3.team-a.svc:8000/v1"},
+		Status: InferenceServiceStatusV1beta1{Phase: PhaseReady, LoadedAdapters: []string{"sql"}, Endpoint: "http://qwen3.team-a.svc:8000/v1",
+			ModelName: "Qwen/Qwen3-8B", RoutePath: "/qwen"},
 	}
 }
 

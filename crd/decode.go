@@ -56,7 +56,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 	st := InferenceServiceStatusV1beta1{
 		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
 		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions,
-		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint,
+		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
@@ -149,5 +149,65 @@ func validateExtensions(e *SpecExtensions) []string {
 	if g := e.Gateway; g != nil && g.Route != "" && (g.Route[0] != '/' || len(g.Route) > 253 || !noSpaces.MatchString(g.Route)) {
 		errs = append(errs, "spec.gateway.route must be a path starting with '/' without whitespace")
 	}
+	// An adapter source vLLM cannot fetch is no spec error: the reconcile reports it
+	// (AdapterSourceUnsupported) while the base model and the other adapters keep serving.
+	return append(errs, validateEngine(e)...)
+}
+
+// ownedArgs are OwnedArgs' patterns, compiled once.
+var ownedArgs = func() []*regexp.Regexp {
+	out := make([]*regexp.Regexp, len(OwnedArgs))
+	for i, a := range OwnedArgs {
+		out[i] = regexp.MustCompile(a.Pattern)
+	}
+	return out
+}()
+
+// validateEngine repeats the rules on engineArgs, env, cache and startupTimeoutSeconds.
+func validateEngine(e *SpecExtensions) []string {
+	var errs []string
+	if len(e.EngineArgs) > MaxEngineArgs {
+		errs = append(errs, fmt.Sprintf("spec.engineArgs: at most %d items", MaxEngineArgs))
+	}
+	for i, re := range ownedArgs {
+		for _, a := range e.EngineArgs {
+			if re.MatchString(a) {
+				errs = append(errs, OwnedArgs[i].Message)
+				break
+			}
+		}
+	}
+	for _, a := range e.EngineArgs {
+		if a == "" || len(a) > maxString {
+			errs = append(errs, fmt.Sprintf("spec.engineArgs: each item must be 1-%d characters", maxString))
+			break
+		}
+	}
+	if len(e.Env) > MaxEnv {
+		errs = append(errs, fmt.Sprintf("spec.env: at most %d variables", MaxEnv))
+	}
+	seen := map[string]bool{}
+	for _, v := range e.Env {
+		for _, o := range OwnedEnv {
+			if v.Name == o.Pattern {
+				errs = append(errs, o.Message)
+			}
+		}
+		if v.Name == "HF_HOME" && e.Cache != nil {
+			errs = append(errs, RuleEnvHFHomeWithCacheMsg)
+		}
+		if v.Name == "" || seen[v.Name] {
+			errs = append(errs, fmt.Sprintf("spec.env: names must be set and unique (%q)", v.Name))
+		}
+		seen[v.Name] = true
+	}
+	if c := e.Cache; c != nil && (c.ClaimName == "" || len(c.ClaimName) > 253 || !dns1123.MatchString(c.ClaimName)) {
+		errs = append(errs, fmt.Sprintf("spec.cache.claimName %q must be a PersistentVolumeClaim name", c.ClaimName))
+	}
+	if t := e.StartupTimeoutSeconds; t != nil && (*t < MinStartupTimeoutSeconds || *t > MaxStartupTimeoutSeconds) {
+		errs = append(errs, fmt.Sprintf("spec.startupTimeoutSeconds must be between %d and %d", MinStartupTimeoutSeconds, MaxStartupTimeoutSeconds))
+	}
 	return errs
 }
+
+var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)

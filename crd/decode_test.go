@@ -112,11 +112,35 @@ func TestExtensions(t *testing.T) {
 		{`{"adapters":[{"name":"-bad","storageURI":"hf://x"}]}`, "spec.adapters[0].name"},
 		{`{"gateway":{"route":"no-slash"}}`, "spec.gateway.route"},
 		{`{"adapters":7}`, "annotation ai.example.com/v1beta1-spec"},
+		{`{"engineArgs":["--max-model-len","8192","--tensor_parallel_size=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+		{`{"engineArgs":["--model","x"]}`, "the model is spec.baseModel"},
+		{`{"engineArgs":["--port=9000"]}`, "--port and --host are the operator's"},
+		{`{"engineArgs":["--served-model-name","x"]}`, "--served-model-name is the operator's"},
+		{`{"engineArgs":["--lora-modules","a=b"]}`, "list adapters in spec.adapters"},
+		{`{"engineArgs":["-tp","2"]}`, "spec.gpusPerReplica"},
+		{`{"env":[{"name":"VLLM_PORT","value":"1"}]}`, "VLLM_PORT is vLLM's internal port"},
+		{`{"env":[{"name":"VLLM_ALLOW_RUNTIME_LORA_UPDATING","value":"False"}]}`, "set by the operator for spec.adapters"},
+		{`{"env":[{"name":"HF_HOME","value":"/x"}],"cache":{"claimName":"w"}}`, RuleEnvHFHomeWithCacheMsg},
+		{`{"env":[{"name":"A","value":"1"},{"name":"A","value":"2"}]}`, "unique"},
+		{`{"cache":{"claimName":"Bad_Name"}}`, "spec.cache.claimName"},
+		{`{"startupTimeoutSeconds":5}`, "spec.startupTimeoutSeconds"},
 	} {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
 		if err := Validate(i); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: want %q, got %v", tc.ext, tc.want, err)
+		}
+	}
+	for _, ok := range []string{
+		`{"engineArgs":["--max-model-len","8192","--gpu-memory-utilization=0.9","--trust-remote-code","--max-loras","4"]}`,
+		`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
+		`{"cache":{"claimName":"weights"},"startupTimeoutSeconds":7200}`,
+		`{"adapters":[{"name":"chat","storageURI":"s3://b/chat"}]}`, // reported at run time, never blocks the base model
+	} {
+		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
+		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: ok}
+		if err := Validate(i); err != nil {
+			t.Errorf("%s: %v", ok, err)
 		}
 	}
 }

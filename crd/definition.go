@@ -13,7 +13,7 @@ const (
 	RuleName                       = `self.metadata.name.size() <= 50 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')`
 	RuleNameMessage                = "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter) of at most 50 characters, so every child name derived from it (Deployment, Service, HPA, pods) is valid"
 	RuleModel                      = `!self.startsWith('-')`
-	RuleModelMessage               = "spec.model must not start with '-': it is passed to vLLM as the --model argument"
+	RuleModelMessage               = "spec.model must not start with '-': it is passed to vllm serve as the model argument"
 	RuleResourceKeys               = `self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])`
 	RuleResourceKeysMessage        = "only cpu, memory and ephemeral-storage may be set here; GPUs come from spec.gpusPerReplica and spec.resources.gpuResourceName"
 	RuleLimitsCoverRequests        = `!has(self.requests) || !has(self.limits) || self.limits.all(k, !(k in self.requests) || quantity(string(self.limits[k])).compareTo(quantity(string(self.requests[k]))) >= 0)`
@@ -83,7 +83,7 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 		return p
 	}
 
-	model := text(str("The model vLLM serves, passed as its --model argument: a Hugging Face id such as Qwen/Qwen3-0.6B, or a path. Required."), int64(maxString))
+	model := text(str("The model vLLM serves, passed to vllm serve as its model argument: a Hugging Face id such as Qwen/Qwen3-0.6B, or a path. Required."), int64(maxString))
 	model.XValidations = apiextensionsv1.ValidationRules{{Rule: RuleModel, Message: RuleModelMessage}}
 
 	gpus := bounded(i32(fmt.Sprintf("GPUs (nvidia.com/gpu) requested by each replica; 0 to %d, default %d.", MaxGPUsPerReplica, DefaultGPUsPerReplica)), 0, MaxGPUsPerReplica)
@@ -150,7 +150,7 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 						Type:        "object",
 						Description: "Overrides for the model server container's resources.",
 						Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"requests":        resourceList("CPU, memory and ephemeral-storage requests; default cpu 2, memory 8Gi, so a namespace with a quota on them admits the pods."),
+							"requests":        resourceList("CPU, memory and ephemeral-storage requests; default cpu 2 and memory 10Gi for one GPU plus 4Gi per further GPU (vLLM's processes while loading, and the 2Gi /dev/shm charged to the pod), so a namespace with a quota on them admits the pods."),
 							"limits":          resourceList("CPU, memory and ephemeral-storage limits; none by default. Size memory for the load peak, not the steady state."),
 							"gpuResourceName": gpuName,
 						},

@@ -10,14 +10,39 @@ import (
 // CEL rules of v1beta1 and their messages; tests break each one and expect its message.
 const (
 	RuleBaseModel                = `!self.startsWith('-')`
-	RuleBaseModelMessage         = "spec.baseModel must not start with '-': it is passed to vLLM as the --model argument"
+	RuleBaseModelMessage         = "spec.baseModel must not start with '-': it is passed to vllm serve as the model argument"
 	RuleAdapterNamesUnique       = `self.all(a, self.exists_one(b, b.name == a.name))`
 	RuleAdapterNamesUniqueMsg    = "spec.adapters: adapter names must be unique"
 	RuleMinLEMax                 = `self.minReplicas <= self.maxReplicas`
 	RuleMinLEMaxMessage          = "spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"
 	RuleReplicasXorAutoscaling   = `has(self.replicas) != has(self.autoscaling)`
 	RuleReplicasXorAutoscalingMs = "exactly one of spec.replicas and spec.autoscaling must be set"
+	RuleEnvHFHomeWithCache       = `!has(self.cache) || !has(self.env) || self.env.all(e, e.name != 'HF_HOME')`
+	RuleEnvHFHomeWithCacheMsg    = "spec.env: HF_HOME is set by the operator to " + CachePath + " when spec.cache is set; remove it from spec.env"
 )
+
+// OwnedArg is a vLLM argument the operator sets, with the spec field to use instead.
+type OwnedArg struct {
+	// Pattern matches the argument as one list item, in both its --a-b and --a_b spellings and
+	// with or without =value.
+	Pattern string
+	Message string
+}
+
+// OwnedArgs are refused in spec.engineArgs, each by its own CEL rule naming what to use.
+var OwnedArgs = []OwnedArg{
+	{`^--model([=].*)?$`, "spec.engineArgs: the model is spec.baseModel; the operator passes it to vllm serve"},
+	{`^--(port|host)([=].*)?$`, "spec.engineArgs: --port and --host are the operator's (port 8000 on every address: the Service, the probes and the gateway use it)"},
+	{`^(--tensor[-_]parallel[-_]size|-tp)([=].*)?$`, "spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica; the operator passes it"},
+	{`^--served[-_]model[-_]name([=].*)?$`, "spec.engineArgs: --served-model-name is the operator's: clients send spec.baseModel, reported in status.modelName"},
+	{`^--(enable[-_]lora|lora[-_]modules|max[-_]cpu[-_]loras)([=].*)?$`, "spec.engineArgs: --enable-lora, --lora-modules and --max-cpu-loras are the operator's; list adapters in spec.adapters"},
+}
+
+// OwnedEnv are the environment variable names refused in spec.env, and why.
+var OwnedEnv = []OwnedArg{
+	{"VLLM_PORT", "spec.env: VLLM_PORT is vLLM's internal port and must not be set (a Service link value such as tcp://... aborts vLLM); the API port is 8000"},
+	{"VLLM_ALLOW_RUNTIME_LORA_UPDATING", "spec.env: VLLM_ALLOW_RUNTIME_LORA_UPDATING is set by the operator for spec.adapters"},
+}
 
 // WebhookPath is where the operator serves ConversionReviews.
 const WebhookPath = "/convert"
@@ -72,7 +97,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	props := spec.Properties
 
 	base := props["model"]
-	base.Description = "The base model vLLM serves, passed as its --model argument: a Hugging Face id such as Qwen/Qwen3-0.6B, or a path. Required."
+	base.Description = "The base model vLLM serves, passed to vllm serve as its model argument: a Hugging Face id such as Qwen/Qwen3-0.6B, or a path. Required."
 	base.XValidations = apiextensionsv1.ValidationRules{{Rule: RuleBaseModel, Message: RuleBaseModelMessage}}
 	delete(props, "model")
 	props["baseModel"] = base
@@ -102,7 +127,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](63), Pattern: `^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`,
 	}
 	uri := apiextensionsv1.JSONSchemaProps{
-		Type: "string", Description: "Where the adapter's weights are: a Hugging Face id (hf://), an s3:// URI or a path.",
+		Type: "string", Description: "Where the adapter's weights are: a Hugging Face repository (hf://org/name) or a path inside the pod (/path, file:///path), which vLLM loads itself. Other schemes (s3://, gs://, http(s)://) are reported in the AdaptersReady condition (AdapterSourceUnsupported) and not loaded.",
 		MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](int64(maxString)), Pattern: `^\S+$`,
 	}
 	props["adapters"] = apiextensionsv1.JSONSchemaProps{
@@ -130,8 +155,27 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		},
 	}
 
+	props["engineArgs"] = engineArgsSchema()
+	props["env"] = envSchema()
+	props["cache"] = apiextensionsv1.JSONSchemaProps{
+		Type:        "object",
+		Description: "A PersistentVolumeClaim keeping Hugging Face downloads, mounted at " + CachePath + " with HF_HOME pointing there, so a restart or a new replica does not download the weights again. ReadWriteMany when replicas run on more than one node.",
+		Required:    []string{"claimName"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"claimName": {Type: "string", Description: "Name of a PersistentVolumeClaim in the model's namespace.", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253), Pattern: `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`},
+		},
+	}
+	lo32, hi32 := float64(MinStartupTimeoutSeconds), float64(MaxStartupTimeoutSeconds)
+	props["startupTimeoutSeconds"] = apiextensionsv1.JSONSchemaProps{
+		Type: "integer", Format: "int32", Minimum: &lo32, Maximum: &hi32,
+		Description: fmt.Sprintf("Seconds a pod may take to download and load the weights before its port opens (the startup probe's budget); default %d. Size it to the model and the link: with spec.cache only the first start downloads.", DefaultStartupTimeoutSeconds),
+	}
+
 	spec.Required = []string{"baseModel"}
-	spec.XValidations = apiextensionsv1.ValidationRules{{Rule: RuleReplicasXorAutoscaling, Message: RuleReplicasXorAutoscalingMs}}
+	spec.XValidations = apiextensionsv1.ValidationRules{
+		{Rule: RuleReplicasXorAutoscaling, Message: RuleReplicasXorAutoscalingMs},
+		{Rule: RuleEnvHFHomeWithCache, Message: RuleEnvHFHomeWithCacheMsg},
+	}
 	s.Properties["spec"] = spec
 
 	status := s.Properties["status"]
@@ -140,8 +184,75 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}},
 	}
 	status.Properties["endpoint"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "The model's OpenAI-compatible URL inside the cluster."}
+	status.Properties["modelName"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "The name clients send as \"model\" for the base model (vLLM's served model name); adapters are called by their names."}
+	status.Properties["routePath"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "Path prefix the gateway serves the model's OpenAI API under (clients call <gateway address><routePath>/v1/...); set only while the HTTPRoute is the operator's and a Gateway accepted it."}
 	s.Properties["status"] = status
 	return s
+}
+
+func engineArgsSchema() apiextensionsv1.JSONSchemaProps {
+	rules := make(apiextensionsv1.ValidationRules, len(OwnedArgs))
+	for i, a := range OwnedArgs {
+		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(a, !a.matches('" + a.Pattern + "'))", Message: a.Message}
+	}
+	return apiextensionsv1.JSONSchemaProps{
+		Type:        "array",
+		Description: "Extra vLLM arguments, one list item per token, passed after the operator's: for example [--max-model-len, \"8192\", --gpu-memory-utilization, \"0.9\", --trust-remote-code]. The model, --port, --host, --tensor-parallel-size, --served-model-name and the LoRA arguments are the operator's and refused.",
+		MaxItems:    ptr.To[int64](MaxEngineArgs),
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](int64(maxString)),
+		}},
+		XValidations: rules,
+	}
+}
+
+func envSchema() apiextensionsv1.JSONSchemaProps {
+	str := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc, MaxLength: ptr.To[int64](int64(maxString))}
+	}
+	keyRef := func(desc string) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{
+			Type: "object", Description: desc, Required: []string{"key"},
+			XMapType: ptr.To("atomic"),
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"name": str("Name of the object in the model's namespace."), "key": str("The key to read."),
+				"optional": {Type: "boolean", Description: "Whether the object or key may be missing."},
+			},
+		}
+	}
+	rules := make(apiextensionsv1.ValidationRules, len(OwnedEnv))
+	for i, e := range OwnedEnv {
+		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(e, e.name != '" + e.Pattern + "')", Message: e.Message}
+	}
+	return apiextensionsv1.JSONSchemaProps{
+		Type:         "array",
+		Description:  "Extra environment variables of the model server, as a container's env: HF_TOKEN from a Secret for a gated model, for example. VLLM_PORT, VLLM_ALLOW_RUNTIME_LORA_UPDATING and, with spec.cache, HF_HOME are the operator's and refused.",
+		MaxItems:     ptr.To[int64](MaxEnv),
+		XListType:    ptr.To("map"),
+		XListMapKeys: []string{"name"},
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Description: "An environment variable.", Required: []string{"name"},
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"name":  {Type: "string", Description: "The variable's name.", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253), Pattern: `^[-._a-zA-Z][-._a-zA-Z0-9]*$`},
+				"value": str("The value; or valueFrom."),
+				"valueFrom": {
+					Type: "object", Description: "Where the value comes from: a Secret's or ConfigMap's key, or a field of the pod.",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"secretKeyRef":    keyRef("A key of a Secret, such as an HF_TOKEN."),
+						"configMapKeyRef": keyRef("A key of a ConfigMap."),
+						"fieldRef": {
+							Type: "object", Description: "A field of the pod, such as metadata.name.", Required: []string{"fieldPath"},
+							XMapType: ptr.To("atomic"),
+							Properties: map[string]apiextensionsv1.JSONSchemaProps{
+								"apiVersion": str("Version of the fieldPath's schema; default v1."), "fieldPath": str("The field's path."),
+							},
+						},
+					},
+				},
+			},
+		}},
+		XValidations: rules,
+	}
 }
 
 // In-cluster conversion webhook Service, as manifests/overlays/v1beta1 installs it.

@@ -60,7 +60,8 @@ type InferenceService struct {
 
 // InferenceServiceSpec is what the user owns.
 type InferenceServiceSpec struct {
-	// Model is the model to serve, as vLLM's --model argument (a Hugging Face id or a path).
+	// Model is the model to serve, vllm serve's positional argument (a Hugging Face id or a path);
+	// clients send it as the model name.
 	Model string `json:"model"`
 	// Replicas is the number of model server pods; the HPA may scale between max(1, r/2) and 3r.
 	Replicas int32 `json:"replicas"`
@@ -80,8 +81,9 @@ type InferenceServiceSpec struct {
 
 // Resources overrides the model server container's resources.
 type Resources struct {
-	// Requests for cpu, memory and ephemeral-storage; default cpu 2, memory 8Gi, so a namespace
-	// with a quota on them admits the pods.
+	// Requests for cpu, memory and ephemeral-storage; default cpu 2 and memory DefaultMemory
+	// (10Gi for one GPU, 4Gi more per further GPU), so a namespace with a quota on them admits
+	// the pods and the node keeps room for the load.
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 	// Limits for cpu, memory and ephemeral-storage; none by default.
 	Limits corev1.ResourceList `json:"limits,omitempty"`
@@ -92,13 +94,28 @@ type Resources struct {
 // DefaultGPUResource is the NVIDIA device plugin's resource name.
 const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-// DefaultRequests are the model server's requests when spec.resources.requests omits them.
-func DefaultRequests() corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceCPU: defaultCPU.DeepCopy(), corev1.ResourceMemory: defaultMemory.DeepCopy()}
+// DefaultRequests are the model server's requests when spec.resources.requests omits them:
+// cpu 2, and memory DefaultMemory(gpus).
+func DefaultRequests(gpus int32) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: defaultCPU.DeepCopy(), corev1.ResourceMemory: DefaultMemory(gpus)}
 }
 
+// DefaultMemory is the memory request that fits loading a model: 8Gi for vLLM's API server,
+// engine core and one GPU worker while weights stream through host memory, 4Gi more per
+// further tensor-parallel worker (each its own process with its own CUDA context and shard
+// buffers), plus ShmSize, since /dev/shm is a Memory emptyDir charged to the pod.
+func DefaultMemory(gpus int32) resource.Quantity {
+	gi := int64(8) + 4*int64(max(gpus, 1)-1) + ShmSizeGi
+	return *resource.NewQuantity(gi<<30, resource.BinarySI)
+}
+
+// ShmSizeGi is the size limit of the model server's /dev/shm (a Memory emptyDir), as vLLM's
+// Kubernetes guide sets it: tensor-parallel workers exchange through it, and unbounded it
+// could take the node's memory.
+const ShmSizeGi = 2
+
 // Parsed once: every reconcile builds the default requests.
-var defaultCPU, defaultMemory = resource.MustParse("2"), resource.MustParse("8Gi")
+var defaultCPU = resource.MustParse("2")
 
 // GPUResourceName returns the GPU resource name with its default applied.
 func (s *InferenceServiceSpec) GPUResourceName() corev1.ResourceName {
@@ -142,8 +159,14 @@ type InferenceServiceStatus struct {
 
 // Condition types.
 const (
-	// ConditionReady is True when the model serves with at least spec.replicas ready pods.
+	// ConditionReady is True when at least spec.replicas pods are ready as the Deployment reports
+	// them: each pod's readiness probe got an answer from vLLM's /health within its timeout, so
+	// the server is up and its engine alive. It says nothing of adapters (AdaptersReady) or of
+	// the gateway (GatewayRegistered), and a busy server that answers /health slowly stays ready.
 	ConditionReady = "Ready"
+	// ConditionAdaptersReady is True when every ready pod that answered lists every adapter of
+	// spec.adapters on /v1/models; absent without adapters.
+	ConditionAdaptersReady = "AdaptersReady"
 	// ConditionProgressing is True while the operator or the Deployment is moving toward the spec.
 	ConditionProgressing = "Progressing"
 	// ConditionGatewayRegistered is True once the model's route is registered with the gateway.

@@ -1,6 +1,7 @@
 package crd
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -50,7 +51,41 @@ type InferenceServiceSpecV1beta1 struct {
 	QueueName string `json:"queueName,omitempty"`
 	// Gateway configures the model's route on the gateway.
 	Gateway *Gateway `json:"gateway,omitempty"`
+	// EngineArgs are extra vLLM arguments (--max-model-len 8192, --gpu-memory-utilization 0.9,
+	// --trust-remote-code ...), after the ones the operator owns; those are refused here.
+	EngineArgs []string `json:"engineArgs,omitempty"`
+	// Env are extra environment variables of the model server (HF_TOKEN from a Secret for a
+	// gated model); the names the operator sets are refused.
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Cache keeps downloaded weights on a PersistentVolumeClaim, so a restart or a new replica
+	// does not download them again.
+	Cache *Cache `json:"cache,omitempty"`
+	// StartupTimeoutSeconds is how long a pod may take to download and load the weights before
+	// its port opens; default DefaultStartupTimeoutSeconds.
+	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
 }
+
+// Cache is the PersistentVolumeClaim the model server keeps Hugging Face downloads on.
+type Cache struct {
+	// ClaimName is a PersistentVolumeClaim in the model's namespace, mounted at CachePath with
+	// HF_HOME pointing there; ReadWriteMany when replicas run on more than one node.
+	ClaimName string `json:"claimName"`
+}
+
+const (
+	// CachePath is where spec.cache is mounted and HF_HOME points: the image's default
+	// Hugging Face home, so vLLM's own paths need no change.
+	CachePath = "/root/.cache/huggingface"
+	// DefaultStartupTimeoutSeconds lets a first start download and load a model of a few
+	// hundred GB on a fast link; a cached start needs far less.
+	DefaultStartupTimeoutSeconds = 3600
+	// MinStartupTimeoutSeconds and MaxStartupTimeoutSeconds bound spec.startupTimeoutSeconds.
+	MinStartupTimeoutSeconds = 60
+	MaxStartupTimeoutSeconds = 86400
+	// MaxEngineArgs and MaxEnv bound the lists so CEL's cost stays within budget.
+	MaxEngineArgs = 64
+	MaxEnv        = 64
+)
 
 // Adapter is a LoRA adapter loaded into the model server.
 type Adapter struct {
@@ -94,8 +129,13 @@ type InferenceServiceStatusV1beta1 struct {
 	Reason string `json:"reason,omitempty"`
 	// Conditions are the standard Kubernetes conditions.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// LoadedAdapters are the adapters the model server has loaded.
+	// LoadedAdapters are the wanted adapters every ready pod that answered lists on /v1/models.
 	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
 	// Endpoint is the model's URL inside the cluster.
 	Endpoint string `json:"endpoint,omitempty"`
+	// ModelName is the name clients send as "model" for the base model (vLLM's served model name).
+	ModelName string `json:"modelName,omitempty"`
+	// RoutePath is the path prefix the gateway serves the model's OpenAI API under (clients call
+	// <gateway>/<routePath>/v1/...), set only while the HTTPRoute is ours and a Gateway accepted it.
+	RoutePath string `json:"routePath,omitempty"`
 }
