@@ -83,11 +83,14 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 
 func (k *kubelet) run(ctx context.Context) error {
 	// Services first: a container started before they were read would miss its service
-	// links (the kubelet refuses to build an environment until then).
+	// links (the kubelet refuses to build an environment until then). Only serving
+	// containers have an environment, so only a serving kubelet pays for the cache.
 	svcFactory := informers.NewSharedInformerFactory(k.client, 0)
-	k.services = svcFactory.Core().V1().Services().Lister()
-	svcFactory.Start(ctx.Done())
-	svcFactory.WaitForCacheSync(ctx.Done())
+	if k.cfg.serve {
+		k.services = svcFactory.Core().V1().Services().Lister()
+		svcFactory.Start(ctx.Done())
+		svcFactory.WaitForCacheSync(ctx.Done())
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
 	inf := factory.Core().V1().Pods().Informer()
