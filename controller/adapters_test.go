@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -372,5 +373,56 @@ func TestApplyAdapterStepsUnloadsBeforeLoading(t *testing.T) {
 	}
 	if got := srv.byIP["127.0.0.1"].loaded["sql"]; got != "org/sql-v2" {
 		t.Fatalf("sql loaded from %q", got)
+	}
+}
+
+// TestSyncLoadsAdaptersThenReportsThem drives the whole sync: the first loads what the pod
+// lacks and writes nothing (the load shows on the next /v1/models), the second observes it and
+// writes the status once, the third, at rest, costs one GET and no write.
+func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
+	srv := newServers(t, "127.0.0.1")
+	isvc := newISVCObject(1)
+	isvc.Annotations = map[string]string{crd.AnnotationV1beta1Spec: `{"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"}]}`}
+	want := desired(t, isvc)
+	f := newFixture(t, isvc, nil)
+	w := newAdapterWorld()
+	w.isvc = isvc
+	d := readyDeployment(t, isvc)
+	d.UID = w.d.UID
+	f.caches.d, f.caches.svc, f.caches.hpa = d, want.Service, want.HPA
+	f.caches.pods = []*corev1.Pod{w.pod("p1", "127.0.0.1")}
+	f.ctrl.caches = &adapterCaches{fakeCaches: f.caches, rs: []*appsv1.ReplicaSet{w.rs}}
+	f.ctrl.modelServers = srv.client()
+
+	out, err := f.sync()
+	if err != nil || out != queue.After(recheckAfterActing) {
+		t.Fatalf("first sync: %+v %v", out, err)
+	}
+	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models \n127.0.0.1 POST /v1/load_lora_adapter sql" || api != "" {
+		t.Fatalf("first sync: model server calls:\n%s\nAPI calls: %s", calls, api)
+	}
+	if got := srv.byIP["127.0.0.1"].loaded["sql"]; got != "org/sql-lora" {
+		t.Fatalf("sql loaded from %q", got)
+	}
+
+	out, err = f.sync()
+	if err != nil || out != queue.Done() {
+		t.Fatalf("second sync: %+v %v", out, err)
+	}
+	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models " || api != "update inferenceservices/status" {
+		t.Fatalf("second sync: model server calls:\n%s\nAPI calls: %s", calls, api)
+	}
+	st := f.storedStatus()
+	if c := meta.FindStatusCondition(st.Conditions, crd.ConditionAdaptersReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("AdaptersReady: %+v", c)
+	}
+
+	f.caches.isvc.Status = st // the status's own event updates the cache
+	out, err = f.sync()
+	if err != nil || out != queue.Done() {
+		t.Fatalf("at rest: %+v %v", out, err)
+	}
+	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models " || api != "" {
+		t.Fatalf("at rest: model server calls:\n%s\nAPI calls: %s", calls, api)
 	}
 }
