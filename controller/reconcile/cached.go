@@ -116,10 +116,11 @@ func onlyInstance(m *metav1.ObjectMeta) {
 	}
 }
 
-// StripPod keeps what the diagnosis and the GPU metrics read of a Pod: metadata, the node it is
-// bound to, its phase, its scheduled and ready conditions and its containers' states. Containers, volumes and env are
-// the Deployment's and dominate a pod's size; images, IPs and resources in the status are
-// never read. A container's readiness probe is kept while it is started and not ready: the
+// StripPod keeps what the diagnosis, the GPU metrics and the adapter step read of a Pod:
+// metadata, the node it is bound to, its phase, its IP (a ready pod's model server is asked at
+// it), its scheduled and ready conditions and its containers' states. Containers, volumes and
+// env are the Deployment's and dominate a pod's size; images, other addresses and resources in
+// the status are never read. A container's readiness probe is kept while it is started and not ready: the
 // diagnosis then reads its failure window.
 func StripPod(obj interface{}) (interface{}, error) {
 	return StripPodSeen(obj, nil, time.Time{})
@@ -139,7 +140,7 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 	spec := corev1.PodSpec{NodeName: p.Spec.NodeName}
 	st := &p.Status
 	*st = corev1.PodStatus{
-		Phase: st.Phase, Reason: st.Reason, Message: st.Message, Conditions: readConditions(st.Conditions),
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, PodIP: st.PodIP, Conditions: readConditions(st.Conditions),
 		ContainerStatuses: st.ContainerStatuses,
 	}
 	if prev != nil && prev.UID != p.UID {

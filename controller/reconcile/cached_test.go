@@ -65,12 +65,16 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 		t.Fatalf("service as cached: %+v", gs.Spec)
 	}
 
-	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+	p := &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.7", HostIP: "192.168.0.1", PodIPs: []corev1.PodIP{{IP: "10.1.0.7"}}, Conditions: []corev1.PodCondition{
 		{Type: corev1.PodInitialized}, {Type: corev1.PodScheduled, Reason: "Unschedulable"}, {Type: corev1.ContainersReady}, {Type: corev1.PodReady},
 	}}}
 	o, _ = StripPod(p)
 	if cs := o.(*corev1.Pod).Status.Conditions; len(cs) != 2 || cs[0].Type != corev1.PodScheduled || cs[0].Reason != "Unschedulable" || cs[1].Type != corev1.PodReady {
 		t.Fatalf("pod conditions as cached: %+v", cs)
+	}
+	// The adapter step dials a ready pod at its IP.
+	if st := o.(*corev1.Pod).Status; st.PodIP != "10.1.0.7" || st.HostIP != "" || st.PodIPs != nil {
+		t.Fatalf("pod addresses as cached: ip %q host %q ips %v", st.PodIP, st.HostIP, st.PodIPs)
 	}
 }
 
