@@ -378,7 +378,8 @@ func TestApplyAdapterStepsUnloadsBeforeLoading(t *testing.T) {
 
 // TestSyncLoadsAdaptersThenReportsThem drives the whole sync: the first loads what the pod
 // lacks and writes nothing (the load shows on the next /v1/models), the second observes it and
-// writes the status once, the third, at rest, costs one GET and no write.
+// writes the status once, the third, at rest, costs one GET and no write; a restarted server
+// gets the adapter back.
 func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	srv := newServers(t, "127.0.0.1")
 	isvc := newISVCObject(1)
@@ -424,5 +425,19 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	}
 	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models " || api != "" {
 		t.Fatalf("at rest: model server calls:\n%s\nAPI calls: %s", calls, api)
+	}
+
+	// The container restarted (its pod's event syncs again): vLLM lost the adapter and gets
+	// it back at once, with no back-off left from the first load.
+	v := srv.byIP["127.0.0.1"]
+	v.mu.Lock()
+	v.loaded = map[string]string{}
+	v.mu.Unlock()
+	out, err = f.sync()
+	if err != nil || out != queue.After(recheckAfterActing) {
+		t.Fatalf("after a restart: %+v %v", out, err)
+	}
+	if calls := srv.take(); calls != "127.0.0.1 GET /v1/models \n127.0.0.1 POST /v1/load_lora_adapter sql" {
+		t.Fatalf("after a restart: model server calls:\n%s", calls)
 	}
 }
