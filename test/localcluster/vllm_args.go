@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -84,6 +85,7 @@ type serveArgs struct {
 	model           string
 	modelFlag       bool // the model came from --model under `vllm serve`: vLLM warns
 	host            string
+	downloadDir     string // where weights are downloaded instead of the HF cache
 	port            int
 	tp, pp          int
 	maxNumSeqs      int
@@ -342,6 +344,8 @@ func (a *serveArgs) set(f serveFlag, name string, vals []string, on bool) error 
 			a.model, a.modelFlag = vals[0], true
 		case "host":
 			a.host = vals[0]
+		case "download_dir":
+			a.downloadDir = vals[0]
 		case "max_model_len":
 			n, ok := parseHumanInt(vals[0])
 			if !ok {
@@ -397,9 +401,12 @@ func pyRepr(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
 }
 
-// pyFloat is Python's repr of a float: 0.9, 1.0, 1e-05.
+// pyFloat is Python's repr of a float: 0.9, 1.0, 1e-05, 1764770000.123.
 func pyFloat(x float64) string {
-	s := strconv.FormatFloat(x, 'g', -1, 64)
+	s := strconv.FormatFloat(x, 'f', -1, 64)
+	if ax := math.Abs(x); x != 0 && (ax < 1e-4 || ax >= 1e16) {
+		s = strconv.FormatFloat(x, 'e', -1, 64)
+	}
 	if !strings.ContainsAny(s, ".eIN") {
 		s += ".0"
 	}

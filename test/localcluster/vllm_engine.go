@@ -202,7 +202,7 @@ func (e *engine) finish(r requestRecord) string {
 	}
 	line := fmt.Sprintf("Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "+
 		"Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: 0.0%%",
-		float64(e.windowPrompt)/el.Seconds(), float64(e.windowGen)/el.Seconds(), e.running-1, len(e.waiting),
+		float64(e.windowPrompt)/el.Seconds(), float64(e.windowGen)/el.Seconds(), e.running, len(e.waiting),
 		100*e.kvUsageLocked())
 	e.lastStatLog, e.windowPrompt, e.windowGen = now, 0, 0
 	return line

@@ -62,12 +62,7 @@ func (a *accessLog) Flush() {
 
 // ServeHTTP routes a request as vLLM's FastAPI app does.
 func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &accessLog{ResponseWriter: rw, s: s, r: r}
-	defer func() {
-		if !w.logged {
-			w.WriteHeader(http.StatusOK)
-		}
-	}()
+	w := &accessLog{ResponseWriter: rw, s: s, r: r} // a request that ends unanswered logs no access line
 	if len(s.apiKeys) > 0 && strings.HasPrefix(r.URL.Path, "/v1") && r.Method != http.MethodOptions {
 		ok := false
 		for _, k := range s.apiKeys {

@@ -97,7 +97,11 @@ var engineInitFailed = []string{
 // run is the process from its first log line to serving (or its death).
 func (s *modelServer) run() {
 	a, sp := s.args, s.spec
-	s.log.Printf("INFO %s [__init__.py:216] Automatically detected platform cuda.", logStamp())
+	if sp.GPUs == 0 {
+		s.log.Printf("INFO %s [__init__.py:224] No platform detected, vLLM is running on UnspecifiedPlatform", logStamp())
+	} else {
+		s.log.Printf("INFO %s [__init__.py:216] Automatically detected platform cuda.", logStamp())
+	}
 	if a.modelFlag && a.prog == "vllm serve" {
 		s.log.Printf("WARNING %s [argparse_utils.py:195] With `vllm serve`, you should provide the model as a positional argument or in a config file instead of via the `--model` option. The `--model` option will be removed in v0.13.", logStamp())
 	}
@@ -162,6 +166,9 @@ func (s *modelServer) run() {
 		if home == "" {
 			home = "/root/.cache/huggingface"
 		}
+		if a.downloadDir != "" {
+			home = a.downloadDir
+		}
 		_, cacheVolume, _ = mountFor(sp.Mounts, home)
 	}
 	weights := weightBytes(model)
@@ -174,8 +181,11 @@ func (s *modelServer) run() {
 	s.api("INFO", "scheduler.py:205", "Chunked prefill is enabled with max_num_batched_tokens=2048.")
 
 	world := a.tp * a.pp
-	if sp.GPUs == 0 {
-		s.failPython(engineInitFailed[:0], "RuntimeError: Failed to infer device type")
+	if sp.GPUs == 0 { // no GPU allocated: the runtime exposes no device to the container
+		s.failPython([]string{
+			`  File "` + pyLib + `/vllm/config/device.py", line 58, in __post_init__`,
+			"    raise RuntimeError(",
+		}, "RuntimeError: Failed to infer device type")
 		return
 	}
 	if world > sp.GPUs {
@@ -322,14 +332,14 @@ func (s *modelServer) run() {
 	for _, r := range s.routes() {
 		s.api("INFO", "launcher.py:42", "Route: %s, Methods: %s", r[0], r[1])
 	}
+	s.dead = sp.Behavior.kind == bNeverReady // set before the handlers can read it
 	if !s.listen() {
 		return
 	}
 	s.uvicorn("Started server process [1]")
 	s.uvicorn("Waiting for application startup.")
 	s.uvicorn("Application startup complete.")
-	if sp.Behavior.kind == bNeverReady {
-		s.dead = true
+	if s.dead {
 		s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
 		s.raw(corePrefix(), "Traceback (most recent call last):",
 			`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
