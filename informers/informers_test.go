@@ -99,10 +99,10 @@ func TestScopedAndStripped(t *testing.T) {
 	if l := pods[0].Labels; len(l) != 1 || l["ai.example.com/inferenceservice"] != "a-pod" {
 		t.Fatalf("pod labels %v, want only the instance label", l)
 	}
-	if st := pods[0].Status; st.Phase != corev1.PodRunning || st.PodIP != "" || len(st.ContainerStatuses) != 1 ||
+	if st := pods[0].Status; st.Phase != corev1.PodRunning || st.PodIP != "10.0.0.1" || len(st.ContainerStatuses) != 1 ||
 		st.ContainerStatuses[0].Image != "" || st.ContainerStatuses[0].RestartCount != 3 ||
 		st.ContainerStatuses[0].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != "CrashLoopBackOff" {
-		t.Fatalf("pod status not reduced to what the diagnosis reads: %+v", st)
+		t.Fatalf("pod status not reduced to what the diagnosis and the adapter calls read: %+v", st)
 	}
 	rss, err := s.ReplicaSets("ns1", "a-rs")
 	if err != nil || len(rss) != 1 || len(rss[0].Spec.Template.Spec.Containers) != 0 {
