@@ -24,12 +24,12 @@ import (
 )
 
 // TestV1beta1Acts: on the v1beta1 install the operator watches v1beta1 and acts on what only
-// v1beta1 holds: adapters become a ConfigMap mounted into vLLM, autoscaling bounds and the
+// v1beta1 holds: adapters are loaded into each ready pod at run time, autoscaling bounds and the
 // queue target go to the HPA, two or more pods get a PodDisruptionBudget, the gateway route is
 // registered with its path, and status carries the endpoint and the loaded adapters. Where the
 // Prometheus Operator's and Gateway API's CRDs are served, a ServiceMonitor and an HTTPRoute
-// follow the model. Removing the adapters removes the ConfigMap and the mount; kubectl scale
-// works on v1beta1.
+// follow the model. Removing the adapters unloads them and drops the runtime LoRA switch;
+// kubectl scale works on v1beta1.
 func TestV1beta1Acts(t *testing.T) {
 	ns := env.Namespace(t)
 	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
@@ -48,7 +48,7 @@ spec:
   baseModel: Qwen/Qwen3-8B
   adapters:
   - {name: sql, storageURI: "hf://org/sql-lora"}
-  - {name: chat, storageURI: "s3://bucket/chat-lora"}
+  - {name: chat, storageURI: "hf://org/chat-lora"}
   autoscaling: {minReplicas: 2, maxReplicas: 6, targetQueueLength: 3}
   gateway: {route: /models/qwen-8b, priority: 10}
   gpusPerReplica: 1
@@ -85,18 +85,20 @@ spec:
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, reconcile.EnableLoRAArg) || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-		return m.Name == reconcile.AdaptersVolume && m.MountPath == reconcile.AdaptersPath
-	}) {
-		t.Fatalf("vLLM does not mount the adapters: args %v mounts %v", c.Args, c.VolumeMounts)
+	if !slices.Contains(c.Args, reconcile.EnableLoRAArg) || !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
+		t.Fatalf("vLLM cannot load adapters at run time: args %v env %v", c.Args, c.Env)
 	}
-	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, reconcile.AdaptersConfigMapName("lora"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	pods, err := readyModelPods(t, ns, "lora")
+	if err != nil || len(pods) == 0 {
+		t.Fatalf("ready pods %d: %v", len(pods), err)
 	}
-	var entries []struct{ Name, Path string }
-	if err := json.Unmarshal([]byte(cm.Data[reconcile.AdaptersFile]), &entries); err != nil || len(entries) != 2 || entries[0].Path != "hf://org/sql-lora" {
-		t.Fatalf("adapters ConfigMap %v: %v", cm.Data, err)
+	for _, p := range pods {
+		if got, err := podAdapters(p.Status.PodIP); err != nil || fmt.Sprint(got) != fmt.Sprint(map[string]string{"chat": "org/chat-lora", "sql": "org/sql-lora"}) {
+			t.Fatalf("pod %s serves adapters %v (%v)", p.Name, got, err)
+		}
+	}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, reconcile.AdaptersConfigMapName("lora"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("an adapters ConfigMap vLLM never reads: %v", err)
 	}
 	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "lora", metav1.GetOptions{})
 	if err != nil {
@@ -125,7 +127,7 @@ spec:
 		t.Fatalf("HTTPRoute: %v", err)
 	}
 	if got := fmt.Sprint(nested(hr, "spec", "parentRefs"), nested(hr, "spec", "rules")); !strings.Contains(got, "name:public namespace:gateway-system") ||
-		!strings.Contains(got, "value:/models/qwen-8b") || !strings.Contains(got, "name:lora port:8000") {
+		!strings.Contains(got, "value:/models/qwen-8b") || !strings.Contains(got, "name:lora port:8000") || !strings.Contains(got, "replacePrefixMatch:/") {
 		t.Fatalf("HTTPRoute spec %s", got)
 	}
 	// Deleted by someone: back, with a new UID.
@@ -147,20 +149,15 @@ spec:
 	out := kubectl("get", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns)
 	t.Logf("kubectl get:\n%s", out)
 
-	// Adapters removed through kubectl: the ConfigMap, the mount and --enable-lora go.
+	// Adapters removed through kubectl: unloaded from every pod, the runtime switch goes.
 	kubectl("patch", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/spec/adapters"}]`)
-	testenv.Eventually(t, 60*time.Second, "adapters ConfigMap and mount removed", func() error {
-		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, reconcile.AdaptersConfigMapName("lora"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ConfigMap still there: %v", err)
-		}
+	testenv.Eventually(t, 60*time.Second, "adapters unloaded, --enable-lora gone", func() error {
 		d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "lora", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name == reconcile.AdaptersVolume {
-				return fmt.Errorf("volume %s still mounted", v.Name)
-			}
+		if args := d.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, reconcile.EnableLoRAArg) {
+			return fmt.Errorf("args %v", args)
 		}
 		u, err := getVersion(t, true, ns, "lora")
 		if err != nil {
