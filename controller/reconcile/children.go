@@ -35,7 +35,6 @@ const (
 	// never read it. It is removed from a Deployment that still has it.
 	AdaptersVolume = "adapters"
 	AdaptersPath   = "/etc/vllm/adapters"
-	AdaptersFile   = "adapters.json"
 	// EnableLoRAArg turns on vLLM's LoRA support when the model has adapters.
 	EnableLoRAArg = "--enable-lora"
 	// RuntimeLoRAEnv lets the operator load and unload adapters through the server's
