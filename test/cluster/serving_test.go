@@ -15,8 +15,8 @@ import (
 
 const vllmImage = "vllm/vllm-openai:v0.11.0"
 
-// servingPod is a pod of one vLLM container named server, with the given extra container
-// fields (probes, env) indented as container fields, and pod spec fields.
+// servingPod is a pod of one vLLM container named server on one GPU (vLLM without a GPU
+// fails to start), with extra container fields (probes, env, mounts) and pod spec fields.
 func servingPod(name, image, containerFields, podFields string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -29,6 +29,8 @@ spec:
     args: ["--model", "facebook/opt-125m", "--port", "8000"]
     ports:
     - {name: http, containerPort: 8000}
+    resources:
+      limits: {nvidia.com/gpu: 1}
 %s`, name, podFields, image, containerFields)
 }
 

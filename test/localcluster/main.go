@@ -77,8 +77,8 @@ func run() int {
 		terminated  = flag.Duration("kubelet-terminated-for", time.Second, "fake kubelet: how long a crashed container shows as terminated (Error/OOMKilled) before CrashLoopBackOff, and ErrImagePull before ImagePullBackOff")
 		hpaSync     = flag.Duration("hpa-sync-period", 5*time.Second, "horizontal-pod-autoscaler sync period")
 		serve       = flag.Bool("kubelet-serve", true, "fake kubelet: containers of vLLM images (and kubelet.fake/ images) run the fake vLLM server on their pod IP, with real probes and logs; false: every container follows the schedule model (the cheapest, for runs of thousands of pods)")
-		loadTime    = flag.Duration("vllm-load-time", time.Second, "fake vLLM server: default time to load a model's weights (its port stays closed meanwhile)")
-		tokenTime   = flag.Duration("vllm-token-time", 5*time.Millisecond, "fake vLLM server: time per generated token")
+		loadTime    = flag.Duration("vllm-load-time", 0, "fake vLLM server: time to load a model's weights, its port closed meanwhile (0: the server's default)")
+		tokenTime   = flag.Duration("vllm-token-time", 0, "fake vLLM server: time per generated token (0: the server's default)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
 	)
@@ -116,7 +116,7 @@ func run() int {
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
-			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime}}, *hpaSync, *ctrlQPS); err != nil {
+			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun}}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
