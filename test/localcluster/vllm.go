@@ -138,9 +138,7 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 		exited: make(chan exitStatus, 1), stopCh: make(chan struct{}), started: time.Now()}
 	prog, argv, ok := serveCommand(spec.Command, spec.Args)
 	if !ok {
-		// the runtime could not exec what the container names
-		log.Printf("exec %s failed: No such file or directory", strings.Join(spec.Command, " "))
-		s.exit(exitStatus{Code: 127, Reason: "Error"})
+		// some other program (sleep, a script): it runs, silent and without a port, until stopped
 		return s
 	}
 	args, err := parseServeArgs(prog, argv)

@@ -86,6 +86,7 @@ type serveArgs struct {
 	modelFlag       bool // the model came from --model under `vllm serve`: vLLM warns
 	host            string
 	downloadDir     string // where weights are downloaded instead of the HF cache
+	uvicornLevel    string // warning and above silence uvicorn's INFO lines
 	port            int
 	tp, pp          int
 	maxNumSeqs      int
@@ -346,6 +347,8 @@ func (a *serveArgs) set(f serveFlag, name string, vals []string, on bool) error 
 			a.host = vals[0]
 		case "download_dir":
 			a.downloadDir = vals[0]
+		case "uvicorn_log_level":
+			a.uvicornLevel = vals[0]
 		case "max_model_len":
 			n, ok := parseHumanInt(vals[0])
 			if !ok {

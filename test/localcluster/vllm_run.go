@@ -36,6 +36,10 @@ func (s *modelServer) core(level, src, format string, args ...any) {
 
 // uvicorn logs a line of uvicorn's own logger.
 func (s *modelServer) uvicorn(format string, args ...any) {
+	switch s.args.uvicornLevel {
+	case "warning", "error", "critical":
+		return
+	}
 	s.log.Printf("(APIServer pid=1) INFO:     %s", fmt.Sprintf(format, args...))
 }
 

@@ -144,6 +144,16 @@ func TestVllmArgs(t *testing.T) {
 	}
 }
 
+// TestVllmOtherCommand: a command that is not vLLM runs without a port and never exits.
+func TestVllmOtherCommand(t *testing.T) {
+	if _, _, ok := serveCommand([]string{"sleep", "infinity"}, nil); ok {
+		t.Fatal("sleep taken for vLLM")
+	}
+	if _, _, ok := serveCommand([]string{"bash", "-c", "vllm serve m"}, nil); !ok {
+		t.Fatal("bash -c 'vllm serve m' not taken for vLLM")
+	}
+}
+
 func TestVllmModelParams(t *testing.T) {
 	for model, want := range map[string]float64{
 		"meta-llama/Llama-3.1-8B-Instruct": 8e9, "meta-llama/Llama-3.3-70B-Instruct": 70e9, "Qwen/Qwen2.5-0.5B-Instruct": 0.5e9,
