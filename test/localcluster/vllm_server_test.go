@@ -362,8 +362,8 @@ func vtMetric(text, name string) float64 {
 	return v
 }
 
-// TestVllmQueueUnderLoad: three times --max-num-seqs concurrent requests make requests
-// wait; the queue drains by itself.
+// TestVllmQueueUnderLoad: three times --max-num-seqs concurrent requests (1 s each) make
+// requests wait; the queue drains by itself.
 func TestVllmQueueUnderLoad(t *testing.T) {
 	t.Parallel()
 	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--max-num-seqs", "4"}}, serverConfig{TokenTime: 20 * time.Millisecond})
@@ -373,7 +373,7 @@ func TestVllmQueueUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			vtCall("POST", url+"/v1/completions", `{"prompt":"a b c","max_tokens":10}`)
+			vtCall("POST", url+"/v1/completions", `{"prompt":"a b c","max_tokens":50}`)
 		}()
 	}
 	vtEventually(t, "requests waiting", func() (bool, string) {
@@ -383,7 +383,7 @@ func TestVllmQueueUnderLoad(t *testing.T) {
 	wg.Wait()
 	_, m := vtCall("GET", url+"/metrics", "")
 	for name, want := range map[string]float64{"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 0,
-		"vllm:generation_tokens_total": 120, "vllm:prompt_tokens_total": 36, "vllm:e2e_request_latency_seconds_count": 12} {
+		"vllm:generation_tokens_total": 600, "vllm:prompt_tokens_total": 36, "vllm:e2e_request_latency_seconds_count": 12} {
 		if got := vtMetric(m, name); got != want {
 			t.Fatalf("%s = %g, want %g:\n%s", name, got, want, m)
 		}
