@@ -242,10 +242,11 @@ func (s *modelServer) run() {
 	if perGPU > budget {
 		oomShard = int(float64(n) * float64(budget) / float64(perGPU))
 	}
+	// host memory: the base process plus a quarter of one rank's share staged at a time
 	killShard := -1 // the shard during which the kernel kills the container
-	hostNeed := hostBaseBytes + weights/4
-	if sp.MemoryLimit > 0 && hostNeed > sp.MemoryLimit {
-		killShard = int(float64(n) * math.Max(0, float64(sp.MemoryLimit-hostBaseBytes)) / float64(weights/4))
+	staged := perGPU / 4
+	if sp.MemoryLimit > 0 && hostBaseBytes+staged > sp.MemoryLimit {
+		killShard = int(float64(n) * math.Max(0, float64(sp.MemoryLimit-hostBaseBytes)) / float64(staged))
 	}
 	if sp.Behavior.kind == bOOMKilled {
 		killShard = n / 2

@@ -215,10 +215,11 @@ func TestVllmStartFailures(t *testing.T) {
 	}
 }
 
-// TestVllmTensorParallelServes: the 70B model that does not fit one GPU serves with -tp 4.
+// TestVllmTensorParallelServes: the 70B model that does not fit one GPU serves with -tp 4,
+// within a 12Gi memory limit (2 GiB + a quarter of one rank's 35 GB).
 func TestVllmTensorParallelServes(t *testing.T) {
 	t.Parallel()
-	_, log, url := vtStart(t, modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct", "-tp", "4"}, GPUs: 4,
+	_, log, url := vtStart(t, modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct", "-tp", "4"}, GPUs: 4, MemoryLimit: 12 << 30,
 		Env: map[string]string{"HF_TOKEN": "hf_x"}}, serverConfig{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	text := log.Render(logOptions{TailLines: -1})
