@@ -39,7 +39,6 @@ func (k *kubelet) serveKubeletAPI(ctx context.Context, cert tls.Certificate, ca 
 			ClientCAs:    pool,
 			MinVersion:   tls.VersionTLS12,
 		},
-		ErrorLog: nil,
 	}
 	seen := map[string]bool{}
 	for i := 0; i < nodeCount; i++ {
