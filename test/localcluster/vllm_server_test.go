@@ -14,13 +14,23 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// vtIP is a fresh loopback address, so tests never share a port.
-func vtIP() string { return fmt.Sprintf("127.77.%d.%d", 1+rand.IntN(253), 1+rand.IntN(253)) }
+// vtNextIP numbers the loopback addresses of this test process, from a random start so
+// processes testing at the same time rarely meet.
+var vtNextIP atomic.Uint32
+
+func init() { vtNextIP.Store(rand.Uint32N(60000)) }
+
+// vtIP is a fresh loopback address 127.77.x.y, so servers never share a port.
+func vtIP() string {
+	n := vtNextIP.Add(1) % 64000
+	return fmt.Sprintf("127.77.%d.%d", n/250, 1+n%250)
+}
 
 // vtStart starts a server on a fresh IP and stops it when the test ends.
 func vtStart(t *testing.T, spec modelServerSpec, cfg serverConfig) (*modelServer, *containerLog, string) {
@@ -452,46 +462,48 @@ func TestVllmWeightsCache(t *testing.T) {
 	}
 }
 
+// serverGoroutines counts, from all goroutines' stacks, the accept loops of HTTP servers
+// and every other goroutine of the fake vLLM or its connections.
+func serverGoroutines() (acceptLoops, others int) {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		switch {
+		case strings.Contains(g, "net/http.(*Server).Serve("):
+			acceptLoops++
+		case strings.Contains(g, "main.(*modelServer)"), strings.Contains(g, "main.(*engine)"),
+			strings.Contains(g, "net/http.(*conn).serve("):
+			others++
+		}
+	}
+	return acceptLoops, others
+}
+
 // TestVllmModelIdleCost: an idle server runs no goroutine beyond its accept loop; it
 // reports the heap an idle server holds.
 func TestVllmModelIdleCost(t *testing.T) {
-	// settle waits for the goroutine count to equal want, or (want < 0) to hold still for
-	// 20 polls, so goroutines of servers other tests stopped are gone.
-	settle := func(want int) int {
-		n, same := -1, 0
-		vtEventually(t, "goroutines settle", func() (bool, string) {
-			m := runtime.NumGoroutine()
-			if m == n {
-				same++
-			} else {
-				n, same = m, 0
-			}
-			return (want < 0 && same >= 20) || n == want, strconv.Itoa(n)
-		})
-		return n
-	}
-	base := settle(-1)
-	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{LoadTime: time.Nanosecond})
-	vtWaitStatus(t, "GET", url+"/health", "", 200)
-	vtCall("POST", url+"/v1/completions", `{"prompt":"x","max_tokens":2}`)
-	settle(base + 1)
-
+	base, _ := serverGoroutines() // servers other tests left running
 	const n = 200
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	servers := make([]*modelServer, n)
 	for i := range servers {
+		var url string
 		servers[i], _, url = vtStart(t, modelServerSpec{}, serverConfig{LoadTime: time.Nanosecond})
 		vtWaitStatus(t, "GET", url+"/health", "", 200)
+		vtCall("POST", url+"/v1/completions", `{"prompt":"x","max_tokens":1}`)
 	}
-	settle(base + 1 + n)
+	vtEventually(t, "only accept loops run", func() (bool, string) {
+		loops, others := serverGoroutines()
+		return loops-base == n && others == 0, fmt.Sprintf("%d accept loops, %d others", loops-base, others)
+	})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	t.Logf("idle servers: %d bytes of heap each, %d goroutine each", (after.HeapAlloc-before.HeapAlloc)/n, 1)
 	for _, s := range servers {
 		s.Stop()
 	}
+	t.Logf("idle servers: %d bytes of heap each, 1 goroutine each", (after.HeapAlloc-before.HeapAlloc)/n)
 }
 
 // TestVllmStreamArrivesPerToken: the first chunk arrives while the request still runs.
