@@ -209,27 +209,14 @@ spec:
 	})
 }
 
-// The tests below need the fake vLLM engine behind vllm.go (arguments, weights loading,
-// /v1/models, /metrics, failure modes); the minimal stand-in answers /health only.
-
-// engine skips a test when the cluster runs the stand-in server (no /v1/models), else returns
-// the pod's IP once it is ready.
+// engineReady waits for the pod to be ready and returns its IP.
 func engineReady(t *testing.T, ns, pod string) string {
 	t.Helper()
 	eventually(t, 90*time.Second, func() (bool, string) {
 		s := podState(t, ns, pod)
 		return strings.HasPrefix(s, "Running/true/true/"), s
 	})
-	ip := jsonpath(t, ns, "pod/"+pod, "{.status.podIP}")
-	res, err := http.Get("http://" + ip + ":8000/v1/models")
-	if err != nil {
-		t.Fatalf("GET /v1/models on the pod IP: %v", err)
-	}
-	res.Body.Close()
-	if res.StatusCode == http.StatusNotFound {
-		t.Skip("the fake vLLM engine has not landed: the stand-in server has no /v1/models")
-	}
-	return ip
+	return jsonpath(t, ns, "pod/"+pod, "{.status.podIP}")
 }
 
 func TestServingModelEndpointsOnPodIP(t *testing.T) {
@@ -261,8 +248,6 @@ func TestServingSlowLoadWithinAndBeyondStartupBudget(t *testing.T) {
 	startup := func(threshold int) string {
 		return fmt.Sprintf("    startupProbe:\n      httpGet: {path: /health, port: 8000}\n      periodSeconds: 1\n      failureThreshold: %d\n", threshold)
 	}
-	apply(t, ns, servingPod("probe", vllmImage, "", ""))
-	engineReady(t, ns, "probe")
 	apply(t, ns, servingPod("within", "kubelet.fake/slow-ready-4", startup(30), "")+"---\n"+
 		servingPod("beyond", "kubelet.fake/slow-ready-30", startup(3), ""))
 	eventually(t, 60*time.Second, func() (bool, string) {
@@ -282,8 +267,6 @@ func TestServingSlowLoadWithinAndBeyondStartupBudget(t *testing.T) {
 
 func TestServingCrashLoopPreviousLog(t *testing.T) {
 	ns := namespace(t)
-	apply(t, ns, servingPod("probe", vllmImage, "", ""))
-	engineReady(t, ns, "probe")
 	apply(t, ns, servingPod("crash", "kubelet.fake/crashloop", "", ""))
 	eventually(t, 90*time.Second, func() (bool, string) {
 		out, _, err := c.Kubectl(context.Background(), "logs", "crash", "-n", ns, "--previous")
@@ -293,8 +276,6 @@ func TestServingCrashLoopPreviousLog(t *testing.T) {
 
 func TestServingServiceLinks(t *testing.T) {
 	ns := namespace(t)
-	apply(t, ns, servingPod("probe", vllmImage, "", ""))
-	engineReady(t, ns, "probe")
 	// A Service named vllm gives every later pod VLLM_PORT=tcp://..., which vLLM reads as its
 	// own setting and refuses.
 	apply(t, ns, `apiVersion: v1
