@@ -101,6 +101,10 @@ var engineInitFailed = []string{
 // run is the process from its first log line to serving (or its death).
 func (s *modelServer) run() {
 	a, sp := s.args, s.spec
+	if sp.GPUs == 0 && strings.HasPrefix(sp.Image, fakeRegistry) {
+		// a kubelet.fake/ image plays its behavior on any pod, GPUs requested or not
+		sp.GPUs = 1
+	}
 	if sp.GPUs == 0 {
 		s.log.Printf("INFO %s [__init__.py:224] No platform detected, vLLM is running on UnspecifiedPlatform", logStamp())
 	} else {

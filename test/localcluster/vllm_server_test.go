@@ -38,8 +38,11 @@ func vtStart(t *testing.T, spec modelServerSpec, cfg serverConfig) (*modelServer
 	if spec.IP == "" {
 		spec.IP = vtIP()
 	}
-	if spec.GPUs == 0 {
+	switch spec.GPUs {
+	case 0:
 		spec.GPUs = 1
+	case -1: // a test of a container without GPUs
+		spec.GPUs = 0
 	}
 	log := newContainerLog(1 << 20)
 	s := startModelServer(spec, cfg, log)
@@ -205,6 +208,7 @@ func TestVllmStartFailures(t *testing.T) {
 			"Loading safetensors checkpoint shards:"},
 		{"static LoRA without --enable-lora", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--lora-modules", "a=org/a"}}, 1, "Error",
 			"ValueError: LoRA is not enabled. Use --enable-lora to enable LoRA."},
+		{"no GPU", modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", GPUs: -1}, 1, "Error", "RuntimeError: Failed to infer device type"},
 		{"crashloop", modelServerSpec{Behavior: behavior{kind: bCrashLoop}}, 1, "Error",
 			"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."},
 		{"oomkilled", modelServerSpec{Behavior: behavior{kind: bOOMKilled}}, 137, "OOMKilled",
@@ -253,9 +257,11 @@ func TestVllmPortClosedWhileLoading(t *testing.T) {
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 }
 
+// TestVllmNeverReady: the kubelet.fake/never-ready image serves, /health answers 503,
+// on a pod without GPUs too.
 func TestVllmNeverReady(t *testing.T) {
 	t.Parallel()
-	_, log, url := vtStart(t, modelServerSpec{Behavior: behavior{kind: bNeverReady}}, serverConfig{})
+	_, log, url := vtStart(t, modelServerSpec{Image: "kubelet.fake/never-ready", GPUs: -1, Behavior: behavior{kind: bNeverReady}}, serverConfig{})
 	vtWaitStatus(t, "GET", url+"/health", "", 503)
 	if !strings.Contains(log.Render(logOptions{TailLines: -1}), `"GET /health HTTP/1.1" 503 Service Unavailable`) {
 		t.Fatalf("no access line for the 503:\n%s", log.Render(logOptions{TailLines: -1}))
