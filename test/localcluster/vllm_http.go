@@ -148,26 +148,54 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
+// modelCard and modelPermission are vLLM's ModelCard, fields in its order.
+type modelCard struct {
+	ID          string            `json:"id"`
+	Object      string            `json:"object"`
+	Created     int64             `json:"created"`
+	OwnedBy     string            `json:"owned_by"`
+	Root        string            `json:"root"`
+	Parent      *string           `json:"parent"`
+	MaxModelLen *int              `json:"max_model_len"`
+	Permission  []modelPermission `json:"permission"`
+}
+
+type modelPermission struct {
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Created            int64   `json:"created"`
+	AllowCreateEngine  bool    `json:"allow_create_engine"`
+	AllowSampling      bool    `json:"allow_sampling"`
+	AllowLogprobs      bool    `json:"allow_logprobs"`
+	AllowSearchIndices bool    `json:"allow_search_indices"`
+	AllowView          bool    `json:"allow_view"`
+	AllowFineTuning    bool    `json:"allow_fine_tuning"`
+	Organization       string  `json:"organization"`
+	Group              *string `json:"group"`
+	IsBlocking         bool    `json:"is_blocking"`
+}
+
 // models is GET /v1/models: each served name, then each LoRA adapter.
 func (s *modelServer) models(w http.ResponseWriter) {
 	now := time.Now().Unix()
-	perm := func() []map[string]any {
-		return []map[string]any{{"id": "modelperm-" + randomHex(), "object": "model_permission", "created": now,
-			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
-			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false}}
+	card := func(id, root string, parent *string, maxLen *int) modelCard {
+		return modelCard{ID: id, Object: "model", Created: now, OwnedBy: "vllm", Root: root, Parent: parent, MaxModelLen: maxLen,
+			Permission: []modelPermission{{ID: "modelperm-" + randomHex(), Object: "model_permission", Created: now,
+				AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}}}
 	}
-	var data []map[string]any
+	data := []modelCard{}
 	for _, name := range s.args.served {
-		data = append(data, map[string]any{"id": name, "object": "model", "created": now, "owned_by": "vllm",
-			"root": s.args.model, "parent": nil, "max_model_len": s.eng.maxModelLen, "permission": perm()})
+		data = append(data, card(name, s.args.model, nil, &s.eng.maxModelLen))
 	}
 	s.loraMu.Lock()
 	for _, l := range s.loras {
-		data = append(data, map[string]any{"id": l.name, "object": "model", "created": now, "owned_by": "vllm",
-			"root": l.path, "parent": l.base, "max_model_len": nil, "permission": perm()})
+		data = append(data, card(l.name, l.path, &l.base, nil))
 	}
 	s.loraMu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	writeJSON(w, http.StatusOK, struct {
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{"list", data})
 }
 
 // addLoRA loads an adapter as vLLM's OpenAIServingModels does; on failure it returns
