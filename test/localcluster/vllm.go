@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -121,7 +122,11 @@ type modelServer struct {
 	args    *serveArgs
 	started time.Time
 	eng     *engine // nil until loaded
-	dead    bool    // never-ready: the engine is dead, /health answers 503
+	// never-ready: the engine dies right after its first health check answered (so a startup
+	// probe passes and readiness never does, as when an engine dies after start); from then on
+	// /health answers 503.
+	dying   bool
+	dead    atomic.Bool
 	apiKeys []string
 
 	loraMu       sync.Mutex

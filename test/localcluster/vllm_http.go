@@ -118,9 +118,12 @@ func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // health answers once the event loop gets to it: later the more requests it is busy with.
 func (s *modelServer) health(w http.ResponseWriter, r *http.Request) {
-	if s.dead {
+	if s.dead.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
+	}
+	if s.dying && s.dead.CompareAndSwap(false, true) {
+		defer s.engineDied() // after this answer: the first check passes
 	}
 	if d := s.cfg.HealthDelayPerRequest * time.Duration(s.eng.load()); d > 0 {
 		t := time.NewTimer(d)
@@ -330,7 +333,7 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model), "model")
 		return
 	}
-	if s.dead {
+	if s.dead.Load() {
 		vllmError(w, http.StatusInternalServerError, "InternalServerError", "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
 		return
 	}

@@ -341,20 +341,13 @@ func (s *modelServer) run() {
 	for _, r := range s.routes() {
 		s.api("INFO", "launcher.py:42", "Route: %s, Methods: %s", r[0], r[1])
 	}
-	s.dead = sp.Behavior.kind == bNeverReady // set before the handlers can read it
+	s.dying = sp.Behavior.kind == bNeverReady // set before the handlers can read it
 	if !s.listen() {
 		return
 	}
 	s.uvicorn("Started server process [1]")
 	s.uvicorn("Waiting for application startup.")
 	s.uvicorn("Application startup complete.")
-	if s.dead {
-		s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
-		s.raw(corePrefix(), "Traceback (most recent call last):",
-			`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
-			"    engine_core.run_busy_loop()",
-			"RuntimeError: CUDA error: unspecified launch failure")
-	}
 	if sp.Behavior.kind == bCrashLoop {
 		s.stopMu.Lock()
 		if !s.done {
@@ -457,4 +450,13 @@ func thousands(n int) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// engineDied logs what a never-ready server's engine core says when it dies after start.
+func (s *modelServer) engineDied() {
+	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
+	s.raw(corePrefix(), "Traceback (most recent call last):",
+		`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
+		"    engine_core.run_busy_loop()",
+		"RuntimeError: CUDA error: unspecified launch failure")
 }

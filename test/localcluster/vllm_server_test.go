@@ -257,12 +257,18 @@ func TestVllmPortClosedWhileLoading(t *testing.T) {
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 }
 
-// TestVllmNeverReady: the kubelet.fake/never-ready image serves, /health answers 503,
-// on a pod without GPUs too.
+// TestVllmNeverReady: the kubelet.fake/never-ready image serves, its first /health answers
+// 200 (a startup probe passes), every later one 503, on a pod without GPUs too.
 func TestVllmNeverReady(t *testing.T) {
 	t.Parallel()
 	_, log, url := vtStart(t, modelServerSpec{Image: "kubelet.fake/never-ready", GPUs: -1, Behavior: behavior{kind: bNeverReady}}, serverConfig{})
-	vtWaitStatus(t, "GET", url+"/health", "", 503)
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	if code, _ := vtCall("GET", url+"/health", ""); code != 503 {
+		t.Fatalf("second /health: %d, want 503", code)
+	}
+	if !strings.Contains(log.Render(logOptions{TailLines: -1}), "RuntimeError: CUDA error: unspecified launch failure") {
+		t.Fatalf("no engine failure in the log:\n%s", log.Render(logOptions{TailLines: -1}))
+	}
 	if !strings.Contains(log.Render(logOptions{TailLines: -1}), `"GET /health HTTP/1.1" 503 Service Unavailable`) {
 		t.Fatalf("no access line for the 503:\n%s", log.Render(logOptions{TailLines: -1}))
 	}
