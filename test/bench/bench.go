@@ -85,7 +85,9 @@ func logf(c Config, format string, args ...any) {
 func Run(ctx context.Context, c Config) (Result, error) {
 	r := Result{N: c.N, QPS: c.QPS}
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
-	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append([]string{"--node-pods=250"}, c.ClusterArgs...)}, "bench")
+	// The benchmark measures the control plane's work, so pods follow the kubelet's schedule
+	// model instead of running model servers (their cost is in test/localcluster/README.md).
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append([]string{"--node-pods=250", "--kubelet-serve=false"}, c.ClusterArgs...)}, "bench")
 	if e != nil {
 		defer e.Teardown(false)
 	}
