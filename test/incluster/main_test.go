@@ -34,8 +34,10 @@ func run(m *testing.M) int {
 	defer cancel()
 	var err error
 	if env.Env, err = testenv.Setup(ctx, cluster.Options{
-		// Room for TestLeaderFailoverUnderLoad's full size (FAILOVER_N=500 one-pod isvcs).
-		ExtraArgs: []string{"--node-pods=250"},
+		// Room for TestLeaderFailoverUnderLoad's full size (FAILOVER_N=500 one-pod isvcs). These
+		// suites prove the operator's install and failover, not serving (test/e2e does): pods
+		// follow the kubelet's schedule model, and their GPU-less models stay cheap.
+		ExtraArgs: []string{"--node-pods=250", "--kubelet-serve=false"},
 	}, "incluster"); err != nil {
 		fmt.Fprintln(os.Stderr, "incluster setup:", err)
 		if env.Env != nil {
