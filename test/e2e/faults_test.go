@@ -31,9 +31,14 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// scheduleImage is no vLLM image: the fake kubelet runs its containers on the schedule model
+// (ready on the probes' timing, no server), so the fault tests' many GPU-less models load the
+// control plane only. Serving is proven where it is the subject (core, template, adapters).
+const scheduleImage = "registry.example.com/model-server:v1"
+
 func smallISVC(name string, replicas int) map[string]any {
 	return map[string]any{
-		"model": "m", "replicas": int64(replicas), "gpusPerReplica": int64(0),
+		"model": "m", "replicas": int64(replicas), "gpusPerReplica": int64(0), "image": scheduleImage,
 		"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}},
 	}
 }

@@ -198,7 +198,7 @@ func TestStorageMigration(t *testing.T) {
 	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=120s") })
 	ctx := context.Background()
 	for i := range n {
-		if _, err := env.CreateISVC(ctx, ns, fmt.Sprintf("m%03d", i), map[string]any{"model": "m/x", "replicas": int64(1 + i%3), "gpusPerReplica": int64(0)}); err != nil {
+		if _, err := env.CreateISVC(ctx, ns, fmt.Sprintf("m%03d", i), map[string]any{"model": "m/x", "replicas": int64(1 + i%3), "gpusPerReplica": int64(0), "image": scheduleImage}); err != nil {
 			t.Fatal(err)
 		}
 	}
