@@ -172,7 +172,7 @@ func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, mode
 		n := 0
 		for _, d := range l.Items {
 			// Status counts describe the spec only once the deployment controller observed it.
-			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 1 && a[1] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
+			if a := d.Spec.Template.Spec.Containers[0].Args; len(a) > 0 && a[0] == model && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 {
 				n++
 			}
 		}
