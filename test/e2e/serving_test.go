@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// TestModelPodServes: five lines of YAML give pods that serve. Each ready pod of the model,
+// reached at its IP as a client in the cluster would, lists the model under the name clients
+// send on /v1/models, answers a completion for it, exports vLLM's queue gauge labelled with it
+// on /metrics (what the ServiceMonitor scrapes and the HPA's metric comes from), and its log,
+// read with kubectl through the kubelet API, shows the server started.
+func TestModelPodServes(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: qwen3}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
+	pods, err := readyModelPods(t, ns, "qwen3")
+	if err != nil || len(pods) != 2 {
+		t.Fatalf("%d ready pods (%v), want 2", len(pods), err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	call := func(method, ip, path, body string) string {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+net.JoinHostPort(ip, fmt.Sprint(reconcile.Port))+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s on %s: %v", method, path, ip, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s on %s: %d %s", method, path, ip, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	for _, p := range pods {
+		ip := p.Status.PodIP
+		if m := call("GET", ip, "/v1/models", ""); !strings.Contains(m, `"id":"Qwen/Qwen3-0.6B"`) {
+			t.Fatalf("pod %s /v1/models does not list the model clients send:\n%s", p.Name, m)
+		}
+		out := call("POST", ip, "/v1/completions", `{"model":"Qwen/Qwen3-0.6B","prompt":"Kubernetes operators are","max_tokens":4}`)
+		if !strings.Contains(out, `"completion_tokens":4`) {
+			t.Fatalf("pod %s completion: %s", p.Name, out)
+		}
+		if m := call("GET", ip, "/metrics", ""); !strings.Contains(m, `vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-0.6B"}`) {
+			t.Fatalf("pod %s /metrics has no queue gauge for the model:\n%.2000s", p.Name, m)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "kubectl logs shows the server up", func() error {
+		out, err := kubectlErr(t, nil, "logs", "-n", ns, pods[0].Name, "--tail=50")
+		if err != nil || !strings.Contains(out, "Application startup complete.") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
