@@ -173,13 +173,8 @@ func (s *modelServer) Port() int { return s.port }
 func (s *modelServer) Stop() {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
-	if s.done {
+	if !s.end() {
 		return
-	}
-	s.done = true
-	close(s.stopCh)
-	if s.crashAt != nil {
-		s.crashAt.Stop()
 	}
 	if s.srv == nil {
 		return // still loading: the process dies with nothing more to say
@@ -196,15 +191,27 @@ func (s *modelServer) Stop() {
 func (s *modelServer) exit(st exitStatus) {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
-	if s.done {
+	if !s.end() {
 		return
 	}
-	s.done = true
-	close(s.stopCh)
 	if s.srv != nil {
 		_ = s.srv.Close()
 	}
 	s.exited <- st
+}
+
+// end marks the process over, once (stopMu held): loading, requests in flight and a pending
+// crash are cancelled. False: it had already ended.
+func (s *modelServer) end() bool {
+	if s.done {
+		return false
+	}
+	s.done = true
+	close(s.stopCh)
+	if s.crashAt != nil {
+		s.crashAt.Stop()
+	}
+	return true
 }
 
 // containerLog is one container run's log, bounded in bytes (oldest lines dropped), as the
