@@ -185,7 +185,11 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	defer apiCancel()
 	apiErr := make(chan error, 1)
 	go func() {
-		apiErr <- runAPIServer(apiCtx, []string{
+		// The aggregation layer authenticates to aggregated API servers as on a real cluster
+		// (aggregatorArgs). --enable-aggregator-routing stays off: it would send APIService
+		// traffic to EndpointSlices, which cannot hold the loopback addresses everything here
+		// listens on; an ExternalName Service on 127.0.0.1 reaches a local process instead.
+		apiErr <- runAPIServer(apiCtx, append([]string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
@@ -210,7 +214,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--v=" + klogV(),
-		})
+		}, p.aggregatorArgs()...))
 	}()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)

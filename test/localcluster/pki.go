@@ -33,7 +33,18 @@ type pki struct {
 	saPub        string
 	caCertParsed *x509.Certificate
 	caSigner     crypto.Signer
+	// The aggregation layer's own trust chain, apart from the cluster CA as on a kubeadm
+	// cluster: an aggregated API server trusts X-Remote-User only from a client certificate
+	// this CA signed (the request-header CA), so no ordinary client can claim a user that way.
+	frontProxyCACert     string
+	frontProxyCAKey      string
+	frontProxyClientCert string // CN front-proxy-client: the kube-apiserver's identity when it proxies
+	frontProxyClientKey  string
 }
+
+// frontProxyClientCN is the front-proxy client certificate's CN, the one name aggregated
+// API servers accept it under (--requestheader-allowed-names).
+const frontProxyClientCN = "front-proxy-client"
 
 // client identities: file stem -> (CN, O).
 var clientIdentities = []struct{ stem, cn, org string }{
@@ -50,41 +61,20 @@ func ensurePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	p := &pki{
-		dir:         dir,
-		caCert:      filepath.Join(dir, "ca.crt"),
-		caKey:       filepath.Join(dir, "ca.key"),
-		servingCert: filepath.Join(dir, "apiserver.crt"),
-		servingKey:  filepath.Join(dir, "apiserver.key"),
-		saKey:       filepath.Join(dir, "sa.key"),
-		saPub:       filepath.Join(dir, "sa.pub"),
-	}
-	if !exists(p.caCert) || !exists(p.caKey) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber:          serial(),
-			Subject:               pkix.Name{CommonName: "localcluster-ca"},
-			NotBefore:             time.Now().Add(-time.Hour),
-			NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			BasicConstraintsValid: true,
-			IsCA:                  true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-		if err != nil {
-			return nil, err
-		}
-		if err := writeKey(p.caKey, key); err != nil {
-			return nil, err
-		}
-		if err := writeCert(p.caCert, der); err != nil {
-			return nil, err
-		}
+		dir:                  dir,
+		caCert:               filepath.Join(dir, "ca.crt"),
+		caKey:                filepath.Join(dir, "ca.key"),
+		servingCert:          filepath.Join(dir, "apiserver.crt"),
+		servingKey:           filepath.Join(dir, "apiserver.key"),
+		saKey:                filepath.Join(dir, "sa.key"),
+		saPub:                filepath.Join(dir, "sa.pub"),
+		frontProxyCACert:     filepath.Join(dir, "front-proxy-ca.crt"),
+		frontProxyCAKey:      filepath.Join(dir, "front-proxy-ca.key"),
+		frontProxyClientCert: filepath.Join(dir, "front-proxy-client.crt"),
+		frontProxyClientKey:  filepath.Join(dir, "front-proxy-client.key"),
 	}
 	var err error
-	if p.caCertParsed, p.caSigner, err = loadPair(p.caCert, p.caKey); err != nil {
+	if p.caCertParsed, p.caSigner, err = ensureCA(p.caCert, p.caKey, "localcluster-ca"); err != nil {
 		return nil, err
 	}
 	if !exists(p.servingCert) || !exists(p.servingKey) {
@@ -100,6 +90,16 @@ func ensurePKI(dir string) (*pki, error) {
 			continue
 		}
 		if err := p.issue(crt, key, id.cn, id.org, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
+			return nil, err
+		}
+	}
+	// Created when missing, so a data directory from before the front proxy gains it on restart.
+	fpCA, fpSigner, err := ensureCA(p.frontProxyCACert, p.frontProxyCAKey, "localcluster-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	if !exists(p.frontProxyClientCert) || !exists(p.frontProxyClientKey) {
+		if err := issueBy(fpCA, fpSigner, p.frontProxyClientCert, p.frontProxyClientKey, frontProxyClientCN, "", nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +149,58 @@ func (p *pki) clientPaths(stem string) (string, string) {
 	return filepath.Join(p.dir, stem+".crt"), filepath.Join(p.dir, stem+".key")
 }
 
+// aggregatorArgs are the kube-apiserver flags a kubeadm cluster sets for its aggregation
+// layer: the front-proxy client certificate it presents to aggregated API servers, and the
+// request-header settings it publishes in kube-system/extension-apiserver-authentication,
+// which those servers read to trust that certificate's X-Remote-* headers.
+func (p *pki) aggregatorArgs() []string {
+	return []string{
+		"--requestheader-client-ca-file=" + p.frontProxyCACert,
+		"--requestheader-allowed-names=" + frontProxyClientCN,
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-username-headers=X-Remote-User",
+		"--proxy-client-cert-file=" + p.frontProxyClientCert,
+		"--proxy-client-key-file=" + p.frontProxyClientKey,
+	}
+}
+
+// ensureCA loads the self-signed CA at certPath/keyPath, creating it first when either is missing.
+func ensureCA(certPath, keyPath, cn string) (*x509.Certificate, crypto.Signer, error) {
+	if !exists(certPath) || !exists(keyPath) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, nil, err
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber:          serial(),
+			Subject:               pkix.Name{CommonName: cn},
+			NotBefore:             time.Now().Add(-time.Hour),
+			NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+			BasicConstraintsValid: true,
+			IsCA:                  true,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := writeKey(keyPath, key); err != nil {
+			return nil, nil, err
+		}
+		if err := writeCert(certPath, der); err != nil {
+			return nil, nil, err
+		}
+	}
+	return loadPair(certPath, keyPath)
+}
+
 func (p *pki) issue(certPath, keyPath, cn, org string, dns []string, ips []net.IP, usage x509.ExtKeyUsage) error {
+	return issueBy(p.caCertParsed, p.caSigner, certPath, keyPath, cn, org, dns, ips, usage)
+}
+
+// issueBy writes a new key and a certificate for it signed by ca.
+func issueBy(ca *x509.Certificate, caSigner crypto.Signer, certPath, keyPath, cn, org string, dns []string, ips []net.IP, usage x509.ExtKeyUsage) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -168,7 +219,7 @@ func (p *pki) issue(certPath, keyPath, cn, org string, dns []string, ips []net.I
 		DNSNames:     dns,
 		IPAddresses:  ips,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCertParsed, key.Public(), p.caSigner)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caSigner)
 	if err != nil {
 		return err
 	}
