@@ -18,6 +18,9 @@ const (
 	EventRegistered   = "Registered"
 	// EventRouteAbandoned: the finalizer was released although deregistration failed.
 	EventRouteAbandoned = "RouteAbandoned"
+	// EventAutoscalingInactive: the HPA cannot scale the model on its queue (AutoscalingActive
+	// turned False); one per transition.
+	EventAutoscalingInactive = "AutoscalingInactive"
 )
 
 // sheddingRecorder drops (sheds) Normal Events while the request budget is contended: they only

@@ -69,11 +69,15 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 	})
 }
 
-// warnOnNewReason emits one Warning Event when a new blocking reason appears; a message that
-// only changes (a restart count growing) is not a new cause.
+// warnOnNewReason emits one Warning Event when a new blocking reason appears, and one when
+// the autoscaler turns blind; a message that only changes (a restart count growing) is not a
+// new cause.
 func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
 	if reason, msg, ok := reconcile.NewWarning(&isvc.Status, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+	}
+	if msg, ok := reconcile.AutoscalingWarning(&isvc.Status, st); ok {
+		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventAutoscalingInactive, "Autoscale", "%s", msg)
 	}
 }
 

@@ -171,6 +171,11 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionGatewayRegistered is True once the model's route is registered with the gateway.
 	ConditionGatewayRegistered = "GatewayRegistered"
+	// ConditionAutoscalingActive is True while the HorizontalPodAutoscaler reads its metric,
+	// False with the HPA's own reason when it cannot (or is held at its maximum with the queue
+	// above target), Unknown until it reports; absent without an HPA (spec.replicas 0). The
+	// model serves either way: it never makes the phase Failed.
+	ConditionAutoscalingActive = "AutoscalingActive"
 )
 
 // GPUs returns spec.gpusPerReplica with its default applied.

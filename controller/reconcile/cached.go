@@ -30,15 +30,25 @@ func StripService(obj interface{}) (interface{}, error) {
 	return sv, nil
 }
 
-// StripHPA drops the HPA's status (current metrics and conditions), which the controller never
-// reads; updates go to the main resource, where the server ignores status anyway.
+// StripHPA keeps of the HPA's status what the AutoscalingActive condition reads: each
+// condition's type, status, reason and message, and the current metrics (the queue per pod).
+// Times, replica counts and the observed generation go; updates go to the main resource, where
+// the server ignores status anyway.
 func StripHPA(obj interface{}) (interface{}, error) {
-	if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
-		h.ManagedFields = nil
-		h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
-		return h, nil
+	h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+	if !ok {
+		return stripManagedFields(obj)
 	}
-	return stripManagedFields(obj)
+	h.ManagedFields = nil
+	var cs []autoscalingv2.HorizontalPodAutoscalerCondition // a new array: the decoded one is released with the rest
+	if n := len(h.Status.Conditions); n > 0 {
+		cs = make([]autoscalingv2.HorizontalPodAutoscalerCondition, n)
+		for i, c := range h.Status.Conditions {
+			cs[i] = autoscalingv2.HorizontalPodAutoscalerCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+		}
+	}
+	h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{Conditions: cs, CurrentMetrics: h.Status.CurrentMetrics}
+	return h, nil
 }
 
 // StripDeployment keeps what the controller compares and the diagnosis reads: labels, the

@@ -231,6 +231,7 @@ func Reconcile(in Input) Output {
 	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
+	decideAutoscaling(isvc, in.Observed.HPA, wantH).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)

@@ -214,8 +214,9 @@ func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 // WorthWriting reports whether next differs from stored in something a user acts on.
 // While a start or rollout progresses on its own, only its counts and reason are written: its
 // message moves with every pod and would cost a write each. Failing reasons always are.
+// AutoscalingActive's queue reading is written only when it moves enough (queueMoved).
 func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
-	if statusEqual(stored, next) {
+	if statusEqual(stored, next) || sameButQueue(stored, next) {
 		return false
 	}
 	// status.replicas (pods that exist) is left to catch up with the next write while a start
@@ -230,6 +231,12 @@ func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 		o := meta.FindStatusCondition(stored.Conditions, n.Type)
 		if o == nil || o.Status != n.Status || o.Reason != n.Reason || o.ObservedGeneration != n.ObservedGeneration {
 			return true
+		}
+		if n.Type == crd.ConditionAutoscalingActive {
+			if o.Message != n.Message && queueMoved(o.Message, n.Message) {
+				return true
+			}
+			continue
 		}
 		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason)) {
 			return true

@@ -1,0 +1,196 @@
+// The AutoscalingActive condition: whether the HPA can scale the model on its queue, read from
+// the HPA's own conditions and current metric as the cache keeps them (StripHPA). The model
+// serves either way, so it never touches Ready, the phase or the status reason.
+
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Reasons of the AutoscalingActive condition. True and False carry the HPA's own reasons
+// (ValidMetricFound, FailedGetPodsMetric, TooManyReplicas, ...), which the HPA controller names.
+const (
+	// ReasonAutoscalerNotReported: the HPA is not seen yet, is not ours, or has not said
+	// whether it reads its metric; nothing is claimed.
+	ReasonAutoscalerNotReported = "AutoscalerNotReported"
+	// ReasonTooManyReplicas is the HPA's ScalingLimited reason at its maximum: with the queue
+	// still above target, the model needs more replicas than it may have.
+	ReasonTooManyReplicas = "TooManyReplicas"
+)
+
+// autoscaling is the AutoscalingActive condition's decision; present false removes it.
+type autoscaling struct {
+	present         bool
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+// decideAutoscaling reads the HPA the spec wants (want, nil when none) from its cached live
+// version: False with the HPA's reason and message when it cannot read its metric or is held
+// at its maximum above target, True while it reads it, Unknown until it says.
+func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler) autoscaling {
+	if want == nil {
+		return autoscaling{}
+	}
+	unknown := autoscaling{true, metav1.ConditionUnknown, ReasonAutoscalerNotReported,
+		"the HorizontalPodAutoscaler has not reported whether it reads " + QueueMetric + " yet"}
+	if live == nil || !ControlledBy(live, isvc) {
+		return unknown
+	}
+	active := hpaCondition(live, autoscalingv2.ScalingActive)
+	if active == nil || active.Status == corev1.ConditionUnknown || active.Reason == "" {
+		return unknown
+	}
+	cur, target, seen := queueOf(live)
+	reading := ""
+	if seen {
+		reading = queueReading(cur, target)
+	}
+	if active.Status == corev1.ConditionFalse {
+		return autoscaling{true, metav1.ConditionFalse, active.Reason, joinMessage(active.Message, reading)}
+	}
+	if lim := hpaCondition(live, autoscalingv2.ScalingLimited); lim != nil && lim.Status == corev1.ConditionTrue &&
+		lim.Reason == ReasonTooManyReplicas && (!seen || cur.Cmp(target) > 0) {
+		return autoscaling{true, metav1.ConditionFalse, lim.Reason, joinMessage(lim.Message, reading)}
+	}
+	if reading == "" {
+		reading = active.Message
+	}
+	return autoscaling{true, metav1.ConditionTrue, active.Reason, reading}
+}
+
+// set writes the condition on st, or removes it.
+func (a autoscaling) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, now metav1.Time) {
+	if !a.present {
+		meta.RemoveStatusCondition(&st.Conditions, crd.ConditionAutoscalingActive)
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: crd.ConditionAutoscalingActive, Status: a.status, Reason: a.reason, Message: a.message,
+		ObservedGeneration: isvc.Generation, LastTransitionTime: now,
+	})
+}
+
+func hpaCondition(h *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
+	for i := range h.Status.Conditions {
+		if h.Status.Conditions[i].Type == t {
+			return &h.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// queueOf returns the queue per pod the HPA last read and its target; seen is false while
+// the HPA reports no current value (a blind HPA reports none).
+func queueOf(h *autoscalingv2.HorizontalPodAutoscaler) (cur, target resource.Quantity, seen bool) {
+	var haveTarget bool
+	for _, m := range h.Spec.Metrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Target.AverageValue != nil {
+			target, haveTarget = *m.Pods.Target.AverageValue, true
+		}
+	}
+	for _, m := range h.Status.CurrentMetrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Current.AverageValue != nil {
+			return *m.Pods.Current.AverageValue, target, haveTarget
+		}
+	}
+	return cur, target, false
+}
+
+// queueReading is what kubectl describe shows: the queue per pod, rounded, against the target.
+func queueReading(cur, target resource.Quantity) string {
+	return fmt.Sprintf("%s %d/%d per pod", QueueMetric, rounded(cur), rounded(target))
+}
+
+func rounded(q resource.Quantity) int64 { return (q.MilliValue() + 500) / 1000 }
+
+func joinMessage(msg, reading string) string {
+	if reading == "" {
+		return msg
+	}
+	if msg == "" {
+		return reading
+	}
+	return msg + "; " + reading
+}
+
+// parseReading finds queueReading's numbers at the end of a condition message.
+func parseReading(msg string) (cur, target int64, ok bool) {
+	i := strings.LastIndex(msg, QueueMetric+" ")
+	if i < 0 {
+		return 0, 0, false
+	}
+	n, err := fmt.Sscanf(msg[i+len(QueueMetric)+1:], "%d/%d per pod", &cur, &target)
+	return cur, target, err == nil && n == 2
+}
+
+// queueMoved decides whether a new AutoscalingActive message, under the same status and
+// reason, is worth a status write: the HPA reads the queue every sync period and it moves
+// with every request, so only a reading that appears or goes, a new target, a crossing of the
+// target, or a move of at least half the target (at least 1) is written. The HPA's own wording
+// changing alone is not.
+func queueMoved(stored, next string) bool {
+	oc, ot, ook := parseReading(stored)
+	nc, nt, nok := parseReading(next)
+	switch {
+	case !ook && !nok:
+		return false
+	case ook != nok || ot != nt || (oc > ot) != (nc > nt):
+		return true
+	}
+	d := nc - oc
+	if d < 0 {
+		d = -d
+	}
+	return d >= max(1, nt/2)
+}
+
+// sameButQueue reports whether next differs from stored only in an AutoscalingActive message
+// whose reading did not move enough to be written (queueMoved).
+func sameButQueue(stored, next *crd.InferenceServiceStatus) bool {
+	o := meta.FindStatusCondition(stored.Conditions, crd.ConditionAutoscalingActive)
+	i := indexCondition(next.Conditions, crd.ConditionAutoscalingActive)
+	if o == nil || i < 0 {
+		return false
+	}
+	n := &next.Conditions[i]
+	if n.Message == o.Message || n.Status != o.Status || n.Reason != o.Reason || queueMoved(o.Message, n.Message) {
+		return false
+	}
+	s := *next
+	s.Conditions = append([]metav1.Condition(nil), next.Conditions...)
+	s.Conditions[i].Message = o.Message
+	return statusEqual(stored, &s)
+}
+
+func indexCondition(cs []metav1.Condition, t string) int {
+	for i := range cs {
+		if cs[i].Type == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// AutoscalingWarning returns the Warning Event's message when next's AutoscalingActive turns
+// False, or False for a new reason, over stored: one per transition, none while it stays.
+func AutoscalingWarning(stored, next *crd.InferenceServiceStatus) (message string, ok bool) {
+	n := meta.FindStatusCondition(next.Conditions, crd.ConditionAutoscalingActive)
+	if n == nil || n.Status != metav1.ConditionFalse {
+		return "", false
+	}
+	if o := meta.FindStatusCondition(stored.Conditions, crd.ConditionAutoscalingActive); o != nil && o.Status == n.Status && o.Reason == n.Reason {
+		return "", false
+	}
+	return "the HorizontalPodAutoscaler cannot scale on " + QueueMetric + " (" + n.Reason + "): " + n.Message, true
+}
