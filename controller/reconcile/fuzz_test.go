@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -23,6 +24,8 @@ func FuzzReconcileConverges(f *testing.F) {
 	f.Add(int32(1000), int32(16), "a/b", "x", int32(-1), int32(1), uint8(0), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(7), int32(4), uint8(3), int32(2), int32(8))
 	f.Add(int32(2), int32(4), "m", "", int32(5), int32(1), uint8(13), int32(0), int32(0))
+	f.Add(int32(2), int32(1), "m", "", int32(2), int32(2), uint8(16), int32(0), int32(0))
+	f.Add(int32(2), int32(1), "m", "", int32(6), int32(2), uint8(32), int32(0), int32(0))
 	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
 		if !utf8.ValidString(model) || !utf8.ValidString(image) {
 			return // custom resources travel as JSON, which carries only valid UTF-8
@@ -58,6 +61,24 @@ func FuzzReconcileConverges(f *testing.F) {
 			w.apply(w.reconcile().Actions)
 			if out := w.reconcile(); len(out.Actions) != 0 {
 				t.Fatalf("fights the HPA at %d: %s", hpaChoice, verbs(out.Actions))
+			}
+		}
+		// The HPA reports (blind, reading a queue, or held at its maximum): no action, and the
+		// status reaches a fixed point with one write, however often the same report resyncs.
+		if w.obs.HPA != nil {
+			st := hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", "", int64(hpaChoice)*250)
+			if adapters&16 != 0 {
+				st = hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1)
+			} else if adapters&32 != 0 {
+				st = hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, int64(hpaChoice)*250)
+			}
+			w.setHPAStatus(st)
+			if out := w.reconcile(); len(out.Actions) != 0 {
+				t.Fatalf("acts on the HPA's status: %s", verbs(out.Actions))
+			}
+			stored := w.isvc.Status
+			if out := w.reconcile(); len(out.Actions) != 0 || WorthWriting(&stored, &out.Status) {
+				t.Fatalf("HPA status %+v: no status fixed point: %+v -> %+v", st, stored.Conditions, out.Status.Conditions)
 			}
 		}
 		// A spec change converges in one round too.

@@ -1,0 +1,218 @@
+package reconcile
+
+import (
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// conditionAutoscaling is spelled out so this file's tests compile against the code before
+// the condition existed, and fail there.
+const conditionAutoscaling = "AutoscalingActive"
+
+// blindMessage is what the HPA controller reports on a cluster that serves no custom metrics.
+const blindMessage = "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: unable to fetch metrics from custom metrics API: no custom metrics API (custom.metrics.k8s.io) registered"
+
+// hpaStatus is an HPA's status as the HPA controller writes it: ScalingActive, optionally
+// ScalingLimited, and the current queue per pod when it read one (milli < 0: none).
+func hpaStatus(active corev1.ConditionStatus, reason, msg string, limited string, milli int64) autoscalingv2.HorizontalPodAutoscalerStatus {
+	st := autoscalingv2.HorizontalPodAutoscalerStatus{
+		CurrentReplicas: 2, DesiredReplicas: 2, LastScaleTime: &metav1.Time{},
+		Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{
+			{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, Reason: "ReadyForNewScale", Message: "recommended size matches current size", LastTransitionTime: metav1.Now()},
+			{Type: autoscalingv2.ScalingActive, Status: active, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()},
+		},
+	}
+	if limited != "" {
+		st.Conditions = append(st.Conditions, autoscalingv2.HorizontalPodAutoscalerCondition{
+			Type: autoscalingv2.ScalingLimited, Status: corev1.ConditionTrue, Reason: limited, Message: "the desired replica count is more than the maximum replica count"})
+	}
+	if milli >= 0 {
+		st.CurrentMetrics = []autoscalingv2.MetricStatus{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{
+			Metric: autoscalingv2.MetricIdentifier{Name: QueueMetric}, Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewMilliQuantity(milli, resource.DecimalSI)}}}}
+	}
+	return st
+}
+
+// servingWorld is a converged model at 2 replicas whose HPA exists.
+func servingWorld(t *testing.T) *world {
+	w := newWorld(2)
+	w.apply(w.reconcile().Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 || w.obs.HPA == nil {
+		t.Fatalf("not converged: %s", verbs(out.Actions))
+	}
+	return w
+}
+
+// setHPAStatus replaces the live HPA's status, as the HPA controller's status update does.
+func (w *world) setHPAStatus(st autoscalingv2.HorizontalPodAutoscalerStatus) {
+	h := w.obs.HPA.DeepCopy()
+	h.Status = st
+	w.obs.HPA = h
+}
+
+// TestAutoscalingCondition: the condition says what the HPA says, read through the cache,
+// and never claims what the HPA has not reported; the model's phase is untouched.
+func TestAutoscalingCondition(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		hpa            *autoscalingv2.HorizontalPodAutoscalerStatus // nil: the HPA has no status yet
+		status         metav1.ConditionStatus
+		reason, prefix string
+		message        string // exact when set
+	}{
+		{name: "not reported", status: metav1.ConditionUnknown, reason: ReasonAutoscalerNotReported},
+		{name: "blind", hpa: ptrTo(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1)),
+			status: metav1.ConditionFalse, reason: "FailedGetPodsMetric", message: blindMessage},
+		{name: "reads its metric", hpa: ptrTo(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "the HPA was able to successfully calculate a replica count from pods metric num_requests_waiting", "", 7400)),
+			status: metav1.ConditionTrue, reason: "ValidMetricFound", message: "num_requests_waiting 7/5 per pod"},
+		{name: "at its maximum above target", hpa: ptrTo(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 9000)),
+			status: metav1.ConditionFalse, reason: ReasonTooManyReplicas,
+			message: "the desired replica count is more than the maximum replica count; num_requests_waiting 9/5 per pod"},
+		{name: "at its maximum, queue back under target", hpa: ptrTo(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 3000)),
+			status: metav1.ConditionTrue, reason: "ValidMetricFound", message: "num_requests_waiting 3/5 per pod"},
+		{name: "at its minimum idle", hpa: ptrTo(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", "TooFewReplicas", 0)),
+			status: metav1.ConditionTrue, reason: "ValidMetricFound", message: "num_requests_waiting 0/5 per pod"},
+		{name: "reads it, no value yet", hpa: ptrTo(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "the HPA was able to successfully calculate a replica count", "", -1)),
+			status: metav1.ConditionTrue, reason: "ValidMetricFound", message: "the HPA was able to successfully calculate a replica count"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := servingWorld(t)
+			if c.hpa != nil {
+				w.setHPAStatus(*c.hpa)
+			}
+			out := w.reconcile()
+			got := meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling)
+			if got == nil {
+				t.Fatalf("no %s condition: %+v", conditionAutoscaling, out.Status.Conditions)
+			}
+			if got.Status != c.status || got.Reason != c.reason || c.message != "" && got.Message != c.message {
+				t.Fatalf("got %s %s %q, want %s %s %q", got.Status, got.Reason, got.Message, c.status, c.reason, c.message)
+			}
+			if out.Status.Phase != "Ready" || out.Status.Reason != "" || len(out.Actions) != 0 {
+				t.Fatalf("the model serves: phase %s reason %q actions %s", out.Status.Phase, out.Status.Reason, verbs(out.Actions))
+			}
+		})
+	}
+	t.Run("no HPA at zero replicas", func(t *testing.T) {
+		w := servingWorld(t)
+		w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1))
+		w.reconcile()
+		w.isvc.Spec.Replicas, w.isvc.Generation = 0, 2
+		w.apply(w.reconcile().Actions)
+		if out := w.reconcile(); meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling) != nil || w.obs.HPA != nil {
+			t.Fatalf("condition without an HPA: %+v", out.Status.Conditions)
+		}
+	})
+}
+
+// TestAutoscalingWrites: an HPA's status changes every sync period; the isvc's status is
+// written only for a new status or reason, or a queue reading that moved, and one Warning
+// goes out per transition to False.
+func TestAutoscalingWrites(t *testing.T) {
+	w := servingWorld(t)
+	var writes, warnings int
+	step := func(st autoscalingv2.HorizontalPodAutoscalerStatus) {
+		t.Helper()
+		w.setHPAStatus(st)
+		stored := w.isvc.Status
+		out := Reconcile(Input{ISVC: w.isvc, Observed: w.cached(), Now: w.now()})
+		if len(out.Actions) != 0 {
+			t.Fatalf("actions on an HPA status change: %s", verbs(out.Actions))
+		}
+		if _, ok := AutoscalingWarning(&stored, &out.Status); ok {
+			warnings++
+		}
+		if WorthWriting(&stored, &out.Status) {
+			writes++
+			w.isvc.Status = out.Status
+		}
+		w.rv++
+	}
+	blind := hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1)
+	step(blind)
+	if writes != 1 || warnings != 1 {
+		t.Fatalf("turning blind: %d writes, %d warnings, want 1 and 1", writes, warnings)
+	}
+	for range 5 { // resyncs, and the HPA rewriting its status with new times
+		blind.Conditions[1].LastTransitionTime = metav1.NewTime(w.now().Add(1))
+		step(blind)
+	}
+	reworded := hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage+" (retrying)", "", -1)
+	step(reworded)
+	if writes != 1 || warnings != 1 {
+		t.Fatalf("blind at rest: %d writes, %d warnings, want 1 and 1", writes, warnings)
+	}
+
+	// The metric comes back: one write; the queue moving by less than half the target, none.
+	reading := func(milli int64) autoscalingv2.HorizontalPodAutoscalerStatus {
+		return hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", "", milli)
+	}
+	for _, m := range []int64{0, 400, 1200, 0, 1000} {
+		step(reading(m))
+	}
+	if writes != 2 || warnings != 1 {
+		t.Fatalf("queue 0..1: %d writes, %d warnings, want 2 and 1", writes, warnings)
+	}
+	step(reading(3000)) // half the target or more
+	step(reading(6000)) // above the target
+	step(reading(5600)) // still above, less than half the target away
+	if writes != 4 {
+		t.Fatalf("queue 3, 6, 6: %d writes, want 4", writes)
+	}
+	if c := meta.FindStatusCondition(w.isvc.Status.Conditions, conditionAutoscaling); c.Message != "num_requests_waiting 6/5 per pod" {
+		t.Fatalf("written reading %q", c.Message)
+	}
+	// At its maximum above target: a new reason, one write and one Warning.
+	limited := hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 9000)
+	step(limited)
+	step(limited)
+	if writes != 5 || warnings != 2 {
+		t.Fatalf("at max: %d writes, %d warnings, want 5 and 2", writes, warnings)
+	}
+}
+
+// TestQueueMoved pins the write threshold of the queue reading.
+func TestQueueMoved(t *testing.T) {
+	r := func(cur, target int64) string {
+		return queueReading(*resource.NewQuantity(cur, resource.DecimalSI), *resource.NewQuantity(target, resource.DecimalSI))
+	}
+	for _, c := range []struct {
+		stored, next string
+		want         bool
+	}{
+		{"a", "b", false},                   // the HPA's wording alone
+		{"a", r(0, 5), true},                // a reading appears
+		{r(0, 5), "a", true},                // and goes
+		{r(0, 5), r(1, 5), false},           // less than half the target
+		{r(0, 5), r(2, 5), true},            // half the target (rounded down)
+		{r(5, 5), r(6, 5), true},            // crosses the target
+		{r(6, 5), r(7, 5), false},           // above, close
+		{r(0, 5), r(0, 8), true},            // a new target
+		{r(0, 1), r(1, 1), true},            // a target of 1: every step
+		{"x; " + r(3, 10), r(7, 10), false}, // the reading is read at the end
+	} {
+		if got := queueMoved(c.stored, c.next); got != c.want {
+			t.Errorf("queueMoved(%q, %q) = %v, want %v", c.stored, c.next, got, c.want)
+		}
+	}
+}
+
+// TestStripHPAKeepsConditionsAndQueue: the cache keeps what the condition reads and no more.
+func TestStripHPAKeepsConditionsAndQueue(t *testing.T) {
+	h := &autoscalingv2.HorizontalPodAutoscaler{Status: hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 7000)}
+	h.Status.ObservedGeneration = ptrTo[int64](3)
+	o, _ := StripHPA(h)
+	got := o.(*autoscalingv2.HorizontalPodAutoscaler).Status
+	if len(got.Conditions) != 3 || got.Conditions[1].Reason != "ValidMetricFound" || got.Conditions[2].Message == "" || len(got.CurrentMetrics) != 1 {
+		t.Fatalf("dropped what is read: %+v", got)
+	}
+	if got.LastScaleTime != nil || got.CurrentReplicas != 0 || got.ObservedGeneration != nil || !got.Conditions[0].LastTransitionTime.IsZero() {
+		t.Fatalf("kept what is never read: %+v", got)
+	}
+}
