@@ -203,13 +203,14 @@ func TestQueueMoved(t *testing.T) {
 	}
 }
 
-// TestStripHPAKeepsConditionsAndQueue: the cache keeps what the condition reads and no more.
+// TestStripHPAKeepsConditionsAndQueue: the cache keeps what the condition reads (not
+// AbleToScale, not times) and no more.
 func TestStripHPAKeepsConditionsAndQueue(t *testing.T) {
 	h := &autoscalingv2.HorizontalPodAutoscaler{Status: hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 7000)}
 	h.Status.ObservedGeneration = ptrTo[int64](3)
 	o, _ := StripHPA(h)
 	got := o.(*autoscalingv2.HorizontalPodAutoscaler).Status
-	if len(got.Conditions) != 3 || got.Conditions[1].Reason != "ValidMetricFound" || got.Conditions[2].Message == "" || len(got.CurrentMetrics) != 1 {
+	if len(got.Conditions) != 2 || got.Conditions[0].Reason != "ValidMetricFound" || got.Conditions[1].Message == "" || len(got.CurrentMetrics) != 1 {
 		t.Fatalf("dropped what is read: %+v", got)
 	}
 	if got.LastScaleTime != nil || got.CurrentReplicas != 0 || got.ObservedGeneration != nil || !got.Conditions[0].LastTransitionTime.IsZero() {

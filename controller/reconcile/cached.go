@@ -30,10 +30,10 @@ func StripService(obj interface{}) (interface{}, error) {
 	return sv, nil
 }
 
-// StripHPA keeps of the HPA's status what the AutoscalingActive condition reads: each
-// condition's type, status, reason and message, and the current metrics (the queue per pod).
-// Times, replica counts and the observed generation go; updates go to the main resource, where
-// the server ignores status anyway.
+// StripHPA keeps of the HPA's status what the AutoscalingActive condition reads: the
+// ScalingActive and ScalingLimited conditions' type, status, reason and message, and the
+// current metrics (the queue per pod). Times, replica counts, AbleToScale and the observed
+// generation go; updates go to the main resource, where the server ignores status anyway.
 func StripHPA(obj interface{}) (interface{}, error) {
 	h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
 	if !ok {
@@ -41,10 +41,12 @@ func StripHPA(obj interface{}) (interface{}, error) {
 	}
 	h.ManagedFields = nil
 	var cs []autoscalingv2.HorizontalPodAutoscalerCondition // a new array: the decoded one is released with the rest
-	if n := len(h.Status.Conditions); n > 0 {
-		cs = make([]autoscalingv2.HorizontalPodAutoscalerCondition, n)
-		for i, c := range h.Status.Conditions {
-			cs[i] = autoscalingv2.HorizontalPodAutoscalerCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	for _, c := range h.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingActive || c.Type == autoscalingv2.ScalingLimited {
+			if cs == nil {
+				cs = make([]autoscalingv2.HorizontalPodAutoscalerCondition, 0, 2)
+			}
+			cs = append(cs, autoscalingv2.HorizontalPodAutoscalerCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 		}
 	}
 	h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{Conditions: cs, CurrentMetrics: h.Status.CurrentMetrics}
