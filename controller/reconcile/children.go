@@ -3,6 +3,7 @@ package reconcile
 import (
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +23,11 @@ const (
 	// ReplicasAnnotation records the spec.replicas last applied to the Deployment, so the
 	// operator sets the count only when the user changes it and otherwise leaves it to the HPA.
 	ReplicasAnnotation = "ai.example.com/replicas"
+	// EnvAnnotation lists the names of the model server's environment variables the operator
+	// set, so it owns those by name (reverting hand edits, removing the ones a spec drops)
+	// and leaves variables others add (admission webhooks, a platform's defaults) alone:
+	// owning the whole list would fight a webhook that injects one on every update.
+	EnvAnnotation = "ai.example.com/env"
 	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
 	PortName = "http"
 	Port     = 8000
@@ -159,7 +165,19 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 		},
 	}
 	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
+	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) > 0 {
+		d.Annotations[EnvAnnotation] = envNames(env)
+	}
 	return d
+}
+
+// envNames is the EnvAnnotation value for env.
+func envNames(env []corev1.EnvVar) string {
+	names := make([]string, len(env))
+	for i, e := range env {
+		names[i] = e.Name
+	}
+	return strings.Join(names, ",")
 }
 
 // desiredPDB keeps voluntary disruptions (drains, upgrades) to one pod at a time, only when

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -113,16 +114,54 @@ func containerDrifted(have, want *corev1.Container) bool {
 		probeDrifted(have.LivenessProbe, want.LivenessProbe) {
 		return true
 	}
-	// The whole env is the operator's (its variables and spec.env): nil and empty are equal.
-	if !equality.Semantic.DeepEqual(have.Env, want.Env) {
-		return true
-	}
 	for _, m := range want.VolumeMounts {
 		if !hasMount(have.VolumeMounts, m) {
 			return true
 		}
 	}
 	return false
+}
+
+// envDrifted: a variable the operator sets differs or is missing, or one it set before (prev,
+// the live EnvAnnotation) is still there though the spec dropped it. Others' variables are not
+// compared.
+func envDrifted(have, want []corev1.EnvVar, prev string) bool {
+	for _, w := range want {
+		i := slices.IndexFunc(have, func(h corev1.EnvVar) bool { return h.Name == w.Name })
+		if i < 0 || !equality.Semantic.DeepEqual(have[i], w) {
+			return true
+		}
+	}
+	for _, name := range splitNames(prev) {
+		if !slices.ContainsFunc(want, func(w corev1.EnvVar) bool { return w.Name == name }) &&
+			slices.ContainsFunc(have, func(h corev1.EnvVar) bool { return h.Name == name }) {
+			return true
+		}
+	}
+	return false
+}
+
+// setEnv sets the operator's variables in have by name (others keep their place), and removes
+// the ones it set before (prev) that want no longer has.
+func setEnv(have, want []corev1.EnvVar, prev string) []corev1.EnvVar {
+	out := slices.DeleteFunc(slices.Clone(have), func(h corev1.EnvVar) bool {
+		return slices.Contains(splitNames(prev), h.Name) && !slices.ContainsFunc(want, func(w corev1.EnvVar) bool { return w.Name == h.Name })
+	})
+	for _, w := range want {
+		if i := slices.IndexFunc(out, func(h corev1.EnvVar) bool { return h.Name == w.Name }); i >= 0 {
+			out[i] = w
+		} else {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func splitNames(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 func hasMount(ms []corev1.VolumeMount, want corev1.VolumeMount) bool {
@@ -151,7 +190,8 @@ func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
 }
 
 func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
-	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] {
+	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] ||
+		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] {
 		return true
 	}
 	if _, change := wantedReplicas(live, sc); change {
@@ -163,7 +203,8 @@ func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 		return true
 	}
 	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName })
-	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) {
+	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) ||
+		envDrifted(lt.Spec.Containers[i].Env, wt.Spec.Containers[0].Env, live.Annotations[EnvAnnotation]) {
 		return true
 	}
 	for _, v := range wt.Spec.Volumes {
@@ -193,7 +234,11 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 	n, _ := wantedReplicas(out, sc)
 	out.Spec.Replicas = ptr.To(n)
 	out.Labels = mergeLabels(out.Labels, want.Labels)
+	prevEnv := out.Annotations[EnvAnnotation]
 	out.Annotations = mergeLabels(out.Annotations, want.Annotations)
+	if _, ok := want.Annotations[EnvAnnotation]; !ok {
+		delete(out.Annotations, EnvAnnotation)
+	}
 	t := &out.Spec.Template
 	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
 	t.Spec.PriorityClassName = want.Spec.Template.Spec.PriorityClassName
@@ -203,7 +248,8 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
 	} else {
 		c := &t.Spec.Containers[i]
-		c.Image, c.Args, c.Env, c.Ports = wc.Image, wc.Args, wc.Env, wc.Ports
+		c.Image, c.Args, c.Ports = wc.Image, wc.Args, wc.Ports
+		c.Env = setEnv(c.Env, wc.Env, prevEnv)
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
 		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
 		for _, m := range wc.VolumeMounts {

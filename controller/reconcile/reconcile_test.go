@@ -426,8 +426,7 @@ func TestRestoresTamperedOwnedFieldsOnly(t *testing.T) {
 
 // TestPatchesKeepWhatTheCacheDrops: the caches hold only what the controller reads, so an
 // update must leave everything else on the live object (a mesh's sidecar, a volume someone
-// added, the API server's cluster IP) as it is; the model server's env is the operator's
-// (spec.env), so a hand edit of it is reverted like one of its args.
+// added, the API server's cluster IP, a variable a webhook injected) as it is.
 func TestPatchesKeepWhatTheCacheDrops(t *testing.T) {
 	w := converged(t, 2)
 	d := w.obs.Deployment.DeepCopy()
@@ -455,8 +454,11 @@ func TestPatchesKeepWhatTheCacheDrops(t *testing.T) {
 	if ps.Containers[0].Image != crd.DefaultImage {
 		t.Fatalf("image not restored: %s", ps.Containers[0].Image)
 	}
-	if slices.Contains(ps.Containers[0].Args, "--enforce-eager") || len(ps.Containers[0].Env) != 0 {
-		t.Fatalf("hand edits of the owned args and env not reverted: %v %v", ps.Containers[0].Args, ps.Containers[0].Env)
+	if slices.Contains(ps.Containers[0].Args, "--enforce-eager") {
+		t.Fatalf("a hand edit of the owned args not reverted: %v", ps.Containers[0].Args)
+	}
+	if len(ps.Containers[0].Env) != 1 {
+		t.Fatalf("a variable someone else set was dropped: %v", ps.Containers[0].Env)
 	}
 	if len(ps.Containers) != 2 || ps.Containers[1].Name != "proxy" ||
 		!hasVolumeNamed(ps.Volumes, "cache") || w.obs.Deployment.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
