@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -388,7 +389,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	kinds := []access{
 		{group: "apps", resource: "deployments"}, {resource: "services"}, {group: "autoscaling", resource: "horizontalpodautoscalers"},
-		{group: "policy", resource: "poddisruptionbudgets"}, {resource: "configmaps"},
+		{group: "policy", resource: "poddisruptionbudgets"},
 		{group: "monitoring.coreos.com", resource: "servicemonitors"}, {group: "gateway.networking.k8s.io", resource: "httproutes"},
 	}
 	with := func(verb string, as ...access) []access {
@@ -400,19 +401,31 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	waitCalled(t, wire, "every child created", with("create", kinds...)...)
 
+	// An adapter ConfigMap an earlier version created (adapters were mounted then; they are
+	// loaded at run time now): deleted, since no Deployment of this version mounts it.
+	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: reconcile.AdaptersConfigMapName("m"), Namespace: ns,
+		Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, reconcile.InstanceLabel: "m"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: crd.GroupVersion.String(), Kind: crd.Kind, Name: "m", UID: u.GetUID(),
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+	}, Data: map[string]string{"adapters.json": `[{"name":"a","path":"hf://org/a"}]`}}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "the earlier version's adapter ConfigMap deleted", access{resource: "configmaps", verb: "delete"})
+
 	// Drift and conflicts: the first patch of each typed child and the first update of each
 	// custom one and of the status is answered 409, as a concurrent writer would cause.
 	errs.armConflicts(map[string]string{
 		"deployments": http.MethodPatch, "services": http.MethodPatch, "horizontalpodautoscalers": http.MethodPatch,
-		"poddisruptionbudgets": http.MethodPatch, "configmaps": http.MethodPatch,
-		"servicemonitors": http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
+		"poddisruptionbudgets": http.MethodPatch,
+		"servicemonitors":      http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
 	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
 	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
 	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
 	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
-	env.Kubectl(t, "-n", ns, "patch", "configmap", reconcile.AdaptersConfigMapName("m"), "--type=merge", "-p", `{"data":{"drift":"x"}}`)
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", kinds...), append(with("update", kinds...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
@@ -447,16 +460,16 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		return fmt.Errorf("no series patched yet")
 	})
 
-	// Deletes: no adapters (the ConfigMap), scale to zero (the HPA and PDB).
+	// Deletes: scale to zero (the HPA and PDB).
 	isvc["replicas"] = int64(0)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
-	waitCalled(t, wire, "ConfigMap, HPA and PDB deleted", with("delete", kinds[2], kinds[3], kinds[4])...)
+	waitCalled(t, wire, "HPA and PDB deleted", with("delete", kinds[2], kinds[3])...)
 	// A Deployment that is no longer the isvc's (its controller reference removed): the
 	// Service, ServiceMonitor and HTTPRoute that act on it or its pods are deleted.
 	isvc["replicas"] = int64(1)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
-	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", kinds[1], kinds[5], kinds[6])...)
+	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", kinds[1], kinds[4], kinds[5])...)
 
 	// Deletion while the gateway refuses: the finalizer reads the namespace.
 	gwDown.Store("down", true)
