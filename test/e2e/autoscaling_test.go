@@ -75,13 +75,15 @@ func TestAutoscalerBlindShown(t *testing.T) {
 	if !strings.Contains(c.Message, "num_requests_waiting") || isvc.Status.Phase != crd.PhaseReady || isvc.Status.Reason != "" {
 		t.Fatalf("status %+v", isvc.Status)
 	}
+	var describe string
 	testenv.Eventually(t, 30*time.Second, "kubectl describe to show the blind autoscaler and its Event", func() error {
-		describe := env.Kubectl(t, "describe", "isvc", "-n", ns, "blind")
+		describe = env.Kubectl(t, "describe", "isvc", "-n", ns, "blind")
 		if !strings.Contains(describe, conditionAutoscaling) || !strings.Contains(describe, hpaSays.Reason) || !strings.Contains(describe, eventAutoscalingBlind) {
 			return fmt.Errorf("kubectl describe:\n%s", describe)
 		}
 		return nil
 	})
+	t.Logf("kubectl describe isvc:\n%s", describe)
 	t.Logf("isvc: %s %s %s: %s", conditionAutoscaling, c.Status, c.Reason, c.Message)
 
 	// At rest: no status write over three resync periods and three reconciles, and still one
