@@ -21,14 +21,16 @@ import (
 )
 
 // writeStatus writes st through the status subresource when it differs from what is stored,
-// and emits one Warning Event when a new blocking reason appears. v1beta1's additions (ext)
-// are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
+// and, once written, emits one Warning Event when a new blocking reason appears. v1beta1's
+// additions (ext) are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
 func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
 	v1beta1 := c.version == crd.VersionV1beta1
 	if !reconcile.WorthWriting(&isvc.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(stored, ext)) {
 		return nil
 	}
-	c.warnOnNewReason(isvc, st)
+	// The Warnings are decided against the status the write replaced: a cache behind our own
+	// last write conflicts, and the stored status read then already carries the reason.
+	replaced, written := &isvc.Status, false
 	var m map[string]interface{}
 	var err error
 	if v1beta1 {
@@ -48,7 +50,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 		"status": m,
 	}}
 	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			c.metrics.ConflictRetry("InferenceService/status")
 			latest, err := c.isvcs.Namespace(isvc.Namespace).Get(ctx, isvc.Name, metav1.GetOptions{})
@@ -58,6 +60,9 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 			if latest.GetGeneration() != isvc.Generation || latest.GetUID() != isvc.UID {
 				return nil // the spec moved on; its own event will reconcile and write status
 			}
+			if l, err := crd.FromUnstructured(latest); err == nil {
+				replaced = &l.Status
+			}
 			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
 		}
 		first = false
@@ -65,18 +70,23 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		written = err == nil
 		return err
 	})
+	if written {
+		c.warnOnNewReason(isvc, replaced, st)
+	}
+	return err
 }
 
-// warnOnNewReason emits one Warning Event when a new blocking reason appears, and one when
-// the autoscaler turns blind; a message that only changes (a restart count growing) is not a
+// warnOnNewReason emits one Warning Event when a new blocking reason appears over replaced, and
+// one when the autoscaler turns blind; a message that only changes (a restart count growing) is not a
 // new cause.
-func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, st *crd.InferenceServiceStatus) {
-	if reason, msg, ok := reconcile.NewWarning(&isvc.Status, st); ok {
+func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, replaced, st *crd.InferenceServiceStatus) {
+	if reason, msg, ok := reconcile.NewWarning(replaced, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}
-	if msg, ok := reconcile.AutoscalingWarning(&isvc.Status, st); ok {
+	if msg, ok := reconcile.AutoscalingWarning(replaced, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventAutoscalingInactive, "Autoscale", "%s", msg)
 	}
 }
