@@ -97,7 +97,7 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 		Description: "A standard Kubernetes condition.",
 		Required:    []string{"type", "status", "lastTransitionTime", "reason", "message"},
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"type":               str("Type of the condition: Ready, Progressing, GatewayRegistered."),
+			"type":               str("Type of the condition: Ready, Progressing, GatewayRegistered, AutoscalingActive, AdaptersReady."),
 			"status":             {Type: "string", Description: "True, False or Unknown.", Enum: enumOf("True", "False", "Unknown")},
 			"observedGeneration": i64("The spec generation the condition was set for."),
 			"lastTransitionTime": {Type: "string", Format: "date-time", Description: "When the status last changed."},
@@ -170,7 +170,7 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 					"reason":             str("The reason of the most blocking condition while not Ready."),
 					"conditions": {
 						Type:         "array",
-						Description:  "Standard conditions: Ready, Progressing, GatewayRegistered.",
+						Description:  "Standard conditions: Ready, Progressing, GatewayRegistered, AutoscalingActive, AdaptersReady.",
 						XListType:    ptr.To("map"),
 						XListMapKeys: []string{"type"},
 						Items:        &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &condition},
