@@ -233,6 +233,7 @@ func cloneAutoscaling(a *Autoscaling) *Autoscaling {
 	}
 	out := *a
 	out.TargetQueueLength = clonePtr(a.TargetQueueLength)
+	out.ScaleDownDelaySeconds = clonePtr(a.ScaleDownDelaySeconds)
 	return &out
 }
 

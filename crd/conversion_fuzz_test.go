@@ -42,6 +42,9 @@ func FuzzConversionRoundTrip(f *testing.F) {
 			if tql >= 0 {
 				b.Spec.Autoscaling.TargetQueueLength = &tql
 			}
+			if prio >= 0 {
+				b.Spec.Autoscaling.ScaleDownDelaySeconds = &prio
+			}
 		}
 		if adapter != "" {
 			b.Spec.Adapters = []Adapter{{Name: adapter, StorageURI: uri}, {Name: adapter + "2", StorageURI: uri}}

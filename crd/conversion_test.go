@@ -39,7 +39,7 @@ func beta() *InferenceServiceV1beta1 {
 		Spec: InferenceServiceSpecV1beta1{
 			BaseModel:   "Qwen/Qwen3-8B",
 			Adapters:    []Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}, {Name: "chat", StorageURI: "s3://b/chat"}},
-			Autoscaling: &Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptrTo[int32](5)},
+			Autoscaling: &Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptrTo[int32](5), ScaleDownDelaySeconds: ptrTo[int32](600)},
 			Gateway:     &Gateway{Route: "/qwen", Priority: ptrTo[int32](10)},
 			EngineArgs:  []string{"--max-model-len", "8192", "--trust-remote-code"},
 			Env: []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -93,6 +93,40 @@ func TestConvertV1beta1RoundTrip(t *testing.T) {
 	}
 	if mustJSON(t, in) != want {
 		t.Fatal("conversion modified its input")
+	}
+}
+
+// TestConvertScaleDownDelay: the delay, 0 included (scale down at once, not "unset"), travels
+// in v1alpha1's annotation and comes back; unset stays unset.
+func TestConvertScaleDownDelay(t *testing.T) {
+	for _, delay := range []*int32{ptrTo[int32](0), ptrTo[int32](600), ptrTo[int32](MaxScaleDownDelaySeconds), nil} {
+		in := beta()
+		in.Spec.Autoscaling.ScaleDownDelaySeconds = delay
+		a, err := ConvertFromV1beta1(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext, _, err := ExtensionsOf(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ext.Autoscaling.ScaleDownDelaySeconds; (got == nil) != (delay == nil) || got != nil && *got != *delay {
+			t.Fatalf("delay %v: the v1alpha1 form carries %v (annotation %s)", mustJSON(t, delay), mustJSON(t, got), a.Annotations[AnnotationV1beta1Spec])
+		}
+		b, err := ConvertToV1beta1(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := mustJSON(t, b.Spec.Autoscaling), mustJSON(t, in.Spec.Autoscaling); got != want {
+			t.Fatalf("round trip: %s, want %s", got, want)
+		}
+		if c := cloneAutoscaling(in.Spec.Autoscaling); delay != nil {
+			was := *delay
+			*c.ScaleDownDelaySeconds++
+			if *in.Spec.Autoscaling.ScaleDownDelaySeconds != was {
+				t.Fatal("cloneAutoscaling shares the delay with its input")
+			}
+		}
 	}
 }
 

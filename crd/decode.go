@@ -145,6 +145,9 @@ func validateExtensions(e *SpecExtensions) []string {
 		if t := a.TargetQueueLength; t != nil && (*t < 1 || *t > MaxReplicas) {
 			errs = append(errs, fmt.Sprintf("spec.autoscaling.targetQueueLength must be between 1 and %d", MaxReplicas))
 		}
+		if d := a.ScaleDownDelaySeconds; d != nil && (*d < 0 || *d > MaxScaleDownDelaySeconds) {
+			errs = append(errs, RuleScaleDownDelayMessage)
+		}
 	}
 	if g := e.Gateway; g != nil && g.Route != "" && (g.Route[0] != '/' || len(g.Route) > 253 || !noSpaces.MatchString(g.Route)) {
 		errs = append(errs, "spec.gateway.route must be a path starting with '/' without whitespace")

@@ -124,6 +124,8 @@ func TestExtensions(t *testing.T) {
 		{`{"env":[{"name":"A","value":"1"},{"name":"A","value":"2"}]}`, "unique"},
 		{`{"cache":{"claimName":"Bad_Name"}}`, "spec.cache.claimName"},
 		{`{"startupTimeoutSeconds":5}`, "spec.startupTimeoutSeconds"},
+		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3601}}`, RuleScaleDownDelayMessage},
+		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":-1}}`, RuleScaleDownDelayMessage},
 	} {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
@@ -135,6 +137,8 @@ func TestExtensions(t *testing.T) {
 		`{"engineArgs":["--max-model-len","8192","--gpu-memory-utilization=0.9","--trust-remote-code","--max-loras","4"]}`,
 		`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
 		`{"cache":{"claimName":"weights"},"startupTimeoutSeconds":7200}`,
+		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":0}}`,
+		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3600}}`,
 		`{"adapters":[{"name":"chat","storageURI":"s3://b/chat"}]}`, // reported at run time, never blocks the base model
 	} {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}

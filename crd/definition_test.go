@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -119,4 +120,19 @@ func manifestYAML(def *apiextensionsv1.CustomResourceDefinition) ([]byte, error)
 	delete(m, "status")
 	delete(m["metadata"].(map[string]any), "creationTimestamp")
 	return yaml.Marshal(m)
+}
+
+// TestScaleDownDelaySchema: v1beta1's autoscaling.scaleDownDelaySeconds carries the CEL rule
+// and message the API server refuses a bad value with, both on the bound the pure Validate uses.
+func TestScaleDownDelaySchema(t *testing.T) {
+	s := DefinitionWithV1beta1(InClusterWebhook()).Spec.Versions[1].Schema.OpenAPIV3Schema
+	p, ok := s.Properties["spec"].Properties["autoscaling"].Properties["scaleDownDelaySeconds"]
+	if !ok || p.Type != "integer" || p.Format != "int32" || len(p.XValidations) != 1 {
+		t.Fatalf("spec.autoscaling.scaleDownDelaySeconds: %+v", p)
+	}
+	max := strconv.Itoa(MaxScaleDownDelaySeconds)
+	if r := p.XValidations[0]; r.Rule != RuleScaleDownDelay || r.Message != RuleScaleDownDelayMessage ||
+		!strings.HasSuffix(r.Rule, "<= "+max) || !strings.Contains(r.Message, "between 0 and "+max) {
+		t.Fatalf("rule %+v, want the bound %s", r, max)
+	}
 }

@@ -19,6 +19,8 @@ const (
 	RuleReplicasXorAutoscalingMs = "exactly one of spec.replicas and spec.autoscaling must be set"
 	RuleEnvHFHomeWithCache       = `!has(self.cache) || !has(self.env) || self.env.all(e, e.name != 'HF_HOME')`
 	RuleEnvHFHomeWithCacheMsg    = "spec.env: HF_HOME is set by the operator to " + CachePath + " when spec.cache is set; remove it from spec.env"
+	RuleScaleDownDelay           = `self >= 0 && self <= 3600`
+	RuleScaleDownDelayMessage    = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )
 
 // OwnedArg is a vLLM argument the operator sets, with the spec field to use instead.
@@ -118,6 +120,12 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 			"minReplicas":       bound("Lower bound of the HPA.", 1),
 			"maxReplicas":       bound("Upper bound of the HPA; at least minReplicas.", 1),
 			"targetQueueLength": bound("Target average of num_requests_waiting per pod.", 1),
+			// A CEL rule rather than minimum/maximum: one error that says what the bound is for.
+			"scaleDownDelaySeconds": {
+				Type: "integer", Format: "int32",
+				Description:  fmt.Sprintf("Seconds the HPA waits before removing a pod, 0 to %d: its scale-down stabilization window (spec.behavior.scaleDown.stabilizationWindowSeconds), so a burst that ends does not drop loaded replicas at once. Unset: the HPA controller's default, 300 unless the cluster changed it. Scaling up has no window (the HPA's default).", MaxScaleDownDelaySeconds),
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleScaleDownDelay, Message: RuleScaleDownDelayMessage}},
+			},
 		},
 		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}},
 	}

@@ -103,7 +103,15 @@ type Autoscaling struct {
 	MaxReplicas int32 `json:"maxReplicas"`
 	// TargetQueueLength is the target average of vLLM's num_requests_waiting per pod.
 	TargetQueueLength *int32 `json:"targetQueueLength,omitempty"`
+	// ScaleDownDelaySeconds is the HPA's scale-down stabilization window: it removes a pod
+	// only once every recommendation of that many seconds allowed it. Unset, the operator sets
+	// no window and the HPA controller's default applies (5 minutes unless the cluster changed it).
+	ScaleDownDelaySeconds *int32 `json:"scaleDownDelaySeconds,omitempty"`
 }
+
+// MaxScaleDownDelaySeconds bounds spec.autoscaling.scaleDownDelaySeconds as the HPA API
+// bounds its stabilization window (one hour).
+const MaxScaleDownDelaySeconds = 3600
 
 // Gateway configures the route registered with the gateway.
 type Gateway struct {

@@ -390,14 +390,24 @@ func desiredService(b shared) *corev1.Service {
 }
 
 // desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
+// Its behavior holds only spec.autoscaling.scaleDownDelaySeconds, as the scale-down window;
+// unset, behavior stays nil: the HPA controller's default window applies, and HPAs made before
+// the field existed are not rewritten. Scale-up keeps the HPA's default (no window): a queue
+// above target is requests waiting now.
 func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
 	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
 		return nil
 	}
 	lo, hi := sc.Min, sc.Max
 	queue := int64(TargetQueueLength)
-	if a := ext.Autoscaling; a != nil && a.TargetQueueLength != nil {
-		queue = int64(*a.TargetQueueLength)
+	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	if a := ext.Autoscaling; a != nil {
+		if a.TargetQueueLength != nil {
+			queue = int64(*a.TargetQueueLength)
+		}
+		if d := a.ScaleDownDelaySeconds; d != nil {
+			behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(*d)}}
+		}
 	}
 	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
 	target := *resource.NewQuantity(queue, resource.DecimalSI)
@@ -415,6 +425,7 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
 				},
 			}},
+			Behavior: behavior,
 		},
 	}
 }

@@ -307,7 +307,18 @@ func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {
 		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef ||
 		ptr.Deref(live.Spec.MinReplicas, 1) != ptr.Deref(want.Spec.MinReplicas, 1) ||
 		live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
-		metricsDrifted(live.Spec.Metrics, want.Spec.Metrics)
+		metricsDrifted(live.Spec.Metrics, want.Spec.Metrics) ||
+		!ptr.Equal(scaleDownWindowOf(live), scaleDownWindowOf(want))
+}
+
+// scaleDownWindowOf is the HPA's scale-down stabilization window, the one part of behavior the
+// operator owns; nil leaves it to the HPA controller. The rest of behavior (scale-up, the
+// policies the API server fills in) is compared by nobody, so defaults never read as drift.
+func scaleDownWindowOf(h *autoscalingv2.HorizontalPodAutoscaler) *int32 {
+	if b := h.Spec.Behavior; b != nil && b.ScaleDown != nil {
+		return b.ScaleDown.StabilizationWindowSeconds
+	}
+	return nil
 }
 
 // metricsDrifted compares the Pods metrics the operator sets field by field (the reflective
@@ -340,6 +351,27 @@ func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {
 	out.Spec.MinReplicas = ptr.To(*want.Spec.MinReplicas)
 	out.Spec.MaxReplicas = want.Spec.MaxReplicas
 	out.Spec.Metrics = want.Spec.Metrics
+	setScaleDownWindow(out, scaleDownWindowOf(want))
+}
+
+// setScaleDownWindow writes the window into out's behavior, keeping the rest of it; a nil
+// window is removed (an HPA without behavior keeps none).
+func setScaleDownWindow(out *autoscalingv2.HorizontalPodAutoscaler, window *int32) {
+	b := out.Spec.Behavior
+	switch {
+	case window == nil && (b == nil || b.ScaleDown == nil):
+		return
+	case window == nil:
+		b.ScaleDown.StabilizationWindowSeconds = nil
+		return
+	case b == nil:
+		b = &autoscalingv2.HorizontalPodAutoscalerBehavior{}
+		out.Spec.Behavior = b
+	}
+	if b.ScaleDown == nil {
+		b.ScaleDown = &autoscalingv2.HPAScalingRules{}
+	}
+	b.ScaleDown.StabilizationWindowSeconds = ptr.To(*window)
 }
 
 func configMapDrifted(live, want *corev1.ConfigMap) bool {

@@ -184,6 +184,7 @@ func (w *world) apply(actions []Action) {
 				w.obs.HPA = nil
 				continue
 			}
+			hpaServerDefaults(o)
 			w.obs.HPA = o
 		case *corev1.ConfigMap:
 			if a.Verb == Delete {
