@@ -76,13 +76,19 @@ const reasonPodFailed = "PodFailed"
 // examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
 // not a reason to page.
 func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) []Cause {
-	causes, _ := walk(isvc, d, rss, pods, now)
-	return causes
+	return walk(isvc, d, rss, pods, now).causes
 }
 
-// walk is rolloutCauses, and when its outcome next changes with time alone (a readiness
-// probe's failure window ending); zero if never.
-func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) ([]Cause, time.Time) {
+// walked is the walk's outcome: the causes, when they next change with time alone (a readiness
+// probe's failure window ending; zero if never), and the crashed runs their messages name.
+type walked struct {
+	causes  []Cause
+	next    time.Time
+	crashed []CrashedRun
+}
+
+// walk is rolloutCauses, with when its outcome changes and the crashed runs it names.
+func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) walked {
 	var causes []Cause
 	want := isvc.Spec.Replicas
 	desired := ptr.Deref(d.Spec.Replicas, 1)
@@ -99,7 +105,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 	}
 	if d.Status.ReadyReplicas >= want && want > 0 {
 		if len(causes) == 0 {
-			return nil, time.Time{}
+			return walked{}
 		}
 		// The model serves from the pods it has; a rollout whose new pods cannot run must be
 		// told at once, not after the progress hold or the Deployment's deadline: what blocks
@@ -113,7 +119,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 		for i := range causes {
 			causes[i].Rank += RankServing
 		}
-		return causes, pods.next
+		return walked{causes, pods.next, pods.crashed}
 	}
 	rsCauses := replicaSetCauses(d, rss)
 	pc := walkPods(isvc, d, rss, pods, now)
@@ -128,7 +134,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 			fmt.Sprintf("Deployment %s: %d/%d replicas ready", d.Name, d.Status.ReadyReplicas, want)})
 	}
 	causes = append(causes, pc.stale...)
-	return causes, pc.next
+	return walked{causes, pc.next, pc.crashed}
 }
 
 // diagnosisRecheck is how long until the status computed from in changes with time alone (a
@@ -139,7 +145,7 @@ func diagnosisRecheck(in Input) time.Duration {
 	if d == nil || !ControlledBy(d, in.ISVC) {
 		return 0
 	}
-	_, next := walk(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)
+	next := walk(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time).next
 	if next.IsZero() || !next.After(in.Now.Time) {
 		return 0
 	}
@@ -180,12 +186,14 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 	return causes
 }
 
-// podCauses are the pods' findings grouped by reason (the first pod's message, and how many
-// more): decide from the pods that count for the current rollout, stale from those that no
-// longer count; next is the earliest time a finding changes by itself.
+// podCauses are the pods' findings grouped by reason (the message of the pod first by name,
+// whatever order the cache lists them in, and how many more): decide from the pods that count
+// for the current rollout, stale from those that no longer count; next is the earliest time a
+// finding changes by itself; crashed are the crashed runs the deciding messages name.
 type podCauses struct {
 	decide, stale []Cause
 	next          time.Time
+	crashed       []CrashedRun
 }
 
 // currentReplicaSets are the Deployment's ReplicaSets with the highest revision: the pods that
@@ -252,11 +260,15 @@ func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		case !f.until.IsZero() && (out.next.IsZero() || f.until.Before(out.next)):
 			out.next = f.until
 		}
+		f.pod = p.Name
 		g := groups[key]
-		if g == nil {
+		switch {
+		case g == nil:
 			g = &group{first: f}
 			groups[key] = g
 			order = append(order, key)
+		case f.pod < g.first.pod:
+			g.first = f
 		}
 		g.n++
 	}
@@ -269,8 +281,11 @@ func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		c := Cause{g.first.rank, g.first.reason, msg}
 		if c.Rank == RankStale {
 			out.stale = append(out.stale, c)
-		} else {
-			out.decide = append(out.decide, c)
+			continue
+		}
+		out.decide = append(out.decide, c)
+		if g.first.crashed != nil {
+			out.crashed = append(out.crashed, *g.first.crashed)
 		}
 	}
 	return out

@@ -28,6 +28,9 @@ type podFinding struct {
 	reason  string
 	message string
 	until   time.Time
+	pod     string
+	// crashed is the crashed run a crash finding's message is about, for its log to be read.
+	crashed *CrashedRun
 }
 
 // diagnoseTerminal reads a pod that ended: an eviction, or another failure the kubelet reported.
@@ -92,6 +95,7 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time)
 	if t := cs.State.Terminated; t != nil {
 		last = t // the container just exited; the kubelet is about to back off
 	}
+	run := crashedRun(p, cs)
 	lastText := func() string {
 		if last == nil {
 			return ""
@@ -100,10 +104,18 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time)
 		if last.Message != "" {
 			s += ": " + firstLine(last.Message)
 		}
-		return s + fmt.Sprintf(", %d restarts", cs.RestartCount)
+		s += fmt.Sprintf(", %d restarts", cs.RestartCount)
+		if words := lastWords(p, run); words != "" {
+			s += "; log: " + words
+		}
+		return s
 	}
 	found := func(rank int, reason, msg string) (podFinding, bool) {
-		return podFinding{rank: rank, reason: reason, message: msg}, true
+		f := podFinding{rank: rank, reason: reason, message: msg}
+		if reason == ReasonCrashLoopBackOff || reason == ReasonOOMKilled {
+			f.crashed = run
+		}
+		return f, true
 	}
 	if w := cs.State.Waiting; w != nil {
 		switch w.Reason {
