@@ -26,6 +26,7 @@ func FuzzReconcileConverges(f *testing.F) {
 	f.Add(int32(2), int32(4), "m", "", int32(5), int32(1), uint8(13), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(2), int32(2), uint8(16), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(6), int32(2), uint8(32), int32(0), int32(0))
+	f.Add(int32(2), int32(1), "m", "", int32(600), int32(2), uint8(64), int32(2), int32(5))
 	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
 		if !utf8.ValidString(model) || !utf8.ValidString(image) {
 			return // custom resources travel as JSON, which carries only valid UTF-8
@@ -43,6 +44,9 @@ func FuzzReconcileConverges(f *testing.F) {
 			// v1beta1 autoscaling: conversion derives v1alpha1's replicas from the minimum.
 			w.ext.Autoscaling, w.ext.ReplicasUnset = &crd.Autoscaling{MinReplicas: minR, MaxReplicas: maxR}, true
 			w.isvc.Spec.Replicas = minR
+			if adapters&64 != 0 {
+				w.ext.Autoscaling.ScaleDownDelaySeconds = ptr.To(hpaChoice) // the HPA's scale-down window
+			}
 		}
 		if crd.Validate(w.isvc) != nil || validExt(w) != nil {
 			return // the API server refuses it; the controller reports it before Reconcile
