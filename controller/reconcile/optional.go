@@ -9,26 +9,32 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// Children whose CRDs may not be installed: a Prometheus Operator ServiceMonitor per model, and
-// a Gateway API HTTPRoute per model with spec.gateway. They are unstructured, so the operator
-// needs neither project's Go module.
+// Children whose CRDs may not be installed: a Prometheus Operator ServiceMonitor per model, a
+// Gateway API HTTPRoute per model with spec.gateway, and with --autoscaler=keda a KEDA
+// ScaledObject per model instead of its HPA. They are unstructured, so the operator needs
+// none of these projects' Go modules.
 var (
 	ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 	HTTPRouteGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	ScaledObjectGVR   = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 )
 
 // Kinds of the optional children, and their resources.
 const (
 	KindServiceMonitor = "ServiceMonitor"
 	KindHTTPRoute      = "HTTPRoute"
+	KindScaledObject   = "ScaledObject"
 )
 
+// GVROfKind is the resource of an optional child's kind.
 func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 	switch kind {
 	case KindServiceMonitor:
 		return ServiceMonitorGVR, true
 	case KindHTTPRoute:
 		return HTTPRouteGVR, true
+	case KindScaledObject:
+		return ScaledObjectGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -41,6 +47,13 @@ type Features struct {
 	// routes attach to.
 	HTTPRoutes    bool
 	GatewayParent types.NamespacedName
+	// ScaledObjects: --autoscaler=keda and keda.sh/v1alpha1 is served: each model gets a
+	// ScaledObject whose Prometheus trigger asks KEDAPrometheus, instead of an HPA.
+	ScaledObjects  bool
+	KEDAPrometheus string
+	// KEDAUnserved: --autoscaler=keda but KEDA's CRD is not served. The models keep their
+	// HPAs, and their AutoscalingActive condition says why.
+	KEDAUnserved bool
 }
 
 // metricsPath is where vLLM serves Prometheus metrics, on its API port.

@@ -33,6 +33,7 @@ type Observed struct {
 	// Optional children, read only when Features says their CRDs are installed.
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
+	ScaledObject   *unstructured.Unstructured
 	ReplicaSets    []*appsv1.ReplicaSet
 	Pods           []*corev1.Pod
 }
@@ -55,11 +56,12 @@ type Input struct {
 type Desired struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
-	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero
+	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero, or when KEDA scales
 	PDB        *policyv1.PodDisruptionBudget          // nil below two pods
 	// Optional children: nil when the feature is off or the spec does not ask for them.
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
+	ScaledObject   *unstructured.Unstructured // in the HPA's place, with Features.ScaledObjects
 	Scale          Scale
 	Selector       string
 }
@@ -85,6 +87,9 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	}
 	if f.HTTPRoutes {
 		d.HTTPRoute = desiredHTTPRoute(isvc, ext, f.GatewayParent)
+	}
+	if f.ScaledObjects {
+		d.ScaledObject, d.HPA = desiredScaledObject(isvc, d.HPA, f.KEDAPrometheus), nil
 	}
 	return d
 }
@@ -174,9 +179,9 @@ func Reconcile(in Input) Output {
 	// them through the Service. While someone else's Deployment holds the name, none of them
 	// may exist; while ours is not seen yet, they wait for its create to succeed.
 	anchored := liveD == nil || ControlledBy(liveD, isvc)
-	wantS, wantH, wantP, wantSM, wantR := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute
+	wantS, wantH, wantP, wantSM, wantR, wantSO := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute, want.ScaledObject
 	if !anchored {
-		wantS, wantH, wantP, wantSM, wantR = nil, nil, nil, nil, nil
+		wantS, wantH, wantP, wantSM, wantR, wantSO = nil, nil, nil, nil, nil, nil
 	}
 
 	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
@@ -208,6 +213,8 @@ func Reconcile(in Input) Output {
 	}{
 		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
 		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
+		// After the HPA's delete, when switching to KEDA: KEDA refuses a second autoscaler.
+		{in.Features.ScaledObjects, KindScaledObject, in.Observed.ScaledObject, wantSO},
 	} {
 		if o.on && decideChild(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()
@@ -231,7 +238,14 @@ func Reconcile(in Input) Output {
 	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
-	decideAutoscaling(isvc, in.Observed.HPA, wantH).set(&out.Status, isvc, in.Now)
+	autoscaler := decideAutoscaling(isvc, in.Observed.HPA, wantH)
+	switch {
+	case in.Features.ScaledObjects:
+		autoscaler = decideScaledObject(isvc, in.Observed.ScaledObject, wantSO)
+	case in.Features.KEDAUnserved:
+		autoscaler = autoscaler.withKEDAUnserved()
+	}
+	autoscaler.set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)

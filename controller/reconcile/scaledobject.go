@@ -1,0 +1,120 @@
+// The ScaledObject child, with --autoscaler=keda: KEDA scales the model on its queue, read
+// from Prometheus, in place of the HPA; its Ready condition becomes the model's
+// AutoscalingActive.
+
+package reconcile
+
+import (
+	"regexp"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// QueueSeries is the series vLLM exports the queue as, one per served model name.
+const QueueSeries = "vllm:" + QueueMetric
+
+// QueueQuery is the PromQL a ScaledObject asks: the queue summed over the model's pods (and
+// over model_name, the base model and its adapters). The pod label is the pod's name, as
+// ServiceMonitors, PodMonitors and pod discovery all set it; the Deployment's pods are named
+// <name>-<template hash>-<suffix>, or <name>-<hash and suffix> when a long name is
+// truncated, so only a sibling <name>-<x> of 47 or more characters could also match.
+func QueueQuery(namespace, name string) string {
+	return `sum(` + QueueSeries + `{namespace="` + namespace + `",pod=~"` + regexp.QuoteMeta(name) + `-[a-z0-9]+(-[a-z0-9]+)?"})`
+}
+
+// kedaPrometheusTrigger is KEDA's scaler type for a PromQL query.
+const kedaPrometheusTrigger = "prometheus"
+
+// desiredScaledObject is hpa, the HPA the spec wants (nil: none), said to KEDA: the same
+// bounds, target and behavior, the queue read from the Prometheus at address.
+func desiredScaledObject(isvc *crd.InferenceService, hpa *autoscalingv2.HorizontalPodAutoscaler, address string) *unstructured.Unstructured {
+	if hpa == nil {
+		return nil
+	}
+	u := newChildUnstructured(isvc, "keda.sh/v1alpha1", KindScaledObject)
+	spec := map[string]interface{}{
+		"scaleTargetRef":  map[string]interface{}{"apiVersion": "apps/v1", "kind": "Deployment", "name": isvc.Name},
+		"minReplicaCount": int64(ptr.Deref(hpa.Spec.MinReplicas, 1)),
+		"maxReplicaCount": int64(hpa.Spec.MaxReplicas),
+		"triggers": []interface{}{map[string]interface{}{
+			"type": kedaPrometheusTrigger,
+			// KEDA's HPA divides the sum by the threshold: a target per pod, as the HPA's.
+			"metricType": string(autoscalingv2.AverageValueMetricType),
+			"metadata": map[string]interface{}{
+				"serverAddress": address,
+				"query":         QueueQuery(isvc.Namespace, isvc.Name),
+				"threshold":     hpaTarget(hpa),
+			},
+		}},
+	}
+	if b := hpa.Spec.Behavior; b != nil {
+		// KEDA hands it to the HPA it creates; numbers come out int64, as the API server's JSON.
+		if behavior, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b); err == nil {
+			spec["advanced"] = map[string]interface{}{"horizontalPodAutoscalerConfig": map[string]interface{}{"behavior": behavior}}
+		}
+	}
+	u.Object["spec"] = spec
+	return u
+}
+
+// hpaTarget is the HPA's queue target per pod, as KEDA's threshold string.
+func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
+	for _, m := range hpa.Spec.Metrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Target.AverageValue != nil {
+			return m.Pods.Target.AverageValue.String()
+		}
+	}
+	return "0"
+}
+
+// ReasonKEDANotReported: KEDA has not said whether the ScaledObject works (no Ready condition:
+// KEDA not running, or not yet); nothing is claimed.
+const ReasonKEDANotReported = "KEDANotReported"
+
+// decideScaledObject reads AutoscalingActive from the ScaledObject's Ready condition, KEDA's
+// verdict on its scaler (the Prometheus query answered, the HPA it owns set up).
+func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Unstructured) autoscaling {
+	if want == nil {
+		return autoscaling{}
+	}
+	unknown := autoscaling{true, metav1.ConditionUnknown, ReasonKEDANotReported,
+		"KEDA has not reported whether the ScaledObject reads " + QueueMetric + " yet"}
+	if live == nil || !ControlledBy(live, isvc) {
+		return unknown
+	}
+	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, ok := c.(map[string]interface{})
+		if !ok || cm["type"] != "Ready" {
+			continue
+		}
+		status, _ := cm["status"].(string)
+		reason, _ := cm["reason"].(string)
+		message, _ := cm["message"].(string)
+		switch metav1.ConditionStatus(status) {
+		case metav1.ConditionTrue, metav1.ConditionFalse:
+			if reason != "" {
+				return autoscaling{true, metav1.ConditionStatus(status), reason, "KEDA's ScaledObject: " + message}
+			}
+		}
+	}
+	return unknown
+}
+
+// kedaUnservedNote opens AutoscalingActive's message while --autoscaler=keda cannot be
+// honoured; the HPA's own reading stays last, where queueMoved finds it.
+const kedaUnservedNote = "--autoscaler=keda, but KEDA's ScaledObjects (keda.sh/v1alpha1) are not served: the HorizontalPodAutoscaler scales this model"
+
+// withKEDAUnserved says, in AutoscalingActive, that the HPA stands in for KEDA.
+func (a autoscaling) withKEDAUnserved() autoscaling {
+	if a.present {
+		a.message = joinMessage(kedaUnservedNote, a.message)
+	}
+	return a
+}
