@@ -172,3 +172,15 @@ func TestScaleDownDelaySetThenNotDrifted(t *testing.T) {
 		}
 	}
 }
+
+// TestStripHPAKeepsTheWindow: the cache keeps the HPA's spec whole, so the window is compared
+// against what is stored, never against a cache that dropped it.
+func TestStripHPAKeepsTheWindow(t *testing.T) {
+	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+		ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](600)}}}}
+	hpaServerDefaults(h)
+	got, _ := StripHPA(h.DeepCopy())
+	if w := windowString(scaleDownWindow(got.(*autoscalingv2.HorizontalPodAutoscaler))); w != "600" {
+		t.Fatalf("cached window %s, want 600", w)
+	}
+}
