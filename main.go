@@ -62,6 +62,7 @@ type options struct {
 	webhookCASync                             time.Duration
 	apiVersion, gatewayParent                 string
 	serviceMonitors                           bool
+	autoscaler, kedaPrometheus                string
 	migrationPeriod                           time.Duration
 	modelServerTimeout, adapterLoadTimeout    time.Duration
 }
@@ -98,6 +99,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
 	flag.StringVar(&o.gatewayParent, "gateway-parent", "", "namespace/name of the Gateway API Gateway that HTTPRoutes of models with spec.gateway attach to; empty creates no HTTPRoutes.")
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
+	flag.StringVar(&o.autoscaler, "autoscaler", controller.AutoscalerHPA, "What scales each model on its queue: hpa (a HorizontalPodAutoscaler on the custom metric num_requests_waiting) or keda (a KEDA ScaledObject with a Prometheus trigger, when KEDA's keda.sh/v1alpha1 CRD is served; without it, the HPA stays and each model's AutoscalingActive condition says so). keda needs manifests/overlays/keda's RBAC.")
+	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting), which KEDA's triggers query; required there.")
 	flag.DurationVar(&o.modelServerTimeout, "model-server-timeout", modelserver.DefaultTimeout, "Timeout of one GET /v1/models or adapter unload on a model pod (asked only for models with LoRA adapters).")
 	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modelserver.DefaultLoadTimeout, "Timeout of one LoRA adapter load on a model pod (vLLM downloads and reads the adapter meanwhile).")
 	flag.Parse()
@@ -182,6 +185,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	scaledObjects, err := controller.DiscoverAutoscaler(cs.Kube.Discovery(), o.autoscaler, o.kedaPrometheus, &features)
+	if err != nil {
+		return err
+	}
+	optional = append(optional, scaledObjects...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
@@ -233,7 +241,7 @@ func run(ctx context.Context, o options) error {
 	if !caches.WaitForCacheSync(ctx) {
 		return errors.New("caches did not sync before shutdown")
 	}
-	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "serviceMonitors", features.ServiceMonitors, "httpRoutes", features.HTTPRoutes, "namespaces", o.namespaces, "workers", o.workers)
+	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "serviceMonitors", features.ServiceMonitors, "httpRoutes", features.HTTPRoutes, "scaledObjects", features.ScaledObjects, "namespaces", o.namespaces, "workers", o.workers)
 
 	work := func(ctx context.Context) {
 		if o.migrationPeriod > 0 {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,4 +83,41 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 		}
 	}
 	return f, watch, nil
+}
+
+// Autoscalers a model can be given (--autoscaler).
+const (
+	AutoscalerHPA  = "hpa"
+	AutoscalerKEDA = "keda"
+)
+
+// DiscoverAutoscaler resolves --autoscaler into f and returns the resources to watch for it.
+// With keda, each model gets a KEDA ScaledObject querying the Prometheus at prometheusURL
+// instead of an HPA, when KEDA's CRD is served; when it is not, the models keep their HPAs
+// and their AutoscalingActive condition says why (an operator that exits would leave every
+// model unmanaged, and one that drops autoscaling would leave them at their minimum). Like
+// the other optional children, a CRD installed later needs a restart.
+func DiscoverAutoscaler(disco discovery.DiscoveryInterface, autoscaler, prometheusURL string, f *reconcile.Features) ([]schema.GroupVersionResource, error) {
+	switch autoscaler {
+	case AutoscalerHPA:
+		return nil, nil
+	case AutoscalerKEDA:
+	default:
+		return nil, fmt.Errorf("--autoscaler=%q: want %s or %s", autoscaler, AutoscalerHPA, AutoscalerKEDA)
+	}
+	if u, err := url.Parse(prometheusURL); prometheusURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--autoscaler=keda needs --keda-prometheus-address, the http(s) URL of the Prometheus KEDA's triggers query (e.g. http://prometheus-operated.monitoring.svc:9090); got %q", prometheusURL)
+	}
+	ok, err := served(disco, reconcile.ScaledObjectGVR)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		klog.InfoS("KEDA's ScaledObjects are not served; --autoscaler=keda falls back to HorizontalPodAutoscalers, as each model's AutoscalingActive condition says",
+			"resource", reconcile.ScaledObjectGVR.String())
+		f.KEDAUnserved = true
+		return nil, nil
+	}
+	f.ScaledObjects, f.KEDAPrometheus = true, prometheusURL
+	return []schema.GroupVersionResource{reconcile.ScaledObjectGVR}, nil
 }
