@@ -117,6 +117,8 @@ type Controller struct {
 	// modelServers and attempts load LoRA adapters into model pods (adapters.go).
 	modelServers ModelServers
 	attempts     attempts
+	// lastWords are the crashed containers' log lines already read (podlogs.go).
+	lastWords lastWords
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.

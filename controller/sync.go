@@ -36,6 +36,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.holds.forget(key)
 		c.namesakes.forgetAll(key.Namespace, key.Name)
 		c.attempts.forget(key)
+		c.lastWords.forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -70,6 +71,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if err != nil {
 		return queue.Done(), err
 	}
+	obs.Pods = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
 	out := reconcile.Reconcile(in)

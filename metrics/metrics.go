@@ -51,6 +51,8 @@ type Metrics struct {
 	conversion *prometheus.GaugeVec
 	// modelServer counts calls to model pods' vLLM API (LoRA adapters), by call and result.
 	modelServer *prometheus.CounterVec
+	// podLogReads counts reads of crashed containers' logs (pods/log), by result.
+	podLogReads *prometheus.CounterVec
 	Workqueue   *WorkqueueProvider
 }
 
@@ -106,6 +108,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		modelServer: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferenceservice_operator_model_server_requests_total", Help: "Calls to model pods' vLLM API for LoRA adapters, by call (models, load, unload) and result (ok, error). Only models with adapters are called.",
 		}, []string{"call", "result"}),
+		podLogReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_pod_log_reads_total", Help: "Reads of a crashed model server's log tail (pods/log) for the decisive line its status quotes, by result (ok, forbidden, error). At most two per crashed run of the pod a status names; none at rest.",
+		}, []string{"result"}),
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -113,13 +118,19 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned, m.fencedWrites,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, m.podLogReads, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
 	m.reconcileErrors.WithLabelValues(ControllerName)
+	for _, r := range []string{"ok", "forbidden", "error"} {
+		m.podLogReads.WithLabelValues(r) // exported at 0: a rate over them needs a start
+	}
 	return m
 }
+
+// PodLogRead counts one read of a crashed container's log by its result (ok, forbidden, error).
+func (m *Metrics) PodLogRead(result string) { m.podLogReads.WithLabelValues(result).Inc() }
 
 // ObserveReconcile records one reconcile's result and duration.
 func (m *Metrics) ObserveReconcile(result string, d time.Duration) {

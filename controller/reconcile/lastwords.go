@@ -37,9 +37,9 @@ type CrashedRun struct {
 	// the kubelet is backing off or has restarted it. False while the run that just exited is
 	// still the container's current one.
 	Previous bool
-	// FinishedAt is when the run ended, to the API's second: lines stamped a second later or
-	// more are another run's.
-	FinishedAt time.Time
+	// StartedAt and FinishedAt are when the run began and ended, to the API's second: lines
+	// stamped before it began, or a second or more after it ended, are another run's.
+	StartedAt, FinishedAt time.Time
 }
 
 // LastWordsWanted names the crashed runs whose log the status would quote: per crash reason
@@ -77,7 +77,7 @@ func crashedRun(p *corev1.Pod, cs *corev1.ContainerStatus) *CrashedRun {
 		return nil
 	}
 	return &CrashedRun{Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: cs.Name,
-		RunID: t.ContainerID, Previous: previous, FinishedAt: t.FinishedAt.Time}
+		RunID: t.ContainerID, Previous: previous, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time}
 }
 
 // lastWords is the line read for run, from the annotation the I/O layer set; "" when none was
@@ -98,15 +98,16 @@ func lastWords(p *corev1.Pod, run *CrashedRun) string {
 }
 
 // LastWordsOf is the decisive line of a log tail read with timestamps for run. Lines stamped
-// after the run ended are dropped: read in the moment the kubelet restarted the container, the
-// current run is already the next one. ok is false when no line was the run's.
+// outside the run are dropped: read in the moment the kubelet restarted the container, the
+// current run is already the next one, and the previous one the run before. ok is false when
+// no line was the run's.
 func LastWordsOf(tail string, run CrashedRun) (string, bool) {
-	end := run.FinishedAt.Add(time.Second) // FinishedAt is truncated to the second
+	end := run.FinishedAt.Add(time.Second) // the API's times are truncated to the second
 	var kept []string
 	for _, l := range strings.Split(tail, "\n") {
 		stamp, rest, found := strings.Cut(l, " ")
 		if ts, err := time.Parse(time.RFC3339Nano, stamp); found && err == nil {
-			if !run.FinishedAt.IsZero() && !ts.Before(end) {
+			if !run.FinishedAt.IsZero() && !ts.Before(end) || ts.Before(run.StartedAt) {
 				continue
 			}
 			l = rest

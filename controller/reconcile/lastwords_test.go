@@ -141,7 +141,7 @@ func TestDecisiveLineIsBounded(t *testing.T) {
 // run's log is another run's: lines stamped after the crashed run ended are not its words.
 func TestLastWordsOfDropsLaterRuns(t *testing.T) {
 	finished := t0 // the API's one-second precision: the run ended within [t0, t0+1s)
-	run := CrashedRun{FinishedAt: finished}
+	run := CrashedRun{StartedAt: t0.Add(-time.Minute), FinishedAt: finished}
 	stamp := func(d time.Duration, line string) string {
 		return finished.Add(d).Format(time.RFC3339Nano) + " " + line + "\n"
 	}
@@ -156,6 +156,10 @@ func TestLastWordsOfDropsLaterRuns(t *testing.T) {
 	if got, ok := LastWordsOf(ours+next, run); !ok || got != "vllm serve: error: unrecognized arguments: --foo" {
 		t.Fatalf("both runs: %q %v", got, ok)
 	}
+	before := stamp(-2*time.Minute, "(APIServer pid=1) ValueError: the run before")
+	if got, ok := LastWordsOf(before, run); ok {
+		t.Fatalf("the run before's log taken as the crashed run's: %q", got)
+	}
 	if got, ok := LastWordsOf("", run); ok {
 		t.Fatalf("an empty log: %q", got)
 	}
@@ -165,7 +169,8 @@ func TestLastWordsOfDropsLaterRuns(t *testing.T) {
 // kubelet shows between a crash and the restart, or after the back-off began.
 func crashPod(name string, waiting bool, restarts int32, annotations map[string]string) *corev1.Pod {
 	return pod(name, func(p *corev1.Pod) {
-		run := &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", ContainerID: "containerd://" + name + "-run", FinishedAt: metav1.NewTime(t0.Add(-time.Second))}
+		run := &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", ContainerID: "containerd://" + name + "-run",
+			StartedAt: metav1.NewTime(t0.Add(-time.Minute)), FinishedAt: metav1.NewTime(t0.Add(-time.Second))}
 		cs := corev1.ContainerStatus{Name: "vllm", RestartCount: restarts, State: corev1.ContainerState{Terminated: run}}
 		if waiting {
 			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
@@ -184,7 +189,7 @@ func TestLastWordsWanted(t *testing.T) {
 	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 	got := LastWordsWanted(in)
 	want := CrashedRun{Namespace: "default", Pod: "qwen3-7b6cd-a", PodUID: "qwen3-7b6cd-a", Container: "vllm",
-		RunID: "containerd://qwen3-7b6cd-a-run", Previous: false, FinishedAt: t0.Add(-time.Second)}
+		RunID: "containerd://qwen3-7b6cd-a-run", Previous: false, StartedAt: t0.Add(-time.Minute), FinishedAt: t0.Add(-time.Second)}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("got %+v\nwant [%+v]: one read, for the pod the message names (the first by name)", got, want)
 	}
