@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// Spelled out, so the test compiles against the code before KEDA support, and fails there.
+var scaledObjects = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+
+const (
+	kedaPrometheus = "http://127.0.0.1:9090" // never asked: no KEDA runs here
+	kedaModel      = `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: queue}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
+`
+)
+
+// kedaOverlay renders manifests/overlays/keda and returns its own RBAC (what it adds to the
+// base) as a manifest, after checking the operator's flags in it.
+func kedaOverlay(t *testing.T) string {
+	t.Helper()
+	out := env.Kubectl(t, "kustomize", filepath.Join(env.Root, "manifests", "overlays", "keda"))
+	var rbac []string
+	var args []string
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.HasPrefix(u.GetKind(), "ClusterRole") && u.GetName() == "inferenceservice-operator-keda":
+			rbac = append(rbac, doc)
+		case u.GetKind() == "Deployment" && u.GetName() == "inferenceservice-operator":
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			for _, a := range cs[0].(map[string]any)["args"].([]any) {
+				args = append(args, a.(string))
+			}
+		case u.GetKind() == "APIService" || u.GetName() == "inferenceservice-metrics-adapter":
+			t.Errorf("the keda overlay keeps the operator's metrics adapter: %s %s", u.GetKind(), u.GetName())
+		}
+	}
+	if len(rbac) != 2 {
+		t.Fatalf("the keda overlay's ClusterRole and binding: %d documents", len(rbac))
+	}
+	if !slices.Contains(args, "--autoscaler=keda") || !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--keda-prometheus-address=http") }) {
+		t.Fatalf("the keda overlay's operator args %v", args)
+	}
+	return strings.Join(rbac, "\n---\n")
+}
+
+// restartWith replaces the shared operator with one started with extra flags; when the
+// test ends, the suite's own is back.
+func restartWith(t *testing.T, extra ...string) {
+	t.Helper()
+	stopOperator(t)
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), extra...); err != nil {
+		t.Fatalf("restarting the operator with %v: %v", extra, err)
+	}
+}
+
+func autoscalingCondition(t *testing.T, ns, name string) (*metav1.Condition, error) {
+	t.Helper()
+	isvc, err := env.ISVC(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
+	if c == nil {
+		return nil, fmt.Errorf("no %s condition in %+v", conditionAutoscaling, isvc.Status.Conditions)
+	}
+	return c, nil
+}
+
+// TestKEDAScaledObject: --autoscaler=keda without KEDA's CRD keeps the HPA and says so in the
+// model's status; with the CRD, the HPA gives way to a ScaledObject that KEDA's schema
+// accepts (server-side dry run, strict), that holds the HPA's bounds and target on the
+// model's queue from Prometheus, that is restored when edited and written no more at rest,
+// and whose Ready condition, as KEDA writes it, is the model's AutoscalingActive.
+func TestKEDAScaledObject(t *testing.T) {
+	// A missing Prometheus address stops the start with a message naming the flag.
+	cmd := exec.CommandContext(testenv.Ctx(t, time.Minute), env.Bin, "--kubeconfig="+env.SAKubeconfig, "--autoscaler=keda",
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--autoscaler=keda needs --keda-prometheus-address") {
+		t.Fatalf("--autoscaler=keda without an address: %v\n%s", err, out)
+	}
+
+	ns := env.Namespace(t)
+	applyYAML(t, ns, kedaModel)
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/queue", testenv.Timeout(time.Minute))
+	ctx := context.Background()
+	testenv.Eventually(t, time.Minute, "the HPA in hpa mode", func() error {
+		_, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "queue", metav1.GetOptions{})
+		return err
+	})
+
+	rbac := filepath.Join(t.TempDir(), "keda_rbac.yaml")
+	if err := os.WriteFile(rbac, []byte(kedaOverlay(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, "apply", "-f", rbac)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "-f", rbac, "--ignore-not-found") })
+	crdFile := filepath.Join(env.Root, "test", "e2e", "testdata", "keda_scaledobjects_crd.yaml")
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "-f", crdFile, "--ignore-not-found", "--wait=true", testenv.Timeout(time.Minute))
+	})
+	// Registered last, so it runs first: the suite's operator is back before the CRD goes.
+	t.Cleanup(func() {
+		stopOperator(t)
+		if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
+			t.Errorf("restarting the operator: %v", err)
+		}
+	})
+	keda := []string{"--autoscaler=keda", "--keda-prometheus-address=" + kedaPrometheus}
+
+	// KEDA's CRD not served: the HPA stays, and the status says why.
+	restartWith(t, keda...)
+	testenv.Eventually(t, 30*time.Second, "AutoscalingActive to say KEDA is not served", func() error {
+		c, err := autoscalingCondition(t, ns, "queue")
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(c.Message, "--autoscaler=keda, but KEDA's ScaledObjects (keda.sh/v1alpha1) are not served") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	if _, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "queue", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the HPA without KEDA's CRD: %v", err)
+	}
+
+	// Served: the ScaledObject replaces the HPA.
+	env.Kubectl(t, "apply", "-f", crdFile)
+	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crdFile, testenv.Timeout(time.Minute))
+	restartWith(t, keda...)
+	var so *unstructured.Unstructured
+	testenv.Eventually(t, 30*time.Second, "the ScaledObject, and no HPA", func() error {
+		var err error
+		if so, err = env.Dyn.Resource(scaledObjects).Namespace(ns).Get(ctx, "queue", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if _, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "queue", metav1.GetOptions{}); !isNotFound(err) {
+			return fmt.Errorf("HPA still there: %v", err)
+		}
+		return nil
+	})
+	spec, _ := json.Marshal(so.Object["spec"])
+	want := `{"maxReplicaCount":6,"minReplicaCount":1,"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"queue"},` +
+		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"` + ns + `\",pod=~\"queue-[a-z0-9]+(-[a-z0-9]+)?\"})",` +
+		`"serverAddress":"` + kedaPrometheus + `","threshold":"5"},"metricType":"AverageValue","type":"prometheus"}]}`
+	if string(spec) != want {
+		t.Fatalf("ScaledObject spec\n got %s\nwant %s", spec, want)
+	}
+	isvc, err := env.ISVC(ns, "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(so); ref == nil || ref.UID != isvc.UID || ref.Kind != crd.Kind {
+		t.Fatalf("ScaledObject controller %+v", ref)
+	}
+	// The Deployment's pods match the query's pod pattern.
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=queue"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("pods: %v %d", err, len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if parts := strings.Split(p.Name, "-"); len(parts) != 3 || parts[0] != "queue" {
+			t.Errorf("pod %s is not named as the query expects", p.Name)
+		}
+	}
+	// No KEDA runs: the status claims nothing.
+	testenv.Eventually(t, 30*time.Second, "AutoscalingActive Unknown until KEDA reports", func() error {
+		c, err := autoscalingCondition(t, ns, "queue")
+		if err != nil {
+			return err
+		}
+		if c.Status != metav1.ConditionUnknown || c.Reason != "KEDANotReported" {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+
+	// KEDA's schema takes the object as the operator stores it, and refuses a field it lacks.
+	stored := so.DeepCopy()
+	unstructured.RemoveNestedField(stored.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(stored.Object, "status")
+	dry := func(u *unstructured.Unstructured) (string, error) {
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "so.yaml")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return kubectlErr(t, nil, "apply", "--dry-run=server", "--validate=strict", "-f", f)
+	}
+	if out, err := dry(stored); err != nil {
+		t.Fatalf("server-side dry run of the stored ScaledObject: %v\n%s", err, out)
+	}
+	bad := stored.DeepCopy()
+	_ = unstructured.SetNestedField(bad.Object, int64(30), "spec", "pollingIntervalSeconds")
+	if out, err := dry(bad); err == nil || !strings.Contains(out, "pollingIntervalSeconds") {
+		t.Fatalf("the stand-in CRD accepted a field KEDA's lacks: %v\n%s", err, out)
+	}
+
+	// A hand edit is reverted; at rest nothing is written.
+	env.Kubectl(t, "patch", "-n", ns, "scaledobject/queue", "--type=json",
+		`-p=[{"op":"replace","path":"/spec/triggers/0/metadata/threshold","value":"50"}]`)
+	testenv.Eventually(t, 30*time.Second, "the edited threshold restored", func() error {
+		u, err := env.Dyn.Resource(scaledObjects).Namespace(ns).Get(ctx, "queue", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		tr, _, _ := unstructured.NestedSlice(u.Object, "spec", "triggers")
+		if th := tr[0].(map[string]any)["metadata"].(map[string]any)["threshold"]; th != "5" {
+			return fmt.Errorf("threshold %v", th)
+		}
+		return nil
+	})
+	before := writesSettle(t)
+
+	// KEDA's verdict, written as KEDA writes it, becomes the model's.
+	u := mustGetSO(t, ns)
+	u.Object["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "False", "reason": "ScaledObjectCheckFailed", "message": "Triggers defined in ScaledObject are not working correctly"},
+	}}
+	if _, err := env.Dyn.Resource(scaledObjects).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "AutoscalingActive False with KEDA's reason", func() error {
+		c, err := autoscalingCondition(t, ns, "queue")
+		if err != nil {
+			return err
+		}
+		if c.Status != metav1.ConditionFalse || c.Reason != "ScaledObjectCheckFailed" || !strings.Contains(c.Message, "not working correctly") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	after := writesSettle(t)
+	if got := mustGetSO(t, ns); fmt.Sprint(got.Object["spec"]) != fmt.Sprint(so.Object["spec"]) {
+		t.Fatalf("spec moved: %v", got.Object["spec"])
+	}
+	// The isvc's status, and the transition's one Warning Event.
+	if after-before != 2 {
+		t.Fatalf("%v writes for one condition change, want 2 (status and Event)", after-before)
+	}
+	if out := env.Kubectl(t, "get", "events", "-n", ns, "--field-selector=type=Warning,reason="+eventAutoscalingBlind, "-o", "name"); strings.Count(out, "\n") > 1 || strings.TrimSpace(out) == "" {
+		t.Fatalf("Warning Events %q, want one", out)
+	}
+}
+
+func mustGetSO(t *testing.T, ns string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := env.Dyn.Resource(scaledObjects).Namespace(ns).Get(context.Background(), "queue", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
