@@ -288,7 +288,8 @@ func (c *answers) armConflicts(m map[string]string) {
 // recording proxy, with every optional feature on (leader election, --metrics-secure, the
 // gateway registrar, ServiceMonitor and HTTPRoute CRDs served), and drives each code path that
 // calls the API: caches filled by a streaming list or, where the API server refuses one, a
-// list (client-go's fallback, forced once per resource); creates; patches of drifted children;
+// list (client-go's fallback, forced once per resource); creates; a crash-looping model's log
+// read (pods/log); patches of drifted children;
 // conflicts (get, then update); a relabelled child (create, get, update); scale to zero and
 // removed adapters (deletes); a Deployment that stops being the isvc's (its dependents
 // deleted); a deletion whose deregistration fails (the namespace read); a secure scrape
@@ -400,6 +401,28 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		return out
 	}
 	waitCalled(t, wire, "every child created", with("create", kinds...)...)
+
+	// A crash-looping model: the last words of its crashed run are read (pods/log), then it
+	// goes, so the conflicts below meet only the first model's writes.
+	crash := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "crash", "namespace": ns},
+		"spec": map[string]any{"model": "m", "replicas": int64(1), "gpusPerReplica": int64(0), "image": "kubelet.fake/crashloop:v1",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, crash, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "a crashed run's log read", access{resource: "pods/log", verb: "get"})
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "crash", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the crash-looping isvc gone", func() error {
+		if _, err := env.ISVC(ns, "crash"); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
 
 	// An adapter ConfigMap an earlier version created (adapters were mounted then; they are
 	// loaded at run time now): deleted, since no Deployment of this version mounts it.
