@@ -5,8 +5,6 @@
 package reconcile
 
 import (
-	"regexp"
-
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,9 +21,10 @@ const QueueSeries = "vllm:" + QueueMetric
 // over model_name, the base model and its adapters). The pod label is the pod's name, as
 // ServiceMonitors, PodMonitors and pod discovery all set it; the Deployment's pods are named
 // <name>-<template hash>-<suffix>, or <name>-<hash and suffix> when a long name is
-// truncated, so only a sibling <name>-<x> of 47 or more characters could also match.
+// truncated, so only a sibling <name>-<x> of 47 or more characters could also match. Names
+// are DNS-1035 labels: nothing in them needs escaping, in the regular expression or in PromQL.
 func QueueQuery(namespace, name string) string {
-	return `sum(` + QueueSeries + `{namespace="` + namespace + `",pod=~"` + regexp.QuoteMeta(name) + `-[a-z0-9]+(-[a-z0-9]+)?"})`
+	return `sum(` + QueueSeries + `{namespace="` + namespace + `",pod=~"` + name + `-[a-z0-9]+(-[a-z0-9]+)?"})`
 }
 
 // kedaPrometheusTrigger is KEDA's scaler type for a PromQL query.
@@ -107,14 +106,21 @@ func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Uns
 	return unknown
 }
 
+// ReasonKEDANotServed: --autoscaler=keda, but KEDA's CRD is not served, so the HPA scales
+// the model; the condition's status is still the HPA's. A reason of its own, because a
+// message-only change is not written (queueMoved).
+const ReasonKEDANotServed = "KEDANotServed"
+
 // kedaUnservedNote opens AutoscalingActive's message while --autoscaler=keda cannot be
 // honoured; the HPA's own reading stays last, where queueMoved finds it.
 const kedaUnservedNote = "--autoscaler=keda, but KEDA's ScaledObjects (keda.sh/v1alpha1) are not served: the HorizontalPodAutoscaler scales this model"
 
-// withKEDAUnserved says, in AutoscalingActive, that the HPA stands in for KEDA.
+// withKEDAUnserved says, in AutoscalingActive, that the HPA stands in for KEDA, and what the
+// HPA says.
 func (a autoscaling) withKEDAUnserved() autoscaling {
 	if a.present {
-		a.message = joinMessage(kedaUnservedNote, a.message)
+		a.message = joinMessage(kedaUnservedNote+" ("+a.reason+")", a.message)
+		a.reason = ReasonKEDANotServed
 	}
 	return a
 }

@@ -241,7 +241,7 @@ func TestScaledObjectAutoscalingCondition(t *testing.T) {
 }
 
 // TestKEDAUnservedKeepsTheHPA: --autoscaler=keda on a cluster without KEDA's CRD keeps the
-// HPA, and AutoscalingActive says so before the HPA's own words.
+// HPA, and AutoscalingActive says so, with the HPA's status, reason and words.
 func TestKEDAUnservedKeepsTheHPA(t *testing.T) {
 	w := newWorld(2)
 	w.f = Features{KEDAUnserved: true}
@@ -252,13 +252,24 @@ func TestKEDAUnservedKeepsTheHPA(t *testing.T) {
 	}
 	w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1))
 	cond := meta.FindStatusCondition(w.reconcile().Status.Conditions, crd.ConditionAutoscalingActive)
-	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "FailedGetPodsMetric" ||
-		cond.Message != kedaUnservedNote+"; "+blindMessage {
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonKEDANotServed ||
+		cond.Message != kedaUnservedNote+" (FailedGetPodsMetric); "+blindMessage {
 		t.Fatalf("condition %+v", cond)
 	}
 	w.setHPAStatus(hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", "", 7000))
 	cond = meta.FindStatusCondition(w.reconcile().Status.Conditions, crd.ConditionAutoscalingActive)
-	if cur, target, ok := parseReading(cond.Message); !ok || cur != 7 || target != 5 || !strings.HasPrefix(cond.Message, kedaUnservedNote) {
-		t.Fatalf("the reading must stay readable after the note: %q", cond.Message)
+	if cur, target, ok := parseReading(cond.Message); cond.Status != metav1.ConditionTrue || cond.Reason != ReasonKEDANotServed ||
+		!ok || cur != 7 || target != 5 || !strings.HasPrefix(cond.Message, kedaUnservedNote+" (ValidMetricFound)") {
+		t.Fatalf("the HPA's status, and its reading readable after the note: %+v", cond)
+	}
+	// What the status-write policy sees: a reason of its own, so the note is written even
+	// where the stored condition already carried the HPA's words.
+	w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1))
+	next := w.reconcile().Status
+	stored := next.DeepCopy()
+	c := meta.FindStatusCondition(stored.Conditions, crd.ConditionAutoscalingActive)
+	c.Reason, c.Message = "FailedGetPodsMetric", blindMessage
+	if sameButQueue(stored, &next) || !WorthWriting(stored, &next) {
+		t.Fatalf("the fallback would never be written over %+v: %+v", stored.Conditions, next.Conditions)
 	}
 }

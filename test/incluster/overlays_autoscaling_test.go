@@ -1,0 +1,158 @@
+package incluster
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// adapterRule is one rule of prometheus-adapter's configuration file, the fields the rule
+// for the HPAs' queue metric uses.
+type adapterRule struct {
+	SeriesQuery string `json:"seriesQuery"`
+	Resources   struct {
+		Overrides map[string]struct {
+			Group    string `json:"group"`
+			Resource string `json:"resource"`
+		} `json:"overrides"`
+	} `json:"resources"`
+	Name struct {
+		Matches string `json:"matches"`
+		As      string `json:"as"`
+	} `json:"name"`
+	MetricsQuery string `json:"metricsQuery"`
+}
+
+// promQLParses runs each expression through promtool's rule check, Prometheus's own parser.
+func promQLParses(t *testing.T, exprs ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not on PATH: install it with `apt-get install -y prometheus` (Debian)")
+	}
+	var rules []any
+	for i, e := range exprs {
+		rules = append(rules, map[string]any{"record": "check:expr" + string(rune('a'+i)), "expr": e})
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "check", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(testenv.Ctx(t, time.Minute), bin, "check", "rules", f).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, b)
+	}
+}
+
+// TestPrometheusAdapterOverlay: manifests/overlays/prometheus-adapter is the base install
+// without the operator's metrics adapter, plus prometheus-adapter's rule mapping
+// vllm:num_requests_waiting to the metric the operator's HPAs ask for, per pod, summed over
+// model_name, in PromQL Prometheus parses; the Helm values carry the same rule; the overlay
+// passes a server-side dry run.
+func TestPrometheusAdapterOverlay(t *testing.T) {
+	const overlay = "manifests/overlays/prometheus-adapter"
+	objs := render(t, overlay)
+	key := func(kind, ns, name string) string { return kind + " " + ns + "/" + name }
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[key(o.GetKind(), o.GetNamespace(), o.GetName())] = true
+		if o.GetName() == "inferenceservice-metrics-adapter" || (o.GetKind() == "APIService" && strings.HasSuffix(o.GetName(), ".custom.metrics.k8s.io")) {
+			t.Errorf("the operator's metrics adapter is still installed: %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	for _, part := range []string{"crd", "rbac", "operator"} {
+		for _, o := range render(t, filepath.Join("manifests", part)) {
+			if k := key(o.GetKind(), o.GetNamespace(), o.GetName()); !have[k] {
+				t.Errorf("the overlay lacks the base's %s", k)
+			}
+		}
+	}
+
+	cm := find(t, objs, "ConfigMap", "monitoring", "prometheus-adapter-vllm-rules")
+	data, _ := cm.Object["data"].(map[string]any)
+	var config struct {
+		Rules []adapterRule `json:"rules"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(data["config.yaml"].(string)), &config); err != nil {
+		t.Fatalf("config.yaml: %v", err)
+	}
+	if len(config.Rules) != 1 {
+		t.Fatalf("%d rules, want 1", len(config.Rules))
+	}
+	r := config.Rules[0]
+	if r.SeriesQuery != `vllm:num_requests_waiting{namespace!="",pod!=""}` {
+		t.Errorf("seriesQuery %q", r.SeriesQuery)
+	}
+	if ns, pod := r.Resources.Overrides["namespace"], r.Resources.Overrides["pod"]; len(r.Resources.Overrides) != 2 ||
+		ns.Resource != "namespace" || ns.Group != "" || pod.Resource != "pod" || pod.Group != "" {
+		t.Errorf("resources.overrides %+v: the namespace and pod labels name the core resources", r.Resources.Overrides)
+	}
+	// The name the operator's HPA asks the custom metrics API for.
+	isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: 2, GPUsPerReplica: ptr.To[int32](1)}}
+	isvc.Name, isvc.Namespace, isvc.UID = "qwen3", "team-a", types.UID("u")
+	hpa := reconcile.DesiredChildren(isvc, &crd.SpecExtensions{}, reconcile.Features{}).HPA
+	asked := hpa.Spec.Metrics[0].Pods.Metric.Name
+	if re, err := regexp.Compile(r.Name.Matches); err != nil || !re.MatchString(reconcile.QueueSeries) || r.Name.As != asked {
+		t.Errorf("name %+v (%v): must match %s and be served as %s", r.Name, err, reconcile.QueueSeries, asked)
+	}
+	// The query as prometheus-adapter expands it for one HPA's pods.
+	tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(r.MetricsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q bytes.Buffer
+	if err := tmpl.Execute(&q, map[string]any{
+		"Series": "vllm:num_requests_waiting", "LabelMatchers": `namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"`,
+		"GroupBy": "pod", "GroupBySlice": []string{"pod"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := `sum by (pod) (vllm:num_requests_waiting{namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"})`
+	if q.String() != want {
+		t.Errorf("metricsQuery expands to\n%s\nwant (one value per pod, model_name summed)\n%s", q.String(), want)
+	}
+	promQLParses(t, r.SeriesQuery, q.String())
+
+	// The Helm chart's values hold the same rule.
+	b, err := os.ReadFile(filepath.Join(env.Root, overlay, "helm-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Rules struct {
+			Custom []adapterRule `json:"custom"`
+		} `json:"rules"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(values.Rules.Custom, config.Rules) {
+		t.Errorf("helm-values.yaml's rules.custom %+v differs from the ConfigMap's %+v", values.Rules.Custom, config.Rules)
+	}
+
+	env.CreateNamespace(t, "monitoring")
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
+}
+
+// TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses.
+func TestKEDAQueueQueryParses(t *testing.T) {
+	promQLParses(t, reconcile.QueueQuery("team-a", "qwen3"), reconcile.QueueQuery("team-a", "llama-70b"))
+}
