@@ -1,0 +1,134 @@
+package custommetrics
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// Group is the API the HPA controller reads Pods metrics from.
+const Group = "custom.metrics.k8s.io"
+
+// Versions are registered newest first; the HPA controller asks for the preferred one.
+var Versions = []struct {
+	Version  string
+	Priority int64
+}{{"v1beta2", 200}, {"v1beta1", 100}}
+
+// ManagedByLabel marks the APIServices this adapter registered, the only ones it ever changes.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "inferenceservice-metrics-adapter"
+)
+
+var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// Backend is the Service the aggregator sends the API's requests to.
+type Backend struct {
+	Namespace, Name string
+	Port            int32
+}
+
+// Registration is what Register found and did for one version.
+type Registration struct {
+	Name string
+	// Action is "created", "updated", "unchanged" or "left": another component serves it.
+	Action string
+	// ServedBy is the Service (namespace/name) or "local" serving the version when it is not ours.
+	ServedBy string
+}
+
+// Register makes the aggregator send custom.metrics.k8s.io to backend: each version's
+// APIService is created when absent and kept in shape when this adapter made it; one made by
+// anything else (prometheus-adapter, another operator) is left exactly as it is.
+func Register(ctx context.Context, client dynamic.Interface, backend Backend) ([]Registration, error) {
+	var out []Registration
+	for _, v := range Versions {
+		want := desired(v.Version, v.Priority, backend)
+		reg, err := registerOne(ctx, client.Resource(apiServices), want)
+		if err != nil {
+			return out, fmt.Errorf("APIService %s: %w", want.GetName(), err)
+		}
+		out = append(out, reg)
+	}
+	return out, nil
+}
+
+func registerOne(ctx context.Context, c dynamic.NamespaceableResourceInterface, want *unstructured.Unstructured) (Registration, error) {
+	reg := Registration{Name: want.GetName()}
+	got, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := c.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reg, err
+		} else if err != nil {
+			return registerOne(ctx, c, want) // another replica created it first: read it
+		}
+		reg.Action = "created"
+		return reg, nil
+	}
+	if err != nil {
+		return reg, err
+	}
+	if got.GetLabels()[ManagedByLabel] != ManagedByValue {
+		reg.Action, reg.ServedBy = "left", servedBy(got)
+		return reg, nil
+	}
+	spec, _, _ := unstructured.NestedMap(got.Object, "spec")
+	wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
+	if equalSpec(spec, wantSpec) {
+		reg.Action = "unchanged"
+		return reg, nil
+	}
+	updated := got.DeepCopy()
+	updated.Object["spec"] = wantSpec
+	if _, err := c.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return reg, err
+	}
+	reg.Action = "updated"
+	return reg, nil
+}
+
+// equalSpec compares the fields this adapter sets; the API server defaults none in an
+// APIService spec, and JSON numbers decode as int64 as the desired ones are written.
+func equalSpec(got, want map[string]interface{}) bool { return reflect.DeepEqual(got, want) }
+
+func servedBy(apiService *unstructured.Unstructured) string {
+	ns, _, _ := unstructured.NestedString(apiService.Object, "spec", "service", "namespace")
+	name, _, _ := unstructured.NestedString(apiService.Object, "spec", "service", "name")
+	if name == "" {
+		return "local"
+	}
+	return ns + "/" + name
+}
+
+func desired(version string, priority int64, b Backend) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata": map[string]interface{}{
+			"name":   version + "." + Group,
+			"labels": map[string]interface{}{ManagedByLabel: ManagedByValue},
+		},
+		"spec": map[string]interface{}{
+			"group":                Group,
+			"version":              version,
+			"groupPriorityMinimum": int64(100),
+			"versionPriority":      priority,
+			"service": map[string]interface{}{
+				"namespace": b.Namespace,
+				"name":      b.Name,
+				"port":      int64(b.Port),
+			},
+			// Every replica serves with its own self-signed certificate, as metrics-server
+			// does; the aggregator still authenticates itself to the adapter with its client
+			// certificate, which the adapter verifies against the request-header CA.
+			"insecureSkipTLSVerify": true,
+		},
+	}}
+}

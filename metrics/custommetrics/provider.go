@@ -1,0 +1,92 @@
+// Package custommetrics serves the queue podmetrics reads as the custom metrics API
+// (custom.metrics.k8s.io) the HPA controller asks, through sigs.k8s.io/custom-metrics-apiserver,
+// and registers that API with the aggregator without taking it over from anyone else.
+package custommetrics
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/example/inferenceservice-operator/metrics/podmetrics"
+)
+
+// Metric is the name the operator's HPAs ask for (a Pods metric, averaged per pod).
+const Metric = "num_requests_waiting"
+
+var podsResource = schema.GroupResource{Resource: "pods"}
+
+// Readings is what the scraper last read of a pod.
+type Readings interface {
+	Reading(namespace, name string, now time.Time) (podmetrics.Reading, bool)
+}
+
+// Provider answers the HPA with the readings of the pods its selector picks; a pod without a
+// fresh reading is left out, so the HPA treats it as it treats an unready pod.
+type Provider struct {
+	// Pods is the informer's cache of model pods, never the API server.
+	Pods     corelisters.PodLister
+	Readings Readings
+	Now      func() time.Time
+}
+
+var _ provider.CustomMetricsProvider = (*Provider)(nil)
+
+// GetMetricByName is one pod's queue.
+func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
+	if info.GroupResource != podsResource || info.Metric != Metric {
+		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
+	}
+	if _, err := p.Pods.Pods(name.Namespace).Get(name.Name); err != nil {
+		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
+	}
+	r, ok := p.Readings.Reading(name.Namespace, name.Name, p.Now())
+	if !ok {
+		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
+	}
+	v := value(name.Namespace, name.Name, r)
+	return &v, nil
+}
+
+// GetMetricBySelector is the queue of every selected model pod that has a reading.
+func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if info.GroupResource != podsResource || info.Metric != Metric {
+		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
+	}
+	pods, err := p.Pods.Pods(namespace).List(selector)
+	if err != nil {
+		return nil, err
+	}
+	now := p.Now()
+	list := &custom_metrics.MetricValueList{Items: make([]custom_metrics.MetricValue, 0, len(pods))}
+	for _, pod := range pods {
+		if r, ok := p.Readings.Reading(pod.Namespace, pod.Name, now); ok {
+			list.Items = append(list.Items, value(pod.Namespace, pod.Name, r))
+		}
+	}
+	return list, nil
+}
+
+// ListAllMetrics is the one metric served, for discovery.
+func (p *Provider) ListAllMetrics() []provider.CustomMetricInfo {
+	return []provider.CustomMetricInfo{{GroupResource: podsResource, Namespaced: true, Metric: Metric}}
+}
+
+func value(namespace, name string, r podmetrics.Reading) custom_metrics.MetricValue {
+	return custom_metrics.MetricValue{
+		DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", APIVersion: "/v1", Namespace: namespace, Name: name},
+		Metric:          custom_metrics.MetricIdentifier{Name: Metric},
+		Timestamp:       metav1.NewTime(r.At),
+		// Milli-units: a queue is whole requests, but the API's quantities allow fractions.
+		Value: *resource.NewMilliQuantity(int64(math.Round(r.Waiting*1000)), resource.DecimalSI),
+	}
+}
