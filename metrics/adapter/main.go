@@ -119,7 +119,10 @@ func run() error {
 // registry), behind the same delegated authentication as the API.
 type registerer struct{}
 
-func (registerer) Register(c prometheus.Collector) error { legacyregistry.RawMustRegister(c); return nil }
+func (registerer) Register(c prometheus.Collector) error {
+	legacyregistry.RawMustRegister(c)
+	return nil
+}
 func (registerer) MustRegister(cs ...prometheus.Collector) {
 	legacyregistry.RawMustRegister(cs...)
 }

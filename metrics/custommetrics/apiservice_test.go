@@ -67,7 +67,7 @@ func TestRegisterLeavesAnotherComponentsAPIService(t *testing.T) {
 	foreign := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
 		"metadata": map[string]interface{}{"name": "v1beta2.custom.metrics.k8s.io", "labels": map[string]interface{}{"app.kubernetes.io/name": "prometheus-adapter"}},
-		"spec": map[string]interface{}{"group": Group, "version": "v1beta2", "service": map[string]interface{}{"namespace": "monitoring", "name": "prometheus-adapter"}},
+		"spec":     map[string]interface{}{"group": Group, "version": "v1beta2", "service": map[string]interface{}{"namespace": "monitoring", "name": "prometheus-adapter"}},
 	}}
 	c := fakeClient(foreign)
 	regs, err := Register(context.Background(), c, ours)
