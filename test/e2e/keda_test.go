@@ -141,6 +141,7 @@ func TestKEDAScaledObject(t *testing.T) {
 		if c.Reason != "KEDANotServed" || !strings.HasPrefix(c.Message, "--autoscaler=keda, but KEDA's ScaledObjects (keda.sh/v1alpha1) are not served") {
 			return fmt.Errorf("condition %+v", c)
 		}
+		t.Logf("without KEDA's CRD: AutoscalingActive %s %s: %s", c.Status, c.Reason, c.Message)
 		return nil
 	})
 	if _, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "queue", metav1.GetOptions{}); err != nil {
@@ -169,6 +170,7 @@ func TestKEDAScaledObject(t *testing.T) {
 	if string(spec) != want {
 		t.Fatalf("ScaledObject spec\n got %s\nwant %s", spec, want)
 	}
+	t.Logf("ScaledObject spec: %s", spec)
 	isvc, err := env.ISVC(ns, "queue")
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +263,7 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Fatalf("spec moved: %v", got.Object["spec"])
 	}
 	// The isvc's status, and the transition's one Warning Event.
+	t.Logf("writes at rest %v, after KEDA's verdict %v", before, after)
 	if after-before != 2 {
 		t.Fatalf("%v writes for one condition change, want 2 (status and Event)", after-before)
 	}
