@@ -54,7 +54,7 @@ func kedaOverlay(t *testing.T) string {
 			for _, a := range cs[0].(map[string]any)["args"].([]any) {
 				args = append(args, a.(string))
 			}
-		case u.GetKind() == "APIService" || u.GetName() == "inferenceservice-metrics-adapter":
+		case u.GetKind() == "APIService" || strings.HasPrefix(u.GetName(), "inferenceservice-metrics-adapter"):
 			t.Errorf("the keda overlay keeps the operator's metrics adapter: %s %s", u.GetKind(), u.GetName())
 		}
 	}

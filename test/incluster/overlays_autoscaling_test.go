@@ -71,19 +71,26 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 	const overlay = "manifests/overlays/prometheus-adapter"
 	objs := render(t, overlay)
 	key := func(kind, ns, name string) string { return kind + " " + ns + "/" + name }
+	adapter := func(name string) bool { return strings.HasPrefix(name, "inferenceservice-metrics-adapter") }
 	have := map[string]bool{}
 	for _, o := range objs {
 		have[key(o.GetKind(), o.GetNamespace(), o.GetName())] = true
-		if o.GetName() == "inferenceservice-metrics-adapter" || (o.GetKind() == "APIService" && strings.HasSuffix(o.GetName(), ".custom.metrics.k8s.io")) {
+		if adapter(o.GetName()) || o.GetKind() == "APIService" {
 			t.Errorf("the operator's metrics adapter is still installed: %s %s", o.GetKind(), o.GetName())
 		}
 	}
-	for _, part := range []string{"crd", "rbac", "operator"} {
-		for _, o := range render(t, filepath.Join("manifests", part)) {
-			if k := key(o.GetKind(), o.GetNamespace(), o.GetName()); !have[k] {
-				t.Errorf("the overlay lacks the base's %s", k)
-			}
+	base := 0
+	for _, o := range render(t, "manifests") {
+		if adapter(o.GetName()) {
+			continue
 		}
+		base++
+		if k := key(o.GetKind(), o.GetNamespace(), o.GetName()); !have[k] {
+			t.Errorf("the overlay lacks the base's %s", k)
+		}
+	}
+	if base+1 != len(objs) {
+		t.Errorf("%d objects, want the base's %d but its metrics adapter, and the rule's ConfigMap", len(objs), base)
 	}
 
 	cm := find(t, objs, "ConfigMap", "monitoring", "prometheus-adapter-vllm-rules")
