@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
-# The operator's image for users with Docker (or BuildKit, Podman, Kaniko): a static binary on
-# distroless, running as nonroot. Without Docker, `make image` builds the equivalent OCI image
-# (test/image, go-containerregistry) on an empty base.
+# The operator's image for users with Docker (or BuildKit, Podman, Kaniko): two static binaries
+# (the operator and its metrics adapter) on distroless, running as nonroot. Without Docker,
+# `make image` builds the equivalent OCI image (test/image, go-containerregistry) on an empty base.
 #
 #   docker build --build-arg VERSION=v0.1.0 -t registry.example.com/isvc-operator:v0.1.0 .
 
@@ -16,7 +16,9 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/inferenceservice-operator .
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/inferenceservice-operator . && \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w" -o /out/inferenceservice-metrics-adapter ./metrics/adapter
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
@@ -24,5 +26,7 @@ LABEL org.opencontainers.image.source="https://github.com/example/inferenceservi
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.title="inferenceservice-operator"
 COPY --from=build /out/inferenceservice-operator /inferenceservice-operator
+# The metrics adapter (manifests/metrics-adapter runs it with this image's command overridden).
+COPY --from=build /out/inferenceservice-metrics-adapter /inferenceservice-metrics-adapter
 USER 65532:65532
 ENTRYPOINT ["/inferenceservice-operator"]

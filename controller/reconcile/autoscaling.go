@@ -5,6 +5,8 @@
 package reconcile
 
 import (
+	"time"
+
 	"fmt"
 	"strings"
 
@@ -26,7 +28,15 @@ const (
 	// ReasonTooManyReplicas is the HPA's ScalingLimited reason at its maximum: with the queue
 	// still above target, the model needs more replicas than it may have.
 	ReasonTooManyReplicas = "TooManyReplicas"
+	// ReasonAwaitingReadyPod: the HPA cannot read the queue before a pod serves, nor before its
+	// next sync after one does; its failure then is the model starting, not the metric missing.
+	ReasonAwaitingReadyPod = "AwaitingReadyPod"
 )
+
+// HPASyncGrace is how long after the model's first pod turns ready the HPA's failure to read
+// the queue is put down to the HPA not having synced since (the controller's default period is
+// 15s, and its status is written after the sync).
+const HPASyncGrace = 30 * time.Second
 
 // autoscaling is the AutoscalingActive condition's decision; present false removes it.
 type autoscaling struct {
@@ -37,11 +47,43 @@ type autoscaling struct {
 
 // decideAutoscaling reads the HPA the spec wants (want, nil when none) from its cached live
 // version: False with the HPA's reason and message when it cannot read its metric or is held
-// at its maximum above target, True while it reads it, Unknown until it says.
-func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler) autoscaling {
+// at its maximum above target, True while it reads it, Unknown until it says or while no pod
+// has served for HPASyncGrace. recheck is when that grace ends (0: none pending).
+func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler, pods []*corev1.Pod, now time.Time) (a autoscaling, recheck time.Duration) {
 	if want == nil {
-		return autoscaling{}
+		return autoscaling{}, 0
 	}
+	a = decideFromHPA(isvc, live)
+	if a.status != metav1.ConditionFalse || a.reason == ReasonTooManyReplicas {
+		return a, 0
+	}
+	first, ok := firstReady(pods)
+	if !ok {
+		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,
+			"no pod is ready to report " + QueueMetric + " yet"}, 0
+	}
+	if wait := first.Add(HPASyncGrace).Sub(now); wait > 0 {
+		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,
+			"the HorizontalPodAutoscaler has not read " + QueueMetric + " since the first pod turned ready"}, wait
+	}
+	return a, 0
+}
+
+// firstReady is when the earliest of the pods that are ready now turned ready.
+func firstReady(pods []*corev1.Pod) (time.Time, bool) {
+	var first time.Time
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && (first.IsZero() || c.LastTransitionTime.Time.Before(first)) {
+				first = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// decideFromHPA is the condition as the HPA alone tells it.
+func decideFromHPA(isvc *crd.InferenceService, live *autoscalingv2.HorizontalPodAutoscaler) autoscaling {
 	unknown := autoscaling{true, metav1.ConditionUnknown, ReasonAutoscalerNotReported,
 		"the HorizontalPodAutoscaler has not reported whether it reads " + QueueMetric + " yet"}
 	if live == nil || !ControlledBy(live, isvc) {

@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +45,64 @@ func servingWorld(t *testing.T) *world {
 	w := newWorld(2)
 	w.apply(w.reconcile().Actions)
 	w.podsReady()
+	w.obs.Pods = []*corev1.Pod{readyPod("qwen3-0", w.now().Add(-time.Hour)), readyPod("qwen3-1", w.now().Add(-time.Hour))}
 	if out := w.reconcile(); len(out.Actions) != 0 || w.obs.HPA == nil {
 		t.Fatalf("not converged: %s", verbs(out.Actions))
 	}
 	return w
+}
+
+// readyPod is a model pod that turned ready at since (zero: not ready).
+func readyPod(name string, since time.Time) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{InstanceLabel: "qwen3"}}}
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}
+	if !since.IsZero() {
+		ready.Status, ready.LastTransitionTime = corev1.ConditionTrue, metav1.NewTime(since)
+	}
+	p.Status.Conditions = []corev1.PodCondition{ready}
+	return p
+}
+
+// TestAutoscalingWhileStarting: before a pod serves, and until the HPA has had a sync after the
+// first one did, its failure to read the queue is the model starting: Unknown, no Warning, and
+// a recheck when the grace ends; after it, False with the HPA's reason.
+func TestAutoscalingWhileStarting(t *testing.T) {
+	w := servingWorld(t)
+	w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: no metrics returned from custom metrics API", "", -1))
+	for _, c := range []struct {
+		name    string
+		since   []time.Duration // how long ago each pod turned ready; negative: not ready
+		status  metav1.ConditionStatus
+		reason  string
+		recheck time.Duration
+	}{
+		{"no pod ready", []time.Duration{-1, -1}, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0},
+		{"first ready 10s ago", []time.Duration{10 * time.Second, -1}, metav1.ConditionUnknown, ReasonAwaitingReadyPod, HPASyncGrace - 10*time.Second},
+		{"first ready a grace ago", []time.Duration{HPASyncGrace, 5 * time.Second}, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stored := w.isvc.Status
+			w.obs.Pods = nil
+			for i, ago := range c.since {
+				since := time.Time{}
+				if ago >= 0 {
+					since = w.now().Add(-ago)
+				}
+				w.obs.Pods = append(w.obs.Pods, readyPod(fmt.Sprint("qwen3-", i), since))
+			}
+			out := Reconcile(Input{ISVC: w.isvc, Observed: w.cached(), Now: w.now()})
+			got := meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling)
+			if got == nil || got.Status != c.status || got.Reason != c.reason {
+				t.Fatalf("condition %+v, want %s %s", got, c.status, c.reason)
+			}
+			if _, warn := AutoscalingWarning(&stored, &out.Status); warn != (c.status == metav1.ConditionFalse) {
+				t.Fatalf("warning %v for %s", warn, c.status)
+			}
+			if c.recheck > 0 && (out.Recheck <= 0 || out.Recheck > c.recheck) {
+				t.Fatalf("recheck %s, want within %s (when the grace ends)", out.Recheck, c.recheck)
+			}
+		})
+	}
 }
 
 // setHPAStatus replaces the live HPA's status, as the HPA controller's status update does.

@@ -238,7 +238,7 @@ func Reconcile(in Input) Output {
 	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
-	autoscaler := decideAutoscaling(isvc, in.Observed.HPA, wantH)
+	autoscaler, autoscalingRecheck := decideAutoscaling(isvc, in.Observed.HPA, wantH, in.Observed.Pods, in.Now.Time)
 	switch {
 	case in.Features.ScaledObjects:
 		autoscaler = decideScaledObject(isvc, in.Observed.ScaledObject, wantSO)
@@ -249,6 +249,9 @@ func Reconcile(in Input) Output {
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)
+	if autoscalingRecheck > 0 && (out.Recheck <= 0 || autoscalingRecheck < out.Recheck) {
+		out.Recheck = autoscalingRecheck
+	}
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -247,6 +248,7 @@ func TestKEDAUnservedKeepsTheHPA(t *testing.T) {
 	w.f = Features{KEDAUnserved: true}
 	w.apply(w.reconcile().Actions)
 	w.podsReady()
+	w.obs.Pods = []*corev1.Pod{readyPod("qwen3-0", w.now().Add(-time.Hour))}
 	if out := w.reconcile(); len(out.Actions) != 0 || w.obs.HPA == nil {
 		t.Fatalf("not converged on an HPA: %s", verbs(out.Actions))
 	}

@@ -30,48 +30,80 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
 `
 )
 
-// TestAutoscalerBlindShown: the local cluster serves no custom metrics API, so the real HPA
-// controller reports ScalingActive False (FailedGetPodsMetric). The model serves (Ready), its
-// AutoscalingActive condition says False with the HPA's reason and message within 30 s of the
-// HPA reporting it, kubectl describe shows it, one Warning Event goes out, and the status is
-// not written again at rest.
+// TestAutoscalerBlindShown: the operator's metrics adapter serves num_requests_waiting, so the
+// real HPA controller reads it and the isvc says AutoscalingActive True. The adapter is then
+// killed (its backend gone, as on a node loss): within 30 s the isvc's AutoscalingActive is
+// False with the HPA's reason and message while the model keeps serving (Ready), kubectl
+// describe shows it, one Warning Event goes out; the adapter restarted, True again. Over the
+// outage the isvc is written exactly twice (False, then True) and at rest not at all.
 func TestAutoscalerBlindShown(t *testing.T) {
 	ns := env.Namespace(t)
+	adapter := startMetricsAdapter(t)
+	adapter.waitAvailable(t)
 	applyYAML(t, ns, autoscalingTwoReplicas)
 	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/blind", testenv.Timeout(time.Minute))
+	waitAutoscaling := func(what string, timeout time.Duration, status metav1.ConditionStatus, reason string) *crd.InferenceService {
+		t.Helper()
+		var isvc *crd.InferenceService
+		testenv.Eventually(t, timeout, what, func() error {
+			var err error
+			if isvc, err = env.ISVC(ns, "blind"); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
+			if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+				return fmt.Errorf("conditions %+v", isvc.Status.Conditions)
+			}
+			return nil
+		})
+		return isvc
+	}
+	isvc := waitAutoscaling("AutoscalingActive True: the HPA reads the adapter's metric", 90*time.Second, metav1.ConditionTrue, "ValidMetricFound")
+	t.Logf("served: %s\n%s", meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling).Message, env.Kubectl(t, "get", "hpa", "-n", ns, "blind"))
 
-	var hpaSays *autoscalingv2.HorizontalPodAutoscalerCondition
-	testenv.Eventually(t, time.Minute, "the HPA to report ScalingActive", func() error {
-		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "blind", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for i, c := range h.Status.Conditions {
-			if c.Type == autoscalingv2.ScalingActive && c.Status != corev1.ConditionUnknown {
-				hpaSays = &h.Status.Conditions[i]
-				return nil
+	w, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Watch(context.Background(), metav1.ListOptions{
+		FieldSelector: "metadata.name=blind", ResourceVersion: isvc.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	modified := func() (n int) {
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if ev.Type == watch.Modified {
+					n++
+				}
+			default:
+				return n
 			}
 		}
-		return fmt.Errorf("HPA conditions %+v", h.Status.Conditions)
-	})
-	if hpaSays.Status != corev1.ConditionFalse {
-		t.Fatalf("the HPA reads its metric on a cluster without a metrics API: %+v", hpaSays)
+	}
+	writesBefore, err := env.op.Writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	adapter.Kill()
+	killed := time.Now()
+	isvc = waitAutoscaling("AutoscalingActive False once the metric's backend is gone", 30*time.Second, metav1.ConditionFalse, "")
+	c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
+	blindAfter := time.Since(killed)
+	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "blind", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hpaSays *autoscalingv2.HorizontalPodAutoscalerCondition
+	for i, hc := range h.Status.Conditions {
+		if hc.Type == autoscalingv2.ScalingActive {
+			hpaSays = &h.Status.Conditions[i]
+		}
+	}
+	if hpaSays == nil || hpaSays.Status != corev1.ConditionFalse || hpaSays.Reason != c.Reason {
+		t.Fatalf("isvc says %s %s, the HPA says %+v", c.Status, c.Reason, hpaSays)
 	}
 	t.Logf("HPA: ScalingActive %s %s: %s", hpaSays.Status, hpaSays.Reason, hpaSays.Message)
-
-	var isvc *crd.InferenceService
-	testenv.Eventually(t, 30*time.Second, "AutoscalingActive False with the HPA's reason", func() error {
-		var err error
-		if isvc, err = env.ISVC(ns, "blind"); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != hpaSays.Reason {
-			return fmt.Errorf("conditions %+v", isvc.Status.Conditions)
-		}
-		return nil
-	})
-	c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
 	if !strings.Contains(c.Message, "num_requests_waiting") || isvc.Status.Phase != crd.PhaseReady || isvc.Status.Reason != "" {
 		t.Fatalf("status %+v", isvc.Status)
 	}
@@ -86,33 +118,22 @@ func TestAutoscalerBlindShown(t *testing.T) {
 	t.Logf("kubectl describe isvc:\n%s", describe)
 	t.Logf("isvc: %s %s %s: %s", conditionAutoscaling, c.Status, c.Reason, c.Message)
 
-	// At rest: no status write over three resync periods and three reconciles, and still one
-	// Warning Event (no series).
-	w, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Watch(context.Background(), metav1.ListOptions{
-		FieldSelector: "metadata.name=blind", ResourceVersion: isvc.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
+	if n, count := warningEvents(t, ns, eventAutoscalingBlind); n != 1 || count != 1 {
+		t.Fatalf("%d %s Warning Events (series count %d), want 1", n, eventAutoscalingBlind, count)
 	}
-	defer w.Stop()
+
+	adapter.start(t)
+	restarted := time.Now()
+	isvc = waitAutoscaling("AutoscalingActive True again once the adapter is back", 30*time.Second, metav1.ConditionTrue, "ValidMetricFound")
+	t.Logf("timeline: adapter killed; isvc False %s later; adapter restarted; isvc True %s later", blindAfter.Round(time.Second), time.Since(restarted).Round(time.Second))
+	// Settle: three resync periods and reconciles with nothing to say.
 	fams, err := env.op.Scrape()
 	if err != nil {
 		t.Fatal(err)
 	}
 	reconcilesBefore := operator.SumCounter(fams, "controller_runtime_reconcile_total", nil)
 	hold := time.Now().Add(3 * env.resync)
-	writes := 0
 	testenv.Eventually(t, time.Minute, "three resync periods and reconciles", func() error {
-		for drained := false; !drained; {
-			select {
-			case ev := <-w.ResultChan():
-				if ev.Type == watch.Modified {
-					writes++
-				}
-			default:
-				drained = true
-			}
-		}
 		fams, err := env.op.Scrape()
 		if err != nil {
 			return err
@@ -122,11 +143,12 @@ func TestAutoscalerBlindShown(t *testing.T) {
 		}
 		return nil
 	})
-	if writes != 0 {
-		t.Fatalf("%d status writes at rest over %s", writes, 3*env.resync)
+	writesAfter, err := env.op.Writes()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, count := warningEvents(t, ns, eventAutoscalingBlind); n != 1 || count != 1 {
-		t.Fatalf("%d %s Warning Events (series count %d), want 1", n, eventAutoscalingBlind, count)
+	if n := modified(); n != 2 {
+		t.Fatalf("the isvc was written %d times over the outage and after, want 2 (False, then True)", n)
 	}
-	t.Logf("at rest: 0 status writes over %s, one %s Warning Event", 3*env.resync, eventAutoscalingBlind)
+	t.Logf("over the outage: 2 isvc status writes, %v operator writes in all (the Warning Event included)", writesAfter-writesBefore)
 }

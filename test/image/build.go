@@ -25,7 +25,9 @@ import (
 
 // Image facts shared with the Dockerfile and the manifests.
 const (
-	Entrypoint    = "/inferenceservice-operator"
+	Entrypoint = "/inferenceservice-operator"
+	// AdapterPath is the image's second binary, the metrics adapter (manifests/metrics-adapter).
+	AdapterPath   = "/inferenceservice-metrics-adapter"
 	User          = "65532:65532"
 	Title         = "inferenceservice-operator"
 	DefaultSource = "https://github.com/example/inferenceservice-operator"
@@ -34,6 +36,8 @@ const (
 // Options of one image build.
 type Options struct {
 	Output, Binary, Version, Source, Arch, CACerts string
+	// Adapter is a prebuilt metrics adapter binary; empty builds one with the operator.
+	Adapter string
 }
 
 // epoch stamps every file and the config, so the same binary gives the same digest.
@@ -42,14 +46,21 @@ var epoch = time.Unix(0, 0).UTC()
 // Build writes the image as an OCI layout tarball at o.Output and returns its digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	bin := o.Binary
-	if bin == "" {
+	if bin == "" || o.Adapter == "" {
 		dir, err := os.MkdirTemp("", "image-build-")
 		if err != nil {
 			return v1.Hash{}, err
 		}
 		defer os.RemoveAll(dir)
-		if bin, err = compile(ctx, dir, o.Version, o.Arch); err != nil {
-			return v1.Hash{}, err
+		if bin == "" {
+			if bin, err = compile(ctx, dir, o.Version, o.Arch, "."); err != nil {
+				return v1.Hash{}, err
+			}
+		}
+		if o.Adapter == "" {
+			if o.Adapter, err = compile(ctx, dir, o.Version, o.Arch, "./metrics/adapter"); err != nil {
+				return v1.Hash{}, err
+			}
 		}
 	}
 	img, err := Image(bin, o)
@@ -62,14 +73,14 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	return img.Digest()
 }
 
-// compile builds the static operator binary (no cgo: no libc needed on an empty base).
-func compile(ctx context.Context, dir, version, arch string) (string, error) {
+// compile builds a static binary of the package pkg (no cgo: no libc needed on an empty base).
+func compile(ctx context.Context, dir, version, arch, pkg string) (string, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "inferenceservice-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-s -w -X main.version="+version, "-o", out, ".")
+	out := filepath.Join(dir, strings.NewReplacer(".", "", "/", "-").Replace(pkg)+"bin")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-s -w -X main.version="+version, "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -80,7 +91,7 @@ func compile(ctx context.Context, dir, version, arch string) (string, error) {
 
 // Image is the binary as one layer on an empty base, with the runtime config.
 func Image(bin string, o Options) (v1.Image, error) {
-	layer, err := binaryLayer(bin, o.CACerts)
+	layer, err := binaryLayer(bin, o.Adapter, o.CACerts)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +119,9 @@ func Image(bin string, o Options) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// binaryLayer is a tar holding the executable at Entrypoint (root-owned, 0755, so the
-// non-root user runs but cannot change it) and, when present, the CA bundle.
-func binaryLayer(bin, caCerts string) (v1.Layer, error) {
+// binaryLayer is a tar holding the executables at Entrypoint and AdapterPath (root-owned,
+// 0755, so the non-root user runs but cannot change them) and, when present, the CA bundle.
+func binaryLayer(bin, adapter, caCerts string) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(src, dst string, mode int64) error {
@@ -126,6 +137,11 @@ func binaryLayer(bin, caCerts string) (v1.Layer, error) {
 	}
 	if err := add(bin, Entrypoint, 0o755); err != nil {
 		return nil, err
+	}
+	if adapter != "" {
+		if err := add(adapter, AdapterPath, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if caCerts != "" {
 		if _, err := os.Stat(caCerts); err == nil {

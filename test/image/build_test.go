@@ -56,11 +56,15 @@ func TestBuild(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "operator.oci.tar")
-	bin, err := compile(context.Background(), dir, "v0.0.1-test", "amd64")
+	bin, err := compile(context.Background(), dir, "v0.0.1-test", "amd64", ".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Output: out, Binary: bin, Version: "v0.0.1-test", Source: DefaultSource, Arch: "amd64", CACerts: ""}
+	adapter, err := compile(context.Background(), dir, "v0.0.1-test", "amd64", "./metrics/adapter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Output: out, Binary: bin, Adapter: adapter, Version: "v0.0.1-test", Source: DefaultSource, Arch: "amd64", CACerts: ""}
 	digest, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +134,7 @@ func TestBuild(t *testing.T) {
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
-	found := false
+	found := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -139,10 +143,10 @@ func TestBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Name != "inferenceservice-operator" {
+		if h.Name != "inferenceservice-operator" && h.Name != "inferenceservice-metrics-adapter" {
 			continue
 		}
-		found = true
+		found[h.Name] = true
 		if h.Typeflag != tar.TypeReg || h.FileInfo().Mode().Perm() != 0o755 || h.Uid != 0 {
 			t.Errorf("executable: type %c mode %v uid %d", h.Typeflag, h.FileInfo().Mode().Perm(), h.Uid)
 		}
@@ -151,8 +155,8 @@ func TestBuild(t *testing.T) {
 			t.Errorf("not an ELF executable: %q %v", head, err)
 		}
 	}
-	if !found {
-		t.Fatal("no /inferenceservice-operator in the layer")
+	if !found["inferenceservice-operator"] || !found["inferenceservice-metrics-adapter"] {
+		t.Fatalf("executables in the layer: %v, want the operator and the metrics adapter", found)
 	}
 
 	// Reproducible: the same binary gives the same digest.

@@ -1,0 +1,312 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// The load: closed-loop clients, each sending a 100-token completion (2 s at the fake
+// engine's 20 ms a token) to the model's ready pods in turn, as a Service would spread them.
+// With 2 slots a pod, 16 clients leave 6 waiting a pod at 2 replicas (the HPA wants 4 at a
+// target of 3) and 2 at 4 replicas: under target.
+const (
+	loadClients   = 16
+	loadTokens    = 100
+	loadMaxSent   = 4000 // a bound on the whole test's requests, whatever happens
+	scaleManifest = `apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: busy}
+spec:
+  baseModel: Qwen/Qwen3-0.6B
+  gpusPerReplica: 1
+  engineArgs: ["--max-num-seqs", "2"]
+  autoscaling: {minReplicas: 2, maxReplicas: 4, targetQueueLength: 3, scaleDownDelaySeconds: 45}
+`
+)
+
+// TestAutoscalesOnTheQueue is the issue's acceptance on the real HPA controller: a model at 2
+// replicas under a bounded load that overflows its slots; the queue rises, the HPA scales it to
+// its bound of 4 on the metric the operator's adapter serves, the queue falls under target,
+// the isvc reports Ready with 4; the load stops and it returns to 2 after the scale-down delay.
+// The timeline (queue per pod as the HPA reads it, desired, ready) is logged.
+func TestAutoscalesOnTheQueue(t *testing.T) {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	w := useWebhookCRD(t)
+	adapter := startMetricsAdapter(t)
+	adapter.waitAvailable(t)
+	applyYAMLWith(t, w.cache, ns, scaleManifest)
+	env.WaitPhase(t, ns, "busy", "Ready", 2*time.Minute)
+
+	tl := &timeline{t: t, ns: ns, name: "busy", start: time.Now()}
+	stopSampling := tl.sample(3 * time.Second)
+	defer stopSampling()
+
+	load := startLoad(t, ns, "busy", loadClients)
+	loadStarted := time.Now()
+	testenv.Eventually(t, 3*time.Minute, "4 ready replicas, the isvc Ready with them, the queue under target", func() error {
+		isvc, err := env.ISVC(ns, "busy")
+		if err != nil {
+			return err
+		}
+		last := tl.last()
+		if isvc.Status.Phase != "Ready" || isvc.Status.ReadyReplicas != 4 || last.ready != 4 || len(last.queue) != 4 || last.avg() >= 3 {
+			return fmt.Errorf("isvc %s ready %d; last sample %s", isvc.Status.Phase, isvc.Status.ReadyReplicas, last)
+		}
+		return nil
+	})
+	scaledUp := time.Since(loadStarted)
+	sent, failed := load.stop()
+	loadStopped := time.Now()
+	if failed > sent/10 {
+		t.Fatalf("%d of %d requests failed", failed, sent)
+	}
+	if peak := tl.peakAvg(); peak < 3 {
+		t.Fatalf("the queue never rose above target (peak %.1f a pod): the load did not overflow the slots", peak)
+	}
+
+	testenv.Eventually(t, 3*time.Minute, "back to the minimum of 2 after the scale-down delay", func() error {
+		isvc, err := env.ISVC(ns, "busy")
+		if err != nil {
+			return err
+		}
+		if last := tl.last(); isvc.Status.Phase != "Ready" || isvc.Status.Replicas != 2 || last.desired != 2 {
+			return fmt.Errorf("isvc %s replicas %d; last sample %s", isvc.Status.Phase, isvc.Status.Replicas, last)
+		}
+		return nil
+	})
+	stopSampling()
+	t.Logf("load: %d clients, %d requests (%d failed); scaled up to 4 ready %s after the load started; back to 2 %s after it stopped (delay 45s, HPA sync 15s)",
+		loadClients, sent, failed, scaledUp.Round(time.Second), time.Since(loadStopped).Round(time.Second))
+	t.Logf("timeline (queue per pod as the custom metrics API serves it):\n%s", tl)
+	t.Logf("kubectl get hpa:\n%s", env.Kubectl(t, "get", "hpa", "-n", ns, "busy"))
+}
+
+// applyYAMLWith is applyYAML through kubectl with extra flags (a cache directory of its own,
+// for the v1beta1 install's discovery).
+func applyYAMLWith(t *testing.T, flag, ns, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, flag, "apply", "-n", ns, "-f", f)
+}
+
+type load struct {
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	sent, failed atomic.Int64
+}
+
+// startLoad runs the clients against the model's ready pods (their IPs, refreshed every
+// second) until stop, loadMaxSent requests, or five minutes.
+func startLoad(t *testing.T, ns, name string, clients int) *load {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	l := &load{cancel: cancel}
+	var ips atomic.Pointer[[]string]
+	refresh := func() {
+		pods, err := readyModelPods(t, ns, name)
+		if err != nil {
+			return
+		}
+		list := make([]string, 0, len(pods))
+		for _, p := range pods {
+			list = append(list, p.Status.PodIP)
+		}
+		sort.Strings(list)
+		ips.Store(&list)
+	}
+	refresh()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				refresh()
+			}
+		}
+	}()
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: clients}}
+	var next atomic.Int64
+	body := fmt.Sprintf(`{"model":"Qwen/Qwen3-0.6B","prompt":"Kubernetes operators are","max_tokens":%d}`, loadTokens)
+	for range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for ctx.Err() == nil && l.sent.Load() < loadMaxSent {
+				list := *ips.Load()
+				if len(list) == 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+					continue
+				}
+				ip := list[int(next.Add(1))%len(list)]
+				l.sent.Add(1)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(ip, fmt.Sprint(reconcile.Port))+"/v1/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("%s", resp.Status)
+					}
+				}
+				if err != nil && ctx.Err() == nil {
+					l.failed.Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) stop() (sent, failed int64) {
+	l.cancel()
+	l.wg.Wait()
+	return l.sent.Load(), l.failed.Load()
+}
+
+type qsample struct {
+	at              time.Duration
+	queue           map[string]float64
+	desired, ready  int32
+	phase           string
+	metricAvailable bool
+}
+
+func (s qsample) avg() float64 {
+	if len(s.queue) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, v := range s.queue {
+		sum += v
+	}
+	return sum / float64(len(s.queue))
+}
+
+func (s qsample) String() string {
+	pods := make([]string, 0, len(s.queue))
+	for p := range s.queue {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	q := make([]string, 0, len(pods))
+	for _, p := range pods {
+		q = append(q, fmt.Sprintf("%s=%g", p[strings.LastIndex(p, "-")+1:], s.queue[p]))
+	}
+	return fmt.Sprintf("%6.0fs  queue/pod %-40s avg %4.1f  desired %d  ready %d  isvc %s", s.at.Seconds(), strings.Join(q, " "), s.avg(), s.desired, s.ready, s.phase)
+}
+
+// timeline samples what the HPA reads and decides, and what the isvc says.
+type timeline struct {
+	t        *testing.T
+	ns, name string
+	start    time.Time
+	mu       sync.Mutex
+	samples  []qsample
+}
+
+func (tl *timeline) sample(every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			s := tl.read(ctx)
+			tl.mu.Lock()
+			tl.samples = append(tl.samples, s)
+			tl.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(every):
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+func (tl *timeline) read(ctx context.Context) qsample {
+	s := qsample{at: time.Since(tl.start), queue: map[string]float64{}}
+	raw, err := env.Kube.CoreV1().RESTClient().Get().
+		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+tl.ns+"/pods/*/num_requests_waiting").
+		Param("labelSelector", reconcile.InstanceLabel+"="+tl.name).DoRaw(ctx)
+	if err == nil {
+		var list struct {
+			Items []struct {
+				DescribedObject struct{ Name string } `json:"describedObject"`
+				Value           resource.Quantity   `json:"value"`
+			} `json:"items"`
+		}
+		if json.Unmarshal(raw, &list) == nil {
+			s.metricAvailable = true
+			for _, it := range list.Items {
+				s.queue[it.DescribedObject.Name] = it.Value.AsApproximateFloat64()
+			}
+		}
+	}
+	if h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(tl.ns).Get(ctx, tl.name, metav1.GetOptions{}); err == nil {
+		s.desired = h.Status.DesiredReplicas
+	}
+	if d, err := env.Kube.AppsV1().Deployments(tl.ns).Get(ctx, tl.name, metav1.GetOptions{}); err == nil {
+		s.ready = d.Status.ReadyReplicas
+	}
+	if isvc, err := env.ISVC(tl.ns, tl.name); err == nil {
+		s.phase = string(isvc.Status.Phase)
+	}
+	return s
+}
+
+func (tl *timeline) last() qsample {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if len(tl.samples) == 0 {
+		return qsample{}
+	}
+	return tl.samples[len(tl.samples)-1]
+}
+
+func (tl *timeline) peakAvg() float64 {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	peak := 0.0
+	for _, s := range tl.samples {
+		peak = max(peak, s.avg())
+	}
+	return peak
+}
+
+func (tl *timeline) String() string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	lines := make([]string, 0, len(tl.samples))
+	for _, s := range tl.samples {
+		lines = append(lines, s.String())
+	}
+	return strings.Join(lines, "\n")
+}
