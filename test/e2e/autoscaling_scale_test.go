@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -260,7 +260,7 @@ func (tl *timeline) read(ctx context.Context) qsample {
 		var list struct {
 			Items []struct {
 				DescribedObject struct{ Name string } `json:"describedObject"`
-				Value           resource.Quantity   `json:"value"`
+				Value           resource.Quantity     `json:"value"`
 			} `json:"items"`
 		}
 		if json.Unmarshal(raw, &list) == nil {
