@@ -32,7 +32,7 @@ const (
 	logTailLines  = 50
 	logLimitBytes = 16 << 10
 	// logReadTimeout bounds one read: the API server proxies it to the node's kubelet.
-	logReadTimeout = 10 * time.Second
+	logReadTimeout = 5 * time.Second
 )
 
 // Results of a log read, the values of inferenceservice_operator_pod_log_reads_total's label.

@@ -602,3 +602,87 @@ func TestRBACV1beta1OverlayCalls(t *testing.T) {
 	storedVersions(crd.VersionV1beta1)
 	checkExactRBAC(t, "manifests/overlays/v1beta1", granted, overlay, wire.Requests())
 }
+
+// TestLastWordsDenied runs the operator under the install's ClusterRole minus pods/log: a
+// crash-looping model still gets today's message (exit code and restarts, no log line), and the
+// denied read is tried once per crashed run, never per resync.
+func TestLastWordsDenied(t *testing.T) {
+	ns := env.Namespace(t)
+	role := manifestClusterRole(t)
+	n := len(role.Rules)
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "pods/log") })
+	if len(role.Rules) != n-1 {
+		t.Fatal("the ClusterRole has no pods/log rule")
+	}
+	// Optional CRDs another test is still deleting would turn on children the operator then
+	// fails to write (ReconcileError outranks the crash).
+	crds := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+	testenv.Eventually(t, time.Minute, "no optional CRDs left by another test", func() error {
+		for _, name := range []string{"servicemonitors.monitoring.coreos.com", "httproutes.gateway.networking.k8s.io"} {
+			if _, err := env.Dyn.Resource(crds).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("%s still served", name)
+			}
+		}
+		return nil
+	})
+	kc := serviceAccountWithRole(t, ns, "isvc-operator-no-pod-logs", role)
+	p := startOperator(t, env.Bin, "no-pod-logs", "--kubeconfig="+kc, "--namespaces="+ns, "--resync=1s", "-v=2")
+	crash := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "crash", "namespace": ns},
+		"spec": map[string]any{"model": "m", "replicas": int64(1), "gpusPerReplica": int64(0), "image": "kubelet.fake/crashloop:v1",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(testenv.Ctx(t, time.Minute), crash, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied := func() float64 {
+		return counter(t, p, "inferenceservice_operator_pod_log_reads_total", func(l map[string]string) bool { return l["result"] == "forbidden" })
+	}
+	var msg string
+	testenv.Eventually(t, time.Minute, "CrashLoopBackOff after a denied log read", func() error {
+		i, err := env.ISVC(ns, "crash")
+		if err != nil {
+			return err
+		}
+		for _, c := range i.Status.Conditions {
+			if c.Type == crd.ConditionReady {
+				msg = c.Message
+			}
+		}
+		if i.Status.Reason != reconcile.ReasonCrashLoopBackOff || denied() == 0 {
+			return fmt.Errorf("reason %q (%s), %v denied reads", i.Status.Reason, msg, denied())
+		}
+		return nil
+	})
+	if !strings.Contains(msg, "last terminated: exit code 1 (Error)") || strings.Contains(msg, "; log: ") {
+		t.Fatalf("message %q: want today's, the exit code without a log line", msg)
+	}
+	// Over a window of resyncs (1s), denied reads follow restarts, not resyncs.
+	restarts := func() (n int32) {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				n += cs.RestartCount
+			}
+		}
+		return n
+	}
+	syncs := func() float64 { return counter(t, p, "controller_runtime_reconcile_total", nil) }
+	d0, r0, s0 := denied(), restarts(), syncs()
+	deadline := time.Now().Add(20 * time.Second)
+	testenv.Eventually(t, time.Minute, "the window", func() error {
+		if time.Now().Before(deadline) {
+			return fmt.Errorf("%s left", time.Until(deadline).Round(time.Second))
+		}
+		return nil
+	})
+	d1, r1, s1 := denied(), restarts(), syncs()
+	t.Logf("message: %s\nover 20s: %.0f reconciles, %d restarts, %.0f denied log reads", msg, s1-s0, r1-r0, d1-d0)
+	if d1-d0 > 2*float64(r1-r0)+2 {
+		t.Fatalf("%.0f denied reads for %d restarts over %.0f reconciles: reads follow resyncs", d1-d0, r1-r0, s1-s0)
+	}
+}
