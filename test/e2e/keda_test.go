@@ -4,25 +4,30 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"text/template"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// Spelled out, so the test compiles against the code before KEDA support, and fails there.
+// KEDA's resource as testdata/keda_scaledobjects_crd.yaml serves it.
 var scaledObjects = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 
 const (
@@ -289,4 +294,173 @@ func mustGetSO(t *testing.T, ns string) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// startModelPrometheus runs a real Prometheus scraping each pod's /metrics every second, with
+// the namespace and pod labels a ServiceMonitor gives the series, until the test ends.
+func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian)")
+	}
+	var static []any
+	for _, p := range pods {
+		static = append(static, map[string]any{
+			"targets": []any{net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port))},
+			"labels":  map[string]any{"namespace": p.Namespace, "pod": p.Name},
+		})
+	}
+	dir := t.TempDir()
+	config, err := yaml.Marshal(map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s"},
+		"scrape_configs": []any{map[string]any{"job_name": "models", "static_configs": static}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	// Registered after TempDir, so it runs first: the process is gone before its data dir.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("prometheus log:\n%s", b)
+			}
+		}
+		logf.Close()
+	})
+	return &promServer{addr: addr}
+}
+
+// podsOf is the pod label of each sample.
+func podsOf(s []sample) []string {
+	var out []string
+	for _, x := range s {
+		out = append(out, x.Labels["pod"])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestQueueQueriesOnPrometheus: on a real Prometheus scraping real model pods, the KEDA
+// trigger's query covers exactly the model's pods (not those of a model whose name extends
+// it), and prometheus-adapter's rule, expanded as the adapter expands it for an HPA's pods,
+// gives one value per pod, under the pod's name.
+func TestQueueQueriesOnPrometheus(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: queue}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
+---
+apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: queue-b}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "queue", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "queue-b", crd.PhaseReady, 90*time.Second)
+	mine, err := readyModelPods(t, ns, "queue")
+	if err != nil || len(mine) != 2 {
+		t.Fatalf("%d ready pods of queue (%v), want 2", len(mine), err)
+	}
+	sibling, err := readyModelPods(t, ns, "queue-b")
+	if err != nil || len(sibling) != 1 {
+		t.Fatalf("%d ready pods of queue-b (%v), want 1", len(sibling), err)
+	}
+	prom := startModelPrometheus(t, append(slices.Clone(mine), sibling...))
+	want := []string{mine[0].Name, mine[1].Name}
+	slices.Sort(want)
+
+	q := reconcile.QueueQuery(ns, "queue")
+	selector, ok := strings.CutPrefix(q, "sum(")
+	if !ok {
+		t.Fatalf("the query %s is not a sum", q)
+	}
+	perPod := "count by (pod) (" + selector
+	testenv.Eventually(t, time.Minute, "the KEDA query's series: the model's pods", func() error {
+		s, err := prom.query(perPod)
+		if err != nil {
+			return err
+		}
+		if got := podsOf(s); !slices.Equal(got, want) {
+			return fmt.Errorf("%s covers %v, want %v", perPod, got, want)
+		}
+		return nil
+	})
+	if _, err := prom.scalar(q); err != nil {
+		t.Fatalf("the KEDA query, one value for the model: %v", err)
+	}
+
+	var rules struct {
+		Data map[string]string `json:"data"`
+	}
+	b, err := os.ReadFile(filepath.Join(env.Root, "manifests", "overlays", "prometheus-adapter", "adapter_rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		Rules []struct {
+			SeriesQuery  string `json:"seriesQuery"`
+			MetricsQuery string `json:"metricsQuery"`
+		} `json:"rules"`
+	}
+	if err := yaml.Unmarshal([]byte(rules.Data["config.yaml"]), &config); err != nil || len(config.Rules) != 1 {
+		t.Fatalf("adapter_rules.yaml: %v, %d rules", err, len(config.Rules))
+	}
+	tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(config.Rules[0].MetricsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adapterQuery strings.Builder
+	if err := tmpl.Execute(&adapterQuery, map[string]any{"Series": reconcile.QueueSeries,
+		"LabelMatchers": `namespace="` + ns + `",pod=~"` + strings.Join(want, "|") + `"`, "GroupBy": "pod", "GroupBySlice": []string{"pod"}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := prom.query(adapterQuery.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := podsOf(s); !slices.Equal(got, want) {
+		t.Fatalf("prometheus-adapter's query %s: pods %v, want %v", adapterQuery.String(), got, want)
+	}
+	everyPod := append(slices.Clone(want), sibling[0].Name)
+	slices.Sort(everyPod)
+	testenv.Eventually(t, time.Minute, "the rule's seriesQuery: every model pod", func() error {
+		all, err := prom.query(config.Rules[0].SeriesQuery)
+		if err != nil {
+			return err
+		}
+		if got := podsOf(all); !slices.Equal(got, everyPod) {
+			return fmt.Errorf("%s: pods %v, want %v", config.Rules[0].SeriesQuery, got, everyPod)
+		}
+		return nil
+	})
+	t.Logf("KEDA: %s; prometheus-adapter for the HPA: %s -> %v", q, adapterQuery.String(), s)
 }

@@ -6,11 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"text/template"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -162,4 +165,49 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 // TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses.
 func TestKEDAQueueQueryParses(t *testing.T) {
 	promQLParses(t, reconcile.QueueQuery("team-a", "qwen3"), reconcile.QueueQuery("team-a", "llama-70b"))
+}
+
+// TestKEDAOverlay: manifests/overlays/keda is the base install without the operator's metrics
+// adapter (KEDA serves its HPAs' metric), with --autoscaler=keda and a Prometheus address on
+// the operator, and the ScaledObject rules in a ClusterRole of its own bound to the operator's
+// ServiceAccount, so the base's stays exactly what the default install calls; it passes a
+// server-side dry run.
+func TestKEDAOverlay(t *testing.T) {
+	const overlay = "manifests/overlays/keda"
+	objs := render(t, overlay)
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = true
+		if strings.HasPrefix(o.GetName(), "inferenceservice-metrics-adapter") {
+			t.Errorf("the operator's metrics adapter is installed: %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	for _, o := range render(t, "manifests") {
+		if k := o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName(); !strings.HasPrefix(o.GetName(), "inferenceservice-metrics-adapter") && !have[k] {
+			t.Errorf("the overlay lacks the base's %s", k)
+		}
+	}
+	d := convert[appsv1.Deployment](t, find(t, objs, "Deployment", systemNamespace, "inferenceservice-operator"))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--autoscaler=keda") || !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--keda-prometheus-address=http") }) {
+		t.Errorf("operator args %v", args)
+	}
+	base := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "", "inferenceservice-operator"))
+	if hasRule(base.Rules, "keda.sh", "scaledobjects", "list") {
+		t.Error("the base ClusterRole grants scaledobjects")
+	}
+	role := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "", "inferenceservice-operator-keda"))
+	for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
+		if !hasRule(role.Rules, "keda.sh", "scaledobjects", verb) {
+			t.Errorf("no scaledobjects %s", verb)
+		}
+	}
+	if len(role.Rules) != 1 || len(role.Rules[0].Verbs) != 6 {
+		t.Errorf("rules %+v: scaledobjects, with the verbs the operator calls, only", role.Rules)
+	}
+	binding := convert[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "", "inferenceservice-operator-keda"))
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "inferenceservice-operator" || binding.Subjects[0].Namespace != systemNamespace {
+		t.Errorf("binding %+v", binding)
+	}
+	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
 }
