@@ -275,3 +275,37 @@ func TestKEDAUnservedKeepsTheHPA(t *testing.T) {
 		t.Fatalf("the fallback would never be written over %+v: %+v", stored.Conditions, next.Conditions)
 	}
 }
+
+// TestScaledObjectScaleDownDelay: v1beta1's scale-down delay reaches KEDA's HPA, converges as
+// stored, and a change of it is written.
+func TestScaledObjectScaleDownDelay(t *testing.T) {
+	w := newWorld(2)
+	w.f = kedaOn
+	w.ext = crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 2, MaxReplicas: 6, ScaleDownDelaySeconds: ptr.To[int32](120)}, ReplicasUnset: true}
+	w.applyKEDA(t, w.reconcile().Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("converged: %s", verbs(out.Actions))
+	}
+	window := func() int64 {
+		n, _, _ := unstructured.NestedInt64(w.obs.ScaledObject.Object, "spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleDown", "stabilizationWindowSeconds")
+		return n
+	}
+	if window() != 120 {
+		t.Fatalf("stored window %d, want 120", window())
+	}
+	w.ext.Autoscaling.ScaleDownDelaySeconds, w.isvc.Generation = ptr.To[int32](600), 2
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update ScaledObject" {
+		t.Fatalf("delay 120 -> 600: %s", got)
+	}
+	w.applyKEDA(t, out.Actions)
+	if out := w.reconcile(); len(out.Actions) != 0 || window() != 600 {
+		t.Fatalf("after the change: %s, window %d", verbs(out.Actions), window())
+	}
+	w.ext.Autoscaling.ScaleDownDelaySeconds = nil
+	w.applyKEDA(t, w.reconcile().Actions)
+	if _, found, _ := unstructured.NestedFieldNoCopy(w.obs.ScaledObject.Object, "spec", "advanced"); found {
+		t.Fatal("the delay removed, advanced stays")
+	}
+}
