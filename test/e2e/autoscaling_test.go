@@ -32,8 +32,8 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
 
 // TestAutoscalerBlindShown: the operator's metrics adapter serves num_requests_waiting, so the
 // real HPA controller reads it and the isvc says AutoscalingActive True. The adapter is then
-// killed (its backend gone, as on a node loss): within 30 s the isvc's AutoscalingActive is
-// False with the HPA's reason and message while the model keeps serving (Ready), kubectl
+// killed (its backend gone, as on a node loss): once the HPA's next sync fails (25 s measured),
+// the isvc's AutoscalingActive is False with the HPA's reason and message while the model keeps serving (Ready), kubectl
 // describe shows it, one Warning Event goes out; the adapter restarted, True again. Over the
 // outage the isvc is written exactly twice (False, then True) and at rest not at all.
 func TestAutoscalerBlindShown(t *testing.T) {
@@ -68,15 +68,18 @@ func TestAutoscalerBlindShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	modified := func() (n int) {
+	// modified counts the isvc's writes seen so far, reading until the watch has been quiet
+	// for a second (its events arrive one by one, not all at once).
+	seen := 0
+	modified := func() int {
 		for {
 			select {
 			case ev := <-w.ResultChan():
 				if ev.Type == watch.Modified {
-					n++
+					seen++
 				}
-			default:
-				return n
+			case <-time.After(time.Second):
+				return seen
 			}
 		}
 	}
@@ -87,7 +90,9 @@ func TestAutoscalerBlindShown(t *testing.T) {
 
 	adapter.Kill()
 	killed := time.Now()
-	isvc = waitAutoscaling("AutoscalingActive False once the metric's backend is gone", 30*time.Second, metav1.ConditionFalse, "")
+	// The HPA notices at its next sync (15s) once the aggregator marks the APIService
+	// unavailable; the measured time is logged, the deadline only bounds the test.
+	isvc = waitAutoscaling("AutoscalingActive False once the metric's backend is gone", time.Minute, metav1.ConditionFalse, "")
 	c := meta.FindStatusCondition(isvc.Status.Conditions, conditionAutoscaling)
 	blindAfter := time.Since(killed)
 	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "blind", metav1.GetOptions{})
@@ -124,7 +129,7 @@ func TestAutoscalerBlindShown(t *testing.T) {
 
 	adapter.start(t)
 	restarted := time.Now()
-	isvc = waitAutoscaling("AutoscalingActive True again once the adapter is back", 30*time.Second, metav1.ConditionTrue, "ValidMetricFound")
+	isvc = waitAutoscaling("AutoscalingActive True again once the adapter is back", time.Minute, metav1.ConditionTrue, "ValidMetricFound")
 	t.Logf("timeline: adapter killed; isvc False %s later; adapter restarted; isvc True %s later", blindAfter.Round(time.Second), time.Since(restarted).Round(time.Second))
 	// Settle: three resync periods and reconciles with nothing to say.
 	fams, err := env.op.Scrape()

@@ -121,6 +121,36 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatalf("PodDisruptionBudget: %v", err)
 	}
 
+	// The metrics adapter: the image's second binary, as hardened, under the same Pod Security.
+	env.Kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-metrics-adapter", "--timeout=120s")
+	ad, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-metrics-adapter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := ad.Spec.Template.Spec.Containers[0]
+	asc := ac.SecurityContext
+	for what, ok := range map[string]bool{
+		"2 ready replicas":       ad.Status.ReadyReplicas == 2,
+		"the adapter's binary":   len(ac.Command) == 1 && ac.Command[0] == "/inferenceservice-metrics-adapter",
+		"the operator's image":   ac.Image == d.Spec.Template.Spec.Containers[0].Image,
+		"readOnlyRootFilesystem": asc != nil && ptr.Deref(asc.ReadOnlyRootFilesystem, false),
+		"capabilities drop ALL":  asc != nil && asc.Capabilities != nil && slices.Contains(asc.Capabilities.Drop, "ALL"),
+		"readiness on /readyz":   ac.ReadinessProbe != nil && ac.ReadinessProbe.HTTPGet != nil && ac.ReadinessProbe.HTTPGet.Path == "/readyz",
+		"memory limit":           !ac.Resources.Limits.Memory().IsZero(),
+		"its own ServiceAccount": ad.Spec.Template.Spec.ServiceAccountName == "inferenceservice-metrics-adapter",
+	} {
+		if !ok {
+			t.Errorf("metrics adapter deployment: not %s", what)
+		}
+	}
+	if _, err := env.Kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "inferenceservice-metrics-adapter", metav1.GetOptions{}); err != nil {
+		t.Fatalf("metrics adapter PodDisruptionBudget: %v", err)
+	}
+	adapterPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "adapter-dry-run", Namespace: systemNamespace}, Spec: *ad.Spec.Template.Spec.DeepCopy()}
+	if _, err := env.Kube.CoreV1().Pods(systemNamespace).Create(ctx, adapterPod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the metrics adapter's pod template under restricted: %v", err)
+	}
+
 	// The enforcement is real: the same pod, privileged, is refused in that namespace.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: systemNamespace},
