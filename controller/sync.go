@@ -219,12 +219,16 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.Inferenc
 	if d := obs.Deployment; d != nil && reconcile.ControlledBy(d, isvc) {
 		desired = int64(ptr.Deref(d.Spec.Replicas, isvc.Spec.Replicas)) // what the HPA chose
 	}
-	c.metrics.ObserveInferenceService(metrics.Snapshot{
+	snap := metrics.Snapshot{
 		Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(st.Phase),
 		DesiredReplicas: isvc.Spec.Replicas, ReadyReplicas: st.ReadyReplicas,
 		GPUsRequested: desired * g, GPUsAllocated: bound * g, GPUsReady: ready * g,
 		GPUsPending: max(0, desired-bound) * g,
-	})
+	}
+	if a := meta.FindStatusCondition(st.Conditions, crd.ConditionAutoscalingActive); a != nil {
+		snap.AutoscalingStatus, snap.AutoscalingReason = string(a.Status), a.Reason
+	}
+	c.metrics.ObserveInferenceService(snap)
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -24,6 +24,9 @@ type Snapshot struct {
 	// nodes), ready (ready pods) and pending (requested but not allocated: unschedulable or
 	// refused by quota).
 	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
+	// AutoscalingStatus and AutoscalingReason are the AutoscalingActive condition's; empty
+	// when the model has none (no HPA at 0 replicas).
+	AutoscalingStatus, AutoscalingReason string
 }
 
 // Reconcile results, the values of the result label (queue.Results): requeue and

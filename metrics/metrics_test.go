@@ -40,7 +40,8 @@ func quota(ns, name string, spec, hard, used map[string]string) *corev1.Resource
 
 func snapshot(model, phase string, desired, ready int32, req, alloc, rdy, pend int64) Snapshot {
 	return Snapshot{Namespace: "ns", Name: "a", Model: model, Phase: phase, DesiredReplicas: desired, ReadyReplicas: ready,
-		GPUsRequested: req, GPUsAllocated: alloc, GPUsReady: rdy, GPUsPending: pend}
+		GPUsRequested: req, GPUsAllocated: alloc, GPUsReady: rdy, GPUsPending: pend,
+		AutoscalingStatus: "True", AutoscalingReason: "ValidMetricFound"}
 }
 
 // TestInferenceServiceSeries: series appear on the first observation, follow changes (the info
@@ -52,8 +53,14 @@ func TestInferenceServiceSeries(t *testing.T) {
 	other.Name = "b"
 	m.ObserveInferenceService(other)
 
-	m.ObserveInferenceService(snapshot("m", "Progressing", 2, 0, 4, 2, 0, 2))
+	progressing := snapshot("m", "Progressing", 2, 0, 4, 2, 0, 2)
+	progressing.AutoscalingStatus, progressing.AutoscalingReason = "Unknown", "AwaitingReadyPod"
+	m.ObserveInferenceService(progressing)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP inferenceservice_autoscaling_active 1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads num_requests_waiting; False: it cannot, or is held at its maximum above target; Unknown) and reason.
+# TYPE inferenceservice_autoscaling_active gauge
+inferenceservice_autoscaling_active{name="a",namespace="ns",reason="AwaitingReadyPod",status="Unknown"} 1
+inferenceservice_autoscaling_active{name="b",namespace="ns",reason="ValidMetricFound",status="True"} 1
 # HELP inferenceservice_info 1 for each InferenceService, with its model and phase.
 # TYPE inferenceservice_info gauge
 inferenceservice_info{model="m",name="a",namespace="ns",phase="Progressing"} 1
@@ -62,7 +69,7 @@ inferenceservice_info{model="m",name="b",namespace="ns",phase="Ready"} 1
 # TYPE inferenceservice_replicas_desired gauge
 inferenceservice_replicas_desired{name="a",namespace="ns"} 2
 inferenceservice_replicas_desired{name="b",namespace="ns"} 1
-`), "inferenceservice_info", "inferenceservice_replicas_desired"); err != nil {
+`), "inferenceservice_info", "inferenceservice_replicas_desired", "inferenceservice_autoscaling_active"); err != nil {
 		t.Fatal(err)
 	}
 	value := func(metric string, labels map[string]string) float64 {

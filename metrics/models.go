@@ -13,7 +13,7 @@ type models struct {
 	mu   sync.Mutex
 	byNS map[[2]string]Snapshot
 
-	desired, ready, gpus, info *prometheus.Desc
+	desired, ready, gpus, info, autoscaling *prometheus.Desc
 }
 
 // gpuStates are the values of inferenceservice_gpus' state label.
@@ -27,6 +27,8 @@ func newModels() *models {
 		gpus: prometheus.NewDesc("inferenceservice_gpus", "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota).",
 			[]string{"namespace", "name", "state"}, nil),
 		info: prometheus.NewDesc("inferenceservice_info", "1 for each InferenceService, with its model and phase.", []string{"namespace", "name", "model", "phase"}, nil),
+		autoscaling: prometheus.NewDesc("inferenceservice_autoscaling_active", "1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads num_requests_waiting; False: it cannot, or is held at its maximum above target; Unknown) and reason.",
+			[]string{"namespace", "name", "status", "reason"}, nil),
 	}
 }
 
@@ -47,6 +49,7 @@ func (m *models) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.ready
 	ch <- m.gpus
 	ch <- m.info
+	ch <- m.autoscaling
 }
 
 func (m *models) Collect(ch chan<- prometheus.Metric) {
@@ -63,5 +66,8 @@ func (m *models) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(v), s.Namespace, s.Name, gpuStates[i])
 		}
 		ch <- prometheus.MustNewConstMetric(m.info, prometheus.GaugeValue, 1, s.Namespace, s.Name, s.Model, s.Phase)
+		if s.AutoscalingStatus != "" {
+			ch <- prometheus.MustNewConstMetric(m.autoscaling, prometheus.GaugeValue, 1, s.Namespace, s.Name, s.AutoscalingStatus, s.AutoscalingReason)
+		}
 	}
 }

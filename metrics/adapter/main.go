@@ -66,9 +66,9 @@ func run() error {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	ns, name, ok := strings.Cut(o.service, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("--apiservice-service %q: want NAMESPACE/NAME", o.service)
+	backend, err := backendOf(o.service, o.port)
+	if err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -109,10 +109,22 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		go keepRegistered(ctx, dyn, custommetrics.Backend{Namespace: ns, Name: name, Port: o.port}, o.registerEvery)
+		go keepRegistered(ctx, dyn, backend, o.registerEvery)
 	}
 	klog.InfoS("Serving custom.metrics.k8s.io", "metric", custommetrics.Metric, "scrapePeriod", o.period, "concurrency", o.concurrency)
 	return adapter.Run(ctx)
+}
+
+// backendOf reads --apiservice-service and --apiservice-port.
+func backendOf(service string, port int32) (custommetrics.Backend, error) {
+	ns, name, ok := strings.Cut(service, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return custommetrics.Backend{}, fmt.Errorf("--apiservice-service %q: want NAMESPACE/NAME", service)
+	}
+	if port < 1 || port > 65535 {
+		return custommetrics.Backend{}, fmt.Errorf("--apiservice-port %d: want 1-65535", port)
+	}
+	return custommetrics.Backend{Namespace: ns, Name: name, Port: port}, nil
 }
 
 // registerer puts the scraper's metrics on the API server's /metrics (component-base's
