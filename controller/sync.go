@@ -173,7 +173,11 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		on   bool
 		gvr  schema.GroupVersionResource
 		into **unstructured.Unstructured
-	}{{c.features.ServiceMonitors, reconcile.ServiceMonitorGVR, &obs.ServiceMonitor}, {c.features.HTTPRoutes, reconcile.HTTPRouteGVR, &obs.HTTPRoute}} {
+	}{
+		{c.features.ServiceMonitors, reconcile.ServiceMonitorGVR, &obs.ServiceMonitor},
+		{c.features.HTTPRoutes, reconcile.HTTPRouteGVR, &obs.HTTPRoute},
+		{c.features.ScaledObjects, reconcile.ScaledObjectGVR, &obs.ScaledObject},
+	} {
 		if !o.on {
 			continue
 		}
