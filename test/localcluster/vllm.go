@@ -79,6 +79,9 @@ type serverConfig struct {
 	GPUMemory int64
 	// MaxWaiting bounds the engine's waiting queue; beyond it requests get 503. Default 4096.
 	MaxWaiting int
+	// MaxNumSeqs is the engine's slots when the container does not pass --max-num-seqs;
+	// default vLLM's 256. A few make a small load queue (the demo's autoscaling step).
+	MaxNumSeqs int
 	// Weights is what each volume already holds; share one (newWeightsCache) across the
 	// kubelet's servers. nil: nothing is ever cached, every start downloads.
 	Weights *weightsCache
@@ -155,6 +158,9 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 		log.Printf("%s", err)
 		s.exit(exitStatus{Code: 2, Reason: "Error"})
 		return s
+	}
+	if !args.maxNumSeqsSet && s.cfg.MaxNumSeqs > 0 {
+		args.maxNumSeqs = s.cfg.MaxNumSeqs
 	}
 	s.args, s.port = args, args.port
 	go s.run()

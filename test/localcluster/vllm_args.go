@@ -90,7 +90,8 @@ type serveArgs struct {
 	port            int
 	tp, pp          int
 	maxNumSeqs      int
-	maxModelLen     int // 0: the model's own
+	maxNumSeqsSet   bool // --max-num-seqs was given
+	maxModelLen     int  // 0: the model's own
 	gpuUtil         float64
 	served          []string
 	enableLoRA      bool
@@ -290,7 +291,7 @@ func (a *serveArgs) set(f serveFlag, name string, vals []string, on bool) error 
 		case "pipeline_parallel_size":
 			a.pp = n
 		case "max_num_seqs":
-			a.maxNumSeqs = n
+			a.maxNumSeqs, a.maxNumSeqsSet = n, true
 		case "max_loras":
 			a.maxLoras = n
 		}

@@ -536,3 +536,27 @@ func TestVllmStreamArrivesPerToken(t *testing.T) {
 		t.Fatalf("the first chunk came after the request finished:\n%s", m)
 	}
 }
+
+// TestVllmDefaultSlots: the kubelet's MaxNumSeqs is the engine's slots when the container
+// passes no --max-num-seqs, and the container's own argument wins.
+func TestVllmDefaultSlots(t *testing.T) {
+	t.Parallel()
+	cfg := serverConfig{MaxNumSeqs: 2, TokenTime: 20 * time.Millisecond}
+	for args, want := range map[string]float64{"": 2, "--max-num-seqs 3": 3} {
+		_, _, url := vtStart(t, modelServerSpec{Args: append([]string{"Qwen/Qwen3-0.6B"}, strings.Fields(args)...)}, cfg)
+		vtWaitStatus(t, "GET", url+"/health", "", 200)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				vtCall("POST", url+"/v1/completions", `{"prompt":"a","max_tokens":40}`)
+			}()
+		}
+		vtEventually(t, fmt.Sprintf("%s running with %q", fmt.Sprint(want), args), func() (bool, string) {
+			_, m := vtCall("GET", url+"/metrics", "")
+			return vtMetric(m, "vllm:num_requests_running") == want && vtMetric(m, "vllm:num_requests_waiting") == 6-want, m
+		})
+		wg.Wait()
+	}
+}
