@@ -47,8 +47,9 @@ type autoscaling struct {
 
 // decideAutoscaling reads the HPA the spec wants (want, nil when none) from its cached live
 // version: False with the HPA's reason and message when it cannot read its metric or is held
-// at its maximum above target, True while it reads it, Unknown until it says or while no pod
-// has served for HPASyncGrace. recheck is when that grace ends (0: none pending).
+// at its maximum above target, True while it reads it, Unknown until it says, and Unknown
+// while no pod has served for HPASyncGrace and the HPA's failure dates from before the first
+// one did. recheck is when that grace ends (0: none pending).
 func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler, pods []*corev1.Pod, now time.Time) (a autoscaling, recheck time.Duration) {
 	if want == nil {
 		return autoscaling{}, 0
@@ -61,6 +62,10 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	if !ok {
 		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,
 			"no pod is ready to report " + QueueMetric + " yet"}, 0
+	}
+	// The HPA turned False after a pod served: it read (or tried) since, and the failure is real.
+	if c := hpaCondition(live, autoscalingv2.ScalingActive); c != nil && !c.LastTransitionTime.Time.Before(first) {
+		return a, 0
 	}
 	if wait := first.Add(HPASyncGrace).Sub(now); wait > 0 {
 		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,

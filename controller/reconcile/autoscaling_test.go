@@ -68,19 +68,24 @@ func readyPod(name string, since time.Time) *corev1.Pod {
 // a recheck when the grace ends; after it, False with the HPA's reason.
 func TestAutoscalingWhileStarting(t *testing.T) {
 	w := servingWorld(t)
-	w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: no metrics returned from custom metrics API", "", -1))
 	for _, c := range []struct {
-		name    string
-		since   []time.Duration // how long ago each pod turned ready; negative: not ready
-		status  metav1.ConditionStatus
-		reason  string
-		recheck time.Duration
+		name     string
+		since    []time.Duration // how long ago each pod turned ready; negative: not ready
+		hpaFalse time.Duration   // how long ago the HPA's ScalingActive turned False
+		status   metav1.ConditionStatus
+		reason   string
+		recheck  time.Duration
 	}{
-		{"no pod ready", []time.Duration{-1, -1}, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0},
-		{"first ready 10s ago", []time.Duration{10 * time.Second, -1}, metav1.ConditionUnknown, ReasonAwaitingReadyPod, HPASyncGrace - 10*time.Second},
-		{"first ready a grace ago", []time.Duration{HPASyncGrace, 5 * time.Second}, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
+		{"no pod ready", []time.Duration{-1, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0},
+		{"first ready 10s ago", []time.Duration{10 * time.Second, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, HPASyncGrace - 10*time.Second},
+		{"first ready a grace ago", []time.Duration{HPASyncGrace, 5 * time.Second}, time.Minute, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
+		// It read after the pod served, then lost the metric: no grace.
+		{"turned False after a pod served", []time.Duration{20 * time.Second, -1}, 5 * time.Second, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			st := hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: no metrics returned from custom metrics API", "", -1)
+			st.Conditions[1].LastTransitionTime = metav1.NewTime(w.now().Add(-c.hpaFalse))
+			w.setHPAStatus(st)
 			stored := w.isvc.Status
 			w.obs.Pods = nil
 			for i, ago := range c.since {
@@ -260,16 +265,20 @@ func TestQueueMoved(t *testing.T) {
 }
 
 // TestStripHPAKeepsConditionsAndQueue: the cache keeps what the condition reads (not
-// AbleToScale, not times) and no more.
+// AbleToScale; ScalingActive's transition time, for the starting grace) and no more.
 func TestStripHPAKeepsConditionsAndQueue(t *testing.T) {
 	h := &autoscalingv2.HorizontalPodAutoscaler{Status: hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 7000)}
 	h.Status.ObservedGeneration = ptrTo[int64](3)
+	since := h.Status.Conditions[1].LastTransitionTime // ScalingActive's
 	o, _ := StripHPA(h)
 	got := o.(*autoscalingv2.HorizontalPodAutoscaler).Status
 	if len(got.Conditions) != 2 || got.Conditions[0].Reason != "ValidMetricFound" || got.Conditions[1].Message == "" || len(got.CurrentMetrics) != 1 {
 		t.Fatalf("dropped what is read: %+v", got)
 	}
-	if got.LastScaleTime != nil || got.CurrentReplicas != 0 || got.ObservedGeneration != nil || !got.Conditions[0].LastTransitionTime.IsZero() {
+	if !got.Conditions[0].LastTransitionTime.Equal(&since) {
+		t.Fatalf("dropped ScalingActive's transition time: %+v", got.Conditions[0])
+	}
+	if got.LastScaleTime != nil || got.CurrentReplicas != 0 || got.ObservedGeneration != nil {
 		t.Fatalf("kept what is never read: %+v", got)
 	}
 }

@@ -31,9 +31,9 @@ func StripService(obj interface{}) (interface{}, error) {
 }
 
 // StripHPA keeps of the HPA's status what the AutoscalingActive condition reads: the
-// ScalingActive and ScalingLimited conditions' type, status, reason and message, and the
-// current metrics (the queue per pod). Times, replica counts, AbleToScale and the observed
-// generation go; updates go to the main resource, where the server ignores status anyway.
+// ScalingActive and ScalingLimited conditions' type, status, reason, message and transition
+// time (whether a failure dates from before the first pod served), and the current metrics
+// (the queue per pod). Other times, replica counts, AbleToScale and the observed generation go; updates go to the main resource, where the server ignores status anyway.
 func StripHPA(obj interface{}) (interface{}, error) {
 	h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
 	if !ok {
@@ -46,7 +46,7 @@ func StripHPA(obj interface{}) (interface{}, error) {
 			if cs == nil {
 				cs = make([]autoscalingv2.HorizontalPodAutoscalerCondition, 0, 2)
 			}
-			cs = append(cs, autoscalingv2.HorizontalPodAutoscalerCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+			cs = append(cs, autoscalingv2.HorizontalPodAutoscalerCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{Conditions: cs, CurrentMetrics: h.Status.CurrentMetrics}
