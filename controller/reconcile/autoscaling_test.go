@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/crd"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -280,5 +282,34 @@ func TestStripHPAKeepsConditionsAndQueue(t *testing.T) {
 	}
 	if got.LastScaleTime != nil || got.CurrentReplicas != 0 || got.ObservedGeneration != nil {
 		t.Fatalf("kept what is never read: %+v", got)
+	}
+}
+
+// TestIdleAtTheHPAMinimumIsReady: with a working HPA an idle model sits at the HPA's minimum,
+// max(1, replicas/2): that is the model serving as asked, not short of pods, and the operator
+// leaves the HPA's count alone.
+func TestIdleAtTheHPAMinimumIsReady(t *testing.T) {
+	w := newWorld(4) // HPA 2..12
+	w.apply(w.reconcile().Actions)
+	w.podsReady()
+	w.reconcile()
+	d := w.obs.Deployment.DeepCopy()
+	d.Spec.Replicas = ptrTo[int32](2) // the HPA's scale write
+	d.Generation++
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+	w.obs.Deployment = d
+	out := w.reconcile()
+	if len(out.Actions) != 0 {
+		t.Fatalf("fought the HPA: %s", verbs(out.Actions))
+	}
+	if out.Status.Phase != crd.PhaseReady || out.Status.Reason != "" {
+		t.Fatalf("idle at the HPA's minimum: phase %s reason %q, conditions %+v", out.Status.Phase, out.Status.Reason, out.Status.Conditions)
+	}
+	// Below the HPA's choice is still short of pods.
+	d = d.DeepCopy()
+	d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, 1
+	w.obs.Deployment = d
+	if out := w.reconcile(); out.Status.Phase == crd.PhaseReady {
+		t.Fatalf("1 of the 2 the HPA chose is Ready: %+v", out.Status.Conditions)
 	}
 }

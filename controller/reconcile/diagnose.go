@@ -72,7 +72,7 @@ const (
 const reasonPodFailed = "PodFailed"
 
 // rolloutCauses walks the layers below a converged Deployment and returns why fewer than
-// spec.replicas pods serve, or, while they do, what blocks a rollout. The layers below are only
+// spec.replicas pods (or the fewer the HPA chose) serve, or, while they do, what blocks a rollout. The layers below are only
 // examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
 // not a reason to page.
 func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) []Cause {
@@ -90,8 +90,11 @@ type walked struct {
 // walk is rolloutCauses, with when its outcome changes and the crashed runs it names.
 func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) walked {
 	var causes []Cause
-	want := isvc.Spec.Replicas
 	desired := ptr.Deref(d.Spec.Replicas, 1)
+	// The model serves as asked once spec.replicas pods are ready, or as many as the HPA chose
+	// when it scaled below them (its minimum is max(1, replicas/2)): an idle model at its
+	// minimum is Ready, not short of pods. The operator keeps the count within the HPA's bounds.
+	want := min(isvc.Spec.Replicas, desired)
 	stuck := deploymentCondition(d, appsv1.DeploymentProgressing)
 	isStuck := stuck != nil && stuck.Status == corev1.ConditionFalse && stuck.Reason == "ProgressDeadlineExceeded"
 	rolling := d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas

@@ -52,7 +52,9 @@ func run(ctx context.Context, keep bool) error {
 	defer os.RemoveAll(dir)
 
 	step("Building and starting the local cluster (the first build takes several minutes)")
-	c, err := cluster.Start(ctx, cluster.Options{})
+	// Two engine slots a model server (vLLM's default is 256), so the autoscaling step's small
+	// load makes a queue.
+	c, err := cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--vllm-max-num-seqs=2"}})
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,13 @@ func run(ctx context.Context, keep bool) error {
 	}
 	fmt.Println("operator ready; metrics on http://" + op.MetricsAddr + "/metrics")
 
+	step("Starting the metrics adapter: the custom metrics API the HPAs read num_requests_waiting from")
+	stopAdapter, err := startAdapter(ctx, c, root, dir, kubectl)
+	if err != nil {
+		return err
+	}
+	defer stopAdapter()
+
 	sample := filepath.Join(root, "manifests", "samples", "qwen3.yaml")
 	b, _ := os.ReadFile(sample)
 	step("Five lines of YAML ship a model")
@@ -109,15 +118,20 @@ func run(ctx context.Context, keep bool) error {
 			return err
 		}
 	}
-	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18")
+	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18 (idle, it may keep 3)")
 	for _, a := range [][]string{
 		{"patch", "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
-		{"wait", "--for=jsonpath={.status.readyReplicas}=6", "isvc/qwen3", "--timeout=60s"},
+		{"wait", "--for=jsonpath={.spec.minReplicas}=3", "hpa/qwen3", "--timeout=60s"},
+		{"wait", "--for=condition=Ready", "isvc/qwen3", "--timeout=60s"},
 		{"get", "isvc,deploy,hpa"},
 	} {
 		if err := kubectl(a...); err != nil {
 			return err
 		}
+	}
+	step("A load on the model's queue: the HPA reads it through the adapter and scales up (at most 18)")
+	if err := loadStep(ctx, c, kubectl); err != nil {
+		return err
 	}
 	step("Deleting the Service by hand: the operator puts it back")
 	if err := kubectl("delete", "svc/qwen3"); err != nil {
