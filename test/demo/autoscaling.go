@@ -81,13 +81,20 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	var ips atomic.Pointer[[]string]
+	ips.Store(&[]string{})
 	refresh := func() {
 		out, _, err := c.Kubectl(ctx, "get", "pods", "-l", "ai.example.com/inferenceservice=qwen3",
-			"-o", `jsonpath={range .items[?(@.status.conditions[?(@.type=="Ready")].status=="True")]}{.status.podIP}{" "}{end}`)
-		if err == nil {
-			list := strings.Fields(out)
-			ips.Store(&list)
+			"-o", `jsonpath={range .items[*]}{.status.podIP} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return
 		}
+		var list []string
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[1] == "True" {
+				list = append(list, f[0])
+			}
+		}
+		ips.Store(&list)
 	}
 	refresh()
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 48}}
@@ -100,7 +107,11 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 			for ctx.Err() == nil && sent.Load() < 5000 {
 				list := *ips.Load()
 				if len(list) == 0 {
-					return
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+					continue
 				}
 				sent.Add(1)
 				ip := list[int(next.Add(1))%len(list)]
