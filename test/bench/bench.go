@@ -43,6 +43,11 @@ type Config struct {
 	// Env (KEY=VALUE) is added to, and overrides, the env the shipped Deployment gives the
 	// operator: to measure a GOGC or GOMEMLIMIT before shipping it.
 	Env []string
+	// Adapter runs the metrics adapter, with every pod serving vLLM's /metrics, and measures
+	// what serving the HPAs' metric costs over the steady period.
+	Adapter bool
+	// ScrapePeriod is the adapter's --scrape-period (the manifest's 10s by default).
+	ScrapePeriod time.Duration
 }
 
 // Result is one run's figures.
@@ -75,6 +80,13 @@ type Result struct {
 	ReconcileP50Ms       float64 `json:"reconcile_p50_ms"`
 	ReconcileP99Ms       float64 `json:"reconcile_p99_ms"`
 	DeleteSeconds        float64 `json:"delete_seconds"`
+	// The metrics adapter's cost over the steady period (with -adapter): CPU seconds a minute,
+	// the scrape period achieved, failed reads, and its memory at the end.
+	AdapterCPUSecondsPerMin float64 `json:"adapter_cpu_seconds_per_min,omitempty"`
+	AdapterPeriodSeconds    float64 `json:"adapter_period_seconds,omitempty"`
+	AdapterReadErrors       float64 `json:"adapter_read_errors,omitempty"`
+	AdapterRSSMiB           float64 `json:"adapter_rss_mib,omitempty"`
+	AdapterRSSAnonMiB       float64 `json:"adapter_rss_anon_mib,omitempty"`
 }
 
 func logf(c Config, format string, args ...any) {
@@ -87,7 +99,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
 	// The benchmark measures the control plane's work, so pods follow the kubelet's schedule
 	// model instead of running model servers (their cost is in test/localcluster/README.md).
-	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append([]string{"--node-pods=250", "--kubelet-serve=false"}, c.ClusterArgs...)}, "bench")
+	// With the adapter, the pods serve: it reads each one's /metrics.
+	clusterArgs := []string{"--node-pods=250", "--kubelet-serve=false"}
+	if c.Adapter {
+		clusterArgs = clusterArgs[:1]
+	}
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append(clusterArgs, c.ClusterArgs...)}, "bench")
 	if e != nil {
 		defer e.Teardown(false)
 	}
@@ -146,6 +163,17 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
+	var adapter *adapterRun
+	if c.Adapter {
+		period := c.ScrapePeriod
+		if period == 0 {
+			period = 10 * time.Second
+		}
+		if adapter, err = startAdapter(ctx, e, period); err != nil {
+			return r, fmt.Errorf("metrics adapter: %w", err)
+		}
+		defer adapter.Kill()
+	}
 
 	// Watch isvcs and Deployments to time each isvc's first action from the same vantage.
 	w := newWatcher(c.N)
@@ -196,6 +224,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	// Hold steady for several resync periods.
 	holdFor := time.Duration(c.HoldPeriods) * c.Resync
 	logf(c, "holding steady for %s", holdFor)
+	if adapter != nil {
+		if err := adapter.begin(); err != nil {
+			return r, err
+		}
+	}
 	timer := time.NewTimer(holdFor)
 	select {
 	case <-ctx.Done():
@@ -207,6 +240,13 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	r.WritesSteady, r.SteadySeconds = w2-w1, holdFor.Seconds()
+	if adapter != nil {
+		if err := adapter.end(&r); err != nil {
+			return r, err
+		}
+		logf(c, "metrics adapter over the steady period: %.2f CPU s/min, a pass every %.1fs, %v failed reads, RSS %.1f MiB (anonymous %.1f)",
+			r.AdapterCPUSecondsPerMin, r.AdapterPeriodSeconds, r.AdapterReadErrors, r.AdapterRSSMiB, r.AdapterRSSAnonMiB)
+	}
 	if rss, err := op.RSSBytes(); err == nil {
 		r.RSSMiB = float64(rss) / (1 << 20)
 	}

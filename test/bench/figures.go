@@ -98,4 +98,14 @@ func PrintTable(out io.Writer, rs []Result) {
 			r.RateVsBaseline, r.EventToActionP50Ms, r.EventToActionP99Ms, r.RSSMiB, r.HeapMiB, r.BytesPerCachedObject, r.ReconcileP50Ms, r.ReconcileP99Ms, r.CPUSeconds)
 	}
 	tw.Flush()
+	for i, r := range rs {
+		if r.AdapterRSSMiB == 0 {
+			continue
+		}
+		if i == 0 || rs[i-1].AdapterRSSMiB == 0 {
+			fmt.Fprintln(tw, "\nN\tadapter CPU s/min\tscrape period s\tfailed reads\tadapter RSS MiB\t(anonymous)\t")
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.0f\t%.1f\t%.1f\t\n", r.N, r.AdapterCPUSecondsPerMin, r.AdapterPeriodSeconds, r.AdapterReadErrors, r.AdapterRSSMiB, r.AdapterRSSAnonMiB)
+	}
+	tw.Flush()
 }

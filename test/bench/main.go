@@ -28,6 +28,8 @@ func main() {
 	profile := flag.String("profile", "", "directory for the operator's heap profile at rest (runs it with --pprof)")
 	env := flag.String("env", "", "space-separated KEY=VALUE added to (and overriding) the operator's env from the shipped Deployment, e.g. GOGC=50")
 	clusterArgs := flag.String("cluster-args", "", "space-separated extra flags for the local cluster, e.g. --controller-qps=200 (its controller manager's client, 20 by default, paces pod creation)")
+	adapter := flag.Bool("adapter", false, "run the metrics adapter (every pod serving vLLM's /metrics) and measure what serving the HPAs' metric costs at rest")
+	scrapePeriod := flag.Duration("scrape-period", 10*time.Second, "the adapter's --scrape-period, with -adapter")
 	flag.Parse()
 	var results []Result
 	for _, s := range strings.Split(*ns, ",") {
@@ -38,7 +40,8 @@ func main() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
 		r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
-			SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env)})
+			SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env),
+			Adapter: *adapter, ScrapePeriod: *scrapePeriod})
 		cancel()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench n=%d: %v\n", n, err)

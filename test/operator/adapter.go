@@ -8,8 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
@@ -97,3 +103,46 @@ func (a *Adapter) Kill() {
 
 // Pid is the adapter's process id.
 func (a *Adapter) Pid() int { return a.cmd.Process.Pid }
+
+// RSSBytes and RSSAnonBytes are the adapter's resident and anonymous resident memory.
+func (a *Adapter) RSSBytes() (int64, error)     { return procStatusBytes(a.Pid(), "VmRSS:") }
+func (a *Adapter) RSSAnonBytes() (int64, error) { return procStatusBytes(a.Pid(), "RssAnon:") }
+
+// CPUSeconds is the adapter's user and system CPU time so far (/proc/PID/stat, in clock ticks
+// of 1/100 s, as Linux reports them to user space).
+func (a *Adapter) CPUSeconds() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command's closing parenthesis: state is the 3rd field, utime the 14th.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc stat: %q", s)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parsing /proc stat: %q", s)
+	}
+	return (utime + stime) / 100, nil
+}
+
+// Scrape reads the adapter's /metrics with tlsCfg's client certificate (the adapter's
+// delegated authentication accepts the cluster's client CA).
+func (a *Adapter) Scrape(tlsCfg *tls.Config) (map[string]*dto.MetricFamily, error) {
+	c := tlsCfg.Clone()
+	c.InsecureSkipVerify = true // the adapter's self-signed serving certificate
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: c}}
+	resp, err := client.Get("https://" + a.Addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}

@@ -243,8 +243,11 @@ func (p *Process) RSSBytes() (int64, error) { return p.statusBytes("VmRSS:") }
 // rest is the binary's pages, which the kernel can drop and read back).
 func (p *Process) RSSAnonBytes() (int64, error) { return p.statusBytes("RssAnon:") }
 
-func (p *Process) statusBytes(field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+func (p *Process) statusBytes(field string) (int64, error) { return procStatusBytes(p.Pid(), field) }
+
+// procStatusBytes reads a kB field of /proc/PID/status in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
