@@ -67,17 +67,19 @@ spec:
 }
 
 // loadStep sends a bounded load (48 clients, 2-second completions, at most 90 s) to qwen3's
-// ready pods in turn, prints the HPA as it reads the queue, and stops once it has scaled up.
+// ready pods in turn, prints the HPA as it reads the queue, and stops once the HPA wants more
+// pods than the model had.
 func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) error) error {
 	if err := kubectl("get", "hpa", "qwen3"); err != nil {
 		return err
 	}
-	readyPods := func() int {
-		out, _, _ := c.Kubectl(ctx, "get", "deploy", "qwen3", "-o", "jsonpath={.status.readyReplicas}")
+	// The HPA's choice: scaled up once it wants more pods than the Deployment had at the start.
+	count := func(kind, path string) int {
+		out, _, _ := c.Kubectl(ctx, "get", kind, "qwen3", "-o", "jsonpath={"+path+"}")
 		n, _ := strconv.Atoi(out)
 		return n
 	}
-	before := readyPods()
+	before := count("deploy", ".spec.replicas")
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	var ips atomic.Pointer[[]string]
@@ -135,7 +137,7 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 		refresh()
 		fmt.Printf("after %2.0fs:\n", time.Since(start).Seconds())
 		_ = kubectl("get", "hpa", "qwen3")
-		scaled = readyPods() > before
+		scaled = count("hpa", ".status.desiredReplicas") > before
 	}
 	cancel()
 	wg.Wait()
