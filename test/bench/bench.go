@@ -104,7 +104,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if c.Adapter {
 		clusterArgs = clusterArgs[:1]
 	}
-	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, ExtraArgs: append(clusterArgs, c.ClusterArgs...)}, "bench")
+	// 250 GPUs a node with the adapter: its models run a GPU each, as vLLM needs one to start.
+	gpus := 0
+	if c.Adapter {
+		gpus = 250
+	}
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, GPUsPerNode: gpus, ExtraArgs: append(clusterArgs, c.ClusterArgs...)}, "bench")
 	if e != nil {
 		defer e.Teardown(false)
 	}
@@ -190,7 +195,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	logf(c, "creating %d InferenceServices", c.N)
 	start := time.Now()
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		_, err := dyn.Resource(crd.Resource).Namespace("bench").Create(ctx, isvcObject(i), metav1.CreateOptions{})
+		_, err := dyn.Resource(crd.Resource).Namespace("bench").Create(ctx, isvcObject(i, c.Adapter), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return r, err
@@ -346,12 +351,17 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	return r, nil
 }
 
-func isvcObject(i int) *unstructured.Unstructured {
+// isvcObject is the benchmark's model i; serving, it asks a GPU (vLLM needs one to start).
+func isvcObject(i int, serving bool) *unstructured.Unstructured {
+	gpus := int64(0)
+	if serving {
+		gpus = 1
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
 		"metadata": map[string]any{"name": fmt.Sprintf("m-%05d", i), "namespace": "bench"},
 		"spec": map[string]any{
-			"model": "bench/model", "replicas": int64(1), "gpusPerReplica": int64(0),
+			"model": "bench/model", "replicas": int64(1), "gpusPerReplica": gpus,
 			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}},
 		},
 	}}
