@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/inferenceservice-operator/test/operator"
@@ -111,4 +112,64 @@ func (m *metricsAdapter) waitAvailable(t *testing.T) {
 func tail(s string, lines int) string {
 	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// TestForeignCustomMetricsAPIServiceLeftAlone: where another component (prometheus-adapter
+// here) already serves custom.metrics.k8s.io, the adapter leaves its APIService exactly as it
+// is, says which Service serves it, and registers only the version left free.
+func TestForeignCustomMetricsAPIServiceLeftAlone(t *testing.T) {
+	const foreign = "v1beta2.custom.metrics.k8s.io"
+	applyYAML(t, "default", `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta2.custom.metrics.k8s.io
+  labels: {app.kubernetes.io/name: prometheus-adapter}
+spec:
+  group: custom.metrics.k8s.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 200
+  insecureSkipTLSVerify: true
+  service: {namespace: monitoring, name: prometheus-adapter, port: 443}
+`)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "apiservice", foreign, "--ignore-not-found") })
+	before, err := env.Dyn.Resource(apiServicesGVR).Get(context.Background(), foreign, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMetricsAdapter(t, "--apiservice-resync=1s")
+	testenv.Eventually(t, time.Minute, "the adapter to name the other component and register v1beta1 only", func() error {
+		log, err := os.ReadFile(m.logPath)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(log), `servedBy="monitoring/prometheus-adapter"`) {
+			return fmt.Errorf("the adapter has not said who serves %s yet", foreign)
+		}
+		ours, err := env.Dyn.Resource(apiServicesGVR).Get(context.Background(), "v1beta1.custom.metrics.k8s.io", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ours.GetLabels()["app.kubernetes.io/managed-by"] != "inferenceservice-metrics-adapter" {
+			return fmt.Errorf("v1beta1 labels %v", ours.GetLabels())
+		}
+		return nil
+	})
+	// The pass that named it is the one that would have taken it over.
+	after, err := env.Dyn.Resource(apiServicesGVR).Get(context.Background(), foreign, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _, _ := unstructured.NestedMap(after.Object, "spec", "service")
+	if !sameSpec(before, after) || svc["name"] != "prometheus-adapter" {
+		t.Fatalf("the other component's APIService changed: %v", after.Object)
+	}
+	t.Logf("%s left to monitoring/prometheus-adapter (resourceVersion %s before, %s after: only the aggregator's status moves)", foreign, before.GetResourceVersion(), after.GetResourceVersion())
+}
+
+// sameSpec: the aggregator writes an APIService's status (Available), never its spec.
+func sameSpec(a, b *unstructured.Unstructured) bool {
+	x, _, _ := unstructured.NestedMap(a.Object, "spec")
+	y, _, _ := unstructured.NestedMap(b.Object, "spec")
+	return fmt.Sprint(x) == fmt.Sprint(y) && fmt.Sprint(a.GetLabels()) == fmt.Sprint(b.GetLabels())
 }
