@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -23,42 +19,10 @@ type adapterRun struct {
 	at0                    time.Time
 }
 
-// startAdapter registers and starts it (its ServiceAccount and RBAC, an ExternalName Service
-// on 127.0.0.1) and waits until the aggregator serves custom.metrics.k8s.io through it.
+// startAdapter runs it as the default install does, reading every pod once a period.
 func startAdapter(ctx context.Context, e *testenv.Env, period time.Duration) (*adapterRun, error) {
-	for _, f := range []string{"service_account.yaml", "rbac.yaml"} {
-		if _, _, err := e.Cluster.Kubectl(ctx, "apply", "-f", filepath.Join(e.Root, "manifests", "metrics-adapter", f)); err != nil {
-			return nil, err
-		}
-	}
-	bin, err := operator.BuildAdapter(ctx, e.Dir)
+	a, err := operator.InstallAdapter(ctx, e.Cluster, e.Dir, "--scrape-period="+period.String())
 	if err != nil {
-		return nil, err
-	}
-	sa, err := e.Cluster.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-metrics-adapter")
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	svc := filepath.Join(e.Dir, "adapter-service.yaml")
-	if err := os.WriteFile(svc, []byte(fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: inferenceservice-metrics-adapter, namespace: inferenceservice-system}\nspec:\n  type: ExternalName\n  externalName: 127.0.0.1\n  ports: [{name: https, port: %d}]\n", port)), 0o600); err != nil {
-		return nil, err
-	}
-	if _, _, err := e.Cluster.Kubectl(ctx, "apply", "-f", svc); err != nil {
-		return nil, err
-	}
-	a, err := operator.StartAdapter(ctx, bin, filepath.Join(e.Dir, "metrics-adapter.log"), sa, filepath.Join(e.Dir, "adapter-certs"), port,
-		fmt.Sprintf("--apiservice-port=%d", port), "--scrape-period="+period.String())
-	if err != nil {
-		return nil, err
-	}
-	if _, _, err := e.Cluster.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/v1beta2.custom.metrics.k8s.io", "--timeout=120s"); err != nil {
-		a.Kill()
 		return nil, err
 	}
 	return &adapterRun{Adapter: a, tls: e.Cluster.RESTConfig()}, nil

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,50 +14,11 @@ import (
 	"github.com/example/inferenceservice-operator/test/operator"
 )
 
-// startAdapter runs the metrics adapter as manifests/metrics-adapter does (its ServiceAccount
-// and RBAC, the APIServices it registers), reached through an ExternalName Service on
-// 127.0.0.1, and waits until the aggregator serves custom.metrics.k8s.io through it.
-func startAdapter(ctx context.Context, c *cluster.Cluster, root, dir string, kubectl func(...string) error) (stop func(), err error) {
-	bin, err := operator.BuildAdapter(ctx, dir)
+// startAdapter runs the metrics adapter as manifests/metrics-adapter does and shows its
+// APIService available.
+func startAdapter(ctx context.Context, c *cluster.Cluster, dir string, kubectl func(...string) error) (stop func(), err error) {
+	a, err := operator.InstallAdapter(ctx, c, dir, "--scrape-period=3s")
 	if err != nil {
-		return nil, err
-	}
-	for _, f := range []string{"service_account.yaml", "rbac.yaml"} {
-		if err := kubectl("apply", "-f", filepath.Join(root, "manifests", "metrics-adapter", f)); err != nil {
-			return nil, err
-		}
-	}
-	sa, err := c.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-metrics-adapter")
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	svc := filepath.Join(dir, "adapter-service.yaml")
-	if err := writeFile(svc, fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: inferenceservice-metrics-adapter, namespace: inferenceservice-system}
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports: [{name: https, port: %d}]
-`, port)); err != nil {
-		return nil, err
-	}
-	if err := kubectl("apply", "-f", svc); err != nil {
-		return nil, err
-	}
-	a, err := operator.StartAdapter(ctx, bin, filepath.Join(dir, "metrics-adapter.log"), sa, filepath.Join(dir, "adapter-certs"), port,
-		fmt.Sprintf("--apiservice-port=%d", port), "--scrape-period=3s")
-	if err != nil {
-		return nil, err
-	}
-	if err := kubectl("wait", "--for=condition=Available", "apiservice/v1beta2.custom.metrics.k8s.io", "--timeout=60s"); err != nil {
-		a.Kill()
 		return nil, err
 	}
 	return a.Kill, kubectl("get", "apiservice", "v1beta2.custom.metrics.k8s.io")
@@ -144,5 +102,3 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	fmt.Printf("load stopped after %d requests; the HPA scales back down after its scale-down window (5 minutes by default)\n", sent.Load())
 	return kubectl("get", "isvc,deploy", "qwen3")
 }
-
-func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -97,7 +97,7 @@ func run(ctx context.Context, keep bool) error {
 	fmt.Println("operator ready; metrics on http://" + op.MetricsAddr + "/metrics")
 
 	step("Starting the metrics adapter: the custom metrics API the HPAs read num_requests_waiting from")
-	stopAdapter, err := startAdapter(ctx, c, root, dir, kubectl)
+	stopAdapter, err := startAdapter(ctx, c, dir, kubectl)
 	if err != nil {
 		return err
 	}

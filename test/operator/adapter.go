@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,18 +23,55 @@ import (
 
 // BuildAdapter compiles the metrics adapter (the image's second binary) into dir.
 func BuildAdapter(ctx context.Context, dir string) (string, error) {
+	return build(ctx, filepath.Join(dir, "inferenceservice-metrics-adapter"), "./metrics/adapter")
+}
+
+// InstallAdapter runs the metrics adapter as manifests/metrics-adapter does (its
+// ServiceAccount and RBAC, the APIServices it registers itself), reached through an
+// ExternalName Service on 127.0.0.1 (the local cluster's pods have no network, and
+// EndpointSlices refuse loopback addresses), and waits until the aggregator serves
+// custom.metrics.k8s.io through it. Its files go in dir; args are added to its flags.
+func InstallAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ...string) (*Adapter, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	bin := filepath.Join(dir, "inferenceservice-metrics-adapter")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./metrics/adapter")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build metrics adapter: %w\n%s", err, out)
+	for _, f := range []string{"service_account.yaml", "rbac.yaml"} {
+		if _, _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(root, "manifests", "metrics-adapter", f)); err != nil {
+			return nil, err
+		}
 	}
-	return bin, nil
+	bin, err := BuildAdapter(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	sa, err := c.ServiceAccountKubeconfig(ctx, "inferenceservice-system", "inferenceservice-metrics-adapter")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	svc := filepath.Join(dir, "adapter-service.yaml")
+	if err := os.WriteFile(svc, []byte(fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: inferenceservice-metrics-adapter, namespace: inferenceservice-system}\nspec:\n  type: ExternalName\n  externalName: 127.0.0.1\n  ports: [{name: https, port: %d}]\n", port)), 0o600); err != nil {
+		return nil, err
+	}
+	if _, _, err := c.Kubectl(ctx, "apply", "-f", svc); err != nil {
+		return nil, err
+	}
+	a, err := StartAdapter(ctx, bin, filepath.Join(dir, "metrics-adapter.log"), sa, filepath.Join(dir, "adapter-certs"), port,
+		append([]string{fmt.Sprintf("--apiservice-port=%d", port)}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := c.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/v1beta2.custom.metrics.k8s.io", "--timeout=120s"); err != nil {
+		a.Kill()
+		return nil, err
+	}
+	return a, nil
 }
 
 // Adapter is one running metrics adapter, serving on Addr (127.0.0.1:port) over HTTPS.

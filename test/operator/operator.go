@@ -34,16 +34,20 @@ import (
 
 // Build compiles the operator into dir and returns the binary's path.
 func Build(ctx context.Context, dir string) (string, error) {
+	return build(ctx, filepath.Join(dir, "inferenceservice-operator"), ".")
+}
+
+// build compiles the repository's package pkg, statically, to bin.
+func build(ctx context.Context, bin, pkg string) (string, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "inferenceservice-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build operator: %w\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
