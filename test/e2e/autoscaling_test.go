@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -70,16 +71,21 @@ func TestAutoscalerBlindShown(t *testing.T) {
 	defer w.Stop()
 	// modified counts the isvc's writes seen so far, reading until the watch has been quiet
 	// for a second (its events arrive one by one, not all at once).
-	seen := 0
+	var seen []string
 	modified := func() int {
 		for {
 			select {
 			case ev := <-w.ResultChan():
 				if ev.Type == watch.Modified {
-					seen++
+					what := "?"
+					if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+						conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+						what = fmt.Sprint(conds)
+					}
+					seen = append(seen, time.Now().Format("15:04:05.000")+" "+what)
 				}
 			case <-time.After(time.Second):
-				return seen
+				return len(seen)
 			}
 		}
 	}
@@ -90,6 +96,7 @@ func TestAutoscalerBlindShown(t *testing.T) {
 
 	adapter.Kill()
 	killed := time.Now()
+	t.Logf("%s adapter killed", killed.Format("15:04:05.000"))
 	// The HPA notices at its next sync (15s) once the aggregator marks the APIService
 	// unavailable; the measured time is logged, the deadline only bounds the test.
 	isvc = waitAutoscaling("AutoscalingActive False once the metric's backend is gone", time.Minute, metav1.ConditionFalse, "")
@@ -129,6 +136,7 @@ func TestAutoscalerBlindShown(t *testing.T) {
 
 	adapter.start(t)
 	restarted := time.Now()
+	t.Logf("%s adapter restarted", restarted.Format("15:04:05.000"))
 	isvc = waitAutoscaling("AutoscalingActive True again once the adapter is back", time.Minute, metav1.ConditionTrue, "ValidMetricFound")
 	t.Logf("timeline: adapter killed; isvc False %s later; adapter restarted; isvc True %s later", blindAfter.Round(time.Second), time.Since(restarted).Round(time.Second))
 	// Settle: three resync periods and reconciles with nothing to say.
@@ -153,7 +161,7 @@ func TestAutoscalerBlindShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := modified(); n != 2 {
-		t.Fatalf("the isvc was written %d times over the outage and after, want 2 (False, then True)", n)
+		t.Fatalf("the isvc was written %d times over the outage and after, want 2 (False, then True); its conditions at each write:\n%s", n, strings.Join(seen, "\n"))
 	}
 	t.Logf("over the outage: 2 isvc status writes, %v operator writes in all (the Warning Event included)", writesAfter-writesBefore)
 }
