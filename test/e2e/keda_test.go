@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -300,10 +299,6 @@ func mustGetSO(t *testing.T, ns string) *unstructured.Unstructured {
 // the namespace and pod labels a ServiceMonitor gives the series, until the test ends.
 func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian)")
-	}
 	var static []any
 	for _, p := range pods {
 		static = append(static, map[string]any{
@@ -311,48 +306,10 @@ func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 			"labels":  map[string]any{"namespace": p.Namespace, "pod": p.Name},
 		})
 	}
-	dir := t.TempDir()
-	config, err := yaml.Marshal(map[string]any{
+	return runPrometheus(t, t.TempDir(), map[string]any{
 		"global":         map[string]any{"scrape_interval": "1s"},
 		"scrape_configs": []any{map[string]any{"job_name": "models", "static_configs": static}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, config, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeLoopbackAddr(t)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	// Registered after TempDir, so it runs first: the process is gone before its data dir.
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("prometheus log:\n%s", b)
-			}
-		}
-		logf.Close()
-	})
-	return &promServer{addr: addr}
 }
 
 // podsOf is the pod label of each sample.

@@ -65,10 +65,6 @@ func scrapeJobs(t *testing.T, target, tokenFile string) []any {
 // --metrics-secure, until the test ends; token is the ServiceAccount token it scrapes with.
 func startPrometheus(t *testing.T, token string) *promServer {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian; .ci/run does so in CI)")
-	}
 	dir := t.TempDir()
 	rules, err := filepath.Abs(filepath.Join(env.Root, "manifests", "monitoring", "rules.yaml"))
 	if err != nil {
@@ -78,16 +74,27 @@ func startPrometheus(t *testing.T, token string) *promServer {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	config, err := yaml.Marshal(map[string]any{
+	return runPrometheus(t, dir, map[string]any{
 		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
 		"rule_files":     []any{rules},
 		"scrape_configs": scrapeJobs(t, env.op.MetricsAddr, tokenFile),
 	})
+}
+
+// runPrometheus runs Debian's prometheus with config, its files in dir, on a loopback port
+// until the test ends, and waits until it is ready.
+func runPrometheus(t *testing.T, dir string, config map[string]any) *promServer {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus is not on PATH: install it with `apt-get install -y prometheus` (Debian; .ci/run does so in CI)")
+	}
+	b, err := yaml.Marshal(config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, config, 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
