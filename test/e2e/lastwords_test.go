@@ -77,18 +77,7 @@ func TestLastWords(t *testing.T) {
 
 	// Log reads per crash-looping pod: one per crashed run (two when a run seen just exited
 	// was already restarted), none per resync.
-	restarts := func() (n int32) {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				n += cs.RestartCount
-			}
-		}
-		return n
-	}
+	restarts := func() int32 { return env.Restarts(t, ns) }
 	reads := func() float64 {
 		fams, err := env.op.Scrape()
 		if err != nil {

@@ -659,18 +659,7 @@ func TestLastWordsDenied(t *testing.T) {
 		t.Fatalf("message %q: want today's, the exit code without a log line", msg)
 	}
 	// Over a window of resyncs (1s), denied reads follow restarts, not resyncs.
-	restarts := func() (n int32) {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				n += cs.RestartCount
-			}
-		}
-		return n
-	}
+	restarts := func() int32 { return env.Restarts(t, ns) }
 	syncs := func() float64 { return counter(t, p, "controller_runtime_reconcile_total", nil) }
 	d0, r0, s0 := denied(), restarts(), syncs()
 	deadline := time.Now().Add(20 * time.Second)

@@ -213,3 +213,18 @@ func (e *Env) WaitPhase(t testing.TB, ns, name string, phase crd.Phase, timeout 
 	})
 	return got
 }
+
+// Restarts sums the restart counts of every container of every pod in ns.
+func (e *Env) Restarts(t testing.TB, ns string) (n int32) {
+	t.Helper()
+	pods, err := e.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
