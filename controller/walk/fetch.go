@@ -1,0 +1,212 @@
+// The I/O half: what the walk reads, listed from the API server by the plugin's own
+// credentials (reads only), and the crashed container's previous log.
+
+package walk
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Source is where the walk reads: the cluster's clients and where the operator runs.
+type Source struct {
+	Kube kubernetes.Interface
+	Dyn  dynamic.Interface
+	// OperatorNamespace and LeaseName locate the operator as manifests/ installs it.
+	OperatorNamespace, LeaseName string
+	// LogLines bounds the previous log's tail.
+	LogLines int64
+	Now      func() time.Time
+}
+
+// operatorLabel selects the operator's pods (manifests/operator/deployment.yaml).
+const operatorLabel = "app.kubernetes.io/name=inferenceservice-operator"
+
+// maxLogBytes bounds the previous log read, as the operator bounds its own (lastwords).
+const maxLogBytes = 16 << 10
+
+// Why reads one isvc and its children and walks them, the crashed container's log included.
+func (s Source) Why(ctx context.Context, ns, name string) (Report, error) {
+	o, err := s.objects(ctx, ns, name)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Build(o)
+	if c := r.Crashed; c != nil {
+		c.Log, err = s.previousLog(ctx, ns, c.Pod, c.Container, c.Previous)
+		if err != nil {
+			c.LogError = err.Error()
+		}
+	}
+	return r, nil
+}
+
+func (s Source) objects(ctx context.Context, ns, name string) (Objects, error) {
+	u, err := s.Dyn.Resource(crd.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Objects{}, fmt.Errorf("inferenceservice %s/%s: %w", ns, name, err)
+	}
+	isvc, err := crd.FromUnstructured(u)
+	if err != nil {
+		return Objects{}, fmt.Errorf("inferenceservice %s/%s: %w", ns, name, err)
+	}
+	o := Objects{ISVC: isvc, Now: s.Now(), Operator: s.operator(ctx)}
+	if o.HPA, err = s.hpa(ctx, ns, name); err != nil {
+		return Objects{}, err
+	}
+	d, err := s.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return Objects{}, fmt.Errorf("deployment %s/%s: %w", ns, name, err)
+	default:
+		o.Deployment = d
+	}
+	sel := metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + name}
+	rss, err := s.Kube.AppsV1().ReplicaSets(ns).List(ctx, sel)
+	if err != nil {
+		return Objects{}, fmt.Errorf("replicasets in %s: %w", ns, err)
+	}
+	for i := range rss.Items {
+		o.ReplicaSets = append(o.ReplicaSets, &rss.Items[i])
+	}
+	pods, err := s.Kube.CoreV1().Pods(ns).List(ctx, sel)
+	if err != nil {
+		return Objects{}, fmt.Errorf("pods in %s: %w", ns, err)
+	}
+	for i := range pods.Items {
+		o.Pods = append(o.Pods, &pods.Items[i])
+	}
+	evs, err := s.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return Objects{}, fmt.Errorf("events in %s: %w", ns, err)
+	}
+	o.Events = evs.Items
+	return o, nil
+}
+
+// hpa is the model's HPA: the operator's (named as the isvc), else KEDA's.
+func (s Source) hpa(ctx context.Context, ns, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	for _, n := range []string{name, "keda-hpa-" + name} {
+		h, err := s.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, n, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("horizontalpodautoscaler %s/%s: %w", ns, n, err)
+		}
+		return h, nil
+	}
+	return nil, nil
+}
+
+// operator reads the leader Lease and the operator's pods; a denied read is told, not fatal:
+// the walk itself needs neither.
+func (s Source) operator(ctx context.Context) Operator {
+	where := s.OperatorNamespace
+	var lease *coordinationv1.Lease
+	l, err := s.Kube.CoordinationV1().Leases(where).Get(ctx, s.LeaseName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		err = nil
+	case err == nil:
+		lease = l
+	}
+	var pods []*corev1.Pod
+	if err == nil {
+		var list *corev1.PodList
+		list, err = s.Kube.CoreV1().Pods(where).List(ctx, metav1.ListOptions{LabelSelector: operatorLabel})
+		if err == nil {
+			for i := range list.Items {
+				pods = append(pods, &list.Items[i])
+			}
+		}
+	}
+	return OperatorState(lease, pods, where, err, s.Now())
+}
+
+// previousLog is the tail of the crashed run's log: `kubectl logs --previous --tail`, bounded
+// in lines and bytes.
+func (s Source) previousLog(ctx context.Context, ns, pod, container string, previous bool) ([]string, error) {
+	b, err := s.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous,
+		TailLines: ptr.To(s.LogLines), LimitBytes: ptr.To[int64](maxLogBytes)}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log: %w", err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 0, 64<<10), maxLogBytes+1)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) == 0 {
+		return nil, errors.New("the log is empty")
+	}
+	return lines, nil
+}
+
+// List reads every isvc in ns (all namespaces when empty) with its HPA's queue reading.
+func (s Source) List(ctx context.Context, ns string) ([]Row, error) {
+	ul, err := s.Dyn.Resource(crd.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inferenceservices: %w", err)
+	}
+	hpas, err := s.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("horizontalpodautoscalers: %w", err)
+	}
+	byName := map[string]*autoscalingv2.HorizontalPodAutoscaler{}
+	for i := range hpas.Items {
+		h := &hpas.Items[i]
+		byName[h.Namespace+"/"+h.Name] = h
+	}
+	rows := []Row{}
+	for i := range ul.Items {
+		isvc, err := crd.FromUnstructured(&ul.Items[i])
+		if err != nil {
+			return nil, fmt.Errorf("inferenceservice %s/%s: %w", ul.Items[i].GetNamespace(), ul.Items[i].GetName(), err)
+		}
+		h := byName[isvc.Namespace+"/"+isvc.Name]
+		if h == nil {
+			h = byName[isvc.Namespace+"/keda-hpa-"+isvc.Name]
+		}
+		rows = append(rows, RowOf(isvc, h))
+	}
+	sort.Slice(rows, func(a, b int) bool {
+		if rows[a].Namespace != rows[b].Namespace {
+			return rows[a].Namespace < rows[b].Namespace
+		}
+		return rows[a].Name < rows[b].Name
+	})
+	return rows, nil
+}
+
+// RowOf is one model's row: GPUs asked (spec.replicas x gpusPerReplica) and serving (ready
+// replicas x gpusPerReplica), the queue as its HPA (nil if none) last read it against the target.
+func RowOf(isvc *crd.InferenceService, h *autoscalingv2.HorizontalPodAutoscaler) Row {
+	g := isvc.Spec.GPUs()
+	r := Row{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(isvc.Status.Phase), Reason: isvc.Status.Reason,
+		Replicas: isvc.Spec.Replicas, Ready: isvc.Status.ReadyReplicas, GPUsRequested: isvc.Spec.Replicas * g, GPUsReady: isvc.Status.ReadyReplicas * g}
+	if h != nil {
+		l := hpaLayer(h)
+		r.Queue, r.Target = l.Value, l.Target
+	}
+	return r
+}

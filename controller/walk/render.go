@@ -1,0 +1,183 @@
+// The two screens: `why` (one isvc's walk) and `list` (every model, one row each).
+
+package walk
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// RenderWhy writes the report as one screen: the operator, each layer with its numbers (the
+// first that does not add up marked >>), the causes, that layer's events, the crashed
+// container's last state and log, and where to look next.
+func RenderWhy(w io.Writer, r Report) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "InferenceService %s/%s (%s)\n", r.Namespace, r.Name, r.ISVC.Model)
+	fmt.Fprintf(b, "operator: %s: %s\n\n", r.Operator.State, r.Operator.Detail)
+
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	row := func(layer, name, numbers string) {
+		mark := "  "
+		if layer == r.Marked && layer != "" {
+			mark = ">>"
+			r.Marked = "" // only the first row of the layer
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, layer, name, numbers)
+	}
+	fmt.Fprintf(tw, "   LAYER\tNAME\tNUMBERS\n")
+	i := r.ISVC
+	gen := ""
+	if i.ObservedGeneration < i.Generation {
+		gen = fmt.Sprintf(", status of generation %d, spec is %d", i.ObservedGeneration, i.Generation)
+	}
+	row(LayerISVC, r.Name, fmt.Sprintf("desired %d, ready %d, %d GPUs each, %s/%s%s", i.Desired, i.Ready, i.GPUsPerReplica, orDash(i.Phase), orDash(i.Reason), gen))
+	if h := r.HPA; h != nil {
+		n := fmt.Sprintf("replicas %d (desired %d, min %d, max %d), %s %s / target %s", h.Current, h.Desired, h.Min, h.Max, h.Metric, orDash(h.Value), orDash(h.Target))
+		if h.Limited {
+			n += ", at a bound"
+		}
+		if h.Problem != "" {
+			n += ", " + h.Problem
+		}
+		row(LayerHPA, h.Name, n)
+	} else {
+		row(LayerHPA, "-", "none")
+	}
+	if d := r.Deployment; d != nil {
+		row(LayerDeployment, d.Name, fmt.Sprintf("desired %d, current %d, up-to-date %d, ready %d, available %d, %s", d.Desired, d.Current, d.UpToDate, d.Ready, d.Available, orDash(d.Progressing)))
+	} else {
+		row(LayerDeployment, r.Name, "missing")
+	}
+	for _, rs := range r.ReplicaSets {
+		age := "old"
+		if rs.New {
+			age = "new"
+		}
+		n := fmt.Sprintf("%s (revision %s): desired %d, current %d, ready %d", age, rs.Revision, rs.Desired, rs.Current, rs.Ready)
+		if rs.Failure != "" {
+			n += ", ReplicaFailure " + rs.Failure
+		}
+		row(LayerReplicaSet, rs.Name, n)
+	}
+	if len(r.ReplicaSets) == 0 {
+		row(LayerReplicaSet, "-", "none")
+	}
+	var states []string
+	for _, s := range r.Pods.States {
+		states = append(states, fmt.Sprintf("%d %s (%s)", s.Count, s.State, s.Pod))
+	}
+	if len(states) == 0 {
+		states = []string{"none"}
+	}
+	row(LayerPods, fmt.Sprint(r.Pods.Total), strings.Join(states, ", "))
+	tw.Flush()
+
+	if len(r.Causes) > 0 {
+		fmt.Fprintf(b, "\nWhy:\n")
+		for _, c := range r.Causes {
+			fmt.Fprintf(b, "  %s: %s\n", c.Reason, c.Message)
+		}
+	} else if i.Message != "" {
+		fmt.Fprintf(b, "\nWhy:\n  %s: %s\n", i.Reason, i.Message)
+	}
+	if len(r.Events) > 0 {
+		fmt.Fprintf(b, "\nEvents (most recent last):\n")
+		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+		for _, e := range r.Events {
+			count := ""
+			if e.Count > 1 {
+				count = fmt.Sprintf(" (x%d)", e.Count)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", e.Age, e.Type, e.Reason, e.Object, e.Message, count)
+		}
+		tw.Flush()
+	}
+	if c := r.Crashed; c != nil {
+		which := "current, just exited"
+		if c.Previous {
+			which = "previous"
+		}
+		fmt.Fprintf(b, "\nCrashed: pod %s container %s, last terminated %s ago: exit code %d (%s), %d restarts\n", c.Pod, c.Container, c.Finished, c.ExitCode, c.Reason, c.Restarts)
+		if c.Message != "" {
+			fmt.Fprintf(b, "  message: %s\n", c.Message)
+		}
+		switch {
+		case c.LogError != "":
+			fmt.Fprintf(b, "  log (%s run): %s\n", which, c.LogError)
+		case len(c.Log) > 0:
+			fmt.Fprintf(b, "  log (%s run, last %d lines):\n", which, len(c.Log))
+			for _, l := range c.Log {
+				fmt.Fprintf(b, "    %s\n", l)
+			}
+		}
+	}
+	switch {
+	case r.Next != "":
+		fmt.Fprintf(b, "\nLook here next: %s\n", r.next())
+	case len(r.Causes) == 0:
+		fmt.Fprintf(b, "\nEvery layer adds up: the model serves as asked.\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// next is the runbook line with the isvc's names filled in.
+func (r Report) next() string {
+	pod := "POD"
+	switch {
+	case r.Crashed != nil:
+		pod = r.Crashed.Pod
+	case len(r.Pods.States) > 0:
+		for _, s := range r.Pods.States {
+			if s.State != "ready" {
+				pod = s.Pod
+				break
+			}
+		}
+	}
+	return strings.NewReplacer("NS", r.Namespace, "NAME", r.Name, "POD", pod).Replace(r.Next)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Row is one model in `list`.
+type Row struct {
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	Model         string `json:"model"`
+	Phase         string `json:"phase"`
+	Reason        string `json:"reason"`
+	Replicas      int32  `json:"replicas"`
+	Ready         int32  `json:"ready"`
+	GPUsRequested int32  `json:"gpusRequested"`
+	GPUsReady     int32  `json:"gpusReady"`
+	Queue         string `json:"queue,omitempty"`  // num_requests_waiting per pod, as the HPA last read it
+	Target        string `json:"target,omitempty"` // the HPA's target for it
+}
+
+// RenderList writes the models as a table, kubectl get's way.
+func RenderList(w io.Writer, rows []Row, allNamespaces bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	if allNamespaces {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "NAME\tMODEL\tPHASE\tREASON\tREADY\tGPUS READY/REQ\tQUEUE/TARGET")
+	for _, r := range rows {
+		if allNamespaces {
+			fmt.Fprintf(tw, "%s\t", r.Namespace)
+		}
+		q := "-"
+		if r.Target != "" {
+			q = orDash(r.Queue) + "/" + r.Target
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\n", r.Name, r.Model, orDash(r.Phase), orDash(r.Reason), r.Ready, r.Replicas, r.GPUsReady, r.GPUsRequested, q)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,39 @@
+// The runbook's "look here next", one line per reason the walk can end on.
+
+package walk
+
+import "github.com/example/inferenceservice-operator/controller/reconcile"
+
+// Reasons the plugin finds itself, beside the controller's.
+const (
+	reasonHPA   = "hpa"
+	reasonStale = "stale"
+)
+
+const runbookMissingDeployment = "the operator has not created the Deployment: check the operator (its line above, its log) and `kubectl describe isvc` for ChildConflict or Forbidden"
+
+// runbook is where to look after the marked layer, per reason: the command that shows more, and
+// the change that usually fixes it.
+var runbook = map[string]string{
+	reconcile.ReasonQuotaExceeded:            "kubectl describe resourcequota -n NS: raise the quota, or lower spec.replicas or spec.gpusPerReplica",
+	reconcile.ReasonLimitRangeRefused:        "kubectl describe limitrange -n NS: set spec.resources within the range",
+	reconcile.ReasonPodCreationRefused:       "the ReplicaSet's FailedCreate events above: an admission webhook or PodSecurity refused the pods",
+	reconcile.ReasonInsufficientGPU:          "kubectl describe nodes | grep -A8 'Allocated resources': no node has spec.gpusPerReplica free GPUs; lower it, free GPUs, or add nodes",
+	reconcile.ReasonUnschedulable:            "kubectl describe pod POD -n NS: taints, affinity or resources in the scheduler's message",
+	reconcile.ReasonImagePullFailed:          "kubectl describe pod POD -n NS: the image name (spec.image), the registry and its pull secret",
+	reconcile.ReasonContainerCreateFailed:    "kubectl describe pod POD -n NS: a missing ConfigMap, Secret or volume",
+	reconcile.ReasonOOMKilled:                "kubectl logs POD -n NS --previous: raise spec.resources.limits.memory",
+	reconcile.ReasonCrashLoopBackOff:         "kubectl logs POD -n NS --previous: the model server's error (arguments, model name, GPU memory)",
+	reconcile.ReasonEvicted:                  "kubectl describe node of POD: memory or disk pressure on the node",
+	reconcile.ReasonReadinessProbeFailing:    "kubectl logs POD -n NS: the server started but /health fails",
+	reconcile.ReasonProgressDeadlineExceeded: "kubectl rollout status deploy/NAME -n NS: the new pods never became ready; the pods' rows say why",
+	reconcile.ReasonRolloutInProgress:        "kubectl rollout status deploy/NAME -n NS: a rollout that only takes time",
+	reconcile.ReasonReplicasNotReady:         "kubectl get pods -n NS -l ai.example.com/inferenceservice=NAME: which pods are not ready",
+	reconcile.ReasonStarting:                 "kubectl get pods -n NS -w: pods scheduling, pulling or loading weights (the startup probe allows an hour)",
+	reasonHPA:                                "kubectl describe hpa/NAME -n NS: the metrics adapter (custom.metrics.k8s.io) or Prometheus does not serve num_requests_waiting",
+	reasonStale:                              "the cluster serves as asked but the status lags: the operator has not written what it sees (its line above)",
+	"ChildConflict":                          "kubectl get deploy,svc,hpa NAME -n NS -o yaml: an object of that name the isvc does not own; rename or delete it",
+	"Forbidden":                              "the operator's RBAC (manifests/rbac): kubectl auth can-i --as=system:serviceaccount:inferenceservice-system:inferenceservice-operator",
+	"InvalidSpec":                            "kubectl describe isvc NAME -n NS: the message names the field to change",
+	"ReconcileError":                         "the operator's log: an API call fails and is retried",
+}
