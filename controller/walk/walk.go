@@ -127,16 +127,16 @@ type ISVCLayer struct {
 
 // HPALayer is the autoscaler's numbers: bounds, replicas and the queue metric against its target.
 type HPALayer struct {
-	Name     string `json:"name"`
-	Min      int32  `json:"min"`
-	Max      int32  `json:"max"`
-	Current  int32  `json:"current"`
-	Desired  int32  `json:"desired"`
-	Metric   string `json:"metric,omitempty"`
-	Value    string `json:"value,omitempty"` // empty when the HPA has no reading
-	Target   string `json:"target,omitempty"`
-	Problem  string `json:"problem,omitempty"` // ScalingActive=False's reason and message
-	Limited  bool   `json:"limited,omitempty"` // ScalingLimited=True: at a bound
+	Name    string `json:"name"`
+	Min     int32  `json:"min"`
+	Max     int32  `json:"max"`
+	Current int32  `json:"current"`
+	Desired int32  `json:"desired"`
+	Metric  string `json:"metric,omitempty"`
+	Value   string `json:"value,omitempty"` // empty when the HPA has no reading
+	Target  string `json:"target,omitempty"`
+	Problem string `json:"problem,omitempty"` // ScalingActive=False's reason and message
+	Limited bool   `json:"limited,omitempty"` // ScalingLimited=True: at a bound
 }
 
 // DeploymentLayer is the Deployment's numbers, as `kubectl get deploy` shows them.
