@@ -101,7 +101,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 	st := in.Status.DeepCopy()
 	out.Status = InferenceServiceStatusV1beta1{
 		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
-		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions,
+		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
 		ModelName: status.ModelName, RoutePath: status.RoutePath,
 	}
@@ -144,6 +144,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason,
 		Conditions: append([]metav1.Condition(nil), st.Conditions...),
+		History:    append([]DiagnosisRecord(nil), st.History...),
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
 		ModelName: st.ModelName, RoutePath: st.RoutePath}

@@ -175,6 +175,22 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 						XListMapKeys: []string{"type"},
 						Items:        &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &condition},
 					},
+					"history": {
+						Type:        "array",
+						Description: fmt.Sprintf("The last %d diagnoses (failures, queueing, and the recoveries after them), oldest first: kept after the Events expire.", MaxHistory),
+						MaxItems:    ptr.To(int64(MaxHistory)),
+						XListType:   ptr.To("atomic"),
+						Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+							Type:     "object",
+							Required: []string{"time", "phase", "reason"},
+							Properties: map[string]apiextensionsv1.JSONSchemaProps{
+								"time":    {Type: "string", Format: "date-time", Description: "When the operator first saw the diagnosis."},
+								"phase":   str("The phase then."),
+								"reason":  str("The reason then (Available for a recovery)."),
+								"message": {Type: "string", Description: "The condition's message then.", MaxLength: ptr.To(int64(MaxHistoryMessage))},
+							},
+						}},
+					},
 				},
 			},
 		},

@@ -155,6 +155,27 @@ type InferenceServiceStatus struct {
 	Reason string `json:"reason,omitempty"`
 	// Conditions are the standard Kubernetes conditions: Ready, Progressing and others.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// History keeps the last MaxHistory diagnoses the model went through (failures, queueing
+	// and the recoveries after them), oldest first: what happened last night, after the
+	// Events (one hour) are gone.
+	History []DiagnosisRecord `json:"history,omitempty"`
+}
+
+// MaxHistory bounds status.history; MaxHistoryMessage bounds each record's message.
+const (
+	MaxHistory        = 5
+	MaxHistoryMessage = 512
+)
+
+// DiagnosisRecord is one change of the model's diagnosis.
+type DiagnosisRecord struct {
+	// Time is when the operator first saw the diagnosis.
+	Time metav1.Time `json:"time"`
+	// Phase and Reason are the status's at that time (Reason "Available" for a recovery).
+	Phase  Phase  `json:"phase"`
+	Reason string `json:"reason"`
+	// Message is the condition's message then, cut to MaxHistoryMessage bytes.
+	Message string `json:"message,omitempty"`
 }
 
 // Condition types.
@@ -199,6 +220,9 @@ func (s *InferenceServiceStatus) DeepCopy() *InferenceServiceStatus {
 	out := *s
 	if s.Conditions != nil {
 		out.Conditions = append([]metav1.Condition(nil), s.Conditions...)
+	}
+	if s.History != nil {
+		out.History = append([]DiagnosisRecord(nil), s.History...)
 	}
 	return &out
 }

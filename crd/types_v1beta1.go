@@ -137,6 +137,8 @@ type InferenceServiceStatusV1beta1 struct {
 	Reason string `json:"reason,omitempty"`
 	// Conditions are the standard Kubernetes conditions.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// History keeps the last diagnoses the model went through, oldest first.
+	History []DiagnosisRecord `json:"history,omitempty"`
 	// LoadedAdapters are the wanted adapters every ready pod that answered lists on /v1/models.
 	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
 	// Endpoint is the model's URL inside the cluster.

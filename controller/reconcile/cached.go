@@ -130,7 +130,8 @@ func onlyInstance(m *metav1.ObjectMeta) {
 
 // StripPod keeps what the diagnosis, the GPU metrics and the adapter step read of a Pod:
 // metadata, the node it is bound to, its phase, its IP (a ready pod's model server is asked at
-// it), its scheduled and ready conditions and its containers' states. Containers, volumes and
+// it), its scheduled and ready conditions, its scheduling gates, an evicted pod's QoS class and
+// its containers' states. Containers, volumes and
 // env are the Deployment's and dominate a pod's size; images, other addresses and resources in
 // the status are never read. A container's readiness probe is kept while it is started and not ready: the
 // diagnosis then reads its failure window.
@@ -149,11 +150,16 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 	}
 	p.ManagedFields = nil
 	onlyInstance(&p.ObjectMeta)
-	spec := corev1.PodSpec{NodeName: p.Spec.NodeName}
+	// Scheduling gates say a pod is queued for admission (usually none: nil costs nothing).
+	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates}
 	st := &p.Status
+	qos := corev1.PodQOSClass("")
+	if st.Reason == "Evicted" {
+		qos = st.QOSClass // what the eviction message advises on; kept only where it is read
+	}
 	*st = corev1.PodStatus{
 		Phase: st.Phase, Reason: st.Reason, Message: st.Message, PodIP: st.PodIP, Conditions: readConditions(st.Conditions),
-		ContainerStatuses: st.ContainerStatuses,
+		ContainerStatuses: st.ContainerStatuses, QOSClass: qos,
 	}
 	if prev != nil && prev.UID != p.UID {
 		prev = nil

@@ -108,6 +108,12 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 	}
 	if d.Status.ReadyReplicas >= want && want > 0 {
 		if len(causes) == 0 {
+			// Serving as asked: only pods evicted again and again are worth a look, the rest
+			// of the walk is for a model short of pods or a rollout.
+			if c, until, ok := frequentEviction(d, rss, pods, now); ok {
+				c.Rank += RankServing
+				return walked{causes: []Cause{c}, next: until}
+			}
 			return walked{}
 		}
 		// The model serves from the pods it has; a rollout whose new pods cannot run must be
@@ -274,6 +280,12 @@ func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 			g.first = f
 		}
 		g.n++
+	}
+	if c, until, ok := frequentEviction(d, rss, pods, now); ok {
+		out.decide = append(out.decide, c)
+		if out.next.IsZero() || until.Before(out.next) {
+			out.next = until
+		}
 	}
 	for _, k := range order {
 		g := groups[k]

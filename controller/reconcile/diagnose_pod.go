@@ -49,13 +49,15 @@ func diagnoseTerminal(p *corev1.Pod) (podFinding, bool) {
 // and last state, then readiness; it returns the most blocking finding.
 func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podFinding, bool) {
 	prefix := "Pod " + p.Name
+	if p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) > 0 {
+		// Held before the scheduler by an admission system (Kueue, or another gate owner): the
+		// model is queued, not failing; the gate's owner removes it on admission.
+		return podFinding{rank: RankAdmission, reason: ReasonWaitingForAdmission, message: admissionMessage(isvc, p)}, true
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			reason := ReasonUnschedulable
-			if strings.Contains(c.Message, "Insufficient "+string(isvc.Spec.GPUResourceName())) {
-				reason = ReasonInsufficientGPU
-			}
-			return podFinding{rank: RankScheduling, reason: reason, message: prefix + ": unschedulable: " + c.Message}, true
+			return podFinding{rank: RankScheduling, reason: unschedulableReason(c.Message, string(isvc.Spec.GPUResourceName())),
+				message: prefix + ": unschedulable: " + c.Message}, true
 		}
 	}
 	if p.Spec.NodeName == "" {

@@ -90,7 +90,36 @@ func TestLayerWalk(t *testing.T) {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
 					Message: "0/4 nodes are available: 4 node(s) had untolerated taint {gpu: a100}."}}
 			})},
-			reason: ReasonUnschedulable, phase: crd.PhaseFailed, msgContain: "untolerated taint",
+			reason: ReasonUntoleratedTaint, phase: crd.PhaseFailed, msgContain: "untolerated taint",
+		},
+		{
+			name: "held by a scheduling gate",
+			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
+				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+				p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated",
+					Message: "Scheduling is blocked due to non-empty scheduling gates"}}
+			})},
+			reason: ReasonWaitingForAdmission, phase: crd.PhaseProgressing,
+			msgContain: "Pod qwen3-7b6cd-a: waiting for admission: held by scheduling gates kueue.x-k8s.io/admission",
+		},
+		{
+			name: "node selector",
+			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
+				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+					Message: "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."}}
+			})},
+			reason: ReasonNodeSelectorMismatch, phase: crd.PhaseFailed, msgContain: "3 node(s) didn't match Pod's node affinity/selector",
+		},
+		{
+			name: "cache claim unbound",
+			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
+				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+					Message: "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."}}
+			})},
+			reason: ReasonVolumeClaimUnbound, phase: crd.PhaseFailed, msgContain: "unbound immediate PersistentVolumeClaims",
 		},
 		{
 			name: "image pull back-off",

@@ -63,7 +63,8 @@ const (
 var failing = map[string]bool{
 	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true,
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
-	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonImagePullFailed: true,
+	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
+	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonImagePullFailed: true,
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
@@ -129,8 +130,14 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 }
 
 // WithCauses sets Ready, Progressing, phase and reason on st from the causes, most blocking
-// first; no cause means Ready.
+// first (no cause means Ready), and records a new diagnosis in the history.
 func WithCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, causes []Cause, now metav1.Time) crd.InferenceServiceStatus {
+	st = withCauses(st, isvc, causes, now)
+	st.History = recordDiagnosis(isvc.Status.History, &st, now)
+	return st
+}
+
+func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, causes []Cause, now metav1.Time) crd.InferenceServiceStatus {
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now,
@@ -260,4 +267,38 @@ func SurgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
 	s := *next
 	s.ReadyReplicas, s.Replicas = stored.ReadyReplicas, stored.Replicas
 	return !WorthWriting(stored, &s)
+}
+
+// recordDiagnosis returns history with st's diagnosis appended when it is one worth keeping
+// and differs from the last kept: a failure, a wait for admission, or the recovery after one
+// of them. Starts, rollouts and the operator's own work pass without a record, and a message
+// that only changes is the same diagnosis, so a model at rest never adds one.
+func recordDiagnosis(history []crd.DiagnosisRecord, st *crd.InferenceServiceStatus, now metav1.Time) []crd.DiagnosisRecord {
+	reason, cond := st.Reason, crd.ConditionReady
+	switch {
+	case st.Phase == crd.PhaseReady:
+		reason = ReasonAvailable
+		if len(history) == 0 {
+			return history // a model that never failed has nothing to recover from
+		}
+	case st.Phase == crd.PhaseProgressing && IsFailing(reason):
+		cond = crd.ConditionProgressing // serving while its rollout is blocked: the cause is Progressing's
+	case !IsFailing(reason) && reason != ReasonWaitingForAdmission:
+		return history
+	}
+	if n := len(history); n > 0 && history[n-1].Phase == st.Phase && history[n-1].Reason == reason {
+		return history
+	}
+	msg := ""
+	if c := meta.FindStatusCondition(st.Conditions, cond); c != nil {
+		msg = c.Message
+	}
+	if len(msg) > crd.MaxHistoryMessage {
+		msg = msg[:crd.MaxHistoryMessage-3] + "..."
+	}
+	out := append(slices.Clone(history), crd.DiagnosisRecord{Time: now, Phase: st.Phase, Reason: reason, Message: msg})
+	if len(out) > crd.MaxHistory {
+		out = out[len(out)-crd.MaxHistory:]
+	}
+	return out
 }

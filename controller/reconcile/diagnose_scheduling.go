@@ -1,0 +1,99 @@
+// The scheduling layer of the walk: why a pod has no node yet, from its scheduling gates and
+// the scheduler's own message, which counts the nodes that failed each filter.
+
+package reconcile
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Reasons of the scheduling layer beyond ReasonInsufficientGPU and ReasonUnschedulable.
+const (
+	// ReasonWaitingForAdmission: the pods are held by scheduling gates (Kueue's admission gate
+	// or another queue's) until a quota admits them; queued, not failed.
+	ReasonWaitingForAdmission = "WaitingForAdmission"
+	// ReasonUntoleratedTaint: most nodes carry a taint the pods do not tolerate (a GPU node
+	// taint, or one a GPU health check set).
+	ReasonUntoleratedTaint = "UntoleratedTaint"
+	// ReasonNodeSelectorMismatch: most nodes do not match the pods' node selector or affinity
+	// (set by admission, e.g. a Kueue ResourceFlavor's node labels).
+	ReasonNodeSelectorMismatch = "NodeSelectorMismatch"
+	// ReasonVolumeClaimUnbound: a PersistentVolumeClaim the pods mount (spec.cache) is not
+	// bound, so no node can be chosen.
+	ReasonVolumeClaimUnbound = "VolumeClaimUnbound"
+)
+
+// RankAdmission ranks gated pods after every failure and before a start: a crash loop among
+// admitted pods is the news, a queue is the wait.
+const RankAdmission = 55
+
+// admissionMessage names the gates and, with spec.queueName, the LocalQueue the operator
+// labelled the pods with.
+func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod) string {
+	gates := make([]string, len(p.Spec.SchedulingGates))
+	for i, g := range p.Spec.SchedulingGates {
+		gates[i] = g.Name
+	}
+	msg := fmt.Sprintf("Pod %s: waiting for admission: held by scheduling gates %s", p.Name, strings.Join(gates, ", "))
+	if q := isvc.Spec.QueueName; q != "" {
+		msg += fmt.Sprintf(" (LocalQueue %s)", q)
+	}
+	return msg
+}
+
+// schedulerFilters maps a phrase of the scheduler's per-node reasons to the status reason it
+// stands for; the first match wins. The phrases are the scheduler plugins' own (1.27-1.37).
+var schedulerFilters = []struct{ phrase, reason string }{
+	{"untolerated taint", ReasonUntoleratedTaint},
+	{"taints that the pod didn't tolerate", ReasonUntoleratedTaint},
+	{"didn't match Pod's node affinity/selector", ReasonNodeSelectorMismatch},
+}
+
+// unschedulableReason reads the scheduler's message ("0/4 nodes are available: 2 Insufficient
+// nvidia.com/gpu, 2 node(s) had untolerated taint(s). preemption: ...") and names the filter
+// that excluded the most nodes; a tie goes to the GPUs, the resource this operator asks for.
+func unschedulableReason(msg, gpu string) string {
+	if strings.Contains(msg, "unbound immediate PersistentVolumeClaims") {
+		return ReasonVolumeClaimUnbound
+	}
+	summary, _, _ := strings.Cut(msg, " preemption:")
+	_, summary, found := strings.Cut(summary, "nodes are available:")
+	if !found {
+		if strings.Contains(msg, "Insufficient "+gpu) {
+			return ReasonInsufficientGPU
+		}
+		return ReasonUnschedulable
+	}
+	counts := map[string]int{}
+	for _, part := range strings.Split(strings.TrimSuffix(strings.TrimSpace(summary), "."), ", ") {
+		n, text, _ := strings.Cut(strings.TrimSpace(part), " ")
+		count, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		reason := ReasonUnschedulable
+		if strings.HasPrefix(text, "Insufficient "+gpu) {
+			reason = ReasonInsufficientGPU
+		}
+		for _, f := range schedulerFilters {
+			if strings.Contains(text, f.phrase) {
+				reason = f.reason
+				break
+			}
+		}
+		counts[reason] += count
+	}
+	best, most := ReasonUnschedulable, 0
+	for _, r := range []string{ReasonInsufficientGPU, ReasonUntoleratedTaint, ReasonNodeSelectorMismatch, ReasonUnschedulable} {
+		if counts[r] > most {
+			best, most = r, counts[r]
+		}
+	}
+	return best
+}
