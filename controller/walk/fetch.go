@@ -4,9 +4,7 @@
 package walk
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -50,9 +48,11 @@ func (s Source) Why(ctx context.Context, ns, name string) (Report, error) {
 	}
 	r := Build(o)
 	if c := r.Crashed; c != nil {
-		c.Log, err = s.previousLog(ctx, ns, c.Pod, c.Container, c.Previous)
+		tail, err := s.runLog(ctx, c.run)
 		if err != nil {
 			c.LogError = err.Error()
+		} else {
+			c.Log, c.Decisive = Tail(tail, c.run, int(s.LogLines))
 		}
 	}
 	return r, nil
@@ -142,24 +142,41 @@ func (s Source) operator(ctx context.Context) Operator {
 	return OperatorState(lease, pods, where, err, s.Now())
 }
 
-// previousLog is the tail of the crashed run's log: `kubectl logs --previous --tail`, bounded
-// in lines and bytes.
-func (s Source) previousLog(ctx context.Context, ns, pod, container string, previous bool) ([]string, error) {
-	b, err := s.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous,
-		TailLines: ptr.To(s.LogLines), LimitBytes: ptr.To[int64](maxLogBytes)}).DoRaw(ctx)
+// runLog is the crashed run's log with timestamps, bounded as the operator bounds its own
+// read (lastwords): `kubectl logs --previous --timestamps --tail=50`.
+func (s Source) runLog(ctx context.Context, run reconcile.CrashedRun) (string, error) {
+	b, err := s.Kube.CoreV1().Pods(run.Namespace).GetLogs(run.Pod, &corev1.PodLogOptions{Container: run.Container, Previous: run.Previous,
+		Timestamps: true, TailLines: ptr.To(max(s.LogLines, logReadLines)), LimitBytes: ptr.To[int64](maxLogBytes)}).DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the log: %w", err)
+		return "", fmt.Errorf("reading the log: %w", err)
 	}
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	sc.Buffer(make([]byte, 0, 64<<10), maxLogBytes+1)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
+	return string(b), nil
+}
+
+// logReadLines is how much of the log is read for the decisive line, which may be a root
+// cause printed above the last lines.
+const logReadLines = 50
+
+// Tail is the last n lines of a log read with timestamps, without them and without the lines
+// stamped outside run (read as the kubelet restarted the container, they are the next run's),
+// and the decisive line, the operator's.
+func Tail(log string, run reconcile.CrashedRun, n int) (lines []string, decisive string) {
+	end := run.FinishedAt.Add(time.Second) // the API's times are truncated to the second
+	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		stamp, rest, found := strings.Cut(l, " ")
+		if ts, err := time.Parse(time.RFC3339Nano, stamp); found && err == nil {
+			if !run.FinishedAt.IsZero() && !ts.Before(end) || ts.Before(run.StartedAt) {
+				continue
+			}
+			l = rest
+		}
+		lines = append(lines, l)
 	}
-	if len(lines) == 0 {
-		return nil, errors.New("the log is empty")
+	decisive, _ = reconcile.LastWordsOf(log, run)
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
-	return lines, nil
+	return lines, decisive
 }
 
 // List reads every isvc in ns (all namespaces when empty) with its HPA's queue reading.

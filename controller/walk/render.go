@@ -18,11 +18,12 @@ func RenderWhy(w io.Writer, r Report) error {
 	fmt.Fprintf(b, "operator: %s: %s\n\n", r.Operator.State, r.Operator.Detail)
 
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	marked := r.Marked
 	row := func(layer, name, numbers string) {
 		mark := "  "
-		if layer == r.Marked && layer != "" {
+		if layer == marked && layer != "" {
 			mark = ">>"
-			r.Marked = "" // only the first row of the layer
+			marked = "" // only the first row of the layer
 		}
 		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, layer, name, numbers)
 	}
@@ -83,14 +84,10 @@ func RenderWhy(w io.Writer, r Report) error {
 		fmt.Fprintf(b, "\nWhy:\n  %s: %s\n", i.Reason, i.Message)
 	}
 	if len(r.Events) > 0 {
-		fmt.Fprintf(b, "\nEvents (most recent last):\n")
+		fmt.Fprintf(b, "\nWarning events of the %s layer (first seen, oldest first):\n", r.Marked)
 		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 		for _, e := range r.Events {
-			count := ""
-			if e.Count > 1 {
-				count = fmt.Sprintf(" (x%d)", e.Count)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", e.Age, e.Type, e.Reason, e.Object, e.Message, count)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\tx%d\t%s\t%s\n", e.Age, e.Type, e.Reason, e.Count, e.Object, e.Message)
 		}
 		tw.Flush()
 	}
@@ -102,6 +99,9 @@ func RenderWhy(w io.Writer, r Report) error {
 		fmt.Fprintf(b, "\nCrashed: pod %s container %s, last terminated %s ago: exit code %d (%s), %d restarts\n", c.Pod, c.Container, c.Finished, c.ExitCode, c.Reason, c.Restarts)
 		if c.Message != "" {
 			fmt.Fprintf(b, "  message: %s\n", c.Message)
+		}
+		if c.Decisive != "" {
+			fmt.Fprintf(b, "  decisive line: %s\n", c.Decisive)
 		}
 		switch {
 		case c.LogError != "":

@@ -201,7 +201,11 @@ type Crashed struct {
 	Restarts  int32    `json:"restarts"`
 	Finished  string   `json:"finished"` // how long ago the run ended
 	Log       []string `json:"log,omitempty"`
-	LogError  string   `json:"logError,omitempty"`
+	// Decisive is the line of the log that says why the run died, as the operator quotes it.
+	Decisive string `json:"decisive,omitempty"`
+	LogError string `json:"logError,omitempty"`
+	// run is what the log read is checked against: lines stamped outside it are another run's.
+	run reconcile.CrashedRun
 }
 
 // Build walks the layers of o. The crashed container's log is left for the caller to read
@@ -453,6 +457,9 @@ func podState(p *corev1.Pod) string {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return "crash looping"
 		}
+		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 && !cs.Ready {
+			return "crash looping" // restarted and not serving yet: the walk calls it the crash loop too
+		}
 	}
 	switch {
 	case p.Spec.NodeName == "" || p.Status.Phase == corev1.PodPending:
@@ -495,8 +502,10 @@ func podsLayer(pods []*corev1.Pod, now time.Time) PodsLayer {
 	return l
 }
 
-// events keeps the Events of the marked layer's objects (the isvc's for the isvc layer),
-// oldest first, at most maxEvents.
+// events are the Warning Events of the marked layer's objects (the isvc's for the isvc layer),
+// one per object and reason with their counts summed and the latest message, in the order they
+// first happened, the last maxEvents of them. Normal events (Scheduled, Pulled, Started) say
+// nothing the layer's numbers do not.
 func events(all []corev1.Event, layer string, o Objects, rss []*appsv1.ReplicaSet, pods []*corev1.Pod) []Event {
 	kind, names := "", map[string]bool{}
 	switch layer {
@@ -519,23 +528,62 @@ func events(all []corev1.Event, layer string, o Objects, rss []*appsv1.ReplicaSe
 			names[p.Name] = true
 		}
 	}
-	var out []corev1.Event
+	type group struct {
+		first, last time.Time
+		e           corev1.Event
+		count       int32
+	}
+	groups := map[string]*group{}
 	for _, e := range all {
-		if e.InvolvedObject.Kind == kind && names[e.InvolvedObject.Name] {
-			out = append(out, e)
+		if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != kind || !names[e.InvolvedObject.Name] {
+			continue
+		}
+		k := e.InvolvedObject.Name + "/" + e.Reason
+		first := e.FirstTimestamp.Time
+		if first.IsZero() {
+			first = lastSeen(e)
+		}
+		g := groups[k]
+		if g == nil {
+			g = &group{first: first}
+			groups[k] = g
+		}
+		if first.Before(g.first) {
+			g.first = first
+		}
+		if l := lastSeen(e); !l.Before(g.last) {
+			g.last, g.e = l, e
+		}
+		g.count += max(e.Count, 1)
+		if e.Series != nil {
+			g.count += e.Series.Count - 1
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return lastSeen(out[a]).Before(lastSeen(out[b])) })
-	if len(out) > maxEvents {
-		out = out[len(out)-maxEvents:]
+	sorted := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		sorted = append(sorted, g)
+	}
+	sort.Slice(sorted, func(a, b int) bool {
+		if !sorted[a].first.Equal(sorted[b].first) {
+			return sorted[a].first.Before(sorted[b].first)
+		}
+		return sorted[a].e.Reason < sorted[b].e.Reason
+	})
+	if len(sorted) > maxEvents {
+		sorted = sorted[len(sorted)-maxEvents:]
 	}
 	var evs []Event
-	for _, e := range out {
-		evs = append(evs, Event{Age: age(o.Now, lastSeen(e)), Type: e.Type, Reason: e.Reason,
-			Object: strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name, Message: firstLine(e.Message), Count: max(e.Count, 1)})
+	for _, g := range sorted {
+		e := g.e
+		evs = append(evs, Event{Age: age(o.Now, g.last), Type: e.Type, Reason: e.Reason,
+			Object: strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name, Message: strings.TrimPrefix(firstLine(e.Message), combined), Count: g.count})
 	}
 	return evs
 }
+
+// combined is how the event recorder prefixes an event that stands for several similar ones:
+// the count already says so.
+const combined = "(combined from similar events): "
 
 // maxEvents keeps the screen to one: the most recent say what is happening now.
 const maxEvents = 6
@@ -570,7 +618,7 @@ func crashedOf(run reconcile.CrashedRun, pods []*corev1.Pod, now time.Time) *Cra
 				return nil
 			}
 			return &Crashed{Pod: run.Pod, Container: run.Container, Previous: run.Previous, ExitCode: t.ExitCode, Reason: t.Reason,
-				Message: firstLine(t.Message), Restarts: cs.RestartCount, Finished: age(now, t.FinishedAt.Time)}
+				Message: firstLine(t.Message), Restarts: cs.RestartCount, Finished: age(now, t.FinishedAt.Time), run: run}
 		}
 	}
 	return nil

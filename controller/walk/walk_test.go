@@ -1,0 +1,306 @@
+package walk
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/ from the renderers")
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(-d)) }
+
+// model is an isvc "qwen3" in team-a with its Deployment (desired replicas, ready) and one
+// ReplicaSet, before any pod.
+func model(replicas, ready int32) Objects {
+	isvc := &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a", UID: "isvc-uid", Generation: 1},
+		Spec:   crd.InferenceServiceSpec{Model: "Qwen/Qwen3-8B", Replicas: replicas, GPUsPerReplica: ptr.To[int32](2)},
+		Status: crd.InferenceServiceStatus{ObservedGeneration: 1, ReadyReplicas: ready, Phase: crd.PhaseReady}}
+	ctl := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "x", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a", UID: "deploy-uid", Generation: 1,
+		OwnerReferences: ctl(crd.Kind, "qwen3", "isvc-uid")},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas, ReadyReplicas: ready, AvailableReplicas: ready,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-7b6cd", Namespace: "team-a", UID: "rs-uid",
+		Annotations: map[string]string{reconcile.RevisionAnnotation: "2"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas)}, Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: ready}}
+	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-5f4aa", Namespace: "team-a", UID: "old-uid",
+		Annotations: map[string]string{reconcile.RevisionAnnotation: "1"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0)}}
+	h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To(max(1, replicas/2)), MaxReplicas: 3 * replicas,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: reconcile.QueueMetric},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(5, resource.DecimalSI)}}}}},
+		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: replicas, DesiredReplicas: replicas,
+			CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{
+				Metric:  autoscalingv2.MetricIdentifier{Name: reconcile.QueueMetric},
+				Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewQuantity(1, resource.DecimalSI)}}}}}}
+	return Objects{ISVC: isvc, HPA: h, Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{rs, old}, Now: t0,
+		Operator: Operator{"up", "leader op-0, Lease inferenceservice-system/inferenceservice-operator renewed 2s ago"}}
+}
+
+func (o Objects) withPods(pods ...*corev1.Pod) Objects {
+	o.Pods = append(o.Pods, pods...)
+	return o
+}
+
+func (o Objects) failed(reason string) Objects {
+	o.ISVC.Status.Phase, o.ISVC.Status.Reason = crd.PhaseFailed, reason
+	return o
+}
+
+func readyPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID(name),
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "qwen3-7b6cd", UID: "rs-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: "node-0"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "vllm", Ready: true, Started: ptr.To(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: ago(time.Hour)}}}}}}
+}
+
+func unschedulablePod(name string) *corev1.Pod {
+	p := readyPod(name)
+	p.Spec.NodeName = ""
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}}
+	return p
+}
+
+func crashingPod(name string) *corev1.Pod {
+	p := readyPod(name)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm", RestartCount: 4,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 1m20s"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			ContainerID: "fake://run-4", StartedAt: ago(40 * time.Second), FinishedAt: ago(30 * time.Second)}}}}
+	return p
+}
+
+func warning(kind, name, reason, msg string, at time.Duration, count int32) corev1.Event {
+	return corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name + "." + reason, Namespace: "team-a"},
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name}, Type: corev1.EventTypeWarning, Reason: reason, Message: msg,
+		FirstTimestamp: ago(at + time.Minute), LastTimestamp: ago(at), Count: count}
+}
+
+func quota(o Objects) Objects {
+	rs := o.ReplicaSets[0]
+	rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+		Message: `pods "qwen3-7b6cd-x2x9z" is forbidden: exceeded quota: team-a, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4`}}
+	rs.Status.Replicas = 2
+	o.Deployment.Status.Replicas, o.Deployment.Status.UpdatedReplicas = 2, 2
+	o.Events = []corev1.Event{
+		warning("ReplicaSet", "qwen3-7b6cd", "FailedCreate", `Error creating: pods "qwen3-7b6cd-a" is forbidden: exceeded quota: team-a`, 3*time.Minute, 1),
+		warning("ReplicaSet", "qwen3-7b6cd", "FailedCreate", `(combined from similar events): Error creating: pods "qwen3-7b6cd-b" is forbidden: exceeded quota: team-a`, 5*time.Second, 11),
+		warning("Pod", "qwen3-7b6cd-p1", "Unhealthy", "Readiness probe failed", time.Hour, 1), // another layer
+		{InvolvedObject: corev1.ObjectReference{Kind: "ReplicaSet", Name: "qwen3-7b6cd"}, Type: corev1.EventTypeNormal, Reason: "SuccessfulCreate"},
+	}
+	return o.withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2")).failed(reconcile.ReasonQuotaExceeded)
+}
+
+// TestBuildMarks: the first layer that does not add up, the cause, and where to look next, for
+// each way a model fails, from the controller's own walk.
+func TestBuildMarks(t *testing.T) {
+	cases := []struct {
+		name         string
+		objects      Objects
+		marked       string
+		reason, next string
+		events       int
+	}{
+		{"healthy", model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2")), "", "", "", 0},
+		{"quota", quota(model(3, 2)), LayerReplicaSet, reconcile.ReasonQuotaExceeded, "kubectl describe resourcequota -n team-a", 1},
+		{"GPUs", model(1, 0).withPods(unschedulablePod("qwen3-7b6cd-p1")).failed(reconcile.ReasonInsufficientGPU), LayerPods, reconcile.ReasonInsufficientGPU, "nodes", 0},
+		{"crash loop", model(1, 0).withPods(crashingPod("qwen3-7b6cd-p1")).failed(reconcile.ReasonCrashLoopBackOff), LayerPods, reconcile.ReasonCrashLoopBackOff, "kubectl logs qwen3-7b6cd-p1 -n team-a --previous", 0},
+		{"no Deployment", func() Objects { o := model(1, 0); o.Deployment = nil; return o }(), LayerDeployment, "", "the operator has not created the Deployment", 0},
+		{"conflict", func() Objects {
+			o := model(1, 0).failed("ChildConflict")
+			o.Deployment.OwnerReferences = nil // someone else's
+			return o
+		}(), LayerISVC, "", "the isvc does not own", 0},
+		{"HPA blind", func() Objects {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			o.HPA.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
+				Reason: "FailedGetPodsMetric", Message: "unable to get metric num_requests_waiting"}}
+			return o
+		}(), LayerHPA, "", "custom.metrics.k8s.io", 0},
+		{"status lags", func() Objects {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			o.ISVC.Status.ReadyReplicas = 0
+			return o
+		}(), LayerISVC, "", "the status lags", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Build(c.objects)
+			if r.Marked != c.marked {
+				t.Errorf("marked %q, want %q (causes %+v)", r.Marked, c.marked, r.Causes)
+			}
+			if c.reason != "" && (len(r.Causes) == 0 || r.Causes[0].Reason != c.reason) {
+				t.Errorf("causes %+v, want %s first", r.Causes, c.reason)
+			}
+			if !strings.Contains(r.next(), c.next) {
+				t.Errorf("next %q, want it to contain %q", r.next(), c.next)
+			}
+			if len(r.Events) != c.events {
+				t.Errorf("events %+v, want %d", r.Events, c.events)
+			}
+		})
+	}
+}
+
+// TestEventsGrouped: one row per object and reason with the counts summed, the latest
+// message without the recorder's "combined" prefix, Normal events and other layers' left out.
+func TestEventsGrouped(t *testing.T) {
+	r := Build(quota(model(3, 2)))
+	want := Event{Age: "5s", Type: "Warning", Reason: "FailedCreate", Object: "replicaset/qwen3-7b6cd",
+		Message: `Error creating: pods "qwen3-7b6cd-b" is forbidden: exceeded quota: team-a`, Count: 12}
+	if len(r.Events) != 1 || r.Events[0] != want {
+		t.Fatalf("events %+v, want [%+v]", r.Events, want)
+	}
+}
+
+// TestPodStates: each pod counted once in the state kubectl would show, first by name.
+func TestPodStates(t *testing.T) {
+	terminating := readyPod("qwen3-7b6cd-p5")
+	terminating.DeletionTimestamp = ptr.To(ago(time.Second))
+	l := podsLayer([]*corev1.Pod{crashingPod("qwen3-7b6cd-p4"), readyPod("qwen3-7b6cd-p2"), unschedulablePod("qwen3-7b6cd-p3"),
+		readyPod("qwen3-7b6cd-p1"), terminating}, t0)
+	got := []StateCount{}
+	got = append(got, l.States...)
+	want := []StateCount{{"ready", 2, "qwen3-7b6cd-p1"}, {"crash looping", 1, "qwen3-7b6cd-p4"}, {"unschedulable", 1, "qwen3-7b6cd-p3"}, {"terminating", 1, "qwen3-7b6cd-p5"}}
+	if l.Total != 5 || len(got) != len(want) {
+		t.Fatalf("pods %+v, want %+v", l, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("state %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestOperatorState: up only on evidence (a Lease renewed within its duration, or ready
+// pods without election); down on evidence; unknown when nothing is where manifests/ puts it.
+func TestOperatorState(t *testing.T) {
+	lease := func(holder string, renewed time.Duration) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "inferenceservice-operator", Namespace: "inferenceservice-system"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: ptr.To(metav1.NewMicroTime(t0.Add(-renewed)))}}
+	}
+	notReady := readyPod("op-1")
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	cases := []struct {
+		name   string
+		lease  *coordinationv1.Lease
+		pods   []*corev1.Pod
+		err    error
+		state  string
+		detail string
+	}{
+		{"renewed", lease("op-0", 2*time.Second), []*corev1.Pod{readyPod("op-0")}, nil, "up", "leader op-0, Lease inferenceservice-system/inferenceservice-operator renewed 2s ago"},
+		{"expired", lease("op-0", time.Minute), nil, nil, "down", "leader op-0 stopped renewing Lease inferenceservice-system/inferenceservice-operator 60s ago (lease 15s), 0 ready operator pods"},
+		{"released", lease("", time.Minute), []*corev1.Pod{notReady}, nil, "down", "no leader: Lease inferenceservice-system/inferenceservice-operator released, 0 ready operator pods"},
+		{"no election", nil, []*corev1.Pod{readyPod("op-0")}, nil, "up", "1 ready operator pods"},
+		{"none ready", nil, []*corev1.Pod{notReady}, nil, "down", "1 operator pods in inferenceservice-system, none ready"},
+		{"nothing", nil, nil, nil, "unknown", "an operator run elsewhere is not seen"},
+		{"denied", nil, nil, os.ErrPermission, "unknown", "cannot read"},
+	}
+	for _, c := range cases {
+		got := OperatorState(c.lease, c.pods, "inferenceservice-system", c.err, t0)
+		if got.State != c.state || !strings.Contains(got.Detail, c.detail) {
+			t.Errorf("%s: %+v, want %s containing %q", c.name, got, c.state, c.detail)
+		}
+	}
+}
+
+// TestTail: the log's lines of the crashed run only, without timestamps, the last n, and the
+// operator's decisive line.
+func TestTail(t *testing.T) {
+	run := reconcile.CrashedRun{StartedAt: t0.Add(-40 * time.Second), FinishedAt: t0.Add(-30 * time.Second)}
+	stamp := func(d time.Duration) string { return t0.Add(-d).Format(time.RFC3339Nano) }
+	log := strings.Join([]string{
+		stamp(50*time.Second) + " a line of the run before",
+		stamp(39*time.Second) + " Traceback (most recent call last):",
+		stamp(39*time.Second) + `   File "x.py", line 1, in <module>`,
+		stamp(39*time.Second) + " torch.OutOfMemoryError: CUDA out of memory",
+		stamp(38*time.Second) + " INFO: shutting down",
+		stamp(5*time.Second) + " the next run's first line",
+	}, "\n") + "\n"
+	lines, decisive := Tail(log, run, 3)
+	want := []string{`  File "x.py", line 1, in <module>`, "torch.OutOfMemoryError: CUDA out of memory", "INFO: shutting down"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") || decisive != "torch.OutOfMemoryError: CUDA out of memory" {
+		t.Fatalf("lines %q decisive %q", lines, decisive)
+	}
+}
+
+// TestRenderWhy: the screens, against golden files (-update rewrites them).
+func TestRenderWhy(t *testing.T) {
+	crash := Build(model(1, 0).withPods(crashingPod("qwen3-7b6cd-p1")).failed(reconcile.ReasonCrashLoopBackOff))
+	crash.Crashed.Log = []string{"Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory"}
+	crash.Crashed.Decisive = "torch.OutOfMemoryError: CUDA out of memory"
+	for name, r := range map[string]Report{
+		"why-quota.txt":   Build(quota(model(3, 2))),
+		"why-crash.txt":   crash,
+		"why-healthy.txt": Build(model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))),
+	} {
+		var b bytes.Buffer
+		if err := RenderWhy(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		goldenFile(t, name, b.String())
+	}
+}
+
+// TestRenderList: GPUs asked and serving, the queue against the target, a model without an HPA.
+func TestRenderList(t *testing.T) {
+	a := model(3, 2).failed(reconcile.ReasonQuotaExceeded)
+	b := model(1, 1)
+	b.ISVC.Name, b.ISVC.Namespace = "small", "team-b"
+	rows := []Row{RowOf(a.ISVC, a.HPA), RowOf(b.ISVC, nil)}
+	if rows[0].GPUsRequested != 6 || rows[0].GPUsReady != 4 || rows[0].Queue != "1" || rows[0].Target != "5" {
+		t.Fatalf("row %+v", rows[0])
+	}
+	var out bytes.Buffer
+	if err := RenderList(&out, rows, true); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "list.txt", out.String())
+}
+
+func goldenFile(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (-update to accept):\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
