@@ -1,0 +1,40 @@
+{{/*
+isvc.labels: the label the kustomize manifests set (app.kubernetes.io/name, the argument) plus
+Helm's own; only on objects' metadata, never in selectors or pod templates, so a chart upgrade
+does not roll the pods. Call as (list $ "name").
+*/}}
+{{- define "isvc.labels" -}}
+app.kubernetes.io/name: {{ index . 1 }}
+{{ include "isvc.helmLabels" (index . 0) }}
+{{- end -}}
+
+{{/* isvc.helmLabels: Helm's labels alone (the dashboard's ConfigMap has no name label). */}}
+{{- define "isvc.helmLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* isvc.image: the operator's image, shared by the metrics adapter. */}}
+{{- define "isvc.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+
+{{/*
+isvc.fromFile: a manifest file of manifests/ (linked under files/) with the release's labels
+added and its namespace set; the file stays the one source, comments included.
+Call as (list $ "files/x.yaml" "label-name" "namespace-or-empty").
+*/}}
+{{- define "isvc.fromFile" -}}
+{{- $root := index . 0 -}}
+{{- $obj := $root.Files.Get (index . 1) | fromYaml -}}
+{{- $_ := set $obj.metadata "labels" (merge (include "isvc.labels" (list $root (index . 2)) | fromYaml) ($obj.metadata.labels | default dict)) -}}
+{{- if index . 3 }}{{ $_ := set $obj.metadata "namespace" (index . 3) }}{{ end -}}
+{{- toYaml $obj -}}
+{{- end -}}
+
+{{/* isvc.clusterScopedRule: whether an RBAC rule is about cluster-scoped resources only. */}}
+{{- define "isvc.clusterScopedRule" -}}
+{{- $groups := list "authentication.k8s.io" "authorization.k8s.io" "apiextensions.k8s.io" -}}
+{{- range .apiGroups }}{{ if has . $groups }}true{{ end }}{{ end -}}
+{{- end -}}

@@ -1,0 +1,249 @@
+// Package manifests holds no code: its test keeps the Helm chart (chart/inferenceservice-operator)
+// and the kustomize manifests one source, by rendering both with the real tools (helm template,
+// kubectl kustomize) and comparing them object by object.
+package manifests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/diff"
+	"sigs.k8s.io/yaml"
+)
+
+// HelmBinEnv names the helm binary the test runs (Makefile: make helm builds it); unset, the
+// test builds it with test/helm/build.sh, which skips the build when the binary is current.
+const HelmBinEnv = "HELM_BIN"
+
+const chartDir = "chart/inferenceservice-operator"
+
+// helmOnly are what the chart adds on top of the kustomize manifests, and the only differences
+// the comparison forgives: Helm's labels on every object (not in selectors or pod templates) and
+// the keep policy on the CRD (crds.keep).
+var (
+	helmLabels      = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+	helmAnnotations = []string{"helm.sh/resource-policy"}
+)
+
+// object is one rendered manifest, as generic JSON-compatible values.
+type object = map[string]any
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv(HelmBinEnv); bin != "" {
+		return bin
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	bin, err := filepath.Abs("../test/helm/bin/helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, "../test/helm/build.sh", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("building helm: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run runs a command and returns its stdout, failing the test with stderr on error.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// parse splits a multi-document YAML stream into objects keyed kind/namespace/name.
+func parse(t *testing.T, stream string) map[string]object {
+	t.Helper()
+	objs := map[string]object{}
+	for _, doc := range strings.Split("\n"+stream, "\n---") {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if o == nil {
+			continue
+		}
+		k := key(o)
+		if _, dup := objs[k]; dup {
+			t.Fatalf("%s rendered twice", k)
+		}
+		objs[k] = o
+	}
+	return objs
+}
+
+func key(o object) string {
+	meta, _ := o["metadata"].(map[string]any)
+	return fmt.Sprintf("%v %v/%v", o["kind"], meta["namespace"], meta["name"])
+}
+
+// kustomize renders the given kustomization directories (relative to manifests/) together.
+func kustomize(t *testing.T, dirs ...string) map[string]object {
+	t.Helper()
+	all := map[string]object{}
+	for _, d := range dirs {
+		for k, o := range parse(t, run(t, "kubectl", "kustomize", d)) {
+			all[k] = o
+		}
+	}
+	return all
+}
+
+// helmTemplate renders the chart with the given --set/--set-json flags and strips what only
+// Helm adds.
+func helmTemplate(t *testing.T, bin string, flags ...string) map[string]object {
+	t.Helper()
+	args := append([]string{"template", "isvc", chartDir}, flags...)
+	objs := parse(t, run(t, bin, args...))
+	for _, o := range objs {
+		meta := o["metadata"].(map[string]any)
+		for field, drop := range map[string][]string{"labels": helmLabels, "annotations": helmAnnotations} {
+			m, _ := meta[field].(map[string]any)
+			for _, k := range drop {
+				delete(m, k)
+			}
+			if m != nil && len(m) == 0 {
+				delete(meta, field)
+			}
+		}
+	}
+	return objs
+}
+
+// compare fails with every object only one side has and a diff of each one that differs.
+func compare(t *testing.T, what string, chart, want map[string]object) {
+	t.Helper()
+	var problems []string
+	keys := map[string]bool{}
+	for k := range chart {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		c, inChart := chart[k]
+		w, inWant := want[k]
+		switch {
+		case !inChart:
+			problems = append(problems, "missing from the chart: "+k)
+		case !inWant:
+			problems = append(problems, "only in the chart: "+k)
+		case !reflect.DeepEqual(c, w):
+			problems = append(problems, fmt.Sprintf("%s differs (- kustomize, + chart):\n%s", k, diff.Diff(w, c)))
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("%s: the chart drifted from the manifests:\n%s", what, strings.Join(problems, "\n"))
+	}
+}
+
+// container returns the named Deployment's first container from objs.
+func container(t *testing.T, objs map[string]object, deployment string) map[string]any {
+	t.Helper()
+	d, ok := objs["Deployment inferenceservice-system/"+deployment]
+	if !ok {
+		t.Fatalf("no Deployment %s", deployment)
+	}
+	spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	return spec["containers"].([]any)[0].(map[string]any)
+}
+
+func appendArgs(c map[string]any, args ...string) {
+	for _, a := range args {
+		c["args"] = append(c["args"].([]any), a)
+	}
+}
+
+// TestChartMatchesManifests: the chart with default values renders exactly what
+// `kubectl kustomize manifests/` renders, and each values combination the README documents
+// renders exactly its overlay, or, where there is none, the base with the documented change.
+func TestChartMatchesManifests(t *testing.T) {
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		name   string
+		values []string
+		// want is the kustomize render to match, from dirs, then changed by edit if set.
+		dirs []string
+		edit func(t *testing.T, objs map[string]object)
+	}{
+		{name: "defaults", dirs: []string{"."}},
+		{name: "metrics insecure", values: []string{"--set", "metrics.secure=false"}, dirs: []string{"overlays/metrics-insecure"}},
+		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a","team-b"]`, "--set", "autoscaling.metricSource=none"},
+			dirs: []string{"overlays/namespaced"}},
+		{name: "v1beta1", values: []string{"--set", "conversionWebhook.enabled=true"}, dirs: []string{"overlays/v1beta1"}},
+		{name: "prometheus-adapter", values: []string{"--set", "autoscaling.metricSource=prometheus-adapter"}, dirs: []string{"overlays/prometheus-adapter"}},
+		{name: "keda", values: []string{"--set", "autoscaling.metricSource=keda"}, dirs: []string{"overlays/keda"}},
+		{name: "monitoring", values: []string{"--set", "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true"},
+			dirs: []string{".", "monitoring"}},
+		{name: "monitoring insecure", values: []string{"--set", "metrics.secure=false,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true"},
+			dirs: []string{"overlays/metrics-insecure", "overlays/metrics-insecure/monitoring"}},
+		{name: "gateway", values: []string{"--set", "gateway.url=http://gateway-admin.gateway-system.svc:9000,gateway.deregisterTimeout=10m,gateway.parent=gateway-system/inference"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				appendArgs(container(t, objs, "inferenceservice-operator"),
+					"--gateway-url=http://gateway-admin.gateway-system.svc:9000", "--gateway-deregister-timeout=10m", "--gateway-parent=gateway-system/inference")
+			}},
+		{name: "image, resources and soft memory limit",
+			values: []string{"--set", "image.repository=registry.example.com/isvc-operator,image.tag=v0.1.0,operator.resources.limits.memory=1Gi,operator.goMemLimit=900MiB,operator.gogc=50"},
+			dirs:   []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				c := container(t, objs, "inferenceservice-operator")
+				c["image"] = "registry.example.com/isvc-operator:v0.1.0"
+				container(t, objs, "inferenceservice-metrics-adapter")["image"] = "registry.example.com/isvc-operator:v0.1.0"
+				c["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1Gi"
+				env := c["env"].([]any)
+				env[0].(map[string]any)["value"] = "50"
+				c["env"] = append(env, map[string]any{"name": "GOMEMLIMIT", "value": "900MiB"})
+			}},
+		{name: "one replica without leader election", values: []string{"--set", "operator.replicas=1,operator.leaderElection=false"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				objs["Deployment inferenceservice-system/inferenceservice-operator"]["spec"].(map[string]any)["replicas"] = float64(1)
+				c := container(t, objs, "inferenceservice-operator")
+				c["args"] = slices.DeleteFunc(c["args"].([]any), func(a any) bool { return a == "--leader-elect" })
+				delete(objs, "PodDisruptionBudget inferenceservice-system/inferenceservice-operator")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := kustomize(t, tc.dirs...)
+			if tc.edit != nil {
+				tc.edit(t, want)
+			}
+			compare(t, strings.TrimSpace(tc.name+" "+strings.Join(tc.values, " ")), helmTemplate(t, bin, tc.values...), want)
+		})
+	}
+}
+
+// TestChartLint: helm lint finds nothing to warn about, with the defaults and with every
+// optional part on.
+func TestChartLint(t *testing.T) {
+	bin := helmBin(t)
+	for _, values := range [][]string{nil, {"--set", "conversionWebhook.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true,autoscaling.metricSource=keda", "--set-json", `watchNamespaces=["a"]`}} {
+		out := run(t, bin, append([]string{"lint", "--strict", chartDir}, values...)...)
+		if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") || !strings.Contains(out, "0 chart(s) failed") {
+			t.Errorf("helm lint %v:\n%s", values, out)
+		}
+	}
+}
