@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo test unit e2e incluster build image docker-build cluster manifests lint bench bench-10k fuzz faults-full
+.PHONY: demo test unit e2e incluster build image docker-build cluster helm manifests lint bench bench-10k fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster.
 demo:
@@ -12,9 +12,11 @@ demo:
 # end-to-end suite against it. The cluster is built first, once, outside any test's timeout
 # (about 7 minutes the first time on 2 cores, seconds after that).
 LOCALCLUSTER_BIN ?= $(CURDIR)/test/localcluster/bin/localcluster
+HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
 test: lint
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) $(GO) test -timeout 45m -count=1 ./...
+	test/helm/build.sh $(HELM_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) $(GO) test -timeout 45m -count=1 ./...
 	$(MAKE) fuzz FUZZTIME=10s
 
 unit:
@@ -41,6 +43,10 @@ docker-build:
 
 cluster:
 	test/localcluster/build.sh
+
+# The helm CLI from its Go module (test/helm), for the chart's tests; cached.
+helm:
+	test/helm/build.sh $(HELM_BIN)
 
 # Regenerate the CRD manifest from crd.Definition().
 manifests:
