@@ -6,9 +6,7 @@ package manifests
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -18,15 +16,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/diff"
 	"sigs.k8s.io/yaml"
-)
 
-// HelmBinEnv names the helm binary the test runs (Makefile: make helm builds it); unset, the
-// test builds it with test/helm/build.sh, which skips the build when the binary is current.
-const HelmBinEnv = "HELM_BIN"
+	"github.com/example/inferenceservice-operator/test/chart"
+	"github.com/example/inferenceservice-operator/test/cluster"
+)
 
 const chartDir = "chart/inferenceservice-operator"
 
-// helmOnly are what the chart adds on top of the kustomize manifests, and the only differences
+// helmLabels and helmAnnotations are what the chart adds on top of the kustomize manifests, and the only differences
 // the comparison forgives: Helm's labels on every object (not in selectors or pod templates) and
 // the keep policy on the CRD (crds.keep).
 var (
@@ -37,22 +34,33 @@ var (
 // object is one rendered manifest, as generic JSON-compatible values.
 type object = map[string]any
 
-func helmBin(t *testing.T) string {
+// helm is the helm CLI of test/helm ($HELM_BIN, or built now when unset) with scratch
+// directories of its own.
+func helm(t *testing.T) chart.Helm {
 	t.Helper()
-	if bin := os.Getenv(HelmBinEnv); bin != "" {
-		return bin
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	bin, err := filepath.Abs("../test/helm/bin/helm")
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(ctx, "../test/helm/build.sh", bin).CombinedOutput()
+	bin, err := chart.Bin(ctx, root)
 	if err != nil {
-		t.Fatalf("building helm: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	return bin
+	return chart.Helm{Bin: bin, Home: t.TempDir()}
+}
+
+// runHelm runs helm in manifests/ and returns its stdout.
+func runHelm(t *testing.T, h chart.Helm, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, _, err := h.Run(ctx, ".", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // run runs a command and returns its stdout, failing the test with stderr on error.
@@ -101,7 +109,7 @@ func kustomize(t *testing.T, dirs ...string) map[string]object {
 	t.Helper()
 	all := map[string]object{}
 	for _, d := range dirs {
-		for k, o := range parse(t, run(t, "kubectl", "kustomize", d)) {
+		for k, o := range parse(t, run(t, cluster.KubectlPath(), "kustomize", d)) {
 			all[k] = o
 		}
 	}
@@ -110,10 +118,10 @@ func kustomize(t *testing.T, dirs ...string) map[string]object {
 
 // helmTemplate renders the chart with the given --set/--set-json flags and strips what only
 // Helm adds.
-func helmTemplate(t *testing.T, bin string, flags ...string) map[string]object {
+func helmTemplate(t *testing.T, h chart.Helm, flags ...string) map[string]object {
 	t.Helper()
 	args := append([]string{"template", "isvc", chartDir}, flags...)
-	objs := parse(t, run(t, bin, args...))
+	objs := parse(t, runHelm(t, h, args...))
 	for _, o := range objs {
 		meta := o["metadata"].(map[string]any)
 		for field, drop := range map[string][]string{"labels": helmLabels, "annotations": helmAnnotations} {
@@ -183,7 +191,7 @@ func appendArgs(c map[string]any, args ...string) {
 // `kubectl kustomize manifests/` renders, and each values combination the README documents
 // renders exactly its overlay, or, where there is none, the base with the documented change.
 func TestChartMatchesManifests(t *testing.T) {
-	bin := helmBin(t)
+	h := helm(t)
 	for _, tc := range []struct {
 		name   string
 		values []string
@@ -231,7 +239,7 @@ func TestChartMatchesManifests(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(t, want)
 			}
-			compare(t, strings.TrimSpace(tc.name+" "+strings.Join(tc.values, " ")), helmTemplate(t, bin, tc.values...), want)
+			compare(t, strings.TrimSpace(tc.name+" "+strings.Join(tc.values, " ")), helmTemplate(t, h, tc.values...), want)
 		})
 	}
 }
@@ -239,9 +247,9 @@ func TestChartMatchesManifests(t *testing.T) {
 // TestChartLint: helm lint finds nothing to warn about, with the defaults and with every
 // optional part on.
 func TestChartLint(t *testing.T) {
-	bin := helmBin(t)
+	h := helm(t)
 	for _, values := range [][]string{nil, {"--set", "conversionWebhook.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true,autoscaling.metricSource=keda", "--set-json", `watchNamespaces=["a"]`}} {
-		out := run(t, bin, append([]string{"lint", "--strict", chartDir}, values...)...)
+		out := runHelm(t, h, append([]string{"lint", "--strict", chartDir}, values...)...)
 		if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") || !strings.Contains(out, "0 chart(s) failed") {
 			t.Errorf("helm lint %v:\n%s", values, out)
 		}
