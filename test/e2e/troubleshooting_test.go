@@ -1,0 +1,245 @@
+package e2e
+
+// The rows of the runbook's table beyond the first walk: pods queued by a gate, the scheduler's
+// other filters, an unbound cache claim, repeated evictions; each reason as `kubectl get isvc`
+// shows it, the time from its cause, and the status history that outlives the Events.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// historyOf is status.history's "Phase/Reason" list, oldest first.
+func historyOf(t *testing.T, ns, name string) []string {
+	t.Helper()
+	i, err := env.ISVC(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range i.Status.History {
+		out = append(out, string(r.Phase)+"/"+r.Reason)
+	}
+	return out
+}
+
+// TestWaitingForAdmission: pods held by a scheduling gate (added here by a
+// MutatingAdmissionPolicy, as Kueue's webhook adds its own) make the model Progressing with
+// the gate and the queue named, never Failed; lifting the gate makes it Ready.
+func TestWaitingForAdmission(t *testing.T) {
+	ns := env.Namespace(t)
+	policy := "hold-" + ns
+	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "example.com/admission"}]}}'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
+`, policy, ns))
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
+	})
+	// A policy takes effect once the API server's policy cache has it: wait until a dry-run
+	// pod comes back gated.
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
+		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if len(p.Spec.SchedulingGates) == 0 {
+			return fmt.Errorf("a pod is created without a gate")
+		}
+		return nil
+	})
+	statuses := recordStatuses(t, ns)
+	start := time.Now()
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: queued}
+spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: team-a}
+`)
+	i := waitReason(t, ns, "queued", "WaitingForAdmission", 90*time.Second)
+	t.Logf("WaitingForAdmission %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "queued"), readyMessage(i))
+	if i.Status.Phase != crd.PhaseProgressing || !strings.Contains(readyMessage(i), "held by scheduling gates example.com/admission (LocalQueue team-a)") {
+		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
+	}
+	writesSettle(t)
+
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=queued"})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("pods: %v %d", err, len(pods.Items))
+	}
+	admitted := time.Now()
+	for _, p := range pods.Items {
+		if _, err := env.Kube.CoreV1().Pods(ns).Patch(context.Background(), p.Name, types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitPhase(t, ns, "queued", crd.PhaseReady, 2*time.Minute)
+	t.Logf("Ready %s after the gates were lifted: %s; history %v", time.Since(admitted).Round(100*time.Millisecond), getRow(t, ns, "queued"), historyOf(t, ns, "queued"))
+	if f := statuses.failed("queued", "-"); f != nil {
+		t.Fatalf("a queued model was reported Failed: %s/%s: %s", f.Status.Phase, f.Status.Reason, readyMessage(f))
+	}
+	if h := historyOf(t, ns, "queued"); strings.Join(h, " ") != "Progressing/WaitingForAdmission Ready/Available" {
+		t.Fatalf("history %v", h)
+	}
+}
+
+// TestUntoleratedTaint: every node tainted (as a GPU health check taints a sick node) makes the
+// model Failed with the scheduler's counts; a failing model makes no writes at rest; removing
+// the taint makes it Ready, and the history keeps both after the Events.
+func TestUntoleratedTaint(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Kubectl(t, "taint", "nodes", "--all", "gpu.example.com/health=failed:NoSchedule")
+	tainted := true
+	untaint := func() {
+		if tainted {
+			env.Kubectl(t, "taint", "nodes", "--all", "gpu.example.com/health-")
+			tainted = false
+		}
+	}
+	t.Cleanup(untaint)
+	start := time.Now()
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: tainted}
+spec: {model: m, replicas: 1, gpusPerReplica: 1}
+`)
+	i := waitReason(t, ns, "tainted", "UntoleratedTaint", 90*time.Second)
+	t.Logf("UntoleratedTaint %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "tainted"), readyMessage(i))
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "4 node(s) had untolerated taint") {
+		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
+	}
+	before, _ := env.op.Writes()
+	after := writesSettle(t)
+	t.Logf("writes while failing, then at rest: %v -> %v", before, after)
+
+	untaint()
+	fixed := time.Now()
+	env.WaitPhase(t, ns, "tainted", crd.PhaseReady, 2*time.Minute)
+	t.Logf("Ready %s after the taint was removed; history %v", time.Since(fixed).Round(100*time.Millisecond), historyOf(t, ns, "tainted"))
+	if h := historyOf(t, ns, "tainted"); strings.Join(h, " ") != "Failed/UntoleratedTaint Ready/Available" {
+		t.Fatalf("history %v", h)
+	}
+	out := env.Kubectl(t, "get", "isvc", "-n", ns, "tainted", "-o", "jsonpath={.status.history}")
+	var recs []crd.DiagnosisRecord
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 2 || !strings.Contains(recs[0].Message, "untolerated taint") {
+		t.Fatalf("kubectl reads the history as %s (%v)", out, err)
+	}
+}
+
+// TestCacheClaimUnbound: a model whose weights cache claim (spec.cache) cannot bind is named so,
+// not "unschedulable".
+func TestCacheClaimUnbound(t *testing.T) {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	w := useWebhookCRD(t)
+	applyYAML(t, ns, `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: weights}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: no-such-class
+  resources: {requests: {storage: 20Gi}}
+`)
+	start := time.Now()
+	f := filepath.Join(t.TempDir(), "isvc.yaml")
+	if err := os.WriteFile(f, []byte("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: unbound}\nspec:\n  baseModel: m\n  replicas: 1\n  cache: {claimName: weights}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, w.cache, "apply", "-n", ns, "-f", f)
+	i := waitReason(t, ns, "unbound", "VolumeClaimUnbound", 90*time.Second)
+	t.Logf("VolumeClaimUnbound %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "unbound"), readyMessage(i))
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "unbound immediate PersistentVolumeClaims") {
+		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
+	}
+}
+
+// TestFrequentEviction: the model's pods evicted by their node three times within the hour is a
+// cause (the node, its pressure and the QoS advice named) while the replacements serve: Ready
+// stays True, Progressing False; one eviction is not (TestEvictedPodDoesNotDecide).
+func TestFrequentEviction(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: evicted}
+spec: {model: m, replicas: 3, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "evicted", crd.PhaseReady, 2*time.Minute)
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=evicted"})
+	if err != nil || len(pods.Items) != 3 {
+		t.Fatalf("pods: %v %d", err, len(pods.Items))
+	}
+	start := time.Now()
+	for _, p := range pods.Items {
+		env.Kubectl(t, "annotate", "pod", "-n", ns, p.Name, "kubelet.fake/behavior=evicted")
+	}
+	var got *crd.InferenceService
+	testenv.Eventually(t, 2*time.Minute, "FrequentEviction while the replacements serve", func() error {
+		i, err := env.ISVC(ns, "evicted")
+		if err != nil {
+			return err
+		}
+		if i.Status.Reason != "FrequentEviction" || i.Status.ReadyReplicas < 3 {
+			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
+		}
+		got = i
+		return nil
+	})
+	var prog, ready string
+	for _, c := range got.Status.Conditions {
+		switch c.Type {
+		case crd.ConditionProgressing:
+			prog = string(c.Status) + " " + c.Message
+		case crd.ConditionReady:
+			ready = string(c.Status)
+		}
+	}
+	t.Logf("FrequentEviction %s after the evictions:\n%s\nProgressing %s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "evicted"), prog)
+	for _, want := range []string{"False 3 pods of the current revision evicted", "(MemoryPressure)", "on node fake-node-", "QoS Burstable"} {
+		if !strings.Contains(prog, want) {
+			t.Fatalf("Progressing lacks %q: %s", want, prog)
+		}
+	}
+	if ready != string(corev1.ConditionTrue) || got.Status.Phase != crd.PhaseProgressing {
+		t.Fatalf("Ready %s, phase %s: the replacements serve", ready, got.Status.Phase)
+	}
+	if n, _ := warningEvents(t, ns, "FrequentEviction"); n != 1 {
+		t.Fatalf("%d FrequentEviction Warning Events, want 1", n)
+	}
+	// Failed while the replacements start (someone must act either way), then Progressing.
+	if h := historyOf(t, ns, "evicted"); len(h) == 0 || h[len(h)-1] != "Progressing/FrequentEviction" || len(h) > 2 {
+		t.Fatalf("history %v", h)
+	}
+	writesSettle(t)
+}
