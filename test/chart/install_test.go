@@ -1,0 +1,361 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// The chart's defaults: where it installs the operator, and the release name the test uses.
+const (
+	systemNamespace = testenv.SystemNamespace
+	release         = "isvc-operator"
+	crdName         = "inferenceservices.ai.example.com"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// env is the package's cluster, without testenv.Setup's kubectl-applied CRD and RBAC: here the
+// chart installs them, and Helm refuses to take over objects another tool created.
+var env testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var err error
+	if env.Root, err = cluster.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env.Dir, err = os.MkdirTemp("", "isvc-chart-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	built := make(chan error, 1)
+	go func() {
+		var err error
+		env.Bin, err = operator.Build(ctx, env.Dir)
+		built <- err
+	}()
+	// Pods follow the kubelet's schedule model; no model server is needed to prove the install.
+	env.Cluster, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--kubelet-serve=false"}})
+	if err == nil {
+		err = <-built
+	}
+	if err == nil {
+		env.Kube, err = env.Cluster.Clientset()
+	}
+	if err == nil {
+		env.Dyn, err = dynamic.NewForConfig(env.Cluster.RESTConfig())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chart setup:", err)
+		env.Teardown(false)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with CHART_KEEP=1)")
+	}
+	env.Teardown(os.Getenv("CHART_KEEP") != "")
+	return code
+}
+
+// helmCmd runs helm against the cluster as its admin, logs the command and its output, and
+// fails the test on an error.
+func helmCmd(t *testing.T, h Helm, args ...string) string {
+	t.Helper()
+	out, stderr, err := h.Run(testenv.Ctx(t, 4*time.Minute), env.Root, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("$ helm %s\n%s%s", strings.Join(args, " "), out, warnings(stderr))
+	return out
+}
+
+// warnings drops the loader's notes on the chart's links to manifests/ (files/), which are
+// by design, and keeps anything else helm wrote to stderr.
+func warnings(stderr string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if l != "" && !strings.Contains(l, "found symbolic link in path") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) == 0 {
+		return ""
+	}
+	return "stderr:\n" + strings.Join(keep, "\n") + "\n"
+}
+
+// upgradedChart copies the chart (its links to manifests/ resolved) as a next release would
+// ship it: version 0.1.1 with a changed CRD (one more label), so the upgrade has a CRD change
+// to carry.
+func upgradedChart(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "inferenceservice-operator")
+	if out, err := exec.Command("cp", "-rL", filepath.Join(env.Root, Dir), dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	edit := func(name, old, new string) {
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s has no %q", name, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("Chart.yaml", "version: 0.1.0", "version: 0.1.1")
+	edit("files/crd-v1alpha1.yaml", "  labels:\n", "  labels:\n    example.com/chart-upgrade-test: v2\n")
+	return dir
+}
+
+// runOperator runs the operator binary as the installed Deployment's pod would run: its args
+// (but the listen addresses, which stay on loopback) and its env (the memory limit resolved
+// from the container's limit), with the token of the ServiceAccount the chart created. The
+// local cluster's kubelet does not run the image, so this process is the operator's pod.
+func runOperator(t *testing.T, name string) *operator.Process {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	args := []string{"--kubeconfig=" + saKubeconfig(t), "--leader-election-namespace=" + systemNamespace}
+	for _, a := range c.Args {
+		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+			args = append(args, a)
+		}
+	}
+	var envs []string
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			envs = append(envs, e.Name+"="+e.Value)
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			envs = append(envs, fmt.Sprintf("%s=%d", e.Name, c.Resources.Limits.Memory().Value()))
+		default:
+			t.Fatalf("env %s: a source the test does not resolve", e.Name)
+		}
+	}
+	log := filepath.Join(env.Dir, name+".log")
+	p, err := operator.StartEnv(ctx, envs, env.Bin, log, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-p.Exited():
+		default:
+			p.Kill()
+		}
+	})
+	if err := p.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatalf("%s: %v (log %s)", name, err, log)
+	}
+	t.Logf("operator %s running with %v and %v", name, envs, args[1:])
+	return p
+}
+
+func saKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), systemNamespace, "inferenceservice-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// operatorRolledOut: the operator Deployment's current template is rolled out to all its
+// replicas, with a ReplicaSet of its own.
+func operatorRolledOut(ctx context.Context) (*appsv1.Deployment, error) {
+	d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	want := *d.Spec.Replicas
+	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.ReadyReplicas != want || d.Status.Replicas != want {
+		return nil, fmt.Errorf("generation %d observed %d, replicas %d updated %d ready %d, want %d",
+			d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, want)
+	}
+	return d, nil
+}
+
+// replicaSets lists the operator's ReplicaSets by name with their replicas.
+func replicaSets(t *testing.T) map[string]int32 {
+	t.Helper()
+	rss, err := env.Kube.AppsV1().ReplicaSets(systemNamespace).List(testenv.Ctx(t, time.Minute),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=inferenceservice-operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int32{}
+	for _, rs := range rss.Items {
+		out[rs.Name] = rs.Status.Replicas
+	}
+	return out
+}
+
+// TestHelmInstallUpgradeUninstall: the chart passes helm lint; helm install brings up what the
+// manifests install (the operator and its metrics adapter ready, in a namespace enforcing the
+// restricted Pod Security level), and the operator run as its pod makes an InferenceService
+// Ready; helm upgrade with a changed value (the memory limit) and a new chart version (a
+// changed CRD) rolls the operator to a new ReplicaSet and updates the CRD in place, the model
+// staying Ready; helm uninstall removes the release's objects and, as documented, keeps the
+// CRD and so the model.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	bin, err := Bin(testenv.Ctx(t, 15*time.Minute), env.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
+
+	lint := helmCmd(t, h, "lint", "--strict", Dir)
+	if strings.Contains(lint, "[WARNING]") || strings.Contains(lint, "[ERROR]") {
+		t.Fatalf("helm lint:\n%s", lint)
+	}
+
+	// Install, as the README says: the chart makes its namespace, so the release lives in default.
+	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	ns, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Fatalf("namespace labels %v", ns.Labels)
+	}
+	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter"} {
+		d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status.ReadyReplicas != 2 {
+			t.Fatalf("%s: %d ready replicas after helm install --wait, want 2", name, d.Status.ReadyReplicas)
+		}
+	}
+	helmCmd(t, h, "list", "--all-namespaces")
+	rsBefore := replicaSets(t)
+
+	p := runOperator(t, "operator-0.1.0")
+	model := env.Namespace(t)
+	if _, err := env.CreateISVC(ctx, model, "qwen3", map[string]any{"model": "Qwen/Qwen3-0.6B", "replicas": int64(1), "gpusPerReplica": int64(1)}); err != nil {
+		t.Fatal(err)
+	}
+	isvc := env.WaitPhase(t, model, "qwen3", crd.PhaseReady, 2*time.Minute)
+	crdBefore, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Upgrade: a new chart version whose CRD changed, and a changed value.
+	helmCmd(t, h, "upgrade", release, upgradedChart(t), "--set", "operator.resources.limits.memory=512Mi",
+		"--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	var d *appsv1.Deployment
+	testenv.Eventually(t, 2*time.Minute, "the operator rolled out", func() error {
+		d, err = operatorRolledOut(ctx)
+		return err
+	})
+	if got := d.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String(); got != "512Mi" {
+		t.Fatalf("memory limit after upgrade %s, want 512Mi", got)
+	}
+	rsAfter := replicaSets(t)
+	var rolledTo string
+	for name, n := range rsAfter {
+		if _, old := rsBefore[name]; !old && n == *d.Spec.Replicas {
+			rolledTo = name
+		}
+	}
+	if rolledTo == "" {
+		t.Fatalf("no new ReplicaSet with all replicas: before %v, after %v", rsBefore, rsAfter)
+	}
+	t.Logf("the operator rolled from %v to %s", rsBefore, rolledTo)
+	crdAfter, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crdAfter.GetLabels()["example.com/chart-upgrade-test"] != "v2" || crdAfter.GetUID() != crdBefore.GetUID() {
+		t.Fatalf("CRD after upgrade: labels %v uid %s (before %s); want the new label, same object", crdAfter.GetLabels(), crdAfter.GetUID(), crdBefore.GetUID())
+	}
+
+	// The operator's pod rolled: its stand-in restarts with the new Deployment's env, and the
+	// model is still Ready, the same object.
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p = runOperator(t, "operator-0.1.1")
+	after := env.WaitPhase(t, model, "qwen3", crd.PhaseReady, 2*time.Minute)
+	if after.UID != isvc.UID {
+		t.Fatalf("isvc UID %s after upgrade, was %s", after.UID, isvc.UID)
+	}
+	helmCmd(t, h, "history", release)
+	// The chart's RBAC is all the operator needed: nothing it asked for was refused.
+	for _, name := range []string{"operator-0.1.0", "operator-0.1.1"} {
+		b, err := os.ReadFile(filepath.Join(env.Dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "forbidden") {
+			t.Errorf("%s: a request was forbidden under the chart's RBAC (log %s)", name, filepath.Join(env.Dir, name+".log"))
+		}
+	}
+
+	// Uninstall: the release's objects go, the CRD and the model stay (crds.keep).
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	helmCmd(t, h, "uninstall", release, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	testenv.Eventually(t, 2*time.Minute, "the operator's namespace deleted", func() error {
+		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("namespace %s: %v", systemNamespace, err)
+	})
+	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-operator-metrics-reader"} {
+		if _, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ClusterRole %s after uninstall: %v, want not found", name, err)
+		}
+	}
+	if _, err := env.Kube.RbacV1().ClusterRoleBindings().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRoleBinding after uninstall: %v, want not found", err)
+	}
+	if out := helmCmd(t, h, "list", "--all-namespaces", "-q"); strings.TrimSpace(out) != "" {
+		t.Errorf("helm list after uninstall: %q", out)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{}); err != nil {
+		t.Errorf("CRD after uninstall: %v; want kept", err)
+	}
+	if _, err := env.ISVC(model, "qwen3"); err != nil {
+		t.Errorf("isvc after uninstall: %v; want kept with the CRD", err)
+	}
+	if _, err := env.Kube.AppsV1().Deployments(model).Get(ctx, "qwen3", metav1.GetOptions{}); err != nil {
+		t.Errorf("the model's Deployment after uninstall: %v; want kept", err)
+	}
+}
