@@ -1,0 +1,564 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+var (
+	workloadGVR     = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
+	clusterQueueGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"}
+)
+
+// startKueue runs Kueue (KUEUE_BIN, built by make kueue) against the suite's cluster until the
+// test ends. Without KUEUE_BIN the test is skipped on a developer's machine and fails in CI,
+// where make test always builds it.
+func startKueue(t *testing.T) *operator.Kueue {
+	t.Helper()
+	bin := os.Getenv(operator.KueueBinEnv)
+	if bin == "" {
+		msg := operator.KueueBinEnv + " is unset: build Kueue with `make kueue` and run with " + operator.KueueBinEnv + "=$PWD/test/kueue/bin/kueue"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	dir := filepath.Join(env.Dir, "kueue")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	k, err := operator.StartKueue(testenv.Ctx(t, 3*time.Minute), env.Cluster, bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kueue installed and serving webhooks on %s in %.1fs (log %s)", k.Webhook, time.Since(start).Seconds(), k.LogPath)
+	t.Cleanup(func() {
+		if err := k.Stop(time.Minute); err != nil {
+			t.Errorf("stopping kueue: %v", err)
+		}
+	})
+	return k
+}
+
+// The team's objects: a namespace with a GPU quota and default requests, two ClusterQueues in
+// a cohort (team-a's 16 GPUs; team-b's 2, idle, lent to team-a), a LocalQueue, and the two
+// PriorityClasses. team-a prefers preempting its own lower-priority work to borrowing, so the
+// online model keeps to its guaranteed quota and offline work is what runs on lent GPUs.
+const kueueTeamObjects = `apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: online-high}
+value: 100000
+preemptionPolicy: PreemptLowerPriority
+description: online inference
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: offline-low}
+value: 100
+preemptionPolicy: Never
+description: offline evaluation, preemptible
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohortName: gpu-pool
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: team-a}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: "1000"}
+      - {name: memory, nominalQuota: 10Ti}
+      - {name: nvidia.com/gpu, nominalQuota: "16"}
+  preemption:
+    withinClusterQueue: LowerPriority
+    reclaimWithinCohort: Any
+  flavorFungibility:
+    whenCanBorrow: TryNextFlavor
+    whenCanPreempt: TryNextFlavor
+    preference: PreemptionOverBorrowing
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohortName: gpu-pool
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: team-b}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources:
+      - {name: cpu, nominalQuota: "0"}
+      - {name: memory, nominalQuota: "0"}
+      - {name: nvidia.com/gpu, nominalQuota: "2"}
+`
+
+const kueueNamespaceObjects = `apiVersion: v1
+kind: ResourceQuota
+metadata: {name: team-a-gpus}
+spec:
+  hard: {requests.nvidia.com/gpu: "16"}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: defaults}
+spec:
+  limits:
+  - type: Container
+    defaultRequest: {cpu: 500m, memory: 1Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team-a}
+spec: {clusterQueue: team-a}
+`
+
+// offlineJob is one offline evaluation: a Kueue-managed Job (the queue label; Kueue suspends it
+// until admitted) of one pod with 2 GPUs at low priority, with no checkpoint: preempted, it
+// starts over.
+func offlineJob(name string) string {
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+  labels: {kueue.x-k8s.io/queue-name: team-a, role: offline}
+spec:
+  backoffLimit: 3
+  template:
+    metadata: {labels: {role: offline}}
+    spec:
+      priorityClassName: offline-low
+      restartPolicy: Never
+      containers:
+      - name: eval
+        image: kubelet.fake/ready:v1
+        resources:
+          limits: {nvidia.com/gpu: 2}
+`, name)
+}
+
+// TestKueueTeamQuotaOnlinePreemptsOffline: a team with a 16-GPU quota runs an online model (4 x 2
+// GPUs, high priority, Kueue-admitted through its Deployment's pods) and offline Jobs filling the
+// rest. At peak the model scales to 6 replicas. With the ResourceQuota equal to the team's Kueue
+// quota, the API server refuses the model's new pods before Kueue sees them (the isvc names the
+// quota; Kueue preempts nothing); with the ResourceQuota leaving room for the gated pods, Kueue
+// preempts offline work, which is requeued (not failed) and resumes when the model scales down,
+// and the model's pods, under their PDB, are never touched.
+func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
+	startKueue(t)
+	const ns, isvc = "team-a", "chat"
+	for _, n := range []string{ns, "team-b"} {
+		env.CreateNamespace(t, n)
+		env.Kubectl(t, "label", "namespace", n, operator.KueueNamespaceLabel+"=true")
+	}
+	applyYAML(t, ns, kueueTeamObjects)
+	t.Cleanup(func() {
+		// The team's pods go first, while Kueue still runs to release their finalizers.
+		ctx := testenv.Ctx(t, 2*time.Minute)
+		_, _, _ = env.Cluster.Kubectl(ctx, "delete", "-n", ns, "isvc,jobs", "--all", "--wait=false")
+		testenv.Eventually(t, 90*time.Second, "team-a's pods gone", func() error {
+			pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if n := len(pods.Items); n > 0 {
+				return fmt.Errorf("%d pods left", n)
+			}
+			return nil
+		})
+		_, _, _ = env.Cluster.Kubectl(ctx, "delete", "--ignore-not-found", "clusterqueue/team-a", "clusterqueue/team-b",
+			"resourceflavor/gpu", "priorityclass/online-high", "priorityclass/offline-low")
+	})
+	applyYAML(t, ns, kueueNamespaceObjects)
+
+	tl := newKueueTimeline(t, ns, isvc)
+	defer tl.stop()
+	step := func(what string) {
+		tl.mark(what)
+		t.Logf("kubectl get isvc -n %s:\n%s", ns, env.Kubectl(t, "get", "isvc", "-n", ns))
+		t.Logf("kubectl get clusterqueues:\n%s", env.Kubectl(t, "get", "clusterqueues"))
+	}
+
+	// 1. The online model at 4 x 2 GPUs, each pod admitted by Kueue.
+	applyYAML(t, ns, fmt.Sprintf(`apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: %s}
+spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high, queueName: team-a}
+`, isvc))
+	testenv.Eventually(t, 2*time.Minute, "4 online pods running", func() error { return tl.want(4, -1, 4, -1) })
+	env.WaitPhase(t, ns, isvc, crd.PhaseReady, time.Minute)
+	step("online model at 4 replicas")
+	baseline := tl.onlinePodUIDs()
+	tl.watchBaseline(baseline)
+
+	// 2. Offline evaluation fills the rest of the team's 16 GPUs.
+	for i := range 4 {
+		applyYAML(t, ns, offlineJob(fmt.Sprintf("eval-%d", i)))
+	}
+	testenv.Eventually(t, 2*time.Minute, "4 offline jobs running", func() error { return tl.want(4, 4, 4, 4) })
+	step("offline jobs fill the quota")
+
+	// 3. Peak with the ResourceQuota at the team's 16: the new pods are refused at creation.
+	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"replicas":6}}`)
+	i := waitReason(t, ns, isvc, "QuotaExceeded", 90*time.Second)
+	step("peak, quota 16: the model's new pods refused by the ResourceQuota")
+	if msg := readyMessage(i); !strings.Contains(msg, "exceeded quota: team-a-gpus") {
+		t.Errorf("the isvc does not name the quota: %q", msg)
+	}
+	if s := tl.sample(); s.wlPending[online] != 0 || s.wlAdmitted[offline] != 4 {
+		t.Errorf("with the pods refused, Kueue should have nothing to admit and preempt nothing: %s", s)
+	}
+
+	// 4. The ResourceQuota leaves room for the model's gated pods (16 + 2 x 2): Kueue, the cap
+	// of what runs, preempts offline work for them.
+	env.Kubectl(t, "patch", "resourcequota", "-n", ns, "team-a-gpus", "--type=merge", "-p", `{"spec":{"hard":{"requests.nvidia.com/gpu":"20"}}}`)
+	tl.mark("quota raised to 20: room for the gated pods")
+	testenv.Eventually(t, 3*time.Minute, "6 online pods running", func() error { return tl.want(6, -1, 6, -1) })
+	testenv.Eventually(t, time.Minute, "the model serving at 6 replicas", func() error {
+		i, err := env.ISVC(ns, isvc)
+		if err != nil {
+			return err
+		}
+		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 6 {
+			return fmt.Errorf("phase %s reason %s, %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, "the offline work requeued", func() error {
+		s := tl.sample()
+		if s.preempted == 0 {
+			return fmt.Errorf("no offline workload preempted yet: %s", s)
+		}
+		if s.jobsFailed > 0 {
+			return fmt.Errorf("a preempted job failed: %s", s)
+		}
+		return nil
+	})
+	step("peak, quota 20: the model at 6 replicas, offline work preempted")
+	t.Logf("kubectl get workloads -n %s:\n%s", ns, env.Kubectl(t, "get", "workloads", "-n", ns))
+	t.Logf("Kueue's preemption events:\n%s", env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Preempted",
+		"-o", "custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message"))
+	peak := tl.sample()
+	if peak.wlPending[offline] == 0 {
+		t.Errorf("at peak some offline work should wait for the model to scale down: %s", peak)
+	}
+	if !tl.sawGatedReason(reconcile.ReasonWaitingForAdmission) {
+		t.Errorf("the isvc never said %s while its pods were gated (reasons seen while gated: %v)",
+			reconcile.ReasonWaitingForAdmission, tl.gatedReasons())
+	}
+
+	// 5. The model scales down: the offline work is admitted again and runs.
+	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"replicas":4}}`)
+	testenv.Eventually(t, 2*time.Minute, "offline work resumed", func() error { return tl.want(4, 4, 4, 4) })
+	step("model back to 4 replicas, offline work resumed")
+	end := tl.sample()
+	if end.jobsFailed > 0 {
+		t.Errorf("offline jobs failed: %s", end)
+	}
+	// The PDB held: Kueue preempted only offline work; the model's first pods served throughout.
+	if gone := slices.DeleteFunc(slices.Clone(baseline), func(u types.UID) bool { return slices.Contains(tl.onlinePodUIDs(), u) }); len(gone) > 0 {
+		t.Errorf("online pods from before the peak were removed: %v", gone)
+	}
+	if n := tl.minBaselineReady(); n < len(baseline) {
+		t.Errorf("the model's PDB did not hold: only %d of its %d pods from before the peak were ready at one moment", n, len(baseline))
+	}
+}
+
+// Workload classes in the timeline.
+const (
+	online  = 0
+	offline = 1
+)
+
+// kueueSample is the team's state at one moment.
+type kueueSample struct {
+	gpusRunning, gpusGated [2]int64
+	podsRunning            [2]int
+	wlAdmitted, wlPending  [2]int
+	preempted, jobsFailed  int
+	cqUsed, cqBorrowed     int64
+	quotaUsed              int64
+	reason                 string
+	pdbAllowed             int32 // the model's PDB's disruptionsAllowed; -1 without one
+}
+
+func (s kueueSample) String() string {
+	return fmt.Sprintf("GPUs online %d running + %d gated, offline %d running | workloads online %d admitted %d pending, offline %d admitted %d pending, %d preempted so far | team-a CQ GPUs %d (borrowed %d), ResourceQuota used %d | PDB allows %d | isvc %s",
+		s.gpusRunning[online], s.gpusGated[online], s.gpusRunning[offline],
+		s.wlAdmitted[online], s.wlPending[online], s.wlAdmitted[offline], s.wlPending[offline], s.preempted,
+		s.cqUsed, s.cqBorrowed, s.quotaUsed, s.pdbAllowed, s.reason)
+}
+
+// kueueTimeline samples the team every half second and logs each change, with the time since
+// the test began: GPUs by workload, admitted and pending workloads, the ClusterQueue's usage.
+type kueueTimeline struct {
+	t       *testing.T
+	ns      string
+	isvc    string
+	start   time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	last    string
+	gated   map[string]bool // isvc reasons seen while an online pod was gated
+	evicted map[string]bool // offline workloads seen preempted
+	// baseline are the model's pods before the peak; minReady the fewest of them ever ready.
+	baseline map[types.UID]bool
+	minReady int
+}
+
+func newKueueTimeline(t *testing.T, ns, isvc string) *kueueTimeline {
+	ctx, cancel := context.WithCancel(context.Background())
+	tl := &kueueTimeline{t: t, ns: ns, isvc: isvc, start: time.Now(), cancel: cancel, done: make(chan struct{}),
+		gated: map[string]bool{}, evicted: map[string]bool{}, minReady: 1 << 30}
+	go func() {
+		defer close(tl.done)
+		for {
+			tl.sample()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond): // sampling period
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *kueueTimeline) stop() { tl.cancel(); <-tl.done }
+
+func (tl *kueueTimeline) mark(what string) {
+	tl.t.Logf("t=%5.1fs --- %s", time.Since(tl.start).Seconds(), what)
+}
+
+// sample reads the team's state, records what the assertions need and logs it when it changed.
+func (tl *kueueTimeline) sample() kueueSample {
+	var s kueueSample
+	ctx := context.Background()
+	pods, err := env.Kube.CoreV1().Pods(tl.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return s
+	}
+	gatedNow, baselineReady := false, 0
+	for _, p := range pods.Items {
+		if tl.isBaseline(p.UID) && podReady(&p) {
+			baselineReady++
+		}
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		class := offline
+		if p.Labels[reconcile.InstanceLabel] == tl.isvc {
+			class = online
+		}
+		gpus := int64(0)
+		for _, c := range p.Spec.Containers {
+			gpus += c.Resources.Requests.Name("nvidia.com/gpu", "").Value()
+		}
+		switch {
+		case len(p.Spec.SchedulingGates) > 0:
+			s.gpusGated[class] += gpus
+			gatedNow = gatedNow || class == online
+		case p.Status.Phase == corev1.PodRunning:
+			s.gpusRunning[class] += gpus
+			s.podsRunning[class]++
+		}
+	}
+	wls, err := env.Dyn.Resource(workloadGVR).Namespace(tl.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return s
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, w := range wls.Items {
+		class := offline
+		if owners := w.GetOwnerReferences(); len(owners) > 0 && owners[0].Kind == "Pod" {
+			class = online
+		}
+		conds := workloadConditions(&w)
+		switch {
+		case conds["Finished"] == "True":
+		case conds["Admitted"] == "True":
+			s.wlAdmitted[class]++
+		default:
+			s.wlPending[class]++
+		}
+		if class == offline && conds["Preempted"] == "True" {
+			tl.evicted[w.GetName()] = true
+		}
+	}
+	for range tl.evicted {
+		s.preempted++
+	}
+	if jobs, err := env.Kube.BatchV1().Jobs(tl.ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, j := range jobs.Items {
+			for _, c := range j.Status.Conditions {
+				if c.Type == "Failed" && c.Status == corev1.ConditionTrue {
+					s.jobsFailed++
+				}
+			}
+		}
+	}
+	if cq, err := env.Dyn.Resource(clusterQueueGVR).Get(ctx, "team-a", metav1.GetOptions{}); err == nil {
+		flavors, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsReservation")
+		for _, f := range flavors {
+			res, _, _ := unstructured.NestedSlice(f.(map[string]any), "resources")
+			for _, r := range res {
+				m := r.(map[string]any)
+				if m["name"] == "nvidia.com/gpu" {
+					s.cqUsed += quantity(m["total"])
+					s.cqBorrowed += quantity(m["borrowed"])
+				}
+			}
+		}
+	}
+	if q, err := env.Kube.CoreV1().ResourceQuotas(tl.ns).Get(ctx, "team-a-gpus", metav1.GetOptions{}); err == nil {
+		s.quotaUsed = q.Status.Used.Name("requests.nvidia.com/gpu", "").Value()
+	}
+	if i, err := env.ISVC(tl.ns, tl.isvc); err == nil {
+		s.reason = strings.TrimSuffix(fmt.Sprintf("%s/%s", i.Status.Phase, i.Status.Reason), "/")
+		if gatedNow {
+			tl.gated[i.Status.Reason] = true
+		}
+	}
+	s.pdbAllowed = -1
+	if pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(tl.ns).Get(ctx, tl.isvc, metav1.GetOptions{}); err == nil {
+		s.pdbAllowed = pdb.Status.DisruptionsAllowed
+	}
+	if tl.baseline != nil {
+		tl.minReady = min(tl.minReady, baselineReady)
+	}
+	if line := s.String(); line != tl.last {
+		tl.last = line
+		tl.t.Logf("t=%5.1fs %s", time.Since(tl.start).Seconds(), line)
+	}
+	return s
+}
+
+// want checks the running pods and admitted workloads of each class; -1 is any.
+func (tl *kueueTimeline) want(onlinePods, offlinePods, onlineAdmitted, offlineAdmitted int) error {
+	s := tl.sample()
+	for _, c := range []struct{ got, want int }{
+		{s.podsRunning[online], onlinePods}, {s.podsRunning[offline], offlinePods},
+		{s.wlAdmitted[online], onlineAdmitted}, {s.wlAdmitted[offline], offlineAdmitted},
+	} {
+		if c.want >= 0 && c.got != c.want {
+			return fmt.Errorf("%s", s)
+		}
+	}
+	return nil
+}
+
+// watchBaseline starts counting, at every sample, how many of uids are ready.
+func (tl *kueueTimeline) watchBaseline(uids []types.UID) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.baseline = map[types.UID]bool{}
+	for _, u := range uids {
+		tl.baseline[u] = true
+	}
+}
+
+func (tl *kueueTimeline) isBaseline(u types.UID) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.baseline[u]
+}
+
+func (tl *kueueTimeline) minBaselineReady() int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.minReady
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (tl *kueueTimeline) onlinePodUIDs() []types.UID {
+	pods, err := env.Kube.CoreV1().Pods(tl.ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + tl.isvc})
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	var uids []types.UID
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			uids = append(uids, p.UID)
+		}
+	}
+	return uids
+}
+
+func (tl *kueueTimeline) sawGatedReason(reason string) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.gated[reason]
+}
+
+func (tl *kueueTimeline) gatedReasons() []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out []string
+	for r := range tl.gated {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// workloadConditions maps a Workload's condition types to their status.
+func workloadConditions(w *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+	for _, c := range conds {
+		m := c.(map[string]any)
+		t, _ := m["type"].(string)
+		st, _ := m["status"].(string)
+		out[t] = st
+	}
+	return out
+}
+
+// quantity reads a status quantity ("16", "2k") as an integer; 0 when absent or malformed.
+func quantity(v any) int64 {
+	s, _ := v.(string)
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0
+	}
+	return q.Value()
+}
