@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo test unit e2e incluster build image docker-build cluster helm manifests lint bench bench-10k fuzz faults-full
+.PHONY: demo test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster.
 demo:
@@ -13,10 +13,12 @@ demo:
 # (about 7 minutes the first time on 2 cores, seconds after that).
 LOCALCLUSTER_BIN ?= $(CURDIR)/test/localcluster/bin/localcluster
 HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
+KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 test: lint
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/helm/build.sh $(HELM_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) $(GO) test -timeout 45m -count=1 ./...
+	test/kueue/build.sh $(KUEUE_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) $(GO) test -timeout 45m -count=1 ./...
 	$(MAKE) fuzz FUZZTIME=10s
 
 unit:
@@ -47,6 +49,11 @@ cluster:
 # The helm CLI from its Go module (test/helm), for the chart's tests; cached.
 helm:
 	test/helm/build.sh $(HELM_BIN)
+
+# Kueue's controller manager built from its module (test/kueue), for the Kueue e2e test: skipped
+# while go.mod, go.sum and the script are unchanged (the first build takes minutes).
+kueue:
+	test/kueue/build.sh $(KUEUE_BIN)
 
 # Regenerate the CRD manifest from crd.Definition().
 manifests:
