@@ -72,6 +72,33 @@ func TestPriorityAndQueue(t *testing.T) {
 	}
 }
 
+// TestKueueDeploymentIntegration: Kueue v0.17's Deployment integration reads the queue label
+// from the Deployment's own metadata, and its webhook then marks the pod template (a label and
+// the annotation that makes its pod webhook gate each pod). The operator must carry the label
+// there and must neither see that marking as drift (an update on every sync, each one mutated
+// again by the webhook) nor strip it when it updates the Deployment for another reason.
+func TestKueueDeploymentIntegration(t *testing.T) {
+	w := newWorld(1)
+	w.isvc.Spec.QueueName = "team-a"
+	want := DesiredChildren(w.isvc, &crd.SpecExtensions{}, Features{})
+	if want.Deployment.Labels[QueueLabel] != "team-a" {
+		t.Fatalf("the Deployment's labels %v lack %s", want.Deployment.Labels, QueueLabel)
+	}
+	live := want.Deployment.DeepCopy()
+	tmpl := &live.Spec.Template
+	tmpl.Labels["kueue.x-k8s.io/managed"] = "true"
+	tmpl.Annotations = map[string]string{"kueue.x-k8s.io/pod-suspending-parent": "deployment"}
+	if deploymentDrifted(live, want.Deployment, want.Scale) {
+		t.Fatal("Kueue's marks on the pod template read as drift")
+	}
+	w.isvc.Spec.Image = "vllm/vllm-openai:v0.12.0"
+	changed := DesiredChildren(w.isvc, &crd.SpecExtensions{}, Features{})
+	setDeployment(live, changed.Deployment, changed.Scale)
+	if tmpl.Annotations["kueue.x-k8s.io/pod-suspending-parent"] != "deployment" || tmpl.Labels["kueue.x-k8s.io/managed"] != "true" || tmpl.Labels[QueueLabel] != "team-a" {
+		t.Fatalf("an update dropped Kueue's marks: labels %v annotations %v", tmpl.Labels, tmpl.Annotations)
+	}
+}
+
 // TestMain checks, after every test of the package has run, that nothing wrote through the
 // parts every desired Deployment shares (children.go): a write there would change every
 // model's Deployment at once.
