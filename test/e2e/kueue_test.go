@@ -271,9 +271,9 @@ spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high,
 	if peak.wlPending[offline] == 0 {
 		t.Errorf("at peak some offline work should wait for the model to scale down: %s", peak)
 	}
-	if !tl.sawGatedReason(reconcile.ReasonWaitingForAdmission) {
+	if !tl.sawGatedReason(waitingForAdmission) {
 		t.Errorf("the isvc never said %s while its pods were gated (reasons seen while gated: %v)",
-			reconcile.ReasonWaitingForAdmission, tl.gatedReasons())
+			waitingForAdmission, tl.gatedReasons())
 	}
 
 	// 5. The model scales down: the offline work is admitted again and runs.
@@ -292,6 +292,9 @@ spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high,
 		t.Errorf("the model's PDB did not hold: only %d of its %d pods from before the peak were ready at one moment", n, len(baseline))
 	}
 }
+
+// waitingForAdmission is the isvc's reason while Kueue's scheduling gate holds its pods.
+const waitingForAdmission = "WaitingForAdmission"
 
 // Workload classes in the timeline.
 const (
