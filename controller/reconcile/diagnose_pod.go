@@ -113,8 +113,15 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time)
 		return s
 	}
 	found := func(rank int, reason, msg string) (podFinding, bool) {
+		if reason == ReasonCrashLoopBackOff {
+			// A crash whose log blames the GPU is the node's, not the model's.
+			if fault, advice := gpuFault(lastWords(p, run)); fault != "" {
+				rank, reason = RankGPU, ReasonGPUError
+				msg = fmt.Sprintf("%s on node %s: %s: %s", where, p.Spec.NodeName, fault, advice) + lastText()
+			}
+		}
 		f := podFinding{rank: rank, reason: reason, message: msg}
-		if reason == ReasonCrashLoopBackOff || reason == ReasonOOMKilled {
+		if reason == ReasonCrashLoopBackOff || reason == ReasonOOMKilled || reason == ReasonGPUError {
 			f.crashed = run
 		}
 		return f, true
