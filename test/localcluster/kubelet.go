@@ -49,6 +49,10 @@ type kubelet struct {
 	logs    map[string]*logRun     // container ID -> that run's log
 	podLogs map[types.UID][]string // container IDs with logs, per pod, to drop on deletion
 
+	// faults is each node's GPU fault (gpufault.go), from the node informer.
+	faultsMu sync.Mutex
+	faults   map[string]gpuFault
+
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	wg      sync.WaitGroup
@@ -57,6 +61,8 @@ type kubelet struct {
 type podWorker struct {
 	cancel  context.CancelFunc
 	updates chan *v1.Pod
+	node    string
+	faults  chan struct{} // the node's GPU fault changed
 }
 
 func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, ips *ipAllocator) *kubelet {
@@ -70,6 +76,7 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		probers:   newProbers(),
 		logs:      map[string]*logRun{},
 		podLogs:   map[types.UID][]string{},
+		faults:    map[string]gpuFault{},
 	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -90,6 +97,10 @@ func (k *kubelet) run(ctx context.Context) error {
 		k.services = svcFactory.Core().V1().Services().Lister()
 		svcFactory.Start(ctx.Done())
 		svcFactory.WaitForCacheSync(ctx.Done())
+	}
+	// Nodes' GPU faults before pods, so a container starting on a sick node fails.
+	if err := k.watchGPUFaults(ctx); err != nil {
+		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
@@ -152,9 +163,9 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := &podWorker{cancel: cancel, updates: make(chan *v1.Pod, 1)}
+	w := &podWorker{cancel: cancel, updates: make(chan *v1.Pod, 1), node: pod.Spec.NodeName, faults: make(chan struct{}, 1)}
 	k.workers[pod.UID] = w
-	k.wg.Go(func() { k.runPod(wctx, pod, w.updates) })
+	k.wg.Go(func() { k.runPod(wctx, pod, w.updates, w.faults) })
 }
 
 func (k *kubelet) stopWorker(uid types.UID) {
@@ -184,10 +195,11 @@ func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
 	}
 }
 
-func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Pod) {
+func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Pod, faults <-chan struct{}) {
 	defer k.stopWorker(pod.UID)
 	ps := newPodState(ctx, k, pod, time.Now())
 	defer ps.stopAll()
+	ps.applyGPUFault() // containers resumed after a restart, on a node that fell sick meanwhile
 	cur := pod
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -233,6 +245,8 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		case <-timer.C:
 		case m := <-ps.msgs:
 			ps.handle(m, time.Now())
+		case <-faults:
+			ps.applyGPUFault()
 		case p := <-updates:
 			if p.ResourceVersion != cur.ResourceVersion {
 				if p.Generation != cur.Generation || !sameBehaviors(p, cur) {

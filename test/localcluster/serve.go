@@ -80,6 +80,7 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		Mounts:      mountIdentities(ps.pod, &c.spec),
 		Behavior:    c.beh,
 		IP:          ps.ip,
+		GPUFault:    ps.k.gpuFault(ps.pod.Spec.NodeName),
 	}, nil
 }
 

@@ -51,6 +51,9 @@ type modelServerSpec struct {
 	Mounts   map[string]string
 	Behavior behavior // the kubelet.fake failure mode; bReady for plain vLLM images
 	IP       string   // the pod's IP
+	// GPUFault is the node's GPUs' fault (gpufault.go) when the process starts: its engine
+	// fails to open the device.
+	GPUFault gpuFault
 }
 
 // exitStatus is how the process ended on its own.

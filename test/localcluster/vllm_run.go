@@ -210,6 +210,10 @@ func (s *modelServer) run() {
 		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
 		"seed=0, served_model_name=%s, enable_prefix_caching=True, chunked_prefill_enabled=True",
 		vllmVersion, model, model, maxLen, a.tp, a.pp, strings.Join(a.served, ","))
+	if sp.GPUFault != faultNone {
+		s.failGPUStart(sp.GPUFault)
+		return
+	}
 	if world > 1 && sp.ShmSize == -1 {
 		cp := corePrefix()
 		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
@@ -394,16 +398,7 @@ func (s *modelServer) crash() {
 		"RuntimeError: CUDA error: an illegal memory access was encountered",
 		"CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
 		"For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
-	s.api("ERROR", "async_llm.py:480", "AsyncLLM output_handler failed.")
-	s.raw(apiPrefix, "Traceback (most recent call last):",
-		`  File "`+pyLib+`/vllm/v1/engine/async_llm.py", line 439, in output_handler`,
-		"    outputs = await engine_core.get_output_async()",
-		"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.")
-	s.uvicorn("Shutting down")
-	s.uvicorn("Waiting for application shutdown.")
-	s.uvicorn("Application shutdown complete.")
-	s.uvicorn("Finished server process [1]")
-	s.exit(exitStatus{Code: 1, Reason: "Error"})
+	s.engineDeadShutdown()
 }
 
 // listen opens the port once the engine is up; false: stopped meanwhile, or the address
