@@ -75,8 +75,8 @@ const reasonPodFailed = "PodFailed"
 // spec.replicas pods (or the fewer the HPA chose) serve, or, while they do, what blocks a rollout. The layers below are only
 // examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
 // not a reason to page.
-func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) []Cause {
-	return walk(isvc, d, rss, pods, now).causes
+func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) []Cause {
+	return walkWith(isvc, d, rss, pods, nodes, now).causes
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness
@@ -87,8 +87,14 @@ type walked struct {
 	crashed []CrashedRun
 }
 
-// walk is rolloutCauses, with when its outcome changes and the crashed runs it names.
+// walk is rolloutCauses, with when its outcome changes and the crashed runs it names, without
+// the nodes' view.
 func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) walked {
+	return walkWith(isvc, d, rss, pods, nil, now)
+}
+
+// walkWith is walk, given the nodes with GPU trouble (Observed.Nodes).
+func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) walked {
 	var causes []Cause
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	// The model serves as asked once spec.replicas pods are ready, or as many as the HPA chose
@@ -119,7 +125,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 		// The model serves from the pods it has; a rollout whose new pods cannot run must be
 		// told at once, not after the progress hold or the Deployment's deadline: what blocks
 		// it is reported, what only takes time is the rollout itself.
-		pods := walkPods(isvc, d, rss, pods, now)
+		pods := walkPods(isvc, d, rss, pods, nodes, now)
 		for _, c := range append(replicaSetCauses(d, rss), pods.decide...) {
 			if IsFailing(c.Reason) {
 				causes = append(causes, c)
@@ -131,7 +137,7 @@ func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Replic
 		return walked{causes, pods.next, pods.crashed}
 	}
 	rsCauses := replicaSetCauses(d, rss)
-	pc := walkPods(isvc, d, rss, pods, now)
+	pc := walkPods(isvc, d, rss, pods, nodes, now)
 	causes = append(causes, rsCauses...)
 	causes = append(causes, pc.decide...)
 	if len(rsCauses) == 0 && len(pc.decide) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
@@ -154,7 +160,7 @@ func diagnosisRecheck(in Input) time.Duration {
 	if d == nil || !ControlledBy(d, in.ISVC) {
 		return 0
 	}
-	next := walk(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time).next
+	next := walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Observed.Nodes, in.Now.Time).next
 	if next.IsZero() || !next.After(in.Now.Time) {
 		return 0
 	}
@@ -230,7 +236,7 @@ func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, 
 // walkPods diagnoses the Deployment's pods. Only live pods of the current ReplicaSet decide:
 // a pod evicted an hour ago was replaced, and the previous revision's pods are on their way
 // out; they are mentioned.
-func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) podCauses {
+func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) podCauses {
 	owned, current := currentReplicaSets(d, rss)
 	type group struct {
 		first podFinding
@@ -253,7 +259,7 @@ func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		if terminal {
 			f, ok = diagnoseTerminal(p)
 		} else {
-			f, ok = diagnosePod(isvc, p, now)
+			f, ok = diagnosePod(isvc, p, nodes, now)
 		}
 		if !ok {
 			continue

@@ -47,7 +47,7 @@ func diagnoseTerminal(p *corev1.Pod) (podFinding, bool) {
 
 // diagnosePod reads a pod the way the runbook says: PodScheduled, then each container's state
 // and last state, then readiness; it returns the most blocking finding.
-func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podFinding, bool) {
+func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, nodes map[string]*corev1.Node, now time.Time) (podFinding, bool) {
 	prefix := "Pod " + p.Name
 	if p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) > 0 {
 		// Held before the scheduler by an admission system (Kueue, or another gate owner): the
@@ -56,8 +56,13 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podF
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return podFinding{rank: RankScheduling, reason: unschedulableReason(c.Message, string(isvc.Spec.GPUResourceName())),
-				message: prefix + ": unschedulable: " + c.Message}, true
+			gpu := isvc.Spec.GPUResourceName()
+			reason := unschedulableReason(c.Message, string(gpu))
+			msg := prefix + ": unschedulable: " + c.Message
+			if reason == ReasonInsufficientGPU {
+				msg += notAllocatable(nodes, gpu)
+			}
+			return podFinding{rank: RankScheduling, reason: reason, message: msg}, true
 		}
 	}
 	if p.Spec.NodeName == "" {
@@ -88,6 +93,14 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, now time.Time) (podF
 		return podFinding{}, false
 	}
 	best.until = until
+	if n, ok := nodes[p.Spec.NodeName]; ok && onSickNode[best.reason] {
+		if trouble := nodeTrouble(n, isvc.Spec.GPUResourceName()); trouble != "" {
+			// Failing on a node whose GPUs are known bad: the node is the cause to act on.
+			best.rank, best.reason = RankGPU, ReasonGPUError
+			best.message = fmt.Sprintf("%s on node %s: the node's GPUs are unhealthy (%s): cordon the node and delete the pod so it runs elsewhere; %s",
+				prefix, p.Spec.NodeName, trouble, best.message)
+		}
+	}
 	return *best, true
 }
 

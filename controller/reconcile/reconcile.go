@@ -36,6 +36,9 @@ type Observed struct {
 	ScaledObject   *unstructured.Unstructured
 	ReplicaSets    []*appsv1.ReplicaSet
 	Pods           []*corev1.Pod
+	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by
+	// name; nil when the operator does not watch nodes.
+	Nodes map[string]*corev1.Node
 }
 
 // Input is everything Reconcile depends on.

@@ -124,7 +124,7 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
 	if d := in.Observed.Deployment; d != nil && ControlledBy(d, in.ISVC) && len(actions) == 0 {
-		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Now.Time)...)
+		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Observed.Nodes, in.Now.Time)...)
 	}
 	return causes
 }
