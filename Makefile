@@ -72,6 +72,14 @@ bench:
 bench-10k:
 	$(GO) run ./test/bench -n 10000 -skip-baseline -skip-change -qps 100 -cluster-args=--controller-qps=200 -out bench-10k.json
 
+# The operator and KServe's controller (Standard mode) side by side, each on a fresh cluster per
+# N. Not part of `make test`: KServe's manager is built from its module by test/kserve/build.sh
+# (minutes the first time, cached in test/kserve/bin after that).
+KSERVE_N ?= 100
+bench-kserve:
+	test/kserve/build.sh
+	$(GO) run ./test/bench -system=operator,kserve -n $(KSERVE_N) -skip-change -out bench-kserve.json
+
 FUZZTIME ?= 60s
 # Every fuzz target in the tree, each for FUZZTIME (go test fuzzes one target per run); a
 # target added without a line here fails the fuzz-list check below.

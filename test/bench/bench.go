@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,10 +47,13 @@ type Config struct {
 	Adapter bool
 	// ScrapePeriod is the adapter's --scrape-period (the manifest's 10s by default).
 	ScrapePeriod time.Duration
+	// System is the controller measured: SystemOperator (the default) or SystemKServe.
+	System string
 }
 
 // Result is one run's figures.
 type Result struct {
+	System                   string  `json:"system,omitempty"`
 	N                        int     `json:"n"`
 	QPS                      int     `json:"qps"`
 	WritesPerISVCCreate      float64 `json:"writes_per_isvc_create"`
@@ -90,12 +92,23 @@ type Result struct {
 }
 
 func logf(c Config, format string, args ...any) {
-	fmt.Fprintf(c.Log, "%s bench n=%d: %s\n", time.Now().Format("15:04:05"), c.N, fmt.Sprintf(format, args...))
+	sys := ""
+	if c.System != "" && c.System != SystemOperator {
+		sys = " " + c.System
+	}
+	fmt.Fprintf(c.Log, "%s bench%s n=%d: %s\n", time.Now().Format("15:04:05"), sys, c.N, fmt.Sprintf(format, args...))
 }
 
 // Run does one measurement on a fresh cluster.
 func Run(ctx context.Context, c Config) (Result, error) {
-	r := Result{N: c.N, QPS: c.QPS}
+	r := Result{System: c.System, N: c.N, QPS: c.QPS}
+	sys, err := systemNamed(c.System)
+	if err != nil {
+		return r, err
+	}
+	if sys.name != SystemOperator && (c.Adapter || c.ProfileDir != "" || len(c.Env) > 0) {
+		return r, fmt.Errorf("-adapter, -profile and -env measure the operator only")
+	}
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
 	// The benchmark measures the control plane's work, so pods follow the kubelet's schedule
 	// model instead of running model servers (their cost is in test/localcluster/README.md).
@@ -140,30 +153,22 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 	}
 
-	bin, sa, dir := e.Bin, e.SAKubeconfig, e.Dir
-	args := []string{"--kubeconfig=" + sa,
-		fmt.Sprintf("--kube-api-qps=%d", c.QPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.QPS),
-		"--resync=" + c.Resync.String(), "--namespaces=bench"}
-	if c.ProfileDir != "" {
-		args = append(args, "--pprof")
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return r, err
-	}
-	env, err := operator.ManifestEnv(root)
-	if err != nil {
-		return r, err
-	}
-	env = mergeEnv(env, c.Env)
-	logf(c, "operator env (the manifest's, then -env): %v", env)
-	op, err := operator.StartEnv(ctx, env, bin, filepath.Join(dir, "operator.log"), args...)
-	if err != nil {
-		return r, err
-	}
-	defer op.Stop(30 * time.Second)
-	if err := op.WaitReady(ctx, time.Minute); err != nil {
-		return r, err
+	var ctl process
+	var heapProfile func(path string) error
+	if sys.name == SystemKServe {
+		k, err := startKServe(ctx, e, c)
+		if err != nil {
+			return r, fmt.Errorf("kserve: %w", err)
+		}
+		defer k.Stop(30 * time.Second)
+		ctl = k
+	} else {
+		op, err := startOperator(ctx, c, e)
+		if err != nil {
+			return r, err
+		}
+		defer op.Stop(30 * time.Second)
+		ctl, heapProfile = op, op.HeapProfile
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
 		return r, err
@@ -181,21 +186,21 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 
 	// Watch isvcs and Deployments to time each isvc's first action from the same vantage.
-	w := newWatcher(c.N)
+	w := newWatcher(c.N, sys)
 	stop, err := w.start(ctx, kube, dyn, "bench")
 	if err != nil {
 		return r, err
 	}
 	defer stop()
 
-	w0, err := op.Writes()
+	w0, err := ctl.Writes()
 	if err != nil {
 		return r, err
 	}
 	logf(c, "creating %d InferenceServices", c.N)
 	start := time.Now()
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		_, err := dyn.Resource(crd.Resource).Namespace("bench").Create(ctx, isvcObject(i, c.Adapter), metav1.CreateOptions{})
+		_, err := dyn.Resource(sys.resource).Namespace("bench").Create(ctx, sys.object(i, c.Adapter), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return r, err
@@ -215,12 +220,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		r.RateVsBaseline = r.BaselineReadySeconds / r.ReadySeconds
 	}
 
-	w1, err := settle(ctx, op, c.Resync)
+	w1, err := settle(ctx, ctl, c.Resync)
 	if err != nil {
 		return r, err
 	}
 	r.WritesPerISVCCreate = (w1 - w0) / float64(c.N)
-	ev, err := eventWrites(ctx, kube, "bench")
+	ev, err := eventWrites(ctx, kube, "bench", sys)
 	if err != nil {
 		return r, err
 	}
@@ -240,7 +245,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, ctx.Err()
 	case <-timer.C:
 	}
-	w2, err := op.Writes()
+	w2, err := ctl.Writes()
 	if err != nil {
 		return r, err
 	}
@@ -252,16 +257,16 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		logf(c, "metrics adapter over the steady period: %.2f CPU s/min, a pass every %.1fs, %v failed reads, RSS %.1f MiB (anonymous %.1f)",
 			r.AdapterCPUSecondsPerMin, r.AdapterPeriodSeconds, r.AdapterReadErrors, r.AdapterRSSMiB, r.AdapterRSSAnonMiB)
 	}
-	if rss, err := op.RSSBytes(); err == nil {
+	if rss, err := ctl.RSSBytes(); err == nil {
 		r.RSSMiB = float64(rss) / (1 << 20)
 	}
-	fams, err := op.Scrape()
+	fams, err := ctl.Scrape()
 	if err != nil {
 		return r, err
 	}
 	heap := operator.SumCounter(fams, "go_memstats_heap_inuse_bytes", nil)
 	mib := func(name string) float64 { return operator.SumCounter(fams, name, nil) / (1 << 20) }
-	anon, _ := op.RSSAnonBytes()
+	anon, _ := ctl.RSSAnonBytes()
 	r.RSSAnonMiB = float64(anon) / (1 << 20)
 	logf(c, "at rest: RSS %.1f MiB (anonymous %.1f); Go: sys %.1f, heap inuse %.1f idle %.1f released %.1f, next GC %.1f, stacks %.1f, GC metadata %.1f, spans %.1f, other %.1f MiB",
 		r.RSSMiB, float64(anon)/(1<<20), mib("go_memstats_sys_bytes"), mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"),
@@ -270,18 +275,18 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	r.HeapMiB = heap / (1 << 20)
 	r.CPUSeconds = operator.SumCounter(fams, "process_cpu_seconds_total", nil)
 	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds", nil)
-	logf(c, "operator CPU %.1f s, %v GCs since its start", r.CPUSeconds, r.GCs)
+	logf(c, "%s CPU %.1f s, %v GCs since its start", sys.name, r.CPUSeconds, r.GCs)
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6
 	r.BytesPerCachedObject = heap / float64(r.CachedObjects)
-	r.ReconcileP50Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", 0.5) * 1000
-	r.ReconcileP99Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", 0.99) * 1000
+	r.ReconcileP50Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", sys.reconciles, 0.5) * 1000
+	r.ReconcileP99Ms = histogramQuantile(fams, "controller_runtime_reconcile_time_seconds", sys.reconciles, 0.99) * 1000
 	if c.ProfileDir != "" {
 		path := filepath.Join(c.ProfileDir, fmt.Sprintf("heap-%d.pprof", c.N))
 		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
 			return r, err
 		}
-		if err := op.HeapProfile(path); err != nil {
+		if err := heapProfile(path); err != nil {
 			return r, err
 		}
 		logf(c, "heap profile at rest: %s", path)
@@ -295,8 +300,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	var genMu sync.Mutex
 	wantGen := map[string]int64{}
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		u, err := dyn.Resource(crd.Resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), types.MergePatchType,
-			[]byte(`{"spec":{"model":"bench/model-v2"}}`), metav1.PatchOptions{})
+		u, err := dyn.Resource(sys.resource).Namespace("bench").Patch(ctx, fmt.Sprintf("m-%05d", i), sys.changeType,
+			sys.change, metav1.PatchOptions{})
 		if err == nil {
 			genMu.Lock()
 			wantGen[u.GetName()] = u.GetGeneration()
@@ -313,12 +318,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err := w.waitReadyAt(ctx, wantGen, 30*time.Minute); err != nil {
 		return r, err
 	}
-	w3, err := settle(ctx, op, c.Resync)
+	w3, err := settle(ctx, ctl, c.Resync)
 	if err != nil {
 		return r, err
 	}
 	r.WritesPerSpecChange = (w3 - w2) / float64(c.N)
-	ev2, err := eventWrites(ctx, kube, "bench")
+	ev2, err := eventWrites(ctx, kube, "bench", sys)
 	if err != nil {
 		return r, err
 	}
@@ -328,7 +333,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	del := time.Now()
 	// One DELETE per isvc: a collection delete of thousands can outlive the server's timeout.
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		err := dyn.Resource(crd.Resource).Namespace("bench").Delete(ctx, fmt.Sprintf("m-%05d", i), metav1.DeleteOptions{})
+		err := dyn.Resource(sys.resource).Namespace("bench").Delete(ctx, fmt.Sprintf("m-%05d", i), metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -338,7 +343,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		l, err := dyn.Resource(crd.Resource).Namespace("bench").List(ctx, metav1.ListOptions{Limit: 1})
+		l, err := dyn.Resource(sys.resource).Namespace("bench").List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil && len(l.Items) == 0 {
 			break
 		}
@@ -349,6 +354,36 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	r.DeleteSeconds = time.Since(del).Seconds()
 	return r, nil
+}
+
+// startOperator runs the operator as deployed (the shipped Deployment's env, then -env) with
+// the ServiceAccount's RBAC, at the benchmark's QPS, watching the bench namespace.
+func startOperator(ctx context.Context, c Config, e *testenv.Env) (*operator.Process, error) {
+	args := []string{"--kubeconfig=" + e.SAKubeconfig,
+		fmt.Sprintf("--kube-api-qps=%d", c.QPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.QPS),
+		"--resync=" + c.Resync.String(), "--namespaces=bench"}
+	if c.ProfileDir != "" {
+		args = append(args, "--pprof")
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	env, err := operator.ManifestEnv(root)
+	if err != nil {
+		return nil, err
+	}
+	env = mergeEnv(env, c.Env)
+	logf(c, "operator env (the manifest's, then -env): %v", env)
+	op, err := operator.StartEnv(ctx, env, e.Bin, filepath.Join(e.Dir, "operator.log"), args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := op.WaitReady(ctx, time.Minute); err != nil {
+		op.Stop(30 * time.Second)
+		return nil, err
+	}
+	return op, nil
 }
 
 // isvcObject is the benchmark's model i; serving, it asks a GPU (vLLM needs one to start).

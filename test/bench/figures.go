@@ -1,4 +1,4 @@
-// The figures: the operator's API and Event writes, the wait for writes to settle, quantiles, the printed table.
+// The figures: the controller's API and Event writes, the wait for writes to settle, quantiles, the printed table.
 
 package main
 
@@ -13,33 +13,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/example/inferenceservice-operator/test/operator"
 )
 
-// eventWrites counts the operator's Event writes in ns: one create per Event, one patch per
-// further occurrence in its series.
-func eventWrites(ctx context.Context, kube kubernetes.Interface, ns string) (float64, error) {
+// eventWrites counts the controller's Event writes in ns.
+func eventWrites(ctx context.Context, kube kubernetes.Interface, ns string, sys system) (float64, error) {
 	l, err := kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
 	n := 0.0
-	for _, e := range l.Items {
-		if e.ReportingController != "inferenceservice-operator" {
-			continue
-		}
-		n++
-		if e.Series != nil {
-			n += float64(e.Series.Count - 1)
-		}
+	for i := range l.Items {
+		n += sys.eventWrites(&l.Items[i])
 	}
 	return n, nil
 }
 
 // settle waits until the operator's writes have not moved for a resync period (at least 3s)
 // and returns their count.
-func settle(ctx context.Context, op *operator.Process, period time.Duration) (float64, error) {
+func settle(ctx context.Context, op process, period time.Duration) (float64, error) {
 	last, err := op.Writes()
 	if err != nil {
 		return 0, err
@@ -62,13 +53,27 @@ func settle(ctx context.Context, op *operator.Process, period time.Duration) (fl
 	return last, nil
 }
 
-// histogramQuantile estimates a quantile from a histogram family as Prometheus does.
-func histogramQuantile(fams map[string]*dto.MetricFamily, name string, q float64) float64 {
+// histogramQuantile estimates a quantile from a histogram family as Prometheus does, from its
+// first series whose labels match (any, when match is nil).
+func histogramQuantile(fams map[string]*dto.MetricFamily, name string, match func(map[string]string) bool, q float64) float64 {
 	f, ok := fams[name]
-	if !ok || len(f.GetMetric()) == 0 {
+	if !ok {
 		return 0
 	}
-	h := f.GetMetric()[0].GetHistogram()
+	var h *dto.Histogram
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if match == nil || match(labels) {
+			h = m.GetHistogram()
+			break
+		}
+	}
+	if h == nil {
+		return 0
+	}
 	total := float64(h.GetSampleCount())
 	if total == 0 {
 		return 0
@@ -91,13 +96,18 @@ func histogramQuantile(fams map[string]*dto.MetricFamily, name string, q float64
 // PrintTable writes the results as a table.
 func PrintTable(out io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\twrites/create\t(events)\twrites/change\t(events)\tsteady writes\tchildren s\tready s\tbaseline ready s\trate vs baseline\te2a p50 ms\te2a p99 ms\tRSS MiB\theap MiB\tB/object\treconcile p50 ms\tp99 ms\tCPU s\t")
+	fmt.Fprintln(tw, "system\tN\twrites/create\t(events)\twrites/change\t(events)\tsteady writes\tchildren s\tready s\tbaseline ready s\trate vs baseline\te2a p50 ms\te2a p99 ms\tRSS MiB\theap MiB\tB/object\treconcile p50 ms\tp99 ms\tCPU s\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.1f\t\n",
-			r.N, r.WritesPerISVCCreate, r.EventWritesPerISVCCreate, r.WritesPerSpecChange, r.EventWritesPerSpecChange, r.WritesSteady, r.ChildrenSeconds, r.ReadySeconds, r.BaselineReadySeconds,
+		sys := r.System
+		if sys == "" {
+			sys = SystemOperator
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.1f\t\n",
+			sys, r.N, r.WritesPerISVCCreate, r.EventWritesPerISVCCreate, r.WritesPerSpecChange, r.EventWritesPerSpecChange, r.WritesSteady, r.ChildrenSeconds, r.ReadySeconds, r.BaselineReadySeconds,
 			r.RateVsBaseline, r.EventToActionP50Ms, r.EventToActionP99Ms, r.RSSMiB, r.HeapMiB, r.BytesPerCachedObject, r.ReconcileP50Ms, r.ReconcileP99Ms, r.CPUSeconds)
 	}
 	tw.Flush()
+	printRatios(tw, rs)
 	for i, r := range rs {
 		if r.AdapterRSSMiB == 0 {
 			continue
@@ -106,6 +116,39 @@ func PrintTable(out io.Writer, rs []Result) {
 			fmt.Fprintln(tw, "\nN\tadapter CPU s/min\tscrape period s\tfailed reads\tadapter RSS MiB\t(anonymous)\t")
 		}
 		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.0f\t%.1f\t%.1f\t\n", r.N, r.AdapterCPUSecondsPerMin, r.AdapterPeriodSeconds, r.AdapterReadErrors, r.AdapterRSSMiB, r.AdapterRSSAnonMiB)
+	}
+	tw.Flush()
+}
+
+// printRatios writes, for each N measured with both systems, KServe's figures over the
+// operator's (above 1: KServe writes, waits or holds more).
+func printRatios(tw *tabwriter.Writer, rs []Result) {
+	header := false
+	for _, k := range rs {
+		if k.System != SystemKServe {
+			continue
+		}
+		for _, o := range rs {
+			if o.N != k.N || (o.System != "" && o.System != SystemOperator) {
+				continue
+			}
+			if !header {
+				fmt.Fprintln(tw, "\nkserve/operator N\twrites/create\tsteady writes\tchildren s\tready s\tRSS\theap\treconcile p50\tp99\tCPU s\t")
+				header = true
+			}
+			ratio := func(a, b float64) string {
+				if b == 0 {
+					return fmt.Sprintf("%.4g/0", a)
+				}
+				return fmt.Sprintf("%.2f", a/b)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k.N,
+				ratio(k.WritesPerISVCCreate, o.WritesPerISVCCreate), ratio(k.WritesSteady, o.WritesSteady),
+				ratio(k.ChildrenSeconds, o.ChildrenSeconds), ratio(k.ReadySeconds, o.ReadySeconds),
+				ratio(k.RSSMiB, o.RSSMiB), ratio(k.HeapMiB, o.HeapMiB),
+				ratio(k.ReconcileP50Ms, o.ReconcileP50Ms), ratio(k.ReconcileP99Ms, o.ReconcileP99Ms), ratio(k.CPUSeconds, o.CPUSeconds))
+			break
+		}
 	}
 	tw.Flush()
 }

@@ -4,6 +4,7 @@
 //
 //	go run ./test/bench -n 100,1000                # the documented run
 //	go run ./test/bench -n 20 -hold 2 -resync 3s   # what CI runs (TestBenchSmall in bench_test.go)
+//	go run ./test/bench -system=operator,kserve -n 100 -skip-change   # side by side with KServe (make bench-kserve)
 package main
 
 import (
@@ -30,6 +31,7 @@ func main() {
 	clusterArgs := flag.String("cluster-args", "", "space-separated extra flags for the local cluster, e.g. --controller-qps=200 (its controller manager's client, 20 by default, paces pod creation)")
 	adapter := flag.Bool("adapter", false, "run the metrics adapter (every pod serving vLLM's /metrics) and measure what serving the HPAs' metric costs at rest")
 	scrapePeriod := flag.Duration("scrape-period", 10*time.Second, "the adapter's --scrape-period, with -adapter")
+	systems := flag.String("system", SystemOperator, "comma-separated controllers to measure, each on a fresh cluster per N: operator, kserve (KServe's manager in Standard mode, built by test/kserve/build.sh)")
 	flag.Parse()
 	var results []Result
 	for _, s := range strings.Split(*ns, ",") {
@@ -38,23 +40,25 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bad -n:", s)
 			os.Exit(2)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
-		r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
-			SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env),
-			Adapter: *adapter, ScrapePeriod: *scrapePeriod})
-		cancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench n=%d: %v\n", n, err)
-			os.Exit(1)
+		for _, sys := range strings.Split(*systems, ",") {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
+			r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
+				SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env),
+				Adapter: *adapter, ScrapePeriod: *scrapePeriod, System: strings.TrimSpace(sys)})
+			cancel()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench %s n=%d: %v\n", sys, n, err)
+				os.Exit(1)
+			}
+			results = append(results, r)
+			// Print and save after each run, so a later one that fails keeps the earlier ones.
+			PrintTable(os.Stdout, results)
+			b, _ := json.MarshalIndent(results, "", "  ")
+			if err := os.WriteFile(*out, b, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			fmt.Println("wrote", *out)
 		}
-		results = append(results, r)
-		// Print and save after each size, so a larger size that fails keeps the smaller ones.
-		PrintTable(os.Stdout, results)
-		b, _ := json.MarshalIndent(results, "", "  ")
-		if err := os.WriteFile(*out, b, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Println("wrote", *out)
 	}
 }

@@ -18,14 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/example/inferenceservice-operator/crd"
 )
 
 // watcher records, from watches, when each isvc appeared, when its Deployment appeared, and
-// which isvcs are Ready.
+// which isvcs are Ready; children are keyed by their model's name (sys.model).
 type watcher struct {
 	n        int
+	sys      system
 	mu       sync.Mutex
 	isvcAt   map[string]time.Time
 	deployAt map[string]time.Time
@@ -34,8 +33,8 @@ type watcher struct {
 	obsGen   map[string]int64 // status.observedGeneration
 }
 
-func newWatcher(n int) *watcher {
-	return &watcher{n: n, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
+func newWatcher(n int, sys system) *watcher {
+	return &watcher{n: n, sys: sys, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
 }
 
 func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
@@ -53,20 +52,19 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 		return nil
 	}
 	opts := metav1.ListOptions{}
-	wi, err := dyn.Resource(crd.Resource).Namespace(ns).Watch(ctx, opts)
+	wi, err := dyn.Resource(w.sys.resource).Namespace(ns).Watch(ctx, opts)
 	if err := add(wi, err, func(ev watch.Event) {
 		u, ok := ev.Object.(*unstructured.Unstructured)
 		if !ok {
 			return
 		}
-		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-		gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		ready, gen := w.sys.ready(u)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if _, seen := w.isvcAt[u.GetName()]; !seen && ev.Type == watch.Added {
 			w.isvcAt[u.GetName()] = time.Now()
 		}
-		w.ready[u.GetName()] = phase == string(crd.PhaseReady)
+		w.ready[u.GetName()] = ready
 		w.obsGen[u.GetName()] = gen
 	}); err != nil {
 		return nil, err
@@ -74,20 +72,20 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 	dw, err := kube.AppsV1().Deployments(ns).Watch(ctx, opts)
 	if err := add(dw, err, func(ev watch.Event) {
 		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || ev.Type != watch.Added {
+		if !ok || ev.Type != watch.Added || w.sys.model(d.Name) == "" {
 			return
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.deployAt[d.Name] = time.Now()
+		w.deployAt[w.sys.model(d.Name)] = time.Now()
 	}); err != nil {
 		return nil, err
 	}
 	sw, err := kube.CoreV1().Services(ns).Watch(ctx, opts)
 	if err := add(sw, err, func(ev watch.Event) {
-		if s, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
+		if s, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added && w.sys.model(s.Name) != "" {
 			w.mu.Lock()
-			w.svc[s.Name] = true
+			w.svc[w.sys.model(s.Name)] = true
 			w.mu.Unlock()
 		}
 	}); err != nil {
@@ -95,9 +93,9 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 	}
 	hw, err := kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Watch(ctx, opts)
 	if err := add(hw, err, func(ev watch.Event) {
-		if h, ok := ev.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && ev.Type == watch.Added {
+		if h, ok := ev.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && ev.Type == watch.Added && w.sys.model(h.Name) != "" {
 			w.mu.Lock()
-			w.hpa[h.Name] = true
+			w.hpa[w.sys.model(h.Name)] = true
 			w.mu.Unlock()
 		}
 	}); err != nil {
