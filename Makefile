@@ -2,11 +2,18 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k fuzz faults-full
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k fuzz faults-full
 
-# Run the operator's main job on the embedded local cluster.
+# Run the operator's main job on the embedded local cluster. The cluster and the demo are built
+# first with their progress shown (a fresh machine compiles for several minutes).
 demo:
-	$(GO) run ./test/demo
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/buildprogress/buildprogress.sh demo $(GO) build -o bin/demo ./test/demo
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) bin/demo
+
+# The kubectl plugin: kubectl isvc why NAME, kubectl isvc list. Copy bin/kubectl-isvc onto the PATH.
+plugin:
+	CGO_ENABLED=0 $(GO) build -o bin/kubectl-isvc ./controller/walk/kubectl-isvc
 
 # Everything CI runs: static checks, unit tables, the local cluster's own tests and the
 # end-to-end suite against it. The cluster is built first, once, outside any test's timeout
