@@ -4,11 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/example/inferenceservice-operator/test/buildprogress"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
@@ -80,11 +79,9 @@ func compile(ctx context.Context, dir, version, arch, pkg string) (string, error
 		return "", err
 	}
 	out := filepath.Join(dir, strings.NewReplacer(".", "", "/", "-").Replace(pkg)+"bin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-s -w -X main.version="+version, "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, b)
+	env := buildprogress.Env("CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if err := buildprogress.Build(ctx, filepath.Base(out), root, env, os.Stderr, "-ldflags", "-s -w -X main.version="+version, "-o", out, pkg); err != nil {
+		return "", err
 	}
 	return out, nil
 }

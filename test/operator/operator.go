@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/test/buildprogress"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
@@ -43,11 +44,8 @@ func build(ctx context.Context, bin, pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	if err := buildprogress.Build(ctx, filepath.Base(bin), root, buildprogress.Env("CGO_ENABLED=0"), os.Stderr, "-o", bin, pkg); err != nil {
+		return "", err
 	}
 	return bin, nil
 }
