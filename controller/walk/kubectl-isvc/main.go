@@ -45,21 +45,7 @@ type options struct {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
-	fs := flag.NewFlagSet("kubectl-isvc", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
-	fs.StringVar(&o.context, "context", "", "The kubeconfig context to use.")
-	fs.StringVar(&o.namespace, "namespace", "", "Namespace (default: the context's).")
-	fs.StringVar(&o.namespace, "n", "", "Shorthand for --namespace.")
-	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "list: every namespace.")
-	fs.BoolVar(&o.allNamespaces, "A", false, "Shorthand for --all-namespaces.")
-	fs.StringVar(&o.output, "output", "", "Output format: empty for the screen, json.")
-	fs.StringVar(&o.output, "o", "", "Shorthand for --output.")
-	fs.StringVar(&o.operatorNamespace, "operator-namespace", "inferenceservice-system", "Namespace the operator runs in (its leader Lease and pods).")
-	fs.StringVar(&o.leaseName, "leader-election-id", "inferenceservice-operator", "Name of the operator's leader Lease.")
-	fs.Int64Var(&o.tail, "tail", 10, "why: lines of the crashed container's previous log.")
-	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "Bound on the whole command's API calls.")
+	fs := newFlags(&o, stderr)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -67,9 +53,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.output != "" && o.output != "json" {
 		return fmt.Errorf("--output %q: only json is supported", o.output)
 	}
-	if len(pos) == 0 {
+	switch {
+	case len(pos) == 0:
 		fs.Usage()
 		return errors.New("a command is required: why or list")
+	case pos[0] == "why" && len(pos) != 2:
+		return errors.New("usage: kubectl isvc why NAME")
+	case pos[0] == "list" && len(pos) != 1:
+		return errors.New("usage: kubectl isvc list [-n NAMESPACE | -A]")
+	case pos[0] != "why" && pos[0] != "list":
+		fs.Usage()
+		return fmt.Errorf("unknown command %q: why or list", pos[0])
 	}
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -98,9 +92,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	switch pos[0] {
 	case "why":
-		if len(pos) != 2 {
-			return errors.New("usage: kubectl isvc why NAME")
-		}
 		r, err := src.Why(ctx, o.namespace, pos[1])
 		if err != nil {
 			return err
@@ -127,8 +118,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return walk.RenderList(stdout, rows, o.allNamespaces)
 	}
-	fs.Usage()
-	return fmt.Errorf("unknown command %q: why or list", pos[0])
+	return nil
+}
+
+// newFlags declares kubectl's flags the plugin honours, and its own.
+func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kubectl-isvc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).")
+	fs.StringVar(&o.context, "context", "", "The kubeconfig context to use.")
+	fs.StringVar(&o.namespace, "namespace", "", "Namespace (default: the context's).")
+	fs.StringVar(&o.namespace, "n", "", "Shorthand for --namespace.")
+	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "list: every namespace.")
+	fs.BoolVar(&o.allNamespaces, "A", false, "Shorthand for --all-namespaces.")
+	fs.StringVar(&o.output, "output", "", "Output format: empty for the screen, json.")
+	fs.StringVar(&o.output, "o", "", "Shorthand for --output.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", "inferenceservice-system", "Namespace the operator runs in (its leader Lease and pods).")
+	fs.StringVar(&o.leaseName, "leader-election-id", "inferenceservice-operator", "Name of the operator's leader Lease.")
+	fs.Int64Var(&o.tail, "tail", 10, "why: lines of the crashed container's previous log.")
+	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "Bound on the whole command's API calls.")
+	return fs
 }
 
 // parseInterspersed parses flags before and after the positional arguments, as kubectl does
