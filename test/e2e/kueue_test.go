@@ -60,111 +60,8 @@ func startKueue(t *testing.T) *operator.Kueue {
 	return k
 }
 
-// The team's objects: a namespace with a GPU quota and default requests, two ClusterQueues in
-// a cohort (team-a's 16 GPUs; team-b's 2, idle, lent to team-a), a LocalQueue, and the two
-// PriorityClasses. team-a prefers preempting its own lower-priority work to borrowing, so the
-// online model keeps to its guaranteed quota and offline work is what runs on lent GPUs.
-const kueueTeamObjects = `apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata: {name: online-high}
-value: 100000
-preemptionPolicy: PreemptLowerPriority
-description: online inference
----
-apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata: {name: offline-low}
-value: 100
-preemptionPolicy: Never
-description: offline evaluation, preemptible
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: gpu}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  cohortName: gpu-pool
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: team-a}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources:
-      - {name: cpu, nominalQuota: "1000"}
-      - {name: memory, nominalQuota: 10Ti}
-      - {name: nvidia.com/gpu, nominalQuota: "16"}
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-  flavorFungibility:
-    whenCanBorrow: TryNextFlavor
-    whenCanPreempt: TryNextFlavor
-    preference: PreemptionOverBorrowing
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team-b}
-spec:
-  cohortName: gpu-pool
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: team-b}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources:
-      - {name: cpu, nominalQuota: "0"}
-      - {name: memory, nominalQuota: "0"}
-      - {name: nvidia.com/gpu, nominalQuota: "2"}
-`
-
-const kueueNamespaceObjects = `apiVersion: v1
-kind: ResourceQuota
-metadata: {name: team-a-gpus}
-spec:
-  hard: {requests.nvidia.com/gpu: "16"}
----
-apiVersion: v1
-kind: LimitRange
-metadata: {name: defaults}
-spec:
-  limits:
-  - type: Container
-    defaultRequest: {cpu: 500m, memory: 1Gi}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: team-a}
-spec: {clusterQueue: team-a}
-`
-
-// offlineJob is one offline evaluation: a Kueue-managed Job (the queue label; Kueue suspends it
-// until admitted) of one pod with 2 GPUs at low priority, with no checkpoint: preempted, it
-// starts over.
-func offlineJob(name string) string {
-	return fmt.Sprintf(`apiVersion: batch/v1
-kind: Job
-metadata:
-  name: %s
-  labels: {kueue.x-k8s.io/queue-name: team-a, role: offline}
-spec:
-  backoffLimit: 3
-  template:
-    metadata: {labels: {role: offline}}
-    spec:
-      priorityClassName: offline-low
-      restartPolicy: Never
-      containers:
-      - name: eval
-        image: kubelet.fake/ready:v1
-        resources:
-          limits: {nvidia.com/gpu: 2}
-`, name)
-}
+// walkFile is one of the manifests of the README's Kueue walk, which this test runs.
+func walkFile(name string) string { return filepath.Join(env.Root, "test", "kueue", "walk", name) }
 
 // TestKueueTeamQuotaOnlinePreemptsOffline: a team with a 16-GPU quota runs an online model (4 x 2
 // GPUs, high priority, Kueue-admitted through its Deployment's pods) and offline Jobs filling the
@@ -180,7 +77,7 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 		env.CreateNamespace(t, n)
 		env.Kubectl(t, "label", "namespace", n, operator.KueueNamespaceLabel+"=true")
 	}
-	applyYAML(t, ns, kueueTeamObjects)
+	env.Kubectl(t, "apply", "-f", walkFile("cluster.yaml"))
 	t.Cleanup(func() {
 		// The team's pods go first, while Kueue still runs to release their finalizers.
 		ctx := testenv.Ctx(t, 2*time.Minute)
@@ -198,22 +95,18 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 		_, _, _ = env.Cluster.Kubectl(ctx, "delete", "--ignore-not-found", "clusterqueue/team-a", "clusterqueue/team-b",
 			"resourceflavor/gpu", "priorityclass/online-high", "priorityclass/offline-low")
 	})
-	applyYAML(t, ns, kueueNamespaceObjects)
+	env.Kubectl(t, "apply", "-n", ns, "-f", walkFile("team-a.yaml"))
 
 	tl := newKueueTimeline(t, ns, isvc)
 	defer tl.stop()
 	step := func(what string) {
 		tl.mark(what)
 		t.Logf("kubectl get isvc -n %s:\n%s", ns, env.Kubectl(t, "get", "isvc", "-n", ns))
-		t.Logf("kubectl get clusterqueues:\n%s", env.Kubectl(t, "get", "clusterqueues"))
+		t.Logf("kubectl get clusterqueues -o wide:\n%s", env.Kubectl(t, "get", "clusterqueues", "-o", "wide"))
 	}
 
 	// 1. The online model at 4 x 2 GPUs, each pod admitted by Kueue.
-	applyYAML(t, ns, fmt.Sprintf(`apiVersion: ai.example.com/v1alpha1
-kind: InferenceService
-metadata: {name: %s}
-spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high, queueName: team-a}
-`, isvc))
+	env.Kubectl(t, "apply", "-n", ns, "-f", walkFile("model.yaml"))
 	testenv.Eventually(t, 2*time.Minute, "4 online pods running", func() error { return tl.want(4, -1, 4, -1) })
 	env.WaitPhase(t, ns, isvc, crd.PhaseReady, time.Minute)
 	step("online model at 4 replicas")
@@ -221,9 +114,7 @@ spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high,
 	tl.watchBaseline(baseline)
 
 	// 2. Offline evaluation fills the rest of the team's 16 GPUs.
-	for i := range 4 {
-		applyYAML(t, ns, offlineJob(fmt.Sprintf("eval-%d", i)))
-	}
+	env.Kubectl(t, "apply", "-n", ns, "-f", walkFile("offline-jobs.yaml"))
 	testenv.Eventually(t, 2*time.Minute, "4 offline jobs running", func() error { return tl.want(4, 4, 4, 4) })
 	step("offline jobs fill the quota")
 
@@ -263,6 +154,7 @@ spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high,
 		}
 		return nil
 	})
+	testenv.Eventually(t, 30*time.Second, "the ClusterQueue's status caught up", tl.cqSettled)
 	step("peak, quota 20: the model at 6 replicas, offline work preempted")
 	t.Logf("kubectl get workloads -n %s:\n%s", ns, env.Kubectl(t, "get", "workloads", "-n", ns))
 	t.Logf("Kueue's preemption events:\n%s", env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Preempted",
@@ -279,6 +171,7 @@ spec: {model: m, replicas: 4, gpusPerReplica: 2, priorityClassName: online-high,
 	// 5. The model scales down: the offline work is admitted again and runs.
 	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"replicas":4}}`)
 	testenv.Eventually(t, 2*time.Minute, "offline work resumed", func() error { return tl.want(4, 4, 4, 4) })
+	testenv.Eventually(t, 30*time.Second, "the ClusterQueue's status caught up", tl.cqSettled)
 	step("model back to 4 replicas, offline work resumed")
 	end := tl.sample()
 	if end.jobsFailed > 0 {
@@ -309,6 +202,7 @@ type kueueSample struct {
 	wlAdmitted, wlPending  [2]int
 	preempted, jobsFailed  int
 	cqUsed, cqBorrowed     int64
+	cqPending              int64
 	quotaUsed              int64
 	reason                 string
 	pdbAllowed             int32 // the model's PDB's disruptionsAllowed; -1 without one
@@ -432,6 +326,7 @@ func (tl *kueueTimeline) sample() kueueSample {
 		}
 	}
 	if cq, err := env.Dyn.Resource(clusterQueueGVR).Get(ctx, "team-a", metav1.GetOptions{}); err == nil {
+		s.cqPending, _, _ = unstructured.NestedInt64(cq.Object, "status", "pendingWorkloads")
 		flavors, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsReservation")
 		for _, f := range flavors {
 			res, _, _ := unstructured.NestedSlice(f.(map[string]any), "resources")
@@ -510,6 +405,16 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// cqSettled: team-a's ClusterQueue status (written by Kueue in batches) counts what runs and
+// what waits, so the step's kubectl output agrees with the workloads.
+func (tl *kueueTimeline) cqSettled() error {
+	s := tl.sample()
+	if s.cqUsed != s.gpusRunning[online]+s.gpusRunning[offline] || s.cqPending != int64(s.wlPending[online]+s.wlPending[offline]) {
+		return fmt.Errorf("%s; ClusterQueue pending %d", s, s.cqPending)
+	}
+	return nil
 }
 
 func (tl *kueueTimeline) onlinePodUIDs() []types.UID {
