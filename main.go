@@ -49,7 +49,7 @@ var version = "dev"
 type options struct {
 	kubeconfig, namespaces, gatewayURL        string
 	metricsAddr, probeAddr                    string
-	metricsSecure, pprof                      bool
+	metricsSecure, pprof, watchNodes          bool
 	metricsCertDir                            string
 	workers, burst                            int
 	qps                                       float64
@@ -71,6 +71,7 @@ func parseFlags() options {
 	var o options
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
+	flag.BoolVar(&o.watchNodes, "watch-nodes", true, "Watch Nodes (list and watch, stripped to their GPU facts) so a model failing on a node whose GPUs are unhealthy names the node (GPUError); false runs without the nodes rule.")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "Gateway admin API for route registration (PUT/DELETE {url}/routes/{ns}/{name}); empty disables registration and the finalizer.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) and authorizes for GET on /metrics (SubjectAccessReview).")
@@ -191,7 +192,7 @@ func run(ctx context.Context, o options) error {
 	}
 	optional = append(optional, scaledObjects...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
-		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional})
+		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Nodes: o.watchNodes})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")

@@ -52,6 +52,10 @@ type Caches interface {
 	// ReplicaSets and Pods of one InferenceService, by its InstanceLabel.
 	ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error)
 	Pods(namespace, instance string) ([]*corev1.Pod, error)
+	// TroubledNodes are the nodes with GPU trouble by name; nil when nodes are not watched.
+	TroubledNodes() map[string]*corev1.Node
+	// PodsOnNode are the cached pods bound to node, and the pending ones when pending is set.
+	PodsOnNode(node string, pending bool) []*corev1.Pod
 }
 
 // Metrics receives what the controller observes; metrics.Metrics implements it.

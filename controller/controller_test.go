@@ -36,11 +36,23 @@ import (
 
 // fakeCaches is what the informers would hold.
 type fakeCaches struct {
-	isvc *crd.InferenceService
-	d    *appsv1.Deployment
-	svc  *corev1.Service
-	hpa  *autoscalingv2.HorizontalPodAutoscaler
-	pods []*corev1.Pod
+	isvc  *crd.InferenceService
+	d     *appsv1.Deployment
+	svc   *corev1.Service
+	hpa   *autoscalingv2.HorizontalPodAutoscaler
+	pods  []*corev1.Pod
+	nodes map[string]*corev1.Node
+}
+
+func (f *fakeCaches) TroubledNodes() map[string]*corev1.Node { return f.nodes }
+func (f *fakeCaches) PodsOnNode(node string, pending bool) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range f.pods {
+		if p.Spec.NodeName == node || pending && p.Spec.NodeName == "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (f *fakeCaches) InferenceService(ns, name string) (runtime.Object, bool, error) {

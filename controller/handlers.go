@@ -5,6 +5,7 @@ package controller
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -26,6 +27,16 @@ func (c *Controller) Handlers() informers.Handlers {
 		Child:      c.handler(false, c.enqueueOwner),
 		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
 		Pod:        c.handler(false, c.enqueuePodOwner),
+		Node:       c.enqueueNodeModels,
+	}
+}
+
+// enqueueNodeModels enqueues the models with pods on a node whose GPU trouble changed, and
+// those with pods still pending (a shortage of GPUs names the nodes whose GPUs are not
+// allocatable).
+func (c *Controller) enqueueNodeModels(n *corev1.Node) {
+	for _, p := range c.caches.PodsOnNode(n.Name, true) {
+		c.enqueuePodOwner(p)
 	}
 }
 

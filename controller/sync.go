@@ -71,6 +71,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if err != nil {
 		return queue.Done(), err
 	}
+	obs.Nodes = c.caches.TroubledNodes()
 	obs.Pods = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}

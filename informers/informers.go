@@ -14,6 +14,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,11 +62,28 @@ type Options struct {
 	// Optional are children kinds from CRDs that may be absent (ServiceMonitors, HTTPRoutes):
 	// watched, label-scoped like the others, only when listed.
 	Optional []schema.GroupVersionResource
+	// Nodes watches the cluster's Nodes, stripped to their GPU facts, for the diagnosis of
+	// models failing on nodes whose GPUs are unhealthy (needs list and watch on nodes).
+	Nodes bool
 }
 
 // Set is the operator's caches across its namespaces.
 type Set struct {
 	scopes map[string]*scope // by namespace; "" for cluster-wide
+	// nodes is cluster-wide whatever the namespaces, nil unless Options.Nodes; indexed by
+	// GPU trouble so a reconcile reads the few troubled nodes, never the whole list.
+	nodes   informers.SharedInformerFactory
+	nodeInf cache.SharedIndexInformer
+}
+
+// byTrouble indexes nodes with GPU trouble under "troubled".
+const byTrouble = "trouble"
+
+func troubleIndex(obj interface{}) ([]string, error) {
+	if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+		return []string{"troubled"}, nil
+	}
+	return nil, nil
 }
 
 type scope struct {
@@ -162,6 +180,14 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		})
 		s.scopes[ns] = sc
 	}
+	if opts.Nodes {
+		// No resync: a node's trouble is news only when it changes.
+		s.nodes = informers.NewSharedInformerFactoryWithOptions(kube, 0)
+		s.nodeInf = s.nodes.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewNodeInformer(c, r, cache.Indexers{byTrouble: troubleIndex})
+		})
+		must(s.nodeInf.SetTransform(reconcile.StripNode))
+	}
 	return s
 }
 
@@ -224,6 +250,8 @@ type Handlers struct {
 	Child            cache.ResourceEventHandler // Deployments, Services, HPAs, ConfigMaps, PDBs
 	ReplicaSet       cache.ResourceEventHandler
 	Pod              cache.ResourceEventHandler
+	// Node is called with a node whose GPU trouble began, changed or ended (with Options.Nodes).
+	Node func(node *corev1.Node)
 }
 
 // AddEventHandlers wires h into every scope.
@@ -250,11 +278,43 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 			}
 		}
 	}
-	return nil
+	if s.nodeInf == nil || h.Node == nil {
+		return nil
+	}
+	_, err := s.nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+				h.Node(n)
+			}
+		},
+		UpdateFunc: func(old, obj interface{}) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := obj.(*corev1.Node)
+			// Stripped, a node changes only when its GPU facts do: heartbeats are not news.
+			if !ok1 || !ok2 || !reconcile.NodeTroubled(o) && !reconcile.NodeTroubled(n) {
+				return
+			}
+			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Status, n.Status) {
+				h.Node(n)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+				h.Node(n)
+			}
+		},
+	})
+	return err
 }
 
 // Start starts every informer; they stop when ctx is done.
 func (s *Set) Start(ctx context.Context) {
+	if s.nodes != nil {
+		s.nodes.Start(ctx.Done())
+	}
 	for _, sc := range s.scopes {
 		go sc.isvcInf.RunWithContext(ctx)
 		sc.children.Start(ctx.Done())
@@ -265,6 +325,9 @@ func (s *Set) Start(ctx context.Context) {
 
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
+	if s.nodeInf != nil && !s.nodeInf.HasSynced() {
+		return false
+	}
 	for _, sc := range s.scopes {
 		for _, inf := range []cache.SharedIndexInformer{sc.isvcInf, sc.deploy, sc.rs, sc.svc, sc.hpa, sc.cm, sc.pdb, sc.pod, sc.quotaInf} {
 			if !inf.HasSynced() {
@@ -392,6 +455,39 @@ func (s *Set) ResourceQuotas() []*corev1.ResourceQuota {
 	for _, sc := range s.scopes {
 		for _, o := range sc.quotaInf.GetStore().List() {
 			out = append(out, o.(*corev1.ResourceQuota))
+		}
+	}
+	return out
+}
+
+// TroubledNodes returns the cached nodes with GPU trouble (reconcile.NodeTroubled), by name;
+// nil when nodes are not watched. Callers must not modify them.
+func (s *Set) TroubledNodes() map[string]*corev1.Node {
+	if s.nodeInf == nil {
+		return nil
+	}
+	objs, _ := s.nodeInf.GetIndexer().ByIndex(byTrouble, "troubled")
+	if len(objs) == 0 {
+		return nil
+	}
+	out := make(map[string]*corev1.Node, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			out[n.Name] = n
+		}
+	}
+	return out
+}
+
+// PodsOnNode lists the cached pods bound to node, and, when pending is true, those bound to
+// none yet; a scan of every cached pod, for the rare change of a node's GPU trouble.
+func (s *Set) PodsOnNode(node string, pending bool) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, sc := range s.scopes {
+		for _, o := range sc.pod.GetStore().List() {
+			if p, ok := o.(*corev1.Pod); ok && (p.Spec.NodeName == node || pending && p.Spec.NodeName == "") {
+				out = append(out, p)
+			}
 		}
 	}
 	return out
