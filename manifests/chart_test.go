@@ -5,6 +5,7 @@ package manifests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"reflect"
@@ -23,9 +24,10 @@ import (
 
 const chartDir = "chart/inferenceservice-operator"
 
-// helmLabels and helmAnnotations are what the chart adds on top of the kustomize manifests, and the only differences
-// the comparison forgives: Helm's labels on every object (not in selectors or pod templates) and
-// the keep policy on the CRD (crds.keep).
+// helmLabels and helmAnnotations are what the chart adds on top of the kustomize manifests,
+// and with the order of RBAC rules (which the API server ignores) the only differences the
+// comparison forgives: Helm's labels on every object (not in selectors or pod templates) and the
+// keep policy on the CRD (crds.keep).
 var (
 	helmLabels      = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
 	helmAnnotations = []string{"helm.sh/resource-policy"}
@@ -137,9 +139,32 @@ func helmTemplate(t *testing.T, h chart.Helm, flags ...string) map[string]object
 	return objs
 }
 
+// sortRules puts a Role's or ClusterRole's rules in one order: the API server reads them as a
+// set, and the chart derives the namespaced split from the base rules' order.
+func sortRules(t *testing.T, o object) {
+	t.Helper()
+	if o["kind"] != "Role" && o["kind"] != "ClusterRole" {
+		return
+	}
+	rules, _ := o["rules"].([]any)
+	keyOf := func(r any) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	slices.SortStableFunc(rules, func(a, b any) int { return strings.Compare(keyOf(a), keyOf(b)) })
+}
+
 // compare fails with every object only one side has and a diff of each one that differs.
 func compare(t *testing.T, what string, chart, want map[string]object) {
 	t.Helper()
+	for _, objs := range []map[string]object{chart, want} {
+		for _, o := range objs {
+			sortRules(t, o)
+		}
+	}
 	var problems []string
 	keys := map[string]bool{}
 	for k := range chart {

@@ -33,8 +33,12 @@ Call as (list $ "files/x.yaml" "label-name" "namespace-or-empty").
 {{- toYaml $obj -}}
 {{- end -}}
 
-{{/* isvc.clusterScopedRule: whether an RBAC rule is about cluster-scoped resources only. */}}
+{{/*
+isvc.clusterScopedRule: whether an RBAC rule is about cluster-scoped resources, which only a
+ClusterRole can grant. Namespaces are not among them: a Role in a watched namespace grants get
+on that namespace, which is all the operator reads.
+*/}}
 {{- define "isvc.clusterScopedRule" -}}
-{{- $groups := list "authentication.k8s.io" "authorization.k8s.io" "apiextensions.k8s.io" -}}
-{{- range .apiGroups }}{{ if has . $groups }}true{{ end }}{{ end -}}
+{{- $cluster := list "tokenreviews" "subjectaccessreviews" "selfsubjectaccessreviews" "customresourcedefinitions" "nodes" "persistentvolumes" "storageclasses" "priorityclasses" "runtimeclasses" "apiservices" "clusterroles" "clusterrolebindings" -}}
+{{- range .resources }}{{ if has . $cluster }}true{{ end }}{{ end -}}
 {{- end -}}
