@@ -15,7 +15,12 @@ import (
 func RenderWhy(w io.Writer, r Report) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "InferenceService %s/%s (%s)\n", r.Namespace, r.Name, r.ISVC.Model)
-	fmt.Fprintf(b, "operator: %s: %s\n\n", r.Operator.State, r.Operator.Detail)
+	fmt.Fprintf(b, "operator: %s: %s\n", r.Operator.State, r.Operator.Detail)
+	if r.Operator.State == "down" {
+		// The walk below is live; the isvc's row is what the operator wrote before it stopped.
+		fmt.Fprintf(b, "          the isvc's phase and reason are its last write; the layers below are read now\n")
+	}
+	fmt.Fprintln(b)
 
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	marked := r.Marked

@@ -262,6 +262,12 @@ func TestRenderWhy(t *testing.T) {
 		"why-quota.txt":   Build(quota(model(3, 2))),
 		"why-crash.txt":   crash,
 		"why-healthy.txt": Build(model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))),
+		"why-operator-down.txt": func() Report {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), unschedulablePod("qwen3-7b6cd-p2"))
+			o.Deployment.Status.ReadyReplicas = 1
+			o.Operator = Operator{"down", "leader op-0 stopped renewing Lease inferenceservice-system/inferenceservice-operator 5m ago (lease 15s), 0 ready operator pods"}
+			return Build(o)
+		}(),
 	} {
 		var b bytes.Buffer
 		if err := RenderWhy(&b, r); err != nil {
