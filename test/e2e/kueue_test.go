@@ -82,13 +82,22 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 		// The team's pods go first, while Kueue still runs to release their finalizers.
 		ctx := testenv.Ctx(t, 2*time.Minute)
 		_, _, _ = env.Cluster.Kubectl(ctx, "delete", "-n", ns, "isvc,jobs", "--all", "--wait=false")
-		testenv.Eventually(t, 90*time.Second, "team-a's pods gone", func() error {
+		testenv.Eventually(t, 90*time.Second, "team-a's pods and workloads gone", func() error {
 			pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				return err
 			}
 			if n := len(pods.Items); n > 0 {
 				return fmt.Errorf("%d pods left", n)
+			}
+			// Kueue lifts its finalizer from a Workload whose owner is gone; stopped first, it
+			// would leave the namespace terminating.
+			wls, err := env.Dyn.Resource(workloadGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if n := len(wls.Items); n > 0 {
+				return fmt.Errorf("%d workloads left", n)
 			}
 			return nil
 		})
