@@ -243,3 +243,49 @@ spec: {model: m, replicas: 3, gpusPerReplica: 1}
 	}
 	writesSettle(t)
 }
+
+// TestGPUNodeUnhealthy: the node under a serving pod loses its GPUs from allocatable (as the
+// device plugin reports unhealthy devices) and the pod crash-loops there: the isvc says
+// GPUError with the node named and its evidence, not the model's crash loop; the node
+// healed and the pod replaced, the model is Ready again.
+func TestGPUNodeUnhealthy(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: sicknode}
+spec: {model: m, replicas: 1, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "sicknode", crd.PhaseReady, 2*time.Minute)
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=sicknode"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %d", err, len(pods.Items))
+	}
+	victim, node := pods.Items[0].Name, pods.Items[0].Spec.NodeName
+	n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := n.Status.Capacity["nvidia.com/gpu"]
+	setAllocatable := func(v string) {
+		env.Kubectl(t, "patch", "node", node, "--subresource=status", "--type=merge", "-p", fmt.Sprintf(`{"status":{"allocatable":{"nvidia.com/gpu":%q}}}`, v))
+	}
+	t.Cleanup(func() { setAllocatable(capacity.String()) })
+	start := time.Now()
+	setAllocatable("0")
+	env.Kubectl(t, "annotate", "pod", "-n", ns, victim, "kubelet.fake/behavior=crashloop")
+	i := waitReason(t, ns, "sicknode", "GPUError", 2*time.Minute)
+	t.Logf("GPUError %s after the node lost its GPUs:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "sicknode"), readyMessage(i))
+	want := fmt.Sprintf("on node %s: the node's GPUs are unhealthy (nvidia.com/gpu allocatable 0 of %s", node, capacity.String())
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), want) {
+		t.Fatalf("phase %s, message %q, want %q", i.Status.Phase, readyMessage(i), want)
+	}
+	writesSettle(t)
+
+	healed := time.Now()
+	setAllocatable(capacity.String())
+	if err := env.Kube.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitPhase(t, ns, "sicknode", crd.PhaseReady, 2*time.Minute)
+	t.Logf("Ready %s after the node healed and the pod was replaced; history %v", time.Since(healed).Round(100*time.Millisecond), historyOf(t, ns, "sicknode"))
+}
