@@ -269,6 +269,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	isvc := env.WaitPhase(t, model, "qwen3", crd.PhaseReady, 2*time.Minute)
+	t.Logf("$ kubectl get isvc,deploy -n %s\n%s", model, env.Kubectl(t, "get", "isvc,deploy", "-n", model))
 	crdBefore, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +296,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if rolledTo == "" {
 		t.Fatalf("no new ReplicaSet with all replicas: before %v, after %v", rsBefore, rsAfter)
 	}
-	t.Logf("the operator rolled from %v to %s", rsBefore, rolledTo)
+	t.Logf("the operator rolled from %v to %s\n$ kubectl get deploy,rs -n %s\n%s", rsBefore, rolledTo,
+		systemNamespace, env.Kubectl(t, "get", "deploy,rs", "-n", systemNamespace))
 	crdAfter, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
