@@ -93,14 +93,26 @@ func startKServe(ctx context.Context, e *testenv.Env, c Config) (*kserveProcess,
 	apply := []string{"apply", "--server-side", "--force-conflicts"}
 	for _, f := range []string{"serving.kserve.io_inferenceservices.yaml", "serving.kserve.io_trainedmodels.yaml",
 		"serving.kserve.io_clusterservingruntimes.yaml", "serving.kserve.io_servingruntimes.yaml",
-		"serving.kserve.io_inferencegraphs.yaml", "clusterstoragecontainer"} {
+		"serving.kserve.io_inferencegraphs.yaml", "clusterstoragecontainer/serving.kserve.io_clusterstoragecontainers.yaml"} {
 		apply = append(apply, "-f", filepath.Join(crds, f))
 	}
 	if _, _, err := e.Cluster.Kubectl(ctx, apply...); err != nil {
 		return nil, fmt.Errorf("kserve CRDs: %w", err)
 	}
-	if _, _, err := e.Cluster.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/inferenceservices.serving.kserve.io"); err != nil {
-		return nil, err
+	// kubectl wait fails, rather than waits, while a new CRD has no conditions yet.
+	for deadline := time.Now().Add(time.Minute); ; {
+		_, _, err := e.Cluster.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/inferenceservices.serving.kserve.io")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond): // poll interval
+		}
 	}
 	cm, err := kserveConfig(filepath.Join(cfg, "configmap", "inferenceservice.yaml"))
 	if err != nil {
