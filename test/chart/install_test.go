@@ -361,3 +361,49 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("the model's Deployment after uninstall: %v; want kept", err)
 	}
 }
+
+// TestHelmWatchNamespaces: installed with watchNamespaces, the operator run with the chart's
+// namespaced RBAC (Roles in the watched namespace, a ClusterRole of cluster-scoped rules only)
+// makes a model there Ready with no request refused, and leaves a model elsewhere alone.
+func TestHelmWatchNamespaces(t *testing.T) {
+	bin, err := Bin(testenv.Ctx(t, 15*time.Minute), env.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
+	watched := env.CreateNamespace(t, "team-a")
+	other := env.CreateNamespace(t, "team-z")
+	helmCmd(t, h, "install", release, Dir, "--set-json", `watchNamespaces=["team-a"]`,
+		"--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	t.Cleanup(func() {
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+	})
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	if _, err := env.Kube.RbacV1().Roles(watched).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+		t.Fatalf("Role in the watched namespace: %v", err)
+	}
+
+	p := runOperator(t, "operator-namespaced")
+	spec := map[string]any{"model": "Qwen/Qwen3-0.6B", "replicas": int64(1), "gpusPerReplica": int64(1)}
+	for _, ns := range []string{watched, other} {
+		if _, err := env.CreateISVC(ctx, ns, "qwen3", spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitPhase(t, watched, "qwen3", crd.PhaseReady, 2*time.Minute)
+	t.Logf("$ kubectl get isvc -A\n%s", env.Kubectl(t, "get", "isvc", "-A"))
+	if i, err := env.ISVC(other, "qwen3"); err != nil || i.Status.Phase != "" {
+		t.Errorf("the model outside the watched namespace: phase %q, %v; want untouched", i.Status.Phase, err)
+	}
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(env.Dir, "operator-namespaced.log")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "forbidden") {
+		t.Errorf("a request was forbidden under the chart's namespaced RBAC (log %s)", log)
+	}
+}
