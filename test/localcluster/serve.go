@@ -69,6 +69,10 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 	if q, ok := c.spec.Resources.Limits[v1.ResourceMemory]; ok {
 		mem = q.Value()
 	}
+	var fault gpuFault
+	if gpuCount(&c.spec) > 0 { // a container without GPUs holds no sick device
+		fault = ps.k.gpuFault(ps.pod.Spec.NodeName)
+	}
 	return modelServerSpec{
 		Image:       c.spec.Image,
 		Command:     c.spec.Command,
@@ -80,7 +84,7 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		Mounts:      mountIdentities(ps.pod, &c.spec),
 		Behavior:    c.beh,
 		IP:          ps.ip,
-		GPUFault:    ps.k.gpuFault(ps.pod.Spec.NodeName),
+		GPUFault:    fault,
 	}, nil
 }
 
