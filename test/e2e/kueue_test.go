@@ -69,7 +69,8 @@ func walkFile(name string) string { return filepath.Join(env.Root, "test", "kueu
 // quota, the API server refuses the model's new pods before Kueue sees them (the isvc names the
 // quota; Kueue preempts nothing); with the ResourceQuota leaving room for the gated pods, Kueue
 // preempts offline work, which is requeued (not failed) and resumes when the model scales down,
-// and the model's pods, under their PDB, are never touched.
+// and the model's pods, under their PDB, are never touched. Last, Kueue refuses a new queue for
+// the serving model, and the isvc says so.
 func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	startKueue(t)
 	const ns, isvc = "team-a", "chat"
@@ -193,6 +194,24 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	if n := tl.minBaselineReady(); n < len(baseline) {
 		t.Errorf("the model's PDB did not hold: only %d of its %d pods from before the peak were ready at one moment", n, len(baseline))
 	}
+
+	// 6. What Kueue refuses the operator: the queue of a serving model. Kueue's Deployment
+	// webhook keeps kueue.x-k8s.io/queue-name immutable while the Deployment has ready pods, so
+	// the operator's update is denied; the isvc names the webhook and the field, and the model
+	// keeps serving. The way through: scale to 0, change the queue, scale back.
+	applyYAML(t, ns, "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: batch}\nspec: {clusterQueue: team-a}\n")
+	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"queueName":"batch"}}`)
+	i = waitReason(t, ns, isvc, "Forbidden", time.Minute)
+	step("queueName changed on the serving model: refused by Kueue")
+	if msg := readyMessage(i); !strings.Contains(msg, `admission webhook "vdeployment.kb.io" denied the request`) || !strings.Contains(msg, "kueue.x-k8s.io/queue-name") {
+		t.Errorf("the isvc does not name Kueue's refusal: %q", msg)
+	}
+	if i.Status.ReadyReplicas != 4 {
+		t.Errorf("the model stopped serving: %d ready", i.Status.ReadyReplicas)
+	}
+	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"queueName":"team-a"}}`)
+	env.WaitPhase(t, ns, isvc, crd.PhaseReady, time.Minute)
+	step("queueName back: Ready")
 }
 
 // waitingForAdmission is the isvc's reason while Kueue's scheduling gate holds its pods.
