@@ -193,7 +193,7 @@ func (k *Kueue) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-k.done:
-			return fmt.Errorf("kueue exited before ready; see %s", k.LogPath)
+			return fmt.Errorf("kueue exited before ready (its own mount namespace needs unshare and mount rights: root, or unprivileged user namespaces); log %s ends:\n%s", k.LogPath, logTail(k.LogPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -317,6 +317,16 @@ func (k *Kueue) Kill() {
 
 // Exited is closed when the process has exited.
 func (k *Kueue) Exited() <-chan struct{} { return k.done }
+
+// logTail is the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
 
 // applyFile writes manifest to path and applies it.
 func applyFile(ctx context.Context, c *cluster.Cluster, path, manifest string) error {
