@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 const (
@@ -153,4 +155,81 @@ func TestAllocatablePatch(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestGPUFaultFollowsNode: the fake kubelet's node informer zeroes a sick node's allocatable
+// GPUs, undoes a status write that restores them while the fault lasts (a heartbeat racing
+// the fault), wakes that node's pod workers, and restores the GPUs when the node heals.
+func TestGPUFaultFollowsNode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(200))
+	defer k.broadcaster.Shutdown()
+	nc := nodeConfig{count: 2, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
+	for i := 0; i < nc.count; i++ {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(i, nil)}
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sick := &podWorker{node: nodeName(1), faults: make(chan struct{}, 1)}
+	other := &podWorker{node: nodeName(0), faults: make(chan struct{}, 1)}
+	k.workers["sick"], k.workers["other"] = sick, other
+	if err := k.watchGPUFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	allocatable := func(name string) string {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		q := n.Status.Allocatable[gpuResource]
+		return q.String()
+	}
+	annotate := func(v string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, nodeName(1), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations = map[string]string{}
+		if v != "" {
+			n.Annotations[gpuFaultAnnotation] = v
+		}
+		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	annotate("ecc")
+	vtEventually(t, "allocatable 0 on the sick node", func() (bool, string) {
+		return allocatable(nodeName(1)) == "0" && k.gpuFault(nodeName(1)) == faultECC, allocatable(nodeName(1))
+	})
+	select {
+	case <-sick.faults:
+	default:
+		t.Fatal("the sick node's pod worker was not woken")
+	}
+	select {
+	case <-other.faults:
+		t.Fatal("another node's pod worker was woken")
+	default:
+	}
+	if a := allocatable(nodeName(0)); a != "8" || k.gpuFault(nodeName(0)) != faultNone {
+		t.Fatalf("the healthy node: allocatable %s, fault %q", a, k.gpuFault(nodeName(0)))
+	}
+
+	n, _ := client.CoreV1().Nodes().Get(ctx, nodeName(1), metav1.GetOptions{})
+	n.Status = nc.nodeStatus(1, n.Status.Conditions)
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vtEventually(t, "a write of the full count undone", func() (bool, string) {
+		return allocatable(nodeName(1)) == "0", allocatable(nodeName(1))
+	})
+
+	annotate("")
+	vtEventually(t, "allocatable back to capacity", func() (bool, string) {
+		return allocatable(nodeName(1)) == "8" && k.gpuFault(nodeName(1)) == faultNone, allocatable(nodeName(1))
+	})
 }
