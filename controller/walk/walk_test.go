@@ -2,6 +2,7 @@ package walk
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -275,6 +276,15 @@ func TestRenderWhy(t *testing.T) {
 		}
 		goldenFile(t, name, b.String())
 	}
+}
+
+// TestJSON: what --output json prints for why, against a golden file.
+func TestJSON(t *testing.T) {
+	b, err := json.MarshalIndent(Build(quota(model(3, 2))), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "why-quota.json", string(b)+"\n")
 }
 
 // TestRenderList: GPUs asked and serving, the queue against the target, a model without an HPA.

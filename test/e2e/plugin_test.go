@@ -256,10 +256,12 @@ func TestPluginWhy(t *testing.T) {
 
 // TestPluginOperatorDown: the plugin tells a leader that holds its Lease (up), one killed
 // without releasing it (down once the Lease expired) and one stopped (down: released). The
-// operator runs with leader election on its own Lease namespace, watching only an empty one.
+// operator runs with leader election on its own Lease namespace, watching only an empty one
+// (the suite's operator already reconciles the isvc the plugin walks).
 func TestPluginOperatorDown(t *testing.T) {
 	dir := buildPlugin(t)
 	ns := env.Namespace(t)
+	watched := env.CreateNamespace(t, "plugin-operator-scope")
 	why := func() walk.Operator {
 		t.Helper()
 		applyYAMLOnce(t, ns)
@@ -284,7 +286,7 @@ func TestPluginOperatorDown(t *testing.T) {
 	}
 	start := func() *operator.Process {
 		p, err := operator.Start(testenv.Ctx(t, time.Minute), env.Bin, filepath.Join(t.TempDir(), "operator.log"),
-			"--kubeconfig="+env.Cluster.KubeconfigPath(), "--namespaces="+ns, "--leader-elect", "--leader-election-namespace="+ns,
+			"--kubeconfig="+env.Cluster.KubeconfigPath(), "--namespaces="+watched, "--leader-elect", "--leader-election-namespace="+ns,
 			"--leader-election-lease-duration=3s", "--leader-election-renew-deadline=2s", "--leader-election-retry-period=500ms")
 		if err != nil {
 			t.Fatal(err)
