@@ -173,9 +173,14 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	if peak.wlPending[offline] == 0 {
 		t.Errorf("at peak some offline work should wait for the model to scale down: %s", peak)
 	}
-	if !tl.sawGatedReason(waitingForAdmission) {
+	switch msg, ok := tl.gatedMessage(waitingForAdmission); {
+	case !ok:
 		t.Errorf("the isvc never said %s while its pods were gated (reasons seen while gated: %v)",
 			waitingForAdmission, tl.gatedReasons())
+	case !strings.Contains(msg, "kueue.x-k8s.io/admission") || !strings.Contains(msg, "team-a"):
+		t.Errorf("the %s message does not name Kueue's gate and the queue: %q", waitingForAdmission, msg)
+	default:
+		t.Logf("while the pods were gated: %s: %s", waitingForAdmission, msg)
 	}
 
 	// 5. The model scales down: the offline work is admitted again and runs.
@@ -254,8 +259,8 @@ type kueueTimeline struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	last    string
-	gated   map[string]bool // isvc reasons seen while an online pod was gated
-	evicted map[string]bool // offline workloads seen preempted
+	gated   map[string]string // isvc reasons seen while an online pod was gated, and a message
+	evicted map[string]bool   // offline workloads seen preempted
 	// baseline are the model's pods before the peak; minReady the fewest of them ever ready.
 	baseline map[types.UID]bool
 	minReady int
@@ -264,7 +269,7 @@ type kueueTimeline struct {
 func newKueueTimeline(t *testing.T, ns, isvc string) *kueueTimeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	tl := &kueueTimeline{t: t, ns: ns, isvc: isvc, start: time.Now(), cancel: cancel, done: make(chan struct{}),
-		gated: map[string]bool{}, evicted: map[string]bool{}, minReady: 1 << 30}
+		gated: map[string]string{}, evicted: map[string]bool{}, minReady: 1 << 30}
 	go func() {
 		defer close(tl.done)
 		for {
@@ -372,8 +377,8 @@ func (tl *kueueTimeline) sample() kueueSample {
 	}
 	if i, err := env.ISVC(tl.ns, tl.isvc); err == nil {
 		s.reason = strings.TrimSuffix(fmt.Sprintf("%s/%s", i.Status.Phase, i.Status.Reason), "/")
-		if gatedNow {
-			tl.gated[i.Status.Reason] = true
+		if _, seen := tl.gated[i.Status.Reason]; gatedNow && !seen {
+			tl.gated[i.Status.Reason] = readyMessage(i)
 		}
 	}
 	s.pdbAllowed = -1
@@ -459,10 +464,13 @@ func (tl *kueueTimeline) onlinePodUIDs() []types.UID {
 	return uids
 }
 
-func (tl *kueueTimeline) sawGatedReason(reason string) bool {
+// gatedMessage is the isvc's message the first time it gave reason while an online pod was
+// gated, and whether it did.
+func (tl *kueueTimeline) gatedMessage(reason string) (string, bool) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	return tl.gated[reason]
+	msg, ok := tl.gated[reason]
+	return msg, ok
 }
 
 func (tl *kueueTimeline) gatedReasons() []string {
