@@ -19,6 +19,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/walk"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/buildprogress"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -29,10 +30,9 @@ var update = flag.Bool("update", false, "rewrite test/e2e/testdata/plugin/ from 
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(testenv.Ctx(t, 10*time.Minute), "go", "build", "-o", filepath.Join(dir, "kubectl-isvc"), "./controller/walk/kubectl-isvc")
-	cmd.Dir = env.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kubectl-isvc: %v\n%s", err, out)
+	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", env.Root, nil, os.Stderr,
+		"-o", filepath.Join(dir, "kubectl-isvc"), "./controller/walk/kubectl-isvc"); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
