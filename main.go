@@ -50,6 +50,7 @@ type options struct {
 	kubeconfig, namespaces, gatewayURL        string
 	metricsAddr, probeAddr                    string
 	metricsSecure, pprof, watchNodes          bool
+	creatingEvidenceAfter                     time.Duration
 	metricsCertDir                            string
 	workers, burst                            int
 	qps                                       float64
@@ -71,6 +72,7 @@ func parseFlags() options {
 	var o options
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
+	flag.DurationVar(&o.creatingEvidenceAfter, "creating-evidence-after", reconcile.DefaultCreatingEvidenceAfter, "A model pod whose container is still being created this long after it was scheduled has its Events read (a pull in progress, a volume that will not mount), again each period while it stays; 0 reads none.")
 	flag.BoolVar(&o.watchNodes, "watch-nodes", true, "Watch Nodes (list and watch, stripped to their GPU facts) so a model failing on a node whose GPUs are unhealthy names the node (GPUError); false runs without the nodes rule.")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "Gateway admin API for route registration (PUT/DELETE {url}/routes/{ns}/{name}); empty disables registration and the finalizer.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
@@ -190,6 +192,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
 	optional = append(optional, scaledObjects...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Nodes: o.watchNodes})

@@ -123,6 +123,8 @@ type Controller struct {
 	attempts     attempts
 	// lastWords are the crashed containers' log lines already read (podlogs.go).
 	lastWords lastWords
+	// podEvents are the Events of pods still being created, already read (podevents.go).
+	podEvents podEvents
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.

@@ -37,6 +37,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.namesakes.forgetAll(key.Namespace, key.Name)
 		c.attempts.forget(key)
 		c.lastWords.forget(key)
+		c.podEvents.forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -72,6 +73,8 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		return queue.Done(), err
 	}
 	obs.Nodes = c.caches.TroubledNodes()
+	var eventsWait time.Duration
+	obs.PodEvents, eventsWait = c.observePodEvents(ctx, key, isvc, obs, now)
 	obs.Pods = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
@@ -119,7 +122,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	// register once per generation.
 	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
 		if held, next := c.deferStatus(key, isvc, &st); held {
-			return withDiagnosisRecheck(withDiagnosisRecheck(next, out.Recheck), adapterWait), nil
+			return withDiagnosisRecheck(withDiagnosisRecheck(withDiagnosisRecheck(next, out.Recheck), adapterWait), eventsWait), nil
 		}
 	}
 	c.holds.forget(key)
@@ -134,7 +137,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// namesake may go away: look again with backoff.
 		return queue.Backoff(), nil
 	}
-	return withDiagnosisRecheck(withDiagnosisRecheck(queue.Done(), out.Recheck), adapterWait), nil
+	return withDiagnosisRecheck(withDiagnosisRecheck(withDiagnosisRecheck(queue.Done(), out.Recheck), adapterWait), eventsWait), nil
 }
 
 const recheckAfterActing = 2 * time.Second

@@ -56,7 +56,9 @@ type Metrics struct {
 	modelServer *prometheus.CounterVec
 	// podLogReads counts reads of crashed containers' logs (pods/log), by result.
 	podLogReads *prometheus.CounterVec
-	Workqueue   *WorkqueueProvider
+	// podEventReads counts reads of the Events of pods still being created, by result.
+	podEventReads *prometheus.CounterVec
+	Workqueue     *WorkqueueProvider
 }
 
 // New registers the operator's collectors on reg.
@@ -114,6 +116,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		podLogReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferenceservice_operator_pod_log_reads_total", Help: "Reads of a crashed model server's log tail (pods/log) for the decisive line its status quotes, by result (ok, forbidden, error). At most two per crashed run of the pod a status names; none at rest.",
 		}, []string{"result"}),
+		podEventReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_pod_event_reads_total", Help: "Reads of the Events of a model pod still being created long after it was scheduled (a pull in progress, a volume that will not mount), by result (ok, forbidden, error). At most three pods a model, each once per --creating-evidence-after; none at rest.",
+		}, []string{"result"}),
 	}
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -121,19 +126,23 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned, m.fencedWrites,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, m.podLogReads, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, m.podLogReads, m.podEventReads, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
 	m.reconcileErrors.WithLabelValues(ControllerName)
 	for _, r := range []string{"ok", "forbidden", "error"} {
 		m.podLogReads.WithLabelValues(r) // exported at 0: a rate over them needs a start
+		m.podEventReads.WithLabelValues(r)
 	}
 	return m
 }
 
 // PodLogRead counts one read of a crashed container's log by its result (ok, forbidden, error).
 func (m *Metrics) PodLogRead(result string) { m.podLogReads.WithLabelValues(result).Inc() }
+
+// PodEventRead counts one read of a creating pod's Events by its result (ok, forbidden, error).
+func (m *Metrics) PodEventRead(result string) { m.podEventReads.WithLabelValues(result).Inc() }
 
 // ObserveReconcile records one reconcile's result and duration.
 func (m *Metrics) ObserveReconcile(result string, d time.Duration) {

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -75,8 +76,20 @@ const reasonPodFailed = "PodFailed"
 // spec.replicas pods (or the fewer the HPA chose) serve, or, while they do, what blocks a rollout. The layers below are only
 // examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
 // not a reason to page.
-func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) []Cause {
-	return walkWith(isvc, d, rss, pods, nodes, now).causes
+func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) []Cause {
+	return walkWith(isvc, d, rss, pods, ev, now).causes
+}
+
+// evidence is what the walk reads beside the model's own objects: the nodes with GPU trouble,
+// and the Events of pods still being created, with how long after scheduling they are read.
+type evidence struct {
+	nodes         map[string]*corev1.Node
+	events        map[types.UID][]PodEvent
+	creatingAfter time.Duration
+}
+
+func evidenceOf(in Input) evidence {
+	return evidence{in.Observed.Nodes, in.Observed.PodEvents, in.Features.CreatingEvidenceAfter}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness
@@ -90,11 +103,11 @@ type walked struct {
 // walk is rolloutCauses, with when its outcome changes and the crashed runs it names, without
 // the nodes' view.
 func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) walked {
-	return walkWith(isvc, d, rss, pods, nil, now)
+	return walkWith(isvc, d, rss, pods, evidence{}, now)
 }
 
-// walkWith is walk, given the nodes with GPU trouble (Observed.Nodes).
-func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) walked {
+// walkWith is walk, given what the I/O layer observed beside the model (evidenceOf).
+func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) walked {
 	var causes []Cause
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	// The model serves as asked once spec.replicas pods are ready, or as many as the HPA chose
@@ -125,7 +138,7 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		// The model serves from the pods it has; a rollout whose new pods cannot run must be
 		// told at once, not after the progress hold or the Deployment's deadline: what blocks
 		// it is reported, what only takes time is the rollout itself.
-		pods := walkPods(isvc, d, rss, pods, nodes, now)
+		pods := walkPods(isvc, d, rss, pods, ev, now)
 		for _, c := range append(replicaSetCauses(d, rss), pods.decide...) {
 			if IsFailing(c.Reason) {
 				causes = append(causes, c)
@@ -137,7 +150,7 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		return walked{causes, pods.next, pods.crashed}
 	}
 	rsCauses := replicaSetCauses(d, rss)
-	pc := walkPods(isvc, d, rss, pods, nodes, now)
+	pc := walkPods(isvc, d, rss, pods, ev, now)
 	causes = append(causes, rsCauses...)
 	causes = append(causes, pc.decide...)
 	if len(rsCauses) == 0 && len(pc.decide) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
@@ -160,7 +173,7 @@ func diagnosisRecheck(in Input) time.Duration {
 	if d == nil || !ControlledBy(d, in.ISVC) {
 		return 0
 	}
-	next := walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Observed.Nodes, in.Now.Time).next
+	next := walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time).next
 	if next.IsZero() || !next.After(in.Now.Time) {
 		return 0
 	}
@@ -236,7 +249,7 @@ func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, 
 // walkPods diagnoses the Deployment's pods. Only live pods of the current ReplicaSet decide:
 // a pod evicted an hour ago was replaced, and the previous revision's pods are on their way
 // out; they are mentioned.
-func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) podCauses {
+func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) podCauses {
 	owned, current := currentReplicaSets(d, rss)
 	type group struct {
 		first podFinding
@@ -259,7 +272,7 @@ func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		if terminal {
 			f, ok = diagnoseTerminal(p)
 		} else {
-			f, ok = diagnosePod(isvc, p, nodes, now)
+			f, ok = diagnosePod(isvc, p, ev, now)
 		}
 		if !ok {
 			continue

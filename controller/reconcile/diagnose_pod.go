@@ -47,7 +47,7 @@ func diagnoseTerminal(p *corev1.Pod) (podFinding, bool) {
 
 // diagnosePod reads a pod the way the runbook says: PodScheduled, then each container's state
 // and last state, then readiness; it returns the most blocking finding.
-func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, nodes map[string]*corev1.Node, now time.Time) (podFinding, bool) {
+func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now time.Time) (podFinding, bool) {
 	prefix := "Pod " + p.Name
 	if p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) > 0 {
 		// Held before the scheduler by an admission system (Kueue, or another gate owner): the
@@ -60,7 +60,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, nodes map[string]*co
 			reason := unschedulableReason(c.Message, string(gpu))
 			msg := prefix + ": unschedulable: " + c.Message
 			if reason == ReasonInsufficientGPU {
-				msg += notAllocatable(nodes, gpu)
+				msg += notAllocatable(ev.nodes, gpu)
 			}
 			return podFinding{rank: RankScheduling, reason: reason, message: msg}, true
 		}
@@ -92,8 +92,18 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, nodes map[string]*co
 	if best == nil {
 		return podFinding{}, false
 	}
+	if at, ok := creatingSince(p); ok && best.reason == ReasonStarting && ev.creatingAfter > 0 {
+		// Still being created: past the threshold its events say why; before it, wake then.
+		if due := at.Add(ev.creatingAfter); now.Before(due) {
+			if until.IsZero() || due.Before(until) {
+				until = due
+			}
+		} else if f, ok := creatingFinding(p, ev.events); ok {
+			best = &f
+		}
+	}
 	best.until = until
-	if n, ok := nodes[p.Spec.NodeName]; ok && onSickNode[best.reason] {
+	if n, ok := ev.nodes[p.Spec.NodeName]; ok && onSickNode[best.reason] {
 		if trouble := nodeTrouble(n, isvc.Spec.GPUResourceName()); trouble != "" {
 			// Failing on a node whose GPUs are known bad: the node is the cause to act on.
 			best.rank, best.reason = RankGPU, ReasonGPUError

@@ -51,7 +51,7 @@ func LastWordsWanted(in Input) []CrashedRun {
 	if d == nil || !ControlledBy(d, in.ISVC) || !anyCrashed(in.Observed.Pods) {
 		return nil
 	}
-	return walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Observed.Nodes, in.Now.Time).crashed
+	return walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time).crashed
 }
 
 func anyCrashed(pods []*corev1.Pod) bool {

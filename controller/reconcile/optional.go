@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"time"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -54,6 +55,9 @@ type Features struct {
 	// KEDAUnserved: --autoscaler=keda but KEDA's CRD is not served. The models keep their
 	// HPAs, and their AutoscalingActive condition says why.
 	KEDAUnserved bool
+	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
+	// was scheduled has its Events read (CreatingPods); 0 reads none.
+	CreatingEvidenceAfter time.Duration
 }
 
 // metricsPath is where vLLM serves Prometheus metrics, on its API port.

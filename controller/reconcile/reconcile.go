@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -39,6 +40,8 @@ type Observed struct {
 	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by
 	// name; nil when the operator does not watch nodes.
 	Nodes map[string]*corev1.Node
+	// PodEvents are the Events of the pods CreatingPods named, by pod UID, from the I/O layer.
+	PodEvents map[types.UID][]PodEvent
 }
 
 // Input is everything Reconcile depends on.

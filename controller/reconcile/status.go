@@ -64,7 +64,7 @@ var failing = map[string]bool{
 	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true,
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
-	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonImagePullFailed: true,
+	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonImagePullFailed: true,
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
@@ -124,7 +124,7 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
 	if d := in.Observed.Deployment; d != nil && ControlledBy(d, in.ISVC) && len(actions) == 0 {
-		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, in.Observed.Nodes, in.Now.Time)...)
+		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time)...)
 	}
 	return causes
 }
