@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -89,6 +92,25 @@ func TestWithDiagnosisRecheck(t *testing.T) {
 	} {
 		if got := withDiagnosisRecheck(c.o, c.recheck); got != c.want {
 			t.Errorf("%+v with a recheck in %v: got %+v, want %+v", c.o, c.recheck, got, c.want)
+		}
+	}
+}
+
+// A 403 from an admission webhook or policy is the admission's refusal, named so; RBAC's stays
+// Forbidden (the install to fix).
+func TestCauseOfTellsAdmissionFromRBAC(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{apierrors.NewForbidden(gr, "chat", errors.New(`admission webhook "vdeployment.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "batch": field is immutable`)), reconcile.ReasonAdmissionDenied},
+		{apierrors.NewForbidden(gr, "chat", errors.New(`ValidatingAdmissionPolicy 'no-latest' with binding 'b' denied request: image tag latest`)), reconcile.ReasonAdmissionDenied},
+		{apierrors.NewForbidden(gr, "chat", errors.New(`User "system:serviceaccount:x:y" cannot patch resource "deployments"`)), reconcile.ReasonForbidden},
+		{errors.New("connection refused"), reconcile.ReasonReconcileError},
+	} {
+		if got := causeOf(c.err).Reason; got != c.want {
+			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,11 +202,24 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 // causeOf turns an API error into the status cause users see.
 func causeOf(err error) reconcile.Cause {
 	switch {
+	case deniedByAdmission(err):
+		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonAdmissionDenied, Message: err.Error()}
 	case apierrors.IsForbidden(err):
 		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonForbidden, Message: err.Error()}
 	default:
 		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonReconcileError, Message: err.Error()}
 	}
+}
+
+// deniedByAdmission tells an admission webhook's or policy's refusal from RBAC's: both can
+// answer 403, and only RBAC's is the operator's install to fix.
+func deniedByAdmission(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "admission webhook") && strings.Contains(msg, "denied the request") ||
+		strings.Contains(msg, "AdmissionPolicy") && strings.Contains(msg, "denied request")
 }
 
 // observeMetrics hands the figures of one reconcile to metrics.

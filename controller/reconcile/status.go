@@ -30,6 +30,9 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonForbidden: the operator's RBAC does not allow an action on a child.
 	ReasonForbidden = "Forbidden"
+	// ReasonAdmissionDenied: an admission webhook or policy refused a write to a child (Kueue
+	// keeps a serving Deployment's queue label fixed, a policy engine refuses a field).
+	ReasonAdmissionDenied = "AdmissionDenied"
 	// ReasonReconcileError: an API call failed; the operator retries with backoff.
 	ReasonReconcileError = "ReconcileError"
 	// ReasonConverged: Progressing is False because nothing is left to do.
@@ -61,7 +64,7 @@ const (
 // failing reasons need someone to act (raise a quota, fix an image, free GPUs): phase Failed
 // and Progressing False. The others resolve by themselves or by the operator's retries.
 var failing = map[string]bool{
-	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true,
+	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true, ReasonAdmissionDenied: true,
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
 	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonImagePullFailed: true,

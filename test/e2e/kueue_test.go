@@ -206,7 +206,7 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	// keeps serving. The way through: scale to 0, change the queue, scale back.
 	applyYAML(t, ns, "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: batch}\nspec: {clusterQueue: team-a}\n")
 	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"queueName":"batch"}}`)
-	i = waitReason(t, ns, isvc, "Forbidden", time.Minute)
+	i = waitReason(t, ns, isvc, "AdmissionDenied", time.Minute)
 	step("queueName changed on the serving model: refused by Kueue")
 	if msg := readyMessage(i); !strings.Contains(msg, `admission webhook "vdeployment.kb.io" denied the request`) || !strings.Contains(msg, "kueue.x-k8s.io/queue-name") {
 		t.Errorf("the isvc does not name Kueue's refusal: %q", msg)
