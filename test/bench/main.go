@@ -20,7 +20,7 @@ import (
 
 func main() {
 	ns := flag.String("n", "100,1000", "comma-separated counts of InferenceServices")
-	qps := flag.Int("qps", 50, "client QPS of the operator and of the baseline client")
+	qps := flag.Int("qps", 50, "client QPS of the operator and of the baseline client (KServe's manager has no such flag: controller-runtime leaves its client unthrottled, to the API server's priority and fairness)")
 	hold := flag.Int("hold", 3, "resync periods to hold steady")
 	resync := flag.Duration("resync", 10*time.Second, "operator resync period")
 	out := flag.String("out", "bench.json", "where to write the JSON results")
