@@ -19,6 +19,8 @@ const (
 	csImagePullBackOff
 	csCompleted   // init containers
 	csConfigError // CreateContainerConfigError: its environment names what does not exist
+	csPulling     // waiting ContainerCreating: its image is coming down (pull.go)
+	csCreating    // waiting ContainerCreating: the pod's volumes are not mounted (mount.go)
 )
 
 type ctr struct {
@@ -40,6 +42,8 @@ type ctr struct {
 	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
 	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
 	pullErrAt   time.Time
+	pullStart   time.Time     // a slow pull began (csPulling)
+	pulledIn    time.Duration // a slow pull just ended: the next Pulled event says how long
 
 	// Serving containers (serve.go): the process, its prober's stop, the run they belong to.
 	serve  bool
@@ -78,7 +82,10 @@ func (c *ctr) backoffFor(cfg kubeletConfig) time.Duration {
 func (c *ctr) imageEvents(ps *podState) {
 	ref := containerRef(ps.pod, c.spec.Name, c.init)
 	img := c.spec.Image
-	if c.spec.ImagePullPolicy == v1.PullAlways {
+	if c.pulledIn > 0 {
+		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", normalizedImage(img), c.pulledIn, c.pulledIn, pulledImageSize)
+		c.pulledIn = 0
+	} else if c.spec.ImagePullPolicy == v1.PullAlways {
 		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulling", "Pulling image %q", normalizedImage(img))
 		ps.rec.Eventf(ref, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in 312ms (312ms including waiting). Image size: 4212134 bytes.", normalizedImage(img))
 	} else {
@@ -110,6 +117,9 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 	}
 	if c.beh.kind == bErrImgPull {
 		c.pullFail(ps, now)
+		return
+	}
+	if c.awaitPull(ps, now) {
 		return
 	}
 	c.serve = ps.serves(c)
@@ -240,6 +250,8 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 			c.start(ps, at, true)
 		case csConfigError:
 			c.start(ps, at, false)
+		case csPulling:
+			c.pulled(ps, at)
 		case csErrImagePull:
 			c.state = csImagePullBackOff
 			c.next = c.pullErrAt.Add(c.backoff)

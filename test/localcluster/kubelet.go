@@ -29,6 +29,7 @@ type kubeletConfig struct {
 	crashBackoffMax     time.Duration // cap of the doubling back-off
 	crashRun            time.Duration // how long a crashing container runs
 	terminatedFor       time.Duration // how long the terminated state shows before CrashLoopBackOff
+	mountTimeout        time.Duration // how long a pod waits for its volumes before warning; 0: mount.go's default
 }
 
 type kubelet struct {
@@ -52,6 +53,8 @@ type kubelet struct {
 	// faults is each node's GPU fault (gpufault.go), from the node informer.
 	faultsMu sync.Mutex
 	faults   map[string]gpuFault
+	// images is what each node holds and how long it pulls what it lacks (pull.go).
+	images *nodeImages
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -77,6 +80,7 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		logs:      map[string]*logRun{},
 		podLogs:   map[types.UID][]string{},
 		faults:    map[string]gpuFault{},
+		images:    newNodeImages(),
 	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -100,6 +104,9 @@ func (k *kubelet) run(ctx context.Context) error {
 	}
 	// Nodes' GPU faults before pods, so a container starting on a sick node fails.
 	if err := k.watchGPUFaults(ctx); err != nil {
+		return err
+	}
+	if err := k.watchPullTimes(ctx); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
@@ -205,13 +212,14 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 	defer timer.Stop()
 	for {
 		now := time.Now()
+		ps.advanceMount(now)
 		for _, c := range ps.ctrs {
 			c.advance(ps, now)
 		}
 		if !ps.evictAt.IsZero() && ps.evicted == "" && !now.Before(ps.evictAt) {
 			ps.evict(now)
 		}
-		want := ps.render(cur, now)
+		want := ps.status(cur, now)
 		wake := ps.nextWake(now)
 		if !apiequality.Semantic.DeepEqual(want, cur.Status) {
 			updated, err := k.writeStatus(ctx, ps, now)
@@ -271,7 +279,7 @@ func (k *kubelet) writeStatus(ctx context.Context, ps *podState, now time.Time) 
 		if latest.DeletionTimestamp != nil {
 			return latest, nil
 		}
-		latest.Status = ps.render(latest, now)
+		latest.Status = ps.status(latest, now)
 		out, err := k.client.CoreV1().Pods(latest.Namespace).UpdateStatus(ctx, latest, metav1.UpdateOptions{})
 		if err == nil {
 			return out, nil

@@ -29,6 +29,8 @@ type podState struct {
 	evicted string
 	// msgs carries serving containers' exits and probe results to the pod worker.
 	msgs chan podMsg
+	// mount is the wait for volumes that do not mount (mount.go).
+	mount mountWait
 }
 
 func normalizedImage(image string) string {
@@ -89,6 +91,7 @@ func newPodState(ctx context.Context, k *kubelet, pod *v1.Pod, now time.Time) *p
 		c.beh = containerBehavior(pod, &c.spec)
 		ps.ctrs = append(ps.ctrs, c)
 	}
+	restored := false
 	for _, c := range ps.ctrs {
 		prev := findStatus(pod, c.spec.Name, c.init)
 		if prev != nil && prev.Image == c.spec.Image {
@@ -98,28 +101,34 @@ func newPodState(ctx context.Context, k *kubelet, pod *v1.Pod, now time.Time) *p
 				// Resume a container that was running before a restart of the fake kubelet.
 				c.containerID = prev.ContainerID
 				c.restore(ps, prev, now)
+				restored = true
 				continue
 			}
 			if c.init && prev.State.Terminated != nil && prev.State.Terminated.ExitCode == 0 {
 				c.state = csCompleted
 				c.term = prev.State.Terminated
 				c.containerID = prev.ContainerID
+				restored = true
 				continue
 			}
 		}
-		if c.init && !c.sidecar {
-			c.complete(ps, now)
-		} else {
-			c.start(ps, now, false)
-		}
+		c.state = csCreating
 	}
+	// A pod that ran before a restart of the fake kubelet has its volumes mounted.
+	if restored || ps.mountOrWait(now) {
+		ps.startContainers(now)
+	}
+	return ps
+}
+
+// scheduleEviction times the eviction of a pod whose container plays evicted.
+func (ps *podState) scheduleEviction() {
 	for _, c := range ps.ctrs {
 		if c.beh.kind == bEvicted && c.state == csRunning {
 			// Memory grows until the node runs short: it ran a moment, then is evicted.
-			ps.evictAt = c.startedAt.Add(k.cfg.crashRun)
+			ps.evictAt = c.startedAt.Add(ps.k.cfg.crashRun)
 		}
 	}
-	return ps
 }
 
 // evict does what a kubelet's eviction manager does under memory pressure: kill the
@@ -177,6 +186,7 @@ func (ps *podState) nextWake(now time.Time) time.Time {
 		return time.Time{}
 	}
 	consider(ps.evictAt)
+	consider(ps.mountWake())
 	for _, c := range ps.ctrs {
 		consider(c.next)
 		if c.state == csRunning {
@@ -209,6 +219,10 @@ func (ps *podState) reconcileSpec(pod *v1.Pod, now time.Time) {
 			continue
 		}
 		b := containerBehavior(pod, spec)
+		if c.state == csCreating { // not created yet: it starts as the pod now says
+			c.spec, c.beh = *spec, b
+			continue
+		}
 		if spec.Image == c.spec.Image && b == c.beh {
 			c.spec = *spec
 			continue
@@ -230,6 +244,6 @@ func (ps *podState) reconcileSpec(pod *v1.Pod, now time.Time) {
 		c.endRun()
 		c.spec = *spec
 		c.beh = b
-		c.start(ps, now, c.state != csErrImagePull && c.state != csImagePullBackOff)
+		c.start(ps, now, c.state != csErrImagePull && c.state != csImagePullBackOff && c.state != csPulling)
 	}
 }
