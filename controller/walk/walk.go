@@ -303,9 +303,11 @@ func layerOf(reason string) string {
 	switch reason {
 	case reconcile.ReasonQuotaExceeded, reconcile.ReasonLimitRangeRefused, reconcile.ReasonPodCreationRefused:
 		return LayerReplicaSet
-	case reconcile.ReasonInsufficientGPU, reconcile.ReasonUnschedulable, reconcile.ReasonImagePullFailed,
-		reconcile.ReasonContainerCreateFailed, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff,
-		reconcile.ReasonEvicted, reconcile.ReasonReadinessProbeFailing, reconcile.ReasonStarting:
+	case reconcile.ReasonInsufficientGPU, reconcile.ReasonUnschedulable, reconcile.ReasonUntoleratedTaint,
+		reconcile.ReasonNodeSelectorMismatch, reconcile.ReasonVolumeClaimUnbound, reconcile.ReasonWaitingForAdmission,
+		reconcile.ReasonImagePullFailed, reconcile.ReasonPullingImage, reconcile.ReasonVolumeMountFailed,
+		reconcile.ReasonContainerCreateFailed, reconcile.ReasonGPUError, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff,
+		reconcile.ReasonEvicted, reconcile.ReasonFrequentEviction, reconcile.ReasonReadinessProbeFailing, reconcile.ReasonStarting:
 		return LayerPods
 	case reconcile.ReasonProgressDeadlineExceeded, reconcile.ReasonRolloutInProgress, reconcile.ReasonReplicasNotReady:
 		return LayerDeployment

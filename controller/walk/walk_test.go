@@ -320,3 +320,22 @@ func goldenFile(t *testing.T, name, got string) {
 		t.Errorf("%s differs (-update to accept):\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
+
+// TestEveryFailingReasonHasANextStep: each reason the walk or the isvc's status can end on (the
+// controller's constants, listed here) has a runbook line for "Look here next".
+func TestEveryFailingReasonHasANextStep(t *testing.T) {
+	for _, reason := range []string{
+		reconcile.ReasonQuotaExceeded, reconcile.ReasonLimitRangeRefused, reconcile.ReasonPodCreationRefused,
+		reconcile.ReasonInsufficientGPU, reconcile.ReasonUnschedulable, reconcile.ReasonUntoleratedTaint,
+		reconcile.ReasonNodeSelectorMismatch, reconcile.ReasonVolumeClaimUnbound, reconcile.ReasonWaitingForAdmission,
+		reconcile.ReasonImagePullFailed, reconcile.ReasonPullingImage, reconcile.ReasonVolumeMountFailed,
+		reconcile.ReasonContainerCreateFailed, reconcile.ReasonGPUError, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff,
+		reconcile.ReasonEvicted, reconcile.ReasonFrequentEviction, reconcile.ReasonReadinessProbeFailing, reconcile.ReasonStarting,
+		reconcile.ReasonProgressDeadlineExceeded, reconcile.ReasonRolloutInProgress, reconcile.ReasonReplicasNotReady,
+		reconcile.ReasonChildConflict, reconcile.ReasonForbidden, reconcile.ReasonAdmissionDenied, reconcile.ReasonInvalidSpec, reconcile.ReasonReconcileError,
+	} {
+		if runbook[reason] == "" {
+			t.Errorf("%s (layer %s): no runbook line", reason, layerOf(reason))
+		}
+	}
+}
