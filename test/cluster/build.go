@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/buildprogress"
 )
 
 // RepoRoot returns the root of the repository (the directory holding the
@@ -147,13 +149,10 @@ func Build(ctx context.Context) (string, error) {
 	fmt.Fprintf(os.Stderr, "cluster: building %s (a cold Go cache takes 7-9 minutes on 2 cores)\n", bin)
 	started := time.Now()
 	defer func() { fmt.Fprintf(os.Stderr, "cluster: build took %v\n", time.Since(started).Round(time.Second)) }()
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags, "-o", tmp, ".")
-	cmd.Dir = dir
-	cmd.Env = append(buildEnv(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	// Packages of the total, elapsed, an estimate: a cold build is silent for minutes otherwise.
+	if err := buildprogress.Build(ctx, "localcluster", dir, append(buildEnv(), "CGO_ENABLED=0"), os.Stderr, "-ldflags", ldflags, "-o", tmp, "."); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("building localcluster: %v\n%s", err, out)
+		return "", fmt.Errorf("building localcluster: %w", err)
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		return "", err
