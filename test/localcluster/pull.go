@@ -130,4 +130,5 @@ func (c *ctr) awaitPull(ps *podState, now time.Time) bool {
 func (c *ctr) pulled(ps *podState, at time.Time) {
 	c.pulledIn = at.Sub(c.pullStart).Truncate(time.Millisecond)
 	c.start(ps, at, false)
+	ps.scheduleEviction() // an evicted behavior runs its moment from this start
 }
