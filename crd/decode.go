@@ -55,7 +55,7 @@ func ExtensionsOf(isvc *InferenceService) (SpecExtensions, StatusExtensions, err
 func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtensions) (map[string]interface{}, error) {
 	st := InferenceServiceStatusV1beta1{
 		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
-		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions,
+		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions, History: s.History,
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)

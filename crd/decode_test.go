@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -145,6 +146,39 @@ func TestExtensions(t *testing.T) {
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: ok}
 		if err := Validate(i); err != nil {
 			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+// Every field of the status and its v1beta1 additions reaches a v1beta1 status write: a field
+// added to the types and forgotten here would be dropped at each write (status.history was).
+func TestStatusToUnstructuredV1beta1KeepsEveryField(t *testing.T) {
+	st := &InferenceServiceStatus{}
+	ext := &StatusExtensions{}
+	fill := func(v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString("x")
+			case reflect.Int32, reflect.Int64:
+				f.SetInt(1)
+			case reflect.Slice:
+				f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+			}
+		}
+	}
+	fill(reflect.ValueOf(st).Elem())
+	fill(reflect.ValueOf(ext).Elem())
+	u, err := StatusToUnstructuredV1beta1(st, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeOf(InferenceServiceStatusV1beta1{})
+	for i := 0; i < typ.NumField(); i++ {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if _, ok := u[name]; !ok {
+			t.Errorf("status.%s is dropped by a v1beta1 status write", name)
 		}
 	}
 }

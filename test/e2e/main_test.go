@@ -60,6 +60,7 @@ func startOperator(ctx context.Context, extra ...string) error {
 		"--gateway-url=" + env.gateway.URL(),
 		"--resync=" + env.resync.String(),
 		"--backoff-max=2s",
+		"--creating-evidence-after=5s",
 		"-v=2",
 	}, extra...)...)
 	if err != nil {

@@ -343,7 +343,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	p := startOperator(t, env.Bin, "rbac-exact", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns,
 		"--leader-elect", "--leader-election-namespace="+systemNamespace, "--leader-election-id="+lease,
 		"--metrics-secure", "--gateway-url="+gw.URL, "--gateway-parent=gateway-system/public",
-		"--backoff-max=2s", "-v=2")
+		"--backoff-max=2s", "--creating-evidence-after=2s", "-v=2")
 	waitHolder(t, systemNamespace, lease, identity(t, p), time.Now(), 30*time.Second)
 
 	// A secure scrape with a token the API server authenticates: TokenReview, then
@@ -414,6 +414,24 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCalled(t, wire, "a crashed run's log read", access{resource: "pods/log", verb: "get"})
+
+	// A model whose image is still being pulled past the threshold: its pod's Events are listed.
+	env.Kubectl(t, "annotate", "nodes", "--all", "--overwrite", "kubelet.fake/pull-seconds=20")
+	t.Cleanup(func() { _, _, _ = env.Cluster.Kubectl(context.Background(), "annotate", "nodes", "--all", "kubelet.fake/pull-seconds-") })
+	pulling := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "pulling", "namespace": ns},
+		"spec": map[string]any{"model": "m", "replicas": int64(1), "gpusPerReplica": int64(0), "image": "registry.example/llm-server:" + ns,
+			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, pulling, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "a creating pod's Events listed", access{resource: "events", verb: "list"})
+	env.Kubectl(t, "annotate", "nodes", "--all", "kubelet.fake/pull-seconds-")
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "pulling", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "crash", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
