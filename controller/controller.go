@@ -56,6 +56,8 @@ type Caches interface {
 	TroubledNodes() map[string]*corev1.Node
 	// PodsOnNode are the cached pods bound to node, and the pending ones when pending is set.
 	PodsOnNode(node string, pending bool) []*corev1.Pod
+	// Nodes are every cached node, stripped to its GPU facts; nil when nodes are not watched.
+	Nodes() []*corev1.Node
 }
 
 // Metrics receives what the controller observes; metrics.Metrics implements it.
@@ -125,6 +127,8 @@ type Controller struct {
 	lastWords lastWords
 	// podEvents are the Events of pods still being created, already read (podevents.go).
 	podEvents podEvents
+	// gpuSurvey is the cluster's GPUs per node, shared by every model short of them (gpusurvey.go).
+	gpuSurvey gpuSurvey
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.

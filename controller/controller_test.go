@@ -45,6 +45,13 @@ type fakeCaches struct {
 }
 
 func (f *fakeCaches) TroubledNodes() map[string]*corev1.Node { return f.nodes }
+func (f *fakeCaches) Nodes() []*corev1.Node {
+	var out []*corev1.Node
+	for _, n := range f.nodes {
+		out = append(out, n)
+	}
+	return out
+}
 func (f *fakeCaches) PodsOnNode(node string, pending bool) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range f.pods {

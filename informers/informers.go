@@ -492,3 +492,19 @@ func (s *Set) PodsOnNode(node string, pending bool) []*corev1.Pod {
 	}
 	return out
 }
+
+// Nodes lists every cached (stripped) node; nil when nodes are not watched. Callers must not
+// modify them.
+func (s *Set) Nodes() []*corev1.Node {
+	if s.nodeInf == nil {
+		return nil
+	}
+	objs := s.nodeInf.GetStore().List()
+	out := make([]*corev1.Node, 0, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -86,10 +86,11 @@ type evidence struct {
 	nodes         map[string]*corev1.Node
 	events        map[types.UID][]PodEvent
 	creatingAfter time.Duration
+	survey        []NodeGPUs
 }
 
 func evidenceOf(in Input) evidence {
-	return evidence{in.Observed.Nodes, in.Observed.PodEvents, in.Features.CreatingEvidenceAfter}
+	return evidence{in.Observed.Nodes, in.Observed.PodEvents, in.Features.CreatingEvidenceAfter, in.Observed.GPUSurvey}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness

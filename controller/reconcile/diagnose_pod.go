@@ -60,6 +60,9 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 			reason := unschedulableReason(c.Message, string(gpu))
 			msg := prefix + ": unschedulable: " + c.Message
 			if reason == ReasonInsufficientGPU {
+				if frag, ok := fragmentation(ev.survey, int64(isvc.Spec.GPUs())); ok {
+					reason, msg = ReasonGPUFragmented, prefix+": unschedulable: "+frag+"; the scheduler: "+c.Message
+				}
 				msg += notAllocatable(ev.nodes, gpu)
 			}
 			return podFinding{rank: RankScheduling, reason: reason, message: msg}, true

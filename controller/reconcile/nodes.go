@@ -41,8 +41,8 @@ func healthTaint(t corev1.Taint) bool {
 	return false
 }
 
-// StripNode keeps what the GPU diagnosis reads of a Node: its name, its health taints, its
-// GPU-like resources' capacity and allocatable, and its Ready condition without times (a
+// StripNode keeps what the GPU diagnosis reads of a Node: its name, whether it is cordoned, its
+// health taints, its GPU-like resources' capacity and allocatable, and its Ready condition without times (a
 // heartbeat then changes nothing the cache holds, and wakes no one).
 func StripNode(obj interface{}) (interface{}, error) {
 	n, ok := obj.(*corev1.Node)
@@ -51,6 +51,7 @@ func StripNode(obj interface{}) (interface{}, error) {
 	}
 	out := &corev1.Node{}
 	out.Name, out.UID, out.ResourceVersion = n.Name, n.UID, n.ResourceVersion
+	out.Spec.Unschedulable = n.Spec.Unschedulable // a cordoned node's free GPUs are no one's
 	for _, t := range n.Spec.Taints {
 		if healthTaint(t) {
 			out.Spec.Taints = append(out.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
@@ -139,3 +140,7 @@ func notAllocatable(nodes map[string]*corev1.Node, r corev1.ResourceName) string
 	}
 	return fmt.Sprintf(" [%s GPUs not allocatable on %s%s: device plugin not ready or GPUs unhealthy]", r, strings.Join(names, ", "), more)
 }
+
+// Schedulable reports whether new pods can land on a (stripped) node: not cordoned, no GPU
+// trouble.
+func Schedulable(n *corev1.Node) bool { return !n.Spec.Unschedulable && !NodeTroubled(n) }

@@ -42,6 +42,9 @@ type Observed struct {
 	Nodes map[string]*corev1.Node
 	// PodEvents are the Events of the pods CreatingPods named, by pod UID, from the I/O layer.
 	PodEvents map[types.UID][]PodEvent
+	// GPUSurvey is the schedulable nodes' GPUs of the model's resource, free and in use, read
+	// only when WantsGPUSurvey; nil when not read.
+	GPUSurvey []NodeGPUs
 }
 
 // Input is everything Reconcile depends on.

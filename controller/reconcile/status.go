@@ -67,7 +67,7 @@ var failing = map[string]bool{
 	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true, ReasonAdmissionDenied: true,
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
-	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonImagePullFailed: true,
+	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonGPUFragmented: true, ReasonImagePullFailed: true,
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,

@@ -417,7 +417,9 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 
 	// A model whose image is still being pulled past the threshold: its pod's Events are listed.
 	env.Kubectl(t, "annotate", "nodes", "--all", "--overwrite", "kubelet.fake/pull-seconds=20")
-	t.Cleanup(func() { _, _, _ = env.Cluster.Kubectl(context.Background(), "annotate", "nodes", "--all", "kubelet.fake/pull-seconds-") })
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "annotate", "nodes", "--all", "kubelet.fake/pull-seconds-")
+	})
 	pulling := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
 		"metadata": map[string]any{"name": "pulling", "namespace": ns},
