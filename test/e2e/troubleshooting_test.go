@@ -289,3 +289,55 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 	env.WaitPhase(t, ns, "sicknode", crd.PhaseReady, 2*time.Minute)
 	t.Logf("Ready %s after the node healed and the pod was replaced; history %v", time.Since(healed).Round(100*time.Millisecond), historyOf(t, ns, "sicknode"))
 }
+
+// TestGPUFragmented: every node runs another workload's pod of 6 of its 8 GPUs, so 8 GPUs are
+// free in the cluster and 2 on each node: a model of 4 GPUs a replica is GPUFragmented with the
+// counts, not InsufficientGPU; once the other workload goes it is Ready.
+func TestGPUFragmented(t *testing.T) {
+	ns := env.Namespace(t)
+	nodes, err := env.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyYAML(t, ns, fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: training}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: training}}
+  template:
+    metadata: {labels: {app: training}}
+    spec:
+      containers:
+      - name: trainer
+        image: kubelet.fake/ready
+        resources: {requests: {nvidia.com/gpu: "6"}, limits: {nvidia.com/gpu: "6"}}
+`, len(nodes.Items)))
+	testenv.Eventually(t, time.Minute, "one 6-GPU training pod on every node", func() error {
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "training", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if int(d.Status.ReadyReplicas) != len(nodes.Items) {
+			return fmt.Errorf("%d ready", d.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	start := time.Now()
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: frag}
+spec: {model: m, replicas: 1, gpusPerReplica: 4}
+`)
+	i := waitReason(t, ns, "frag", "GPUFragmented", 90*time.Second)
+	t.Logf("GPUFragmented %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "frag"), readyMessage(i))
+	want := fmt.Sprintf("%d GPUs free in the cluster but at most 2 on one node", 2*len(nodes.Items))
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), want) || !strings.Contains(readyMessage(i), "Insufficient nvidia.com/gpu") {
+		t.Fatalf("phase %s, message %q, want %q", i.Status.Phase, readyMessage(i), want)
+	}
+	writesSettle(t)
+	freed := time.Now()
+	env.Kubectl(t, "scale", "deployment", "-n", ns, "training", "--replicas=0")
+	env.WaitPhase(t, ns, "frag", crd.PhaseReady, 2*time.Minute)
+	t.Logf("Ready %s after the training pods went; history %v", time.Since(freed).Round(100*time.Millisecond), historyOf(t, ns, "frag"))
+}
