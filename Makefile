@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k fuzz faults-full
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k bench-kserve fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
