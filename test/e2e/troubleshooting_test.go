@@ -341,3 +341,58 @@ spec: {model: m, replicas: 1, gpusPerReplica: 4}
 	env.WaitPhase(t, ns, "frag", crd.PhaseReady, 2*time.Minute)
 	t.Logf("Ready %s after the training pods went; history %v", time.Since(freed).Round(100*time.Millisecond), historyOf(t, ns, "frag"))
 }
+
+// TestNodeSelectorMismatch: an admission policy (as a Kueue ResourceFlavor's node labels or a
+// platform policy would) gives the model's pods a node selector no node matches: the isvc says
+// NodeSelectorMismatch with the scheduler's counts.
+func TestNodeSelectorMismatch(t *testing.T) {
+	ns := env.Namespace(t)
+	policy := "select-" + ns
+	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"nvidia.com/gpu.product": "NVIDIA-H200"}}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
+`, policy, ns))
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
+	})
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
+		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if len(p.Spec.NodeSelector) == 0 {
+			return fmt.Errorf("a pod is created without the node selector")
+		}
+		return nil
+	})
+	start := time.Now()
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: h200}
+spec: {model: m, replicas: 1, gpusPerReplica: 1}
+`)
+	i := waitReason(t, ns, "h200", "NodeSelectorMismatch", 90*time.Second)
+	t.Logf("NodeSelectorMismatch %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "h200"), readyMessage(i))
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "node(s) didn't match Pod's node affinity/selector") {
+		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
+	}
+}
