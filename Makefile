@@ -2,7 +2,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue manifests lint bench bench-10k bench-kserve fuzz faults-full
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws manifests lint bench bench-10k bench-kserve fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
@@ -61,6 +61,12 @@ helm:
 # while go.mod, go.sum and the script are unchanged (the first build takes minutes).
 kueue:
 	test/kueue/build.sh $(KUEUE_BIN)
+
+# LeaderWorkerSet's controller manager built from its module (test/lws), for test/cluster's
+# TestLeaderWorkerSet: not in `make test` while the operator does not create LeaderWorkerSets.
+LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
+lws:
+	test/lws/build.sh $(LWS_BIN)
 
 # Regenerate the CRD manifest from crd.Definition().
 manifests:
