@@ -93,6 +93,7 @@ func (f *fakeCaches) Pods(string, string) ([]*corev1.Pod, error)               {
 type fakeMetrics struct {
 	conflicts map[string]int
 	abandoned int
+	last      metrics.Snapshot // the last model snapshot observed
 }
 
 func (m *fakeMetrics) ConflictRetry(r string) {
@@ -101,10 +102,10 @@ func (m *fakeMetrics) ConflictRetry(r string) {
 	}
 	m.conflicts[r]++
 }
-func (m *fakeMetrics) RouteAbandoned()                          { m.abandoned++ }
-func (m *fakeMetrics) APIError(string)                          {}
-func (m *fakeMetrics) ObserveInferenceService(metrics.Snapshot) {}
-func (m *fakeMetrics) ForgetInferenceService(string, string)    {}
+func (m *fakeMetrics) RouteAbandoned()                            { m.abandoned++ }
+func (m *fakeMetrics) APIError(string)                            {}
+func (m *fakeMetrics) ObserveInferenceService(s metrics.Snapshot) { m.last = s }
+func (m *fakeMetrics) ForgetInferenceService(string, string)      {}
 
 // fakeGateway fails while err is set.
 type fakeGateway struct {

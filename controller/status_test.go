@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -112,5 +113,19 @@ func TestCauseOfTellsAdmissionFromRBAC(t *testing.T) {
 		if got := causeOf(c.err).Reason; got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
+	}
+}
+
+// The GPU metrics split what an admission queue holds (gated pods) from what it admitted.
+func TestGPUMetricsSplitAdmission(t *testing.T) {
+	m := &fakeMetrics{}
+	c := &Controller{metrics: m}
+	isvc := &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}, Spec: crd.InferenceServiceSpec{Model: "m", Replicas: 3, GPUsPerReplica: ptr.To[int32](2)}}
+	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	bound := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	pending := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	c.observeMetrics(isvc, &crd.InferenceServiceStatus{}, reconcile.Observed{Pods: []*corev1.Pod{gated, bound, pending}})
+	if s := m.last; s.GPUsPendingAdmission != 2 || s.GPUsAdmitted != 4 || s.GPUsAllocated != 2 || s.GPUsPending != 4 || s.GPUsRequested != 6 {
+		t.Fatalf("snapshot %+v", s)
 	}
 }

@@ -226,13 +226,18 @@ func deniedByAdmission(err error) bool {
 // observeMetrics hands the figures of one reconcile to metrics.
 func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.InferenceServiceStatus, obs reconcile.Observed) {
 	g := int64(isvc.Spec.GPUs())
-	var bound, ready int64
+	var bound, ready, gated, admitted int64
 	for _, p := range obs.Pods {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if p.Spec.NodeName != "" {
 			bound++
+		}
+		if len(p.Spec.SchedulingGates) > 0 {
+			gated++
+		} else {
+			admitted++
 		}
 		if podReady(p) {
 			ready++
@@ -246,7 +251,7 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.Inferenc
 		Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(st.Phase),
 		DesiredReplicas: isvc.Spec.Replicas, ReadyReplicas: st.ReadyReplicas,
 		GPUsRequested: desired * g, GPUsAllocated: bound * g, GPUsReady: ready * g,
-		GPUsPending: max(0, desired-bound) * g,
+		GPUsPending: max(0, desired-bound) * g, GPUsPendingAdmission: gated * g, GPUsAdmitted: admitted * g,
 	}
 	if a := meta.FindStatusCondition(st.Conditions, crd.ConditionAutoscalingActive); a != nil {
 		snap.AutoscalingStatus, snap.AutoscalingReason = string(a.Status), a.Reason

@@ -24,6 +24,9 @@ type Snapshot struct {
 	// nodes), ready (ready pods) and pending (requested but not allocated: unschedulable or
 	// refused by quota).
 	GPUsRequested, GPUsAllocated, GPUsReady, GPUsPending int64
+	// GPUs of pods an admission queue holds (scheduling gates: Kueue's), a part of pending, and
+	// of pods past it (created without gates: admitted, scheduled or not).
+	GPUsPendingAdmission, GPUsAdmitted int64
 	// AutoscalingStatus and AutoscalingReason are the AutoscalingActive condition's; empty
 	// when the model has none (no HPA at 0 replicas).
 	AutoscalingStatus, AutoscalingReason string

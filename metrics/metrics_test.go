@@ -108,6 +108,12 @@ inferenceservice_replicas_desired{name="b",namespace="ns"} 1
 	if r, a, p := gpus("a", "requested"), gpus("a", "allocated"), gpus("a", "pending"); r != 4 || a != 2 || p != 2 {
 		t.Fatalf("gpus requested/allocated/pending = %v/%v/%v, want 4/2/2", r, a, p)
 	}
+	queued := snapshot("m", "Progressing", 2, 1, 4, 2, 2, 2)
+	queued.GPUsPendingAdmission, queued.GPUsAdmitted = 2, 2
+	m.ObserveInferenceService(queued)
+	if q, a := gpus("a", "pending_admission"), gpus("a", "admitted"); q != 2 || a != 2 {
+		t.Fatalf("gpus pending_admission/admitted = %v/%v, want 2/2", q, a)
+	}
 
 	m.ObserveInferenceService(snapshot("m", "Ready", 2, 2, 4, 4, 4, 0))
 	if got := count("inferenceservice_info"); got != 2 {
@@ -126,8 +132,8 @@ inferenceservice_replicas_desired{name="b",namespace="ns"} 1
 			t.Errorf("%s: %d series after Forget, want only b's", name, got)
 		}
 	}
-	if got := count("inferenceservice_gpus"); got != 4 {
-		t.Errorf("gpus: %d series after Forget, want b's 4", got)
+	if got := count("inferenceservice_gpus"); got != len(gpuStates) {
+		t.Errorf("gpus: %d series after Forget, want b's %d", got, len(gpuStates))
 	}
 	// Observing again after Forget brings the series back (a re-created namesake).
 	m.ObserveInferenceService(snapshot("m2", "Progressing", 1, 0, 1, 0, 0, 1))

@@ -17,14 +17,14 @@ type models struct {
 }
 
 // gpuStates are the values of inferenceservice_gpus' state label.
-var gpuStates = [...]string{"requested", "allocated", "ready", "pending"}
+var gpuStates = [...]string{"requested", "allocated", "ready", "pending", "pending_admission", "admitted"}
 
 func newModels() *models {
 	return &models{
 		byNS:    map[[2]string]Snapshot{},
 		desired: prometheus.NewDesc("inferenceservice_replicas_desired", "spec.replicas of each InferenceService.", []string{"namespace", "name"}, nil),
 		ready:   prometheus.NewDesc("inferenceservice_replicas_ready", "Ready model server pods of each InferenceService.", []string{"namespace", "name"}, nil),
-		gpus: prometheus.NewDesc("inferenceservice_gpus", "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota).",
+		gpus: prometheus.NewDesc("inferenceservice_gpus", "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota), pending_admission (pods held by an admission queue's scheduling gates, e.g. Kueue's: a part of pending), admitted (pods past the queue, scheduled or not).",
 			[]string{"namespace", "name", "state"}, nil),
 		info: prometheus.NewDesc("inferenceservice_info", "1 for each InferenceService, with its model and phase.", []string{"namespace", "name", "model", "phase"}, nil),
 		autoscaling: prometheus.NewDesc("inferenceservice_autoscaling_active", "1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads num_requests_waiting; False: it cannot, or is held at its maximum above target; Unknown) and reason.",
@@ -62,7 +62,7 @@ func (m *models) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range snaps {
 		ch <- prometheus.MustNewConstMetric(m.desired, prometheus.GaugeValue, float64(s.DesiredReplicas), s.Namespace, s.Name)
 		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, float64(s.ReadyReplicas), s.Namespace, s.Name)
-		for i, v := range [...]int64{s.GPUsRequested, s.GPUsAllocated, s.GPUsReady, s.GPUsPending} {
+		for i, v := range [...]int64{s.GPUsRequested, s.GPUsAllocated, s.GPUsReady, s.GPUsPending, s.GPUsPendingAdmission, s.GPUsAdmitted} {
 			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(v), s.Namespace, s.Name, gpuStates[i])
 		}
 		ch <- prometheus.MustNewConstMetric(m.info, prometheus.GaugeValue, 1, s.Namespace, s.Name, s.Model, s.Phase)
