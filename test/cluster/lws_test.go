@@ -1,0 +1,232 @@
+// LeaderWorkerSet on the local cluster: its controller manager (test/lws, started by
+// operator.StartLWS) places multi-node groups on the fake nodes and recreates a group that lost
+// a pod.
+
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/inferenceservice-operator/test/operator"
+)
+
+// lwsGroups is 2 groups of 2 pods, each pod asking for a whole 8-GPU node: the 4 nodes of the
+// default cluster hold exactly the 2 groups.
+const lwsGroups = `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: big
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:
+        containers:
+        - name: leader
+          image: kubelet.fake/ready
+          resources:
+            limits: {nvidia.com/gpu: 8}
+    workerTemplate:
+      spec:
+        containers:
+        - name: worker
+          image: kubelet.fake/ready
+          resources:
+            limits: {nvidia.com/gpu: 8}
+`
+
+// lwsPod is what the test reads of one pod of the LeaderWorkerSet.
+type lwsPod struct {
+	Name, UID, Node, Group, Worker, LeaderAddress string
+	Ready, Deleting                               bool
+}
+
+// lwsPods lists the pods of the LeaderWorkerSet name, sorted by name.
+func lwsPods(t *testing.T, ns, name string) []lwsPod {
+	t.Helper()
+	out, _, err := c.Kubectl(context.Background(), "get", "pods", "-n", ns, "-l", operator.LWSNameLabel+"="+name, "-o", "json")
+	if err != nil {
+		return nil
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name, UID         string
+				Labels            map[string]string
+				DeletionTimestamp *string
+			}
+			Spec struct {
+				NodeName   string
+				Containers []struct {
+					Env []struct{ Name, Value string }
+				}
+			}
+			Status struct {
+				Conditions []struct{ Type, Status string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var pods []lwsPod
+	for _, it := range list.Items {
+		p := lwsPod{
+			Name: it.Metadata.Name, UID: it.Metadata.UID, Node: it.Spec.NodeName,
+			Group:    it.Metadata.Labels["leaderworkerset.sigs.k8s.io/group-index"],
+			Worker:   it.Metadata.Labels["leaderworkerset.sigs.k8s.io/worker-index"],
+			Deleting: it.Metadata.DeletionTimestamp != nil,
+		}
+		for _, cond := range it.Status.Conditions {
+			if cond.Type == "Ready" {
+				p.Ready = cond.Status == "True"
+			}
+		}
+		for _, ctr := range it.Spec.Containers {
+			for _, e := range ctr.Env {
+				if e.Name == "LWS_LEADER_ADDRESS" {
+					p.LeaderAddress = e.Value
+				}
+			}
+		}
+		pods = append(pods, p)
+	}
+	slices.SortFunc(pods, func(a, b lwsPod) int { return strings.Compare(a.Name, b.Name) })
+	return pods
+}
+
+// allReady reports whether want pods exist, none terminating, all Ready.
+func allReady(pods []lwsPod, want int) bool {
+	if len(pods) != want {
+		return false
+	}
+	for _, p := range pods {
+		if !p.Ready || p.Deleting {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLeaderWorkerSet(t *testing.T) {
+	bin := os.Getenv(operator.LWSBinEnv)
+	if bin == "" {
+		// Not a failure under CI either: `make test` does not build LWS while the operator
+		// does not create LeaderWorkerSets (test/lws/README.md).
+		t.Skip(operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	l, err := operator.StartLWS(ctx, c, bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lws ready with its webhooks in %v (log %s)", time.Since(start).Round(time.Millisecond), l.LogPath)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("---- last lines of %s ----\n%s", l.LogPath, tail(l.LogPath, 40))
+		}
+		if err := l.Stop(30 * time.Second); err != nil {
+			t.Errorf("stopping lws: %v", err)
+		}
+	})
+
+	ns := namespace(t)
+	show := func(step string) {
+		t.Helper()
+		out, _, err := c.Kubectl(context.Background(), "get", "lws,sts,pods", "-n", ns, "-o", "wide")
+		if err != nil {
+			t.Logf("%s: kubectl get: %v", step, err)
+			return
+		}
+		t.Logf("%s (%v):\n%s", step, time.Since(start).Round(time.Millisecond), out)
+	}
+	readyGroups := func() string { return jsonpath(t, ns, "lws/big", "{.status.readyReplicas}") }
+
+	created := time.Now()
+	apply(t, ns, lwsGroups)
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "big")
+		return allReady(pods, 4) && readyGroups() == "2", fmt.Sprintf("4 Ready pods and readyReplicas 2; pods %+v, readyReplicas %q", pods, readyGroups())
+	})
+	t.Logf("2 groups of 2 pods Ready in %v", time.Since(created).Round(time.Millisecond))
+	show("all groups ready")
+
+	// The leader StatefulSet holds one leader per group; each group's workers are their own
+	// StatefulSet, named after the leader pod.
+	stsReplicas := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(kubectl(t, "get", "sts", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.replicas}{"\n"}{end}`)), "\n") {
+		name, replicas, _ := strings.Cut(line, "=")
+		stsReplicas[name] = replicas
+	}
+	if want := map[string]string{"big": "2", "big-0": "1", "big-1": "1"}; !maps.Equal(stsReplicas, want) {
+		t.Fatalf("StatefulSets (name=replicas) %v, want %v", stsReplicas, want)
+	}
+	before := lwsPods(t, ns, "big")
+	nodes := map[string]bool{}
+	for _, p := range before {
+		nodes[p.Node] = true
+		t.Logf("pod %s group %s worker %s on %s, LWS_LEADER_ADDRESS=%s", p.Name, p.Group, p.Worker, p.Node, p.LeaderAddress)
+	}
+	if len(nodes) != 4 {
+		t.Fatalf("each pod fills a node: want 4 nodes, got %v", nodes)
+	}
+	t.Logf("status: %s", jsonpath(t, ns, "lws/big", "{.status}"))
+
+	// A worker of group 1 goes. The default restart policy, RecreateGroupOnPodRestart, deletes
+	// the group's leader too, and the leader StatefulSet brings the group back.
+	uid := map[string]string{}
+	for _, p := range before {
+		uid[p.Name] = p.UID
+	}
+	deleted := time.Now()
+	kubectl(t, "delete", "pod", "big-1-1", "-n", ns, "--wait=false")
+	minReady, replaced := 2, map[string]bool{}
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "big")
+		// An empty readyReplicas is 0 (omitempty).
+		r, _ := strconv.Atoi(readyGroups())
+		if r < minReady {
+			minReady = r
+			show(fmt.Sprintf("readyReplicas %d after the delete", r))
+		}
+		for _, p := range pods {
+			if uid[p.Name] != "" && p.UID != uid[p.Name] {
+				replaced[p.Name] = true
+			}
+		}
+		return allReady(pods, 4) && r == 2 && replaced["big-1-1"], fmt.Sprintf("group 1 back: pods %+v, readyReplicas %d, replaced %v", pods, r, replaced)
+	})
+	t.Logf("group recovered in %v; lowest readyReplicas seen %d; pods replaced %v", time.Since(deleted).Round(time.Millisecond), minReady, slices.Sorted(maps.Keys(replaced)))
+	show("group recovered")
+	if out, _, err := c.Kubectl(context.Background(), "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=LeaderWorkerSet", "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`); err == nil {
+		t.Logf("LeaderWorkerSet events:\n%s", out)
+	}
+	if replaced["big-0"] || replaced["big-0-1"] {
+		t.Fatalf("group 0 was touched by a delete in group 1: replaced %v", replaced)
+	}
+	if !replaced["big-1"] {
+		t.Errorf("the leader of group 1 was not recreated (restart policy %q)", jsonpath(t, ns, "lws/big", "{.spec.leaderWorkerTemplate.restartPolicy}"))
+	}
+}
+
+// tail is the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
