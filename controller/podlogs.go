@@ -1,7 +1,7 @@
 // The last words of crashed containers, I/O before the decision: for each crashed run the
 // diagnosis would quote (reconcile.LastWordsWanted), the tail of its log is read through the
-// API's pod log endpoint (pods/log), once per run, and its decisive line handed to Reconcile on
-// the controller's own copy of the pod. A read that fails (RBAC denies pods/log, the kubelet
+// API's pod log endpoint (pods/log), once per run, and its decisive line handed to Reconcile in
+// Observed.LastWords, keyed by the run. A read that fails (RBAC denies pods/log, the kubelet
 // is unreachable) is remembered for that run too: the status keeps today's message, and the
 // next restart is the next attempt.
 
@@ -10,7 +10,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -86,15 +85,16 @@ func (l *lastWords) forget(k queue.Key) {
 	delete(l.m, k)
 }
 
-// withLastWords returns obs.Pods with the crashed runs' lines on copies of their pods
-// (reconcile.LastWordsAnnotation), reading the log of each run not read before.
-func (c *Controller) withLastWords(ctx context.Context, key queue.Key, isvc *crd.InferenceService, obs reconcile.Observed, now metav1.Time) []*corev1.Pod {
+// withLastWords returns the decisive line of each crashed run the diagnosis would quote, by the
+// run's container ID (reconcile.Observed.LastWords), reading the log of each run not read before.
+func (c *Controller) withLastWords(ctx context.Context, key queue.Key, isvc *crd.InferenceService, obs reconcile.Observed, now metav1.Time) map[string]string {
 	wanted := reconcile.LastWordsWanted(reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
 	if len(wanted) == 0 {
 		c.lastWords.forget(key)
-		return obs.Pods
+		return nil
 	}
 	lines := make(map[runKey]string, len(wanted))
+	out := make(map[string]string, len(wanted))
 	for _, run := range wanted {
 		r := runKey{run.PodUID, run.Container, run.RunID}
 		line, ok := c.lastWords.get(key, r)
@@ -102,29 +102,12 @@ func (c *Controller) withLastWords(ctx context.Context, key queue.Key, isvc *crd
 			line = c.readLastWords(ctx, run)
 		}
 		lines[r] = line
+		if line != "" {
+			out[run.RunID] = line
+		}
 	}
 	c.lastWords.keep(key, lines)
-	pods, copied := obs.Pods, false
-	for _, run := range wanted {
-		line := lines[runKey{run.PodUID, run.Container, run.RunID}]
-		if line == "" {
-			continue
-		}
-		i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return p.UID == run.PodUID })
-		if i < 0 {
-			continue
-		}
-		if !copied {
-			pods, copied = slices.Clone(pods), true // the caller's slice stays as the caches gave it
-		}
-		p := pods[i].DeepCopy() // cached pods are never modified
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		p.Annotations[reconcile.LastWordsAnnotation+run.Container] = run.RunID + " " + line
-		pods[i] = p
-	}
-	return pods
+	return out
 }
 
 // readLastWords reads the tail of run's log and returns its decisive line; "" when the read

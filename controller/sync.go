@@ -77,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	var eventsWait time.Duration
 	obs.PodEvents, eventsWait = c.observePodEvents(ctx, key, isvc, obs, now)
 	obs.GPUSurvey = c.observeGPUSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
-	obs.Pods = c.withLastWords(ctx, key, isvc, obs, now)
+	obs.LastWords = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
 	out := reconcile.Reconcile(in)

@@ -87,10 +87,12 @@ type evidence struct {
 	events        map[types.UID][]PodEvent
 	creatingAfter time.Duration
 	survey        []NodeGPUs
+	lastWords     map[string]string
 }
 
 func evidenceOf(in Input) evidence {
-	return evidence{in.Observed.Nodes, in.Observed.PodEvents, in.Features.CreatingEvidenceAfter, in.Observed.GPUSurvey}
+	o := &in.Observed
+	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness

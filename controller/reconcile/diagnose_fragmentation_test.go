@@ -43,7 +43,7 @@ func TestGPUFragmented(t *testing.T) {
 		}
 	}
 	w, _ := walkWorld(t, 1, 0)
-	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 1, nil)}
+	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 1)}
 	if WantsGPUSurvey(Input{ISVC: w.isvc, Observed: w.obs}) {
 		t.Fatal("a survey wanted for a model not short of GPUs")
 	}

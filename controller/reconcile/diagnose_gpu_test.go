@@ -24,7 +24,8 @@ func TestGPUErrorFromLastWords(t *testing.T) {
 		{"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", ReasonCrashLoopBackOff, "CUDA out of memory"},
 	} {
 		w, _ := walkWorld(t, 1, 0)
-		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3, map[string]string{LastWordsAnnotation + "vllm": "containerd://qwen3-7b6cd-a-run " + c.line})}
+		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
+		w.obs.LastWords = map[string]string{"containerd://qwen3-7b6cd-a-run": c.line}
 		in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 		out := Reconcile(in)
 		msg := findCond(out.Status.Conditions, crd.ConditionReady).Message

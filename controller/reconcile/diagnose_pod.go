@@ -82,7 +82,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 		}
 	}
 	for i := range p.Status.ContainerStatuses {
-		if f, ok := diagnoseContainer(p, &p.Status.ContainerStatuses[i], now); ok {
+		if f, ok := diagnoseContainer(p, &p.Status.ContainerStatuses[i], ev.lastWords, now); ok {
 			if f.reason == ReasonStarting {
 				f.rank, f.reason, f.message = RankStarting, ReasonStarting, starting(p).message
 			}
@@ -117,7 +117,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 	return *best, true
 }
 
-func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time) (podFinding, bool) {
+func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, words map[string]string, now time.Time) (podFinding, bool) {
 	where := fmt.Sprintf("Pod %s container %s", p.Name, cs.Name)
 	last := cs.LastTerminationState.Terminated
 	if t := cs.State.Terminated; t != nil {
@@ -133,15 +133,15 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, now time.Time)
 			s += ": " + firstLine(last.Message)
 		}
 		s += fmt.Sprintf(", %d restarts", cs.RestartCount)
-		if words := lastWords(p, run); words != "" {
-			s += "; log: " + words
+		if line := lastWords(words, run); line != "" {
+			s += "; log: " + line
 		}
 		return s
 	}
 	found := func(rank int, reason, msg string) (podFinding, bool) {
 		if reason == ReasonCrashLoopBackOff {
 			// A crash whose log blames the GPU is the node's, not the model's.
-			if fault, advice := gpuFault(lastWords(p, run)); fault != "" {
+			if fault, advice := gpuFault(lastWords(words, run)); fault != "" {
 				rank, reason = RankGPU, ReasonGPUError
 				msg = fmt.Sprintf("%s on node %s: %s: %s", where, p.Spec.NodeName, fault, advice) + lastText()
 			}

@@ -1,7 +1,7 @@
 // The last words of a crashed container, the pure half of `kubectl logs --previous`: which
 // crashed runs the diagnosis would quote (LastWordsWanted, for the I/O layer to read), the line
-// of a log tail that says why a run died (DecisiveLine), and how the line reaches the message
-// (LastWordsAnnotation).
+// of a log tail that says why a run died (DecisiveLine); the line reaches the message through
+// Observed.LastWords, keyed by the run.
 
 package reconcile
 
@@ -14,12 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// LastWordsAnnotation, with a container's name appended, carries on the I/O layer's own copy of
-// a pod (never on the API object, nor in the cache) the decisive line of that container's
-// crashed run: the run's container ID, a space, the line. The diagnosis quotes it only for the
-// run it names, so a line read for an earlier run is never shown for a later one.
-const LastWordsAnnotation = "ai.example.com/last-words."
 
 // MaxLastWords bounds the quoted line, in bytes: enough for an exception and its message's
 // start, short enough for a status message and an Event note.
@@ -80,21 +74,14 @@ func crashedRun(p *corev1.Pod, cs *corev1.ContainerStatus) *CrashedRun {
 		RunID: t.ContainerID, Previous: previous, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time}
 }
 
-// lastWords is the line read for run, from the annotation the I/O layer set; "" when none was
-// read for this run.
-func lastWords(p *corev1.Pod, run *CrashedRun) string {
+// lastWords is the decisive line the I/O layer read for run (Observed.LastWords); "" when
+// none was read for that very run, so a line read for an earlier run is never quoted for a
+// later one.
+func lastWords(words map[string]string, run *CrashedRun) string {
 	if run == nil {
 		return ""
 	}
-	v, ok := p.Annotations[LastWordsAnnotation+run.Container]
-	if !ok {
-		return ""
-	}
-	id, line, _ := strings.Cut(v, " ")
-	if id != run.RunID {
-		return ""
-	}
-	return line
+	return words[run.RunID]
 }
 
 // LastWordsOf is the decisive line of a log tail read with timestamps for run. Lines stamped

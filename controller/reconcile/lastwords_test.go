@@ -167,7 +167,7 @@ func TestLastWordsOfDropsLaterRuns(t *testing.T) {
 
 // crashPod is a pod whose vllm container crashed (its log would be read), in the state the
 // kubelet shows between a crash and the restart, or after the back-off began.
-func crashPod(name string, waiting bool, restarts int32, annotations map[string]string) *corev1.Pod {
+func crashPod(name string, waiting bool, restarts int32) *corev1.Pod {
 	return pod(name, func(p *corev1.Pod) {
 		run := &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", ContainerID: "containerd://" + name + "-run",
 			StartedAt: metav1.NewTime(t0.Add(-time.Minute)), FinishedAt: metav1.NewTime(t0.Add(-time.Second))}
@@ -177,7 +177,6 @@ func crashPod(name string, waiting bool, restarts int32, annotations map[string]
 			cs.LastTerminationState.Terminated = run
 		}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-		p.Annotations = annotations
 	})
 }
 
@@ -185,7 +184,7 @@ func crashPod(name string, waiting bool, restarts int32, annotations map[string]
 // container has just exited (its current run) or after (its previous one).
 func TestLastWordsWanted(t *testing.T) {
 	w, _ := walkWorld(t, 2, 0)
-	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-b", true, 3, nil), crashPod("qwen3-7b6cd-a", false, 2, nil)}
+	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-b", true, 3), crashPod("qwen3-7b6cd-a", false, 2)}
 	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 	got := LastWordsWanted(in)
 	want := CrashedRun{Namespace: "default", Pod: "qwen3-7b6cd-a", PodUID: "qwen3-7b6cd-a", Container: "vllm",
@@ -198,7 +197,7 @@ func TestLastWordsWanted(t *testing.T) {
 	if again := LastWordsWanted(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}); len(again) != 1 || again[0] != want {
 		t.Fatalf("another cache order: %+v", again)
 	}
-	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3, nil)}
+	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
 	if got := LastWordsWanted(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}); len(got) != 1 || !got[0].Previous {
 		t.Fatalf("in back-off the crashed run is the previous one: %+v", got)
 	}
@@ -217,16 +216,17 @@ func TestLastWordsInMessage(t *testing.T) {
 	w, _ := walkWorld(t, 1, 0)
 	line := "vllm serve: error: unrecognized arguments: --foo"
 	for _, c := range []struct {
-		name        string
-		annotations map[string]string
-		quoted      bool
+		name   string
+		words  map[string]string
+		quoted bool
 	}{
-		{"its run", map[string]string{LastWordsAnnotation + "vllm": "containerd://qwen3-7b6cd-a-run " + line}, true},
-		{"an earlier run", map[string]string{LastWordsAnnotation + "vllm": "containerd://earlier " + line}, false},
+		{"its run", map[string]string{"containerd://qwen3-7b6cd-a-run": line}, true},
+		{"an earlier run", map[string]string{"containerd://earlier": line}, false},
 		{"not read", nil, false},
 	} {
 		for _, waiting := range []bool{false, true} {
-			w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", waiting, 3, c.annotations)}
+			w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", waiting, 3)}
+			w.obs.LastWords = c.words
 			out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)})
 			msg := findCond(out.Status.Conditions, "Ready").Message
 			if out.Status.Reason != ReasonCrashLoopBackOff || strings.Contains(msg, line) != c.quoted {

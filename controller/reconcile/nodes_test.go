@@ -63,7 +63,7 @@ func TestGPUErrorFromTheNode(t *testing.T) {
 	nodes := map[string]*corev1.Node{"fake-node-0": sick.(*corev1.Node)}
 	for _, onSick := range []bool{true, false} {
 		w, _ := walkWorld(t, 1, 0)
-		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3, nil)}
+		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
 		if !onSick {
 			w.obs.Pods[0].Spec.NodeName = "fake-node-1"
 		}

@@ -45,6 +45,9 @@ type Observed struct {
 	// GPUSurvey is the schedulable nodes' GPUs of the model's resource, free and in use, read
 	// only when WantsGPUSurvey; nil when not read.
 	GPUSurvey []NodeGPUs
+	// LastWords are the decisive lines of the crashed runs LastWordsWanted named, by the run's
+	// container ID (CrashedRun.RunID), from the I/O layer's pods/log reads.
+	LastWords map[string]string
 }
 
 // Input is everything Reconcile depends on.
