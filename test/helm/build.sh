@@ -14,7 +14,7 @@ if [ -x "$out" ] && [ "$out" -nt go.mod ] && [ "$out" -nt go.sum ] && [ "$out" -
   exit 0
 fi
 version=$(GOWORK=off go list -m -f '{{.Version}}' helm.sh/helm/v4)
-CGO_ENABLED=0 GOWORK=off go build -trimpath \
+CGO_ENABLED=0 GOWORK=off ../buildprogress/buildprogress.sh helm go build -trimpath \
   -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
   -o "$out.tmp" helm.sh/helm/v4/cmd/helm
 mv "$out.tmp" "$out"

@@ -11,5 +11,5 @@ if [ -x "$out" ] && [ "$out" -nt go.mod ] && [ "$out" -nt go.sum ] && [ "$out" -
 	exit 0
 fi
 mkdir -p "$(dirname "$out")"
-CGO_ENABLED=0 GOWORK=off go build -o "$out" github.com/kserve/kserve/cmd/manager
+CGO_ENABLED=0 GOWORK=off ../buildprogress/buildprogress.sh kserve go build -o "$out" github.com/kserve/kserve/cmd/manager
 echo "$out"

@@ -20,7 +20,7 @@ if [ -x "$out" ] && [ -d "$manifests/crd" ] && [ "$(cat "$out.stamp" 2>/dev/null
   exit 0
 fi
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
-go build -trimpath -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" -o "$out" sigs.k8s.io/kueue/cmd/kueue
+../buildprogress/buildprogress.sh kueue go build -trimpath -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" -o "$out" sigs.k8s.io/kueue/cmd/kueue
 src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
 rm -rf "$manifests"
 mkdir -p "$manifests/crd"
