@@ -9,6 +9,7 @@ package operator
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -70,8 +71,8 @@ func StartLWS(ctx context.Context, c *cluster.Cluster, bin, dir string) (*LWS, e
 	if _, _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(manifests, "crd")); err != nil {
 		return nil, fmt.Errorf("lws CRDs: %w", err)
 	}
-	if _, _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", filepath.Join(manifests, "crd")); err != nil {
-		return nil, fmt.Errorf("lws CRDs established: %w", err)
+	if err := waitEstablished(ctx, c, filepath.Join(manifests, "crd"), time.Minute); err != nil {
+		return nil, err
 	}
 
 	certDir := filepath.Join(dir, "certs")
@@ -96,8 +97,7 @@ func StartLWS(ctx context.Context, c *cluster.Cluster, bin, dir string) (*LWS, e
 	if l.log, err = os.Create(l.LogPath); err != nil {
 		return nil, err
 	}
-	// The flag's default is true and, once set, wins over the Configuration.
-	l.cmd = exec.Command(bin, "--config="+config, "--leader-elect=false", "--zap-log-level=2")
+	l.cmd = exec.Command(bin, "--config="+config, "--zap-log-level=2")
 	l.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
 	l.cmd.Stdout, l.cmd.Stderr = l.log, l.log
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -115,6 +115,55 @@ func StartLWS(ctx context.Context, c *cluster.Cluster, bin, dir string) (*LWS, e
 		return nil, err
 	}
 	return l, nil
+}
+
+// waitEstablished polls until every CRD in crds is Established. Not `kubectl wait`: right after
+// the apply a CRD may have no status.conditions yet, and kubectl wait then fails at once
+// (".status.conditions accessor error: <nil>") instead of waiting.
+func waitEstablished(ctx context.Context, c *cluster.Cluster, crds string, timeout time.Duration) error {
+	type crd struct {
+		Metadata struct{ Name string }
+		Status   struct {
+			Conditions []struct{ Type, Status string }
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending []string
+		out, _, err := c.Kubectl(ctx, "get", "-f", crds, "-o", "json")
+		if err == nil {
+			// One object comes back as itself, several as a List.
+			var got struct {
+				Kind  string
+				Items []crd
+			}
+			var one crd
+			if err = json.Unmarshal([]byte(out), &got); err == nil && got.Kind != "List" {
+				err = json.Unmarshal([]byte(out), &one)
+				got.Items = []crd{one}
+			}
+			for _, it := range got.Items {
+				established := false
+				for _, cond := range it.Status.Conditions {
+					established = established || cond.Type == "Established" && cond.Status == "True"
+				}
+				if !established {
+					pending = append(pending, it.Metadata.Name)
+				}
+			}
+		}
+		if err == nil && len(pending) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lws CRDs not Established in %s: %v %v", timeout, pending, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // lwsConfiguration is the manager's Configuration: every server on loopback (metrics off), no
