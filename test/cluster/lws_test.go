@@ -219,6 +219,72 @@ func TestLeaderWorkerSet(t *testing.T) {
 	if !replaced["big-1"] {
 		t.Errorf("the leader of group 1 was not recreated (restart policy %q)", jsonpath(t, ns, "lws/big", "{.spec.leaderWorkerTemplate.restartPolicy}"))
 	}
+
+	// Not enough nodes: through the scale subresource (what an HPA drives), a third group
+	// finds no free GPUs; both its pods stay Pending with the scheduler's reason, and LWS is
+	// not Available. Nothing gangs the group: each pod is scheduled on its own.
+	kubectl(t, "scale", "lws/big", "-n", ns, "--replicas=3")
+	eventually(t, time.Minute, func() (bool, string) {
+		msgs := []string{unschedulable(t, ns, "big-2"), unschedulable(t, ns, "big-2-1")}
+		return strings.Contains(msgs[0], "Insufficient nvidia.com/gpu") && strings.Contains(msgs[1], "Insufficient nvidia.com/gpu"),
+			fmt.Sprintf("big-2 and big-2-1 unschedulable for GPUs: %q", msgs)
+	})
+	eventually(t, time.Minute, func() (bool, string) {
+		st := jsonpath(t, ns, "lws/big", `{.status.replicas} {.status.readyReplicas} {.status.conditions[?(@.type=="Available")].status}`)
+		return st == "3 2 False", "status replicas, readyReplicas, Available = " + st + ", want 3 2 False"
+	})
+	t.Logf("a third group does not fit: %s", unschedulable(t, ns, "big-2"))
+	show("scaled to 3 groups on 4 nodes")
+
+	// A group whose leader runs but whose worker cannot be placed: LWS counts it ready (a
+	// group is ready when its leader is Ready and its worker StatefulSet has created its pods,
+	// ready or not), so the operator must read the workers' readiness itself.
+	kubectl(t, "scale", "lws/big", "-n", ns, "--replicas=1")
+	eventually(t, time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "big")
+		return allReady(pods, 2), fmt.Sprintf("big down to group 0: %+v", pods)
+	})
+	apply(t, ns, lwsStrandedWorker)
+	eventually(t, time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "stranded")
+		msg := unschedulable(t, ns, "stranded-0-1")
+		return len(pods) == 2 && pods[0].Name == "stranded-0" && pods[0].Ready && msg != "",
+			fmt.Sprintf("leader Ready, worker unschedulable: %+v %q", pods, msg)
+	})
+	eventually(t, time.Minute, func() (bool, string) {
+		st := jsonpath(t, ns, "lws/stranded", `{.status.readyReplicas} {.status.conditions[?(@.type=="Available")].status}`)
+		return st == "1 True", "stranded status readyReplicas, Available = " + st + ", want 1 True (LWS's count)"
+	})
+	t.Logf("LWS counts the stranded group ready while its worker is Pending: %s", unschedulable(t, ns, "stranded-0-1"))
+	show("a group with its worker Pending")
+}
+
+// lwsStrandedWorker is one group whose worker asks for a node label no node has.
+const lwsStrandedWorker = `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: stranded
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:
+        containers:
+        - name: leader
+          image: kubelet.fake/ready
+    workerTemplate:
+      spec:
+        nodeSelector: {lws.e2e/none: "true"}
+        containers:
+        - name: worker
+          image: kubelet.fake/ready
+`
+
+// unschedulable is the scheduler's message on pod's PodScheduled=False condition, or "".
+func unschedulable(t *testing.T, ns, pod string) string {
+	t.Helper()
+	return jsonpath(t, ns, "pod/"+pod, `{.status.conditions[?(@.type=="PodScheduled")].message}`)
 }
 
 // tail is the last n lines of the file at path.
