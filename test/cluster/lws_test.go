@@ -143,6 +143,19 @@ func TestLeaderWorkerSet(t *testing.T) {
 	})
 
 	ns := namespace(t)
+	// Give the nodes' GPUs back before the next test: the namespace goes without waiting. The
+	// StatefulSets are deleted by hand because the garbage collector watches a CRD installed
+	// moments ago only from its next discovery resync (about 30s).
+	t.Cleanup(func() {
+		cleanup := time.Now()
+		kubectl(t, "delete", "lws", "--all", "-n", ns, "--wait=false")
+		kubectl(t, "delete", "sts", "-n", ns, "-l", operator.LWSNameLabel, "--wait=false")
+		eventually(t, time.Minute, func() (bool, string) {
+			out, _, err := c.Kubectl(context.Background(), "get", "pods", "-n", ns, "-l", operator.LWSNameLabel, "-o", "name")
+			return err == nil && strings.TrimSpace(out) == "", "LeaderWorkerSet pods gone: " + out
+		})
+		t.Logf("LeaderWorkerSet pods gone in %v", time.Since(cleanup).Round(time.Millisecond))
+	})
 	show := func(step string) {
 		t.Helper()
 		out, _, err := c.Kubectl(context.Background(), "get", "lws,sts,pods", "-n", ns, "-o", "wide")
