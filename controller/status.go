@@ -62,6 +62,12 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 			}
 			if l, err := crd.FromUnstructured(latest); err == nil {
 				replaced = &l.Status
+				// The conflict is often our own last write, not yet in the cache: when it already
+				// says this, rewriting it would change nothing.
+				_, latestExt, _ := crd.ExtensionsOf(l)
+				if !reconcile.WorthWriting(&l.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(&latestExt, ext)) {
+					return nil
+				}
 			}
 			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
 		}
@@ -122,6 +128,10 @@ const (
 	// contendedRecheck is how often a new isvc's first status is retried while the budget is
 	// contended: by then its pods may be ready, and Ready is its first write.
 	contendedRecheck = 2 * time.Second
+	// countLag bounds how long a start whose pods the walk finds ready keeps its last reason
+	// while the Deployment has not counted them (ReplicasNotReady): the Deployment controller's
+	// status write follows within moments and its event reconciles to Ready.
+	countLag = 10 * time.Second
 )
 
 // holds remembers since when each isvc's status for its generation has been held.
@@ -164,6 +174,14 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
 		// A spec change rolling out while every replica still serves.
 		if left := c.progressHold - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+			return left, true
+		}
+	case stored.Phase == crd.PhaseProgressing && stored.Reason != reconcile.ReasonReplicasNotReady && st.Reason == reconcile.ReasonReplicasNotReady &&
+		stored.ObservedGeneration == st.ObservedGeneration && stored.ReadyReplicas == st.ReadyReplicas:
+		// The walk found no pod still starting or failing, yet the Deployment counts no more ready
+		// than before: it has not counted a pod that just turned ready. Writing that would say
+		// less than the stored reason, for the moment until Ready is written.
+		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
 			return left, true
 		}
 	case stored.Phase == "" && c.budgetContended != nil && c.budgetContended():

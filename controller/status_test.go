@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
@@ -76,6 +79,74 @@ func TestHold(t *testing.T) {
 	}
 	if _, ok := c.hold(k, fresh, &starting, t0.Add(contendedHold+time.Second)); ok {
 		t.Fatal("a new isvc's first status held past contendedHold")
+	}
+}
+
+// A start whose pod turned ready before the Deployment counted it keeps its last reason for
+// that moment: ReplicasNotReady would say less, and Ready follows.
+func TestHoldWhileTheDeploymentCounts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &Controller{progressHold: DefaultProgressHold}
+	k := queue.Key{Namespace: "default", Name: "qwen3"}
+	isvc := newISVC()
+	isvc.Status = statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Pod qwen3-x: started, readiness probe not passed yet"})
+	uncounted := statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonReplicasNotReady, Message: "Deployment qwen3: 0/1 replicas ready"})
+	if d, ok := c.hold(k, isvc, &uncounted, t0); !ok || d != countLag {
+		t.Fatalf("Starting -> ReplicasNotReady: held %v for %v, want true for %v", ok, d, countLag)
+	}
+	if _, ok := c.hold(k, isvc, &uncounted, t0.Add(countLag+time.Second)); ok {
+		t.Fatal("held past countLag: a Deployment that never counts must be reported")
+	}
+	c.holds.forget(k)
+	if ready := statusWith(isvc, 1); func() bool { _, ok := c.hold(k, isvc, &ready, t0); return ok }() {
+		t.Fatal("Ready held")
+	}
+	// Stored ReplicasNotReady, or fewer ready than stored: not the count's lag.
+	isvc.Status = uncounted
+	if _, ok := c.hold(k, isvc, &uncounted, t0); ok {
+		t.Fatal("held a ReplicasNotReady already stored")
+	}
+	isvc.Status = statusWith(isvc, 1, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Pod qwen3-y: starting"})
+	if _, ok := c.hold(k, isvc, &uncounted, t0); ok {
+		t.Fatal("held a drop in ready replicas")
+	}
+}
+
+// A status conflict caused by our own last write, which the cache has not delivered yet, ends
+// with the re-read: the stored status already says it.
+func TestStatusConflictWithOurOwnWrite(t *testing.T) {
+	isvc := newISVCObject(2)
+	want := desired(t, isvc)
+	f := newFixture(t, isvc, nil)
+	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status" {
+		t.Fatalf("first write: %s", got)
+	}
+	// The fake's status write keeps only what was sent; the API server keeps the rest.
+	u, err := f.dyn.Resource(crd.Resource).Namespace("default").Get(context.Background(), "qwen3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetGeneration(isvc.Generation)
+	if _, err := f.dyn.Resource(crd.Resource).Namespace("default").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The cache still holds the status before that write: the next reconcile decides the same
+	// status again and its write conflicts.
+	f.dyn.PrependReactor("update", "inferenceservices", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			return true, nil, apierrors.NewConflict(crd.Resource.GroupResource(), "qwen3", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status, get inferenceservices" {
+		t.Fatalf("calls after the conflict: %s", got)
 	}
 }
 

@@ -224,7 +224,8 @@ func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 // WorthWriting reports whether next differs from stored in something a user acts on.
 // While a start or rollout progresses on its own, only its counts and reason are written: its
 // message moves with every pod and would cost a write each. Failing reasons always are.
-// AutoscalingActive's queue reading is written only when it moves enough (queueMoved).
+// AutoscalingActive's queue reading is written only when it moves enough (queueMoved), and
+// while a start progresses its Unknown reason is not worth a write of its own.
 func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 	if statusEqual(stored, next) || sameButQueue(stored, next) {
 		return false
@@ -239,6 +240,12 @@ func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 	for i := range next.Conditions {
 		n := &next.Conditions[i]
 		o := meta.FindStatusCondition(stored.Conditions, n.Type)
+		if n.Type == crd.ConditionAutoscalingActive && o != nil && o.Status == metav1.ConditionUnknown && n.Status == metav1.ConditionUnknown &&
+			o.ObservedGeneration == n.ObservedGeneration {
+			// Why the HPA has not said yet (not reported, no ready pod) claims nothing either way:
+			// the start's next write carries it.
+			continue
+		}
 		if o == nil || o.Status != n.Status || o.Reason != n.Reason || o.ObservedGeneration != n.ObservedGeneration {
 			return true
 		}
