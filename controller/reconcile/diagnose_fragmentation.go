@@ -43,15 +43,18 @@ func WantsGPUSurvey(in Input) bool {
 }
 
 // fragmentation says, for a replica of want GPUs, whether the free GPUs suffice in total but
-// on no single node, with the largest free counts as evidence.
+// on no single node while some node could hold a replica, with the largest free counts as
+// evidence.
 func fragmentation(survey []NodeGPUs, want int64) (string, bool) {
-	var total, most int64
+	var total, most, largest int64
 	nodes := slices.Clone(survey)
 	for _, n := range nodes {
 		total += n.Free()
 		most = max(most, n.Free())
+		largest = max(largest, n.Allocatable)
 	}
-	if want <= 0 || total < want || most >= want {
+	// A replica larger than any node is not fragmentation: no packing makes it fit.
+	if want <= 0 || total < want || most >= want || largest < want {
 		return "", false
 	}
 	slices.SortFunc(nodes, func(a, b NodeGPUs) int {

@@ -26,6 +26,7 @@ func TestGPUFragmented(t *testing.T) {
 		{"fragmented", []NodeGPUs{{"n0", 8, 5}, {"n1", 8, 5}, {"n2", 8, 6}, {"n3", 8, 8}}, ReasonGPUFragmented,
 			"8 GPUs free in the cluster but at most 3 on one node (n0 3, n1 3, n2 2) and a replica needs 4 on one node"},
 		{"too few in total", []NodeGPUs{{"n0", 8, 7}, {"n1", 8, 6}}, ReasonInsufficientGPU, "4 Insufficient nvidia.com/gpu"},
+		{"larger than any node", []NodeGPUs{{"n0", 2, 0}, {"n1", 2, 0}, {"n2", 2, 0}}, ReasonInsufficientGPU, "4 Insufficient nvidia.com/gpu"},
 		{"not read", nil, ReasonInsufficientGPU, "4 Insufficient nvidia.com/gpu"},
 	} {
 		w, _ := walkWorld(t, 1, 0)
