@@ -109,9 +109,13 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 	if n, ok := ev.nodes[p.Spec.NodeName]; ok && onSickNode[best.reason] {
 		if trouble := nodeTrouble(n, isvc.Spec.GPUResourceName()); trouble != "" {
 			// Failing on a node whose GPUs are known bad: the node is the cause to act on.
+			advice := ": cordon the node and delete the pod so it runs elsewhere"
+			if best.reason == ReasonGPUError {
+				advice = "" // the crash's own line already says it
+			}
 			best.rank, best.reason = RankGPU, ReasonGPUError
-			best.message = fmt.Sprintf("%s on node %s: the node's GPUs are unhealthy (%s): cordon the node and delete the pod so it runs elsewhere; %s",
-				prefix, p.Spec.NodeName, trouble, best.message)
+			best.message = fmt.Sprintf("%s on node %s: the node's GPUs are unhealthy (%s)%s; %s",
+				prefix, p.Spec.NodeName, trouble, advice, best.message)
 		}
 	}
 	return *best, true

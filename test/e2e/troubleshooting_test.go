@@ -244,10 +244,11 @@ spec: {model: m, replicas: 3, gpusPerReplica: 1}
 	writesSettle(t)
 }
 
-// TestGPUNodeUnhealthy: the node under a serving pod loses its GPUs from allocatable (as the
-// device plugin reports unhealthy devices) and the pod crash-loops there: the isvc says
-// GPUError with the node named and its evidence, not the model's crash loop; the node
-// healed and the pod replaced, the model is Ready again.
+// TestGPUNodeUnhealthy: the GPUs of the node under a serving pod fail (the fake kubelet's
+// kubelet.fake/gpu-fault=ecc: the vLLM process dies of an uncorrectable ECC error, every restart
+// fails the same way, and the device plugin's allocatable drops to 0): the isvc says GPUError
+// with the node named and its evidence, not the model's crash loop; the node healed, the next
+// restart serves and the model is Ready again.
 func TestGPUNodeUnhealthy(t *testing.T) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -260,34 +261,30 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("pods: %v %d", err, len(pods.Items))
 	}
-	victim, node := pods.Items[0].Name, pods.Items[0].Spec.NodeName
-	n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	node := pods.Items[0].Spec.NodeName
+	healed := false
+	heal := func() {
+		if !healed {
+			env.Kubectl(t, "annotate", "node", node, "kubelet.fake/gpu-fault-")
+			healed = true
+		}
 	}
-	capacity := n.Status.Capacity["nvidia.com/gpu"]
-	setAllocatable := func(v string) {
-		env.Kubectl(t, "patch", "node", node, "--subresource=status", "--type=merge", "-p", fmt.Sprintf(`{"status":{"allocatable":{"nvidia.com/gpu":%q}}}`, v))
-	}
-	t.Cleanup(func() { setAllocatable(capacity.String()) })
+	t.Cleanup(heal)
 	start := time.Now()
-	setAllocatable("0")
-	env.Kubectl(t, "annotate", "pod", "-n", ns, victim, "kubelet.fake/behavior=crashloop")
+	env.Kubectl(t, "annotate", "node", node, "--overwrite", "kubelet.fake/gpu-fault=ecc")
 	i := waitReason(t, ns, "sicknode", "GPUError", 2*time.Minute)
-	t.Logf("GPUError %s after the node lost its GPUs:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "sicknode"), readyMessage(i))
-	want := fmt.Sprintf("on node %s: the node's GPUs are unhealthy (nvidia.com/gpu allocatable 0 of %s", node, capacity.String())
-	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), want) {
-		t.Fatalf("phase %s, message %q, want %q", i.Status.Phase, readyMessage(i), want)
+	t.Logf("GPUError %s after the node's GPUs failed:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "sicknode"), readyMessage(i))
+	msg := readyMessage(i)
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(msg, "on node "+node+":") ||
+		!strings.Contains(msg, "allocatable 0 of 8") && !strings.Contains(msg, "uncorrectable ECC error") {
+		t.Fatalf("phase %s, message %q", i.Status.Phase, msg)
 	}
 	writesSettle(t)
 
-	healed := time.Now()
-	setAllocatable(capacity.String())
-	if err := env.Kube.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitPhase(t, ns, "sicknode", crd.PhaseReady, 2*time.Minute)
-	t.Logf("Ready %s after the node healed and the pod was replaced; history %v", time.Since(healed).Round(100*time.Millisecond), historyOf(t, ns, "sicknode"))
+	fixed := time.Now()
+	heal()
+	env.WaitPhase(t, ns, "sicknode", crd.PhaseReady, 3*time.Minute)
+	t.Logf("Ready %s after the node healed; history %v", time.Since(fixed).Round(100*time.Millisecond), historyOf(t, ns, "sicknode"))
 }
 
 // TestGPUFragmented: every node runs another workload's pod of 6 of its 8 GPUs, so 8 GPUs are
@@ -331,7 +328,8 @@ spec: {model: m, replicas: 1, gpusPerReplica: 4}
 `)
 	i := waitReason(t, ns, "frag", "GPUFragmented", 90*time.Second)
 	t.Logf("GPUFragmented %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "frag"), readyMessage(i))
-	want := fmt.Sprintf("%d GPUs free in the cluster but at most 2 on one node", 2*len(nodes.Items))
+	// The survey counts every workload's GPUs: another test's pod still terminating may hold one.
+	want := "GPUs free in the cluster but at most 2 on one node"
 	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), want) || !strings.Contains(readyMessage(i), "Insufficient nvidia.com/gpu") {
 		t.Fatalf("phase %s, message %q, want %q", i.Status.Phase, readyMessage(i), want)
 	}
