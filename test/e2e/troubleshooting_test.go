@@ -36,13 +36,12 @@ func historyOf(t *testing.T, ns, name string) []string {
 	return out
 }
 
-// mutatePods installs a MutatingAdmissionPolicy on the pods created in ns, with mutation (the
-// policy's mutations list, as YAML under "mutations:"), as Kueue's webhook or a platform policy
-// would mutate the model's pods, and waits until a dry-run pod comes back with took(pod) true:
-// a policy takes effect once the API server's policy cache has it.
-func mutatePods(t *testing.T, ns, name, mutation string, took func(*corev1.Pod) bool) {
-	t.Helper()
-	policy := name + "-" + ns
+// TestWaitingForAdmission: pods held by a scheduling gate (added here by a
+// MutatingAdmissionPolicy, as Kueue's webhook adds its own) make the model Progressing with
+// the gate and the queue named, never Failed; lifting the gate makes it Ready.
+func TestWaitingForAdmission(t *testing.T) {
+	ns := env.Namespace(t)
+	policy := "hold-" + ns
 	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
 metadata: {name: %[1]s}
@@ -53,7 +52,9 @@ spec:
     resourceRules:
     - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
   mutations:
-%[3]s
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "example.com/admission"}]}}'
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
@@ -62,32 +63,23 @@ spec:
   policyName: %[1]s
   matchResources:
     namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
-`, policy, ns, mutation))
+`, policy, ns))
 	t.Cleanup(func() {
 		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
 	})
+	// A policy takes effect once the API server's policy cache has it: wait until a dry-run
+	// pod comes back gated.
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	testenv.Eventually(t, 30*time.Second, "the admission policy "+policy+" in effect", func() error {
+	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
 		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return err
 		}
-		if !took(p) {
-			return fmt.Errorf("a pod is created without the policy's change")
+		if len(p.Spec.SchedulingGates) == 0 {
+			return fmt.Errorf("a pod is created without a gate")
 		}
 		return nil
 	})
-}
-
-// TestWaitingForAdmission: pods held by a scheduling gate (added here by a
-// MutatingAdmissionPolicy, as Kueue's webhook adds its own) make the model Progressing with
-// the gate and the queue named, never Failed; lifting the gate makes it Ready.
-func TestWaitingForAdmission(t *testing.T) {
-	ns := env.Namespace(t)
-	mutatePods(t, ns, "hold", `  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: 'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "example.com/admission"}]}}'`,
-		func(p *corev1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 })
 	statuses := recordStatuses(t, ns)
 	start := time.Now()
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -353,10 +345,43 @@ spec: {model: m, replicas: 1, gpusPerReplica: 4}
 // NodeSelectorMismatch with the scheduler's counts.
 func TestNodeSelectorMismatch(t *testing.T) {
 	ns := env.Namespace(t)
-	mutatePods(t, ns, "select", `  - patchType: JSONPatch
+	policy := "select-" + ns
+	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - patchType: JSONPatch
     jsonPatch:
-      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"nvidia.com/gpu.product": "NVIDIA-H200"}}]'`,
-		func(p *corev1.Pod) bool { return len(p.Spec.NodeSelector) > 0 })
+      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"nvidia.com/gpu.product": "NVIDIA-H200"}}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
+`, policy, ns))
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
+	})
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
+		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if len(p.Spec.NodeSelector) == 0 {
+			return fmt.Errorf("a pod is created without the node selector")
+		}
+		return nil
+	})
 	start := time.Now()
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
