@@ -25,7 +25,8 @@ type SpecExtensions struct {
 	Env         []corev1.EnvVar `json:"env,omitempty"`
 	Cache       *Cache          `json:"cache,omitempty"`
 	// StartupTimeoutSeconds: nil is the default.
-	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+	StartupTimeoutSeconds *int32     `json:"startupTimeoutSeconds,omitempty"`
+	MultiNode             *MultiNode `json:"multiNode,omitempty"`
 	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
 	// (autoscaling.minReplicas, else 0) and is not the user's.
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
@@ -33,7 +34,15 @@ type SpecExtensions struct {
 
 func (e *SpecExtensions) empty() bool {
 	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
-		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil
+		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil
+}
+
+// Nodes is how many nodes (pods) one replica spans: 1 without spec.multiNode.
+func (e *SpecExtensions) Nodes() int32 {
+	if e.MultiNode == nil {
+		return 1
+	}
+	return max(e.MultiNode.Nodes, 1)
 }
 
 // derivedReplicas is the v1alpha1 replicas written for a v1beta1 spec without replicas.
@@ -88,6 +97,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Env:                   spec.Env,
 		Cache:                 spec.Cache,
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
+		MultiNode:             spec.MultiNode,
 	}
 	if spec.ReplicasUnset {
 		if s.Replicas == spec.derivedReplicas() {
@@ -125,6 +135,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		Env:                   cloneEnv(s.Env),
 		Cache:                 clonePtr(s.Cache),
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
+		MultiNode:             cloneMultiNode(s.MultiNode),
 	}
 	replicas := spec.derivedReplicas()
 	if s.Replicas != nil {
@@ -298,4 +309,11 @@ func Convert(raw []byte, toVersion string) ([]byte, error) {
 		return json.Marshal(out)
 	}
 	return nil, fmt.Errorf("unsupported target apiVersion %q", toVersion)
+}
+
+func cloneMultiNode(m *MultiNode) *MultiNode {
+	if m == nil {
+		return nil
+	}
+	return &MultiNode{Nodes: m.Nodes, TensorParallelSize: clonePtr(m.TensorParallelSize), PipelineParallelSize: clonePtr(m.PipelineParallelSize)}
 }

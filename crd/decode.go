@@ -98,9 +98,10 @@ func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) 
 	if s.Replicas < 0 || s.Replicas > MaxReplicas {
 		errs = append(errs, fmt.Sprintf("spec.replicas %d must be between 0 and %d", s.Replicas, MaxReplicas))
 	}
-	if g := s.GPUs(); g < 0 || g > MaxGPUsPerReplica {
-		errs = append(errs, fmt.Sprintf("spec.gpusPerReplica %d must be between 0 and %d", g, MaxGPUsPerReplica))
+	if g := s.GPUs(); g < 0 || g > MaxGPUsPerReplica*ext.Nodes() {
+		errs = append(errs, fmt.Sprintf("spec.gpusPerReplica %d must be between 0 and %d", g, MaxGPUsPerReplica*ext.Nodes()))
 	}
+	errs = append(errs, validateMultiNode(s.GPUs(), ext.MultiNode)...)
 	if s.Image != "" && (len(s.Image) > maxString || !noSpaces.MatchString(s.Image)) {
 		errs = append(errs, fmt.Sprintf("spec.image must be 1-%d characters without whitespace", maxString))
 	}
@@ -112,6 +113,24 @@ func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) 
 		return nil
 	}
 	return fmt.Errorf("invalid %s: %s", Kind, strings.Join(errs, "; "))
+}
+
+// validateMultiNode repeats spec.multiNode's schema and CEL rules.
+func validateMultiNode(gpus int32, m *MultiNode) []string {
+	if m == nil {
+		return nil
+	}
+	if m.Nodes < 2 || m.Nodes > MaxNodesPerReplica {
+		return []string{fmt.Sprintf("spec.multiNode.nodes %d must be between 2 and %d", m.Nodes, MaxNodesPerReplica)}
+	}
+	var errs []string
+	if gpus < m.Nodes || gpus%m.Nodes != 0 {
+		errs = append(errs, fmt.Sprintf("spec.gpusPerReplica (%d) must be a multiple of spec.multiNode.nodes (%d): each node of a replica runs one pod with gpusPerReplica / nodes GPUs", gpus, m.Nodes))
+	}
+	if t, p := m.Parallelism(gpus); t < 1 || p < 1 || t*p != gpus {
+		errs = append(errs, RuleMultiNodeParallelMsg)
+	}
+	return errs
 }
 
 var adapterName = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`)

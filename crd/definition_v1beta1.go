@@ -19,8 +19,19 @@ const (
 	RuleReplicasXorAutoscalingMs = "exactly one of spec.replicas and spec.autoscaling must be set"
 	RuleEnvHFHomeWithCache       = `!has(self.cache) || !has(self.env) || self.env.all(e, e.name != 'HF_HOME')`
 	RuleEnvHFHomeWithCacheMsg    = "spec.env: HF_HOME is set by the operator to " + CachePath + " when spec.cache is set; remove it from spec.env"
-	RuleScaleDownDelay           = `self >= 0 && self <= 3600`
-	RuleScaleDownDelayMessage    = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
+	// G is spec.gpusPerReplica with its default, inside the spec-level rules below.
+	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
+	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
+	RuleMultiNodeGPUsMsg      = "spec.gpusPerReplica must be a multiple of spec.multiNode.nodes: each node of a replica runs one pod with gpusPerReplica / nodes GPUs"
+	RuleMultiNodeGPUsExpr     = `'spec.gpusPerReplica (' + string(` + ruleG + `) + ') must be a multiple of spec.multiNode.nodes (' + string(self.multiNode.nodes) + '): each node of a replica runs one pod with gpusPerReplica / nodes GPUs'`
+	RuleMultiNodeParallel     = `!has(self.multiNode) || (has(self.multiNode.tensorParallelSize) ? self.multiNode.tensorParallelSize : ` + ruleG + ` / self.multiNode.nodes) * (has(self.multiNode.pipelineParallelSize) ? self.multiNode.pipelineParallelSize : self.multiNode.nodes) == ` + ruleG
+	RuleMultiNodeParallelMsg  = "spec.multiNode: tensorParallelSize x pipelineParallelSize must equal spec.gpusPerReplica (vLLM places one model shard per GPU; the defaults are the GPUs of one node x nodes)"
+	RuleOneNodeGPUs           = `has(self.multiNode) || ` + ruleG + ` <= 16`
+	RuleOneNodeGPUsMsg        = "spec.gpusPerReplica above 16 needs spec.multiNode: one pod cannot hold more GPUs than a node; set spec.multiNode.nodes to spread the replica over several"
+	RuleMultiNodePerNode      = `!has(self.multiNode) || ` + ruleG + ` / self.multiNode.nodes <= 16`
+	RuleMultiNodePerNodeMsg   = "spec.gpusPerReplica / spec.multiNode.nodes must be at most 16: the GPUs of one node; raise spec.multiNode.nodes"
+	RuleScaleDownDelay        = `self >= 0 && self <= 3600`
+	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )
 
 // OwnedArg is a vLLM argument the operator sets, with the spec field to use instead.
@@ -35,7 +46,8 @@ type OwnedArg struct {
 var OwnedArgs = []OwnedArg{
 	{`^--model([=].*)?$`, "spec.engineArgs: the model is spec.baseModel; the operator passes it to vllm serve"},
 	{`^--(port|host)([=].*)?$`, "spec.engineArgs: --port and --host are the operator's (port 8000 on every address: the Service, the probes and the gateway use it)"},
-	{`^(--tensor[-_]parallel[-_]size|-tp)([=].*)?$`, "spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica; the operator passes it"},
+	{`^(--tensor[-_]parallel[-_]size|-tp)([=].*)?$`, "spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica (or spec.multiNode.tensorParallelSize); the operator passes it"},
+	{`^(--pipeline[-_]parallel[-_]size|-pp)([=].*)?$`, "spec.engineArgs: --pipeline-parallel-size is spec.multiNode.pipelineParallelSize; the operator passes it"},
 	{`^--served[-_]model[-_]name([=].*)?$`, "spec.engineArgs: --served-model-name is the operator's: clients send spec.baseModel, reported in status.modelName"},
 	{`^--(enable[-_]lora|lora[-_]modules|max[-_]cpu[-_]loras)([=].*)?$`, "spec.engineArgs: --enable-lora, --lora-modules and --max-cpu-loras are the operator's; list adapters in spec.adapters"},
 }
@@ -163,6 +175,22 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		},
 	}
 
+	gpus := props["gpusPerReplica"]
+	gpus.Description = fmt.Sprintf("GPUs each replica requests, default %d: at most %d on one node, up to %d with spec.multiNode (split evenly over its nodes).", DefaultGPUsPerReplica, MaxGPUsPerReplica, MaxGPUsPerReplica*MaxNodesPerReplica)
+	gpus.Maximum = ptr.To(float64(MaxGPUsPerReplica * MaxNodesPerReplica))
+	props["gpusPerReplica"] = gpus
+	nodesLo, nodesHi, parHi := 2.0, float64(MaxNodesPerReplica), float64(MaxGPUsPerReplica*MaxNodesPerReplica)
+	props["multiNode"] = apiextensionsv1.JSONSchemaProps{
+		Type:        "object",
+		Description: "Spread each replica over several nodes, for a model larger than one node: the replica becomes a LeaderWorkerSet group of one pod per node (the leader serves the API on 8000, the workers join it through Ray), which needs LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) installed. spec.gpusPerReplica is split evenly over the nodes.",
+		Required:    []string{"nodes"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"nodes":                {Type: "integer", Format: "int32", Minimum: &nodesLo, Maximum: &nodesHi, Description: fmt.Sprintf("Nodes (pods) one replica spans, 2 to %d.", MaxNodesPerReplica)},
+			"tensorParallelSize":   {Type: "integer", Format: "int32", Minimum: ptr.To(1.0), Maximum: &parHi, Description: "vLLM's --tensor-parallel-size; default the GPUs of one node (gpusPerReplica / nodes)."},
+			"pipelineParallelSize": {Type: "integer", Format: "int32", Minimum: ptr.To(1.0), Maximum: &parHi, Description: "vLLM's --pipeline-parallel-size; default nodes. tensorParallelSize x pipelineParallelSize must equal gpusPerReplica."},
+		},
+	}
+
 	props["engineArgs"] = engineArgsSchema()
 	props["env"] = envSchema()
 	props["cache"] = apiextensionsv1.JSONSchemaProps{
@@ -183,6 +211,10 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	spec.XValidations = apiextensionsv1.ValidationRules{
 		{Rule: RuleReplicasXorAutoscaling, Message: RuleReplicasXorAutoscalingMs},
 		{Rule: RuleEnvHFHomeWithCache, Message: RuleEnvHFHomeWithCacheMsg},
+		{Rule: RuleOneNodeGPUs, Message: RuleOneNodeGPUsMsg},
+		{Rule: RuleMultiNodeGPUs, Message: RuleMultiNodeGPUsMsg, MessageExpression: RuleMultiNodeGPUsExpr},
+		{Rule: RuleMultiNodePerNode, Message: RuleMultiNodePerNodeMsg},
+		{Rule: RuleMultiNodeParallel, Message: RuleMultiNodeParallelMsg},
 	}
 	s.Properties["spec"] = spec
 

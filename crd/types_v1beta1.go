@@ -63,6 +63,37 @@ type InferenceServiceSpecV1beta1 struct {
 	// StartupTimeoutSeconds is how long a pod may take to download and load the weights before
 	// its port opens; default DefaultStartupTimeoutSeconds.
 	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+	// MultiNode spreads each replica over several nodes, for a model larger than one node:
+	// the replica becomes a LeaderWorkerSet group of one pod per node.
+	MultiNode *MultiNode `json:"multiNode,omitempty"`
+}
+
+// MultiNode is how one replica spans nodes: spec.gpusPerReplica split evenly over Nodes
+// pods, vLLM's tensor parallelism inside a node and pipeline parallelism across them.
+type MultiNode struct {
+	// Nodes is the number of nodes (pods) one replica spans, 2 to MaxNodesPerReplica.
+	Nodes int32 `json:"nodes"`
+	// TensorParallelSize is vLLM's --tensor-parallel-size; default the GPUs of one node
+	// (gpusPerReplica / nodes).
+	TensorParallelSize *int32 `json:"tensorParallelSize,omitempty"`
+	// PipelineParallelSize is vLLM's --pipeline-parallel-size; default nodes.
+	PipelineParallelSize *int32 `json:"pipelineParallelSize,omitempty"`
+}
+
+// MaxNodesPerReplica bounds spec.multiNode.nodes.
+const MaxNodesPerReplica = 8
+
+// Parallelism is vLLM's tensor and pipeline parallel sizes for a replica of gpus GPUs, with
+// the defaults applied.
+func (m *MultiNode) Parallelism(gpus int32) (tensor, pipeline int32) {
+	tensor, pipeline = gpus/max(m.Nodes, 1), m.Nodes
+	if m.TensorParallelSize != nil {
+		tensor = *m.TensorParallelSize
+	}
+	if m.PipelineParallelSize != nil {
+		pipeline = *m.PipelineParallelSize
+	}
+	return tensor, pipeline
 }
 
 // Cache is the PersistentVolumeClaim the model server keeps Hugging Face downloads on.

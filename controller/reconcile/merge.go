@@ -50,9 +50,14 @@ func mergeLabels(have, want map[string]string) map[string]string {
 // Under v1beta1 autoscaling there is no user's count: a change of the bounds only moves the
 // count back inside them.
 func wantedReplicas(live *appsv1.Deployment, sc Scale) (int32, bool) {
-	cur := ptr.Deref(live.Spec.Replicas, 1)
+	return wantedCount(ptr.Deref(live.Spec.Replicas, 1), live.Annotations[ReplicasAnnotation], sc)
+}
+
+// wantedCount is wantedReplicas for any scalable child: cur its live count, applied its
+// ReplicasAnnotation.
+func wantedCount(cur int32, appliedAnnotation string, sc Scale) (int32, bool) {
 	want := cur
-	switch applied, err := strconv.Atoi(live.Annotations[ReplicasAnnotation]); {
+	switch applied, err := strconv.Atoi(appliedAnnotation); {
 	case sc.Fixed && (err != nil || int32(applied) != sc.Replicas):
 		if err == nil && int32(applied) == cur {
 			want = sc.Replicas // the HPA has not taken over: the user's count
@@ -92,7 +97,7 @@ func resourcesDrifted(have, want corev1.ResourceList) bool {
 }
 
 func containerDrifted(have, want *corev1.Container) bool {
-	if have.Image != want.Image || len(have.Args) != len(want.Args) || len(have.Ports) != len(want.Ports) {
+	if have.Image != want.Image || !slices.Equal(have.Command, want.Command) || len(have.Args) != len(want.Args) || len(have.Ports) != len(want.Ports) {
 		return true
 	}
 	for i := range want.Args {
@@ -197,14 +202,20 @@ func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 	if _, change := wantedReplicas(live, sc); change {
 		return true
 	}
-	lt, wt := &live.Spec.Template, &want.Spec.Template
+	return templateDrifted(&live.Spec.Template, &want.Spec.Template, live.Annotations[EnvAnnotation])
+}
+
+// templateDrifted compares the owned fields of a pod template: its labels, priority class,
+// service links, the model server container and the operator's volumes. prevEnv is the live
+// object's EnvAnnotation.
+func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
 	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName ||
 		ptr.Deref(lt.Spec.EnableServiceLinks, true) != ptr.Deref(wt.Spec.EnableServiceLinks, true) {
 		return true
 	}
 	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName })
 	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) ||
-		envDrifted(lt.Spec.Containers[i].Env, wt.Spec.Containers[0].Env, live.Annotations[EnvAnnotation]) {
+		envDrifted(lt.Spec.Containers[i].Env, wt.Spec.Containers[0].Env, prevEnv) {
 		return true
 	}
 	for _, v := range wt.Spec.Volumes {
@@ -235,20 +246,32 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 	out.Spec.Replicas = ptr.To(n)
 	out.Labels = mergeLabels(out.Labels, want.Labels)
 	prevEnv := out.Annotations[EnvAnnotation]
-	out.Annotations = mergeLabels(out.Annotations, want.Annotations)
-	if _, ok := want.Annotations[EnvAnnotation]; !ok {
-		delete(out.Annotations, EnvAnnotation)
+	out.Annotations = setOwnedAnnotations(out.Annotations, want.Annotations)
+	setTemplate(&out.Spec.Template, &want.Spec.Template, prevEnv)
+}
+
+// setOwnedAnnotations writes the operator's annotations, removing EnvAnnotation when want
+// has none.
+func setOwnedAnnotations(have, want map[string]string) map[string]string {
+	have = mergeLabels(have, want)
+	if _, ok := want[EnvAnnotation]; !ok {
+		delete(have, EnvAnnotation)
 	}
-	t := &out.Spec.Template
-	t.Labels = mergeLabels(t.Labels, want.Spec.Template.Labels)
-	t.Spec.PriorityClassName = want.Spec.Template.Spec.PriorityClassName
-	t.Spec.EnableServiceLinks = want.Spec.Template.Spec.EnableServiceLinks
-	wc := want.Spec.Template.Spec.Containers[0]
+	return have
+}
+
+// setTemplate writes templateDrifted's fields of want onto t; prevEnv is the live object's
+// EnvAnnotation before the update.
+func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
+	t.Labels = mergeLabels(t.Labels, want.Labels)
+	t.Spec.PriorityClassName = want.Spec.PriorityClassName
+	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks
+	wc := want.Spec.Containers[0]
 	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName }); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
 	} else {
 		c := &t.Spec.Containers[i]
-		c.Image, c.Args, c.Ports = wc.Image, wc.Args, wc.Ports
+		c.Image, c.Command, c.Args, c.Ports = wc.Image, wc.Command, wc.Args, wc.Ports
 		c.Env = setEnv(c.Env, wc.Env, prevEnv)
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
 		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
@@ -258,13 +281,13 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 			}
 		}
 	}
-	for _, v := range want.Spec.Template.Spec.Volumes {
+	for _, v := range want.Spec.Volumes {
 		if !hasVolume(t.Spec.Volumes, v) {
 			t.Spec.Volumes = append(slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }), v)
 		}
 	}
 	for _, name := range optionalVolumes {
-		if hasVolumeNamed(want.Spec.Template.Spec.Volumes, name) {
+		if hasVolumeNamed(want.Spec.Volumes, name) {
 			continue
 		}
 		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == name })
