@@ -93,8 +93,21 @@ func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *c
 	return out
 }
 
-// servingPods are the ready, running pods of isvc's own Deployment that have an IP, by name.
+// servingPods are the ready, running pods of isvc's own Deployment that have an IP, by name;
+// for a multi-node model, its LeaderWorkerSet's leaders (the workers serve no API).
 func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.Pod {
+	if l := obs.LeaderWorkerSet; l != nil && reconcile.ControlledBy(l, isvc) {
+		var pods []*corev1.Pod
+		for _, p := range obs.Pods {
+			if p.Labels[reconcile.LWSNameLabel] != l.GetName() || p.Labels[reconcile.LWSWorkerLabel] != "0" ||
+				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !podReady(p) {
+				continue
+			}
+			pods = append(pods, p)
+		}
+		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+		return pods
+	}
 	d := obs.Deployment
 	if d == nil || !reconcile.ControlledBy(d, isvc) {
 		return nil

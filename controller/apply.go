@@ -86,11 +86,12 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 	return conflicts, errors.Join(errs...)
 }
 
-// deploymentApplied reports whether the actions that wait for the Deployment may go: its
-// action, if any, succeeded (a create that found our own Deployment succeeded too).
+// deploymentApplied reports whether the actions that wait for the Deployment (or the
+// LeaderWorkerSet in its place) may go: its create, if any, succeeded (a create that found our
+// own succeeded too).
 func deploymentApplied(actions []reconcile.Action, results []error) bool {
 	for i, a := range actions {
-		if a.Kind == "Deployment" && results[i] != nil {
+		if reconcile.IsAnchorKind(a.Kind) && a.Verb == reconcile.Create && results[i] != nil {
 			return false
 		}
 	}

@@ -50,12 +50,22 @@ func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource)
 }
 
 // DiscoverFeatures turns on the optional children whose CRDs are served (ServiceMonitors
-// when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set) and returns
-// the resources to watch for them. A CRD installed later needs a restart (the Deployment's
-// rollout), as with other operators.
+// when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set, and
+// LeaderWorkerSets for multi-node models) and returns the resources to watch for them. A CRD
+// installed later needs a restart (the Deployment's rollout), as with other operators.
 func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (reconcile.Features, []schema.GroupVersionResource, error) {
 	var f reconcile.Features
 	var watch []schema.GroupVersionResource
+	ok, err := served(disco, reconcile.LeaderWorkerSetGVR)
+	if err != nil {
+		return f, nil, err
+	}
+	if f.LeaderWorkerSets = ok; ok {
+		watch = append(watch, reconcile.LeaderWorkerSetGVR)
+	} else {
+		klog.InfoS("LeaderWorkerSets are not served; multi-node models (spec.multiNode) are refused (MultiNodeUnsupported) until LeaderWorkerSet is installed and the operator restarted",
+			"resource", reconcile.LeaderWorkerSetGVR.String())
+	}
 	if serviceMonitors {
 		ok, err := served(disco, reconcile.ServiceMonitorGVR)
 		if err != nil {

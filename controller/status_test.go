@@ -195,7 +195,7 @@ func TestGPUMetricsSplitAdmission(t *testing.T) {
 	gated := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	bound := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	pending := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	c.observeMetrics(isvc, &crd.InferenceServiceStatus{}, reconcile.Observed{Pods: []*corev1.Pod{gated, bound, pending}})
+	c.observeMetrics(isvc, &crd.SpecExtensions{}, &crd.InferenceServiceStatus{}, reconcile.Observed{Pods: []*corev1.Pod{gated, bound, pending}})
 	if s := m.last; s.GPUsPendingAdmission != 2 || s.GPUsAdmitted != 4 || s.GPUsAllocated != 2 || s.GPUsPending != 4 || s.GPUsRequested != 6 {
 		t.Fatalf("snapshot %+v", s)
 	}

@@ -111,7 +111,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		meta.SetStatusCondition(&st.Conditions, *regCond)
 	}
 
-	c.observeMetrics(isvc, &st, obs)
+	c.observeMetrics(isvc, &ext, &st, obs)
 	settled := len(extra) == 0 && regCond == nil
 	if (len(out.Actions) > 0 || called > 0 && failed == 0) && settled {
 		// The children's own events reconcile again within moments and write the status the
@@ -183,6 +183,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		{c.features.ServiceMonitors, reconcile.ServiceMonitorGVR, &obs.ServiceMonitor},
 		{c.features.HTTPRoutes, reconcile.HTTPRouteGVR, &obs.HTTPRoute},
 		{c.features.ScaledObjects, reconcile.ScaledObjectGVR, &obs.ScaledObject},
+		{c.features.LeaderWorkerSets, reconcile.LeaderWorkerSetGVR, &obs.LeaderWorkerSet},
 	} {
 		if !o.on {
 			continue
@@ -224,8 +225,8 @@ func deniedByAdmission(err error) bool {
 }
 
 // observeMetrics hands the figures of one reconcile to metrics.
-func (c *Controller) observeMetrics(isvc *crd.InferenceService, st *crd.InferenceServiceStatus, obs reconcile.Observed) {
-	g := int64(isvc.Spec.GPUs())
+func (c *Controller) observeMetrics(isvc *crd.InferenceService, ext *crd.SpecExtensions, st *crd.InferenceServiceStatus, obs reconcile.Observed) {
+	g := int64(reconcile.GPUsPerPod(isvc, ext))
 	var bound, ready, gated, admitted int64
 	for _, p := range obs.Pods {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

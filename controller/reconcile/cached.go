@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"strings"
 	"time"
 
@@ -149,7 +150,14 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 		return stripManagedFields(obj)
 	}
 	p.ManagedFields = nil
+	group := lwsLabels(p.Labels)
 	onlyInstance(&p.ObjectMeta)
+	if group != nil {
+		if p.Labels == nil {
+			p.Labels = make(map[string]string, len(group))
+		}
+		maps.Copy(p.Labels, group)
+	}
 	// Scheduling gates say a pod is queued for admission (usually none: nil costs nothing).
 	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates}
 	st := &p.Status

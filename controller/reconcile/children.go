@@ -132,6 +132,15 @@ func hpaBounds(replicas int32) (minReplicas, maxReplicas int32) {
 	return max(1, replicas/2), replicas * 3
 }
 
+// scaleTarget is what the autoscaler scales: the Deployment, or the LeaderWorkerSet's scale
+// subresource (its replicas are groups; its selector the leaders, which serve the queue metric).
+func scaleTarget(isvc *crd.InferenceService, ext *crd.SpecExtensions) autoscalingv2.CrossVersionObjectReference {
+	if isMultiNode(ext) {
+		return autoscalingv2.CrossVersionObjectReference{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: isvc.Name}
+	}
+	return autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name}
+}
+
 func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *appsv1.Deployment {
 	meta := b.meta
 	if q := isvc.Spec.QueueName; q != "" {
@@ -158,7 +167,7 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 					// A Service named vllm in the namespace would inject VLLM_PORT=tcp://...,
 					// which vLLM reads as its own port setting and aborts on.
 					EnableServiceLinks: ptr.To(false),
-					Containers:         []corev1.Container{desiredContainer(&isvc.Spec, ext)},
+					Containers:         []corev1.Container{desiredContainer(podSpecOf(isvc, ext), ext)},
 					Volumes:            volumes,
 				},
 			},
@@ -376,12 +385,21 @@ func buildResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements 
 	return corev1.ResourceRequirements{Requests: req, Limits: lim}
 }
 
-func desiredService(b shared) *corev1.Service {
+// leaderSelector is a multi-node model's Service selector: only a group's leader serves the API.
+func leaderSelector(name string) map[string]string {
+	return map[string]string{InstanceLabel: name, LWSWorkerLabel: "0"}
+}
+
+func desiredService(b shared, multiNode bool) *corev1.Service {
+	sel := b.selector
+	if multiNode {
+		sel = leaderSelector(b.meta.Name)
+	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: b.meta,
 		Spec: corev1.ServiceSpec{
-			Selector: b.selector,
+			Selector: sel,
 			Ports: []corev1.ServicePort{{
 				Name: PortName, Port: Port, TargetPort: intstr.FromString(PortName), Protocol: corev1.ProtocolTCP,
 			}},
@@ -415,7 +433,7 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: b.meta,
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name},
+			ScaleTargetRef: scaleTarget(isvc, ext),
 			MinReplicas:    ptr.To(lo),
 			MaxReplicas:    hi,
 			Metrics: []autoscalingv2.MetricSpec{{

@@ -61,7 +61,7 @@ func TestPriorityAndQueue(t *testing.T) {
 	if d.Spec.Template.Spec.PriorityClassName != "online-high" || d.Labels[QueueLabel] != "team-a" || d.Spec.Template.Labels[QueueLabel] != "team-a" {
 		t.Fatalf("priority %q labels %v / %v", d.Spec.Template.Spec.PriorityClassName, d.Labels, d.Spec.Template.Labels)
 	}
-	if _, ok := desiredService(sharedOf(w.isvc)).Labels[QueueLabel]; ok {
+	if _, ok := desiredService(sharedOf(w.isvc), false).Labels[QueueLabel]; ok {
 		t.Fatal("only the pods' owner carries the queue label")
 	}
 	w.apply(w.reconcile().Actions)

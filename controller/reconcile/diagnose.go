@@ -88,11 +88,12 @@ type evidence struct {
 	creatingAfter time.Duration
 	survey        []NodeGPUs
 	lastWords     map[string]string
+	gpusPerPod    int64 // what one pod asks: a multi-node replica's share of one node
 }
 
 func evidenceOf(in Input) evidence {
 	o := &in.Observed
-	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords}
+	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext))}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness
@@ -122,11 +123,11 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 	rolling := d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < desired || d.Status.Replicas > d.Status.UpdatedReplicas
 	switch {
 	case isStuck:
-		causes = append(causes, Cause{RankStuck, ReasonProgressDeadlineExceeded, fmt.Sprintf("Deployment %s: %s", d.Name, stuck.Message)})
+		causes = append(causes, Cause{RankStuck, ReasonProgressDeadlineExceeded, fmt.Sprintf("%s %s: %s", kindOf(d), d.Name, stuck.Message)})
 	case rolling:
 		// No counts here: they move with every pod, and each move would be a status write.
 		causes = append(causes, Cause{RankRollout, ReasonRolloutInProgress,
-			fmt.Sprintf("Deployment %s: rolling out generation %d", d.Name, d.Generation)})
+			fmt.Sprintf("%s %s: rolling out generation %d", kindOf(d), d.Name, d.Generation)})
 	}
 	if d.Status.ReadyReplicas >= want && want > 0 {
 		if len(causes) == 0 {
@@ -158,11 +159,11 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 	causes = append(causes, pc.decide...)
 	if len(rsCauses) == 0 && len(pc.decide) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
 		// A new Deployment whose pods do not exist yet is starting, like its pods will be.
-		causes = append(causes, Cause{RankStarting, ReasonStarting, fmt.Sprintf("Deployment %s: creating pods", d.Name)})
+		causes = append(causes, Cause{RankStarting, ReasonStarting, fmt.Sprintf("%s %s: creating pods", kindOf(d), d.Name)})
 	}
 	if d.Status.ReadyReplicas < want {
 		causes = append(causes, Cause{RankPods, ReasonReplicasNotReady,
-			fmt.Sprintf("Deployment %s: %d/%d replicas ready", d.Name, d.Status.ReadyReplicas, want)})
+			fmt.Sprintf("%s %s: %d/%d replicas ready", kindOf(d), d.Name, d.Status.ReadyReplicas, want)})
 	}
 	causes = append(causes, pc.stale...)
 	return walked{causes, pc.next, pc.crashed}
@@ -172,11 +173,11 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 // started pod's readiness window ends with no event to say so); 0 if it never does. Rounded up
 // to a second: in.Now is the API's one-second precision.
 func diagnosisRecheck(in Input) time.Duration {
-	d := in.Observed.Deployment
-	if d == nil || !ControlledBy(d, in.ISVC) {
+	d, rss, ok := runningView(&in)
+	if !ok {
 		return 0
 	}
-	next := walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time).next
+	next := walkWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).next
 	if next.IsZero() || !next.After(in.Now.Time) {
 		return 0
 	}

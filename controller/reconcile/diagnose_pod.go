@@ -60,7 +60,11 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 			reason := unschedulableReason(c.Message, string(gpu))
 			msg := prefix + ": unschedulable: " + c.Message
 			if reason == ReasonInsufficientGPU {
-				if frag, ok := fragmentation(ev.survey, int64(isvc.Spec.GPUs())); ok {
+				perPod := ev.gpusPerPod
+				if perPod == 0 {
+					perPod = int64(isvc.Spec.GPUs())
+				}
+				if frag, ok := fragmentation(ev.survey, perPod); ok {
 					reason, msg = ReasonGPUFragmented, prefix+": unschedulable: "+frag+"; the scheduler: "+c.Message
 				}
 				msg += notAllocatable(ev.nodes, gpu)

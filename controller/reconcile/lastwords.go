@@ -41,11 +41,14 @@ type CrashedRun struct {
 // decide. Nothing for a model with no crashed container, which is checked first and costs one
 // pass over the pods' container statuses.
 func LastWordsWanted(in Input) []CrashedRun {
-	d := in.Observed.Deployment
-	if d == nil || !ControlledBy(d, in.ISVC) || !anyCrashed(in.Observed.Pods) {
+	if !anyCrashed(in.Observed.Pods) {
 		return nil
 	}
-	return walkWith(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time).crashed
+	d, rss, ok := runningView(&in)
+	if !ok {
+		return nil
+	}
+	return walkWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).crashed
 }
 
 func anyCrashed(pods []*corev1.Pod) bool {

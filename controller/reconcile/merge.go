@@ -469,6 +469,13 @@ func Remerge(live Child, a Action) (Child, bool) {
 		return l, true
 	case *unstructured.Unstructured:
 		d := desired.(*unstructured.Unstructured)
+		if d.GetKind() == KindLeaderWorkerSet {
+			if !lwsDrifted(l, d, a.Scale) {
+				return nil, false
+			}
+			setLWS(l, d, a.Scale)
+			return l, true
+		}
 		if !unstructuredDrifted(l, d) {
 			return nil, false
 		}

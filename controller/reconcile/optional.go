@@ -36,6 +36,8 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return HTTPRouteGVR, true
 	case KindScaledObject:
 		return ScaledObjectGVR, true
+	case KindLeaderWorkerSet:
+		return LeaderWorkerSetGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -55,6 +57,9 @@ type Features struct {
 	// KEDAUnserved: --autoscaler=keda but KEDA's CRD is not served. The models keep their
 	// HPAs, and their AutoscalingActive condition says why.
 	KEDAUnserved bool
+	// LeaderWorkerSets: leaderworkerset.x-k8s.io/v1 is served, so multi-node models
+	// (spec.multiNode) can run; without it they are refused (MultiNodeUnsupported).
+	LeaderWorkerSets bool
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

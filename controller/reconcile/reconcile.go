@@ -35,8 +35,11 @@ type Observed struct {
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
 	ScaledObject   *unstructured.Unstructured
-	ReplicaSets    []*appsv1.ReplicaSet
-	Pods           []*corev1.Pod
+	// LeaderWorkerSet is a multi-node model's child in the Deployment's place, read when
+	// Features.LeaderWorkerSets.
+	LeaderWorkerSet *unstructured.Unstructured
+	ReplicaSets     []*appsv1.ReplicaSet
+	Pods            []*corev1.Pod
 	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by
 	// name; nil when the operator does not watch nodes.
 	Nodes map[string]*corev1.Node
@@ -66,10 +69,12 @@ type Input struct {
 // Desired is what the spec asks for. It depends only on the object's identity and spec; it is
 // rebuilt on every reconcile (microseconds) rather than kept per isvc (kilobytes each, for good).
 type Desired struct {
-	Deployment *appsv1.Deployment
-	Service    *corev1.Service
-	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero, or when KEDA scales
-	PDB        *policyv1.PodDisruptionBudget          // nil below two pods
+	Deployment *appsv1.Deployment // nil for a multi-node model
+	// LeaderWorkerSet runs a multi-node model (spec.multiNode) in the Deployment's place.
+	LeaderWorkerSet *unstructured.Unstructured
+	Service         *corev1.Service
+	HPA             *autoscalingv2.HorizontalPodAutoscaler // nil when scaled to zero, or when KEDA scales
+	PDB             *policyv1.PodDisruptionBudget          // nil below two pods
 	// Optional children: nil when the feature is off or the spec does not ask for them.
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
@@ -87,12 +92,16 @@ func DesiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) Desired {
 	sc, b := scaleOf(isvc, ext), sharedOf(isvc)
 	d := Desired{
-		Deployment: desiredDeployment(isvc, ext, b),
-		Service:    desiredService(b),
-		HPA:        desiredHPA(isvc, ext, sc, b),
-		PDB:        desiredPDB(isvc, sc, b),
-		Scale:      sc,
-		Selector:   selectorString(isvc.Name),
+		Service:  desiredService(b, isMultiNode(ext)),
+		HPA:      desiredHPA(isvc, ext, sc, b),
+		PDB:      desiredPDB(isvc, sc, b),
+		Scale:    sc,
+		Selector: selectorString(isvc.Name),
+	}
+	if isMultiNode(ext) {
+		d.LeaderWorkerSet = desiredLWS(isvc, ext, b)
+	} else {
+		d.Deployment = desiredDeployment(isvc, ext, b)
 	}
 	if f.ServiceMonitors {
 		d.ServiceMonitor = desiredServiceMonitor(isvc)
@@ -139,8 +148,9 @@ type Action struct {
 	Cached Child
 	// Scale is the Deployment's, for re-merging after a conflict.
 	Scale Scale
-	// AfterDeployment marks an action on a child that acts on the Deployment (see Reconcile):
-	// it is applied only once the Deployment's create succeeded, or found the Deployment ours.
+	// AfterDeployment marks an action on a child that acts on the Deployment, or the
+	// LeaderWorkerSet in its place (see Reconcile): it is applied only once that create
+	// succeeded, or found the child ours.
 	AfterDeployment bool
 }
 
@@ -174,23 +184,62 @@ func Reconcile(in Input) Output {
 	built := desiredChildren(isvc, &in.Ext, in.Features) // on the stack: every resync builds it
 	want := &built
 
-	wantD, sc := want.Deployment, want.Scale
-	liveD := in.Observed.Deployment
-	switch {
-	case liveD == nil:
-		out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
-	case !ControlledBy(liveD, isvc):
-		out.conflict(isvc, "Deployment", liveD)
-	case deploymentDrifted(liveD, wantD, sc):
-		upd := liveD.DeepCopy()
-		setDeployment(upd, wantD, sc)
-		out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Cached: liveD, Scale: sc})
+	sc := want.Scale
+	if isMultiNode(&in.Ext) && !in.Features.LeaderWorkerSets {
+		// Refused, and nothing changes: a serving single-node model keeps serving.
+		out.Causes = []Cause{{RankSpec, ReasonMultiNodeUnsupported, "spec.multiNode needs LeaderWorkerSet (" + LeaderWorkerSetGVR.GroupVersion().String() +
+			"), which this cluster does not serve (or the operator started before it was installed): install LeaderWorkerSet and restart the operator, or remove spec.multiNode"}}
+		out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
+		a, _ := decideAutoscaling(isvc, in.Observed.HPA, nil, in.Observed.Pods, in.Now.Time)
+		a.set(&out.Status, isvc, in.Now)
+		return out
 	}
-	// The Deployment anchors every child that acts on it or its pods: the HPA scales it by
-	// name, the Service and the PDB select its pods, the ServiceMonitor and the HTTPRoute reach
-	// them through the Service. While someone else's Deployment holds the name, none of them
-	// may exist; while ours is not seen yet, they wait for its create to succeed.
-	anchored := liveD == nil || ControlledBy(liveD, isvc)
+	liveD := in.Observed.Deployment
+	var anchor metav1.Object // the live child the others hang on: the Deployment or the LeaderWorkerSet
+	if wantD := want.Deployment; wantD != nil {
+		switch {
+		case liveD == nil:
+			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
+		case !ControlledBy(liveD, isvc):
+			out.conflict(isvc, "Deployment", liveD)
+		case deploymentDrifted(liveD, wantD, sc):
+			upd := liveD.DeepCopy()
+			setDeployment(upd, wantD, sc)
+			out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Cached: liveD, Scale: sc})
+		}
+		if liveD != nil {
+			anchor = liveD
+		}
+		// Back from multi-node: the LeaderWorkerSet goes as the Deployment comes.
+		if l := in.Observed.LeaderWorkerSet; in.Features.LeaderWorkerSets && l != nil && ControlledBy(l, isvc) {
+			out.add(Delete, KindLeaderWorkerSet, l)
+		}
+	} else {
+		wantL, liveL := want.LeaderWorkerSet, in.Observed.LeaderWorkerSet
+		switch {
+		case liveL == nil:
+			out.Actions = append(out.Actions, Action{Verb: Create, Kind: KindLeaderWorkerSet, Object: wantL, Scale: sc})
+		case !ControlledBy(liveL, isvc):
+			out.conflict(isvc, KindLeaderWorkerSet, liveL)
+		case lwsDrifted(liveL, wantL, sc):
+			upd := liveL.DeepCopy()
+			setLWS(upd, wantL, sc)
+			out.Actions = append(out.Actions, Action{Verb: Update, Kind: KindLeaderWorkerSet, Object: upd, Scale: sc})
+		}
+		if liveL != nil {
+			anchor = liveL
+		}
+		// To multi-node: the Deployment goes as the LeaderWorkerSet comes (both cannot hold
+		// the model's GPUs at once on a cluster sized for one).
+		if liveD != nil && ControlledBy(liveD, isvc) {
+			out.add(Delete, "Deployment", liveD)
+		}
+	}
+	// The Deployment (or the LeaderWorkerSet) anchors every child that acts on it or its pods:
+	// the HPA scales it by name, the Service and the PDB select its pods, the ServiceMonitor
+	// and the HTTPRoute reach them through the Service. While someone else's holds the name,
+	// none of them may exist; while ours is not seen yet, they wait for its create to succeed.
+	anchored := anchor == nil || ControlledBy(anchor, isvc)
 	wantS, wantH, wantP, wantSM, wantR, wantSO := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute, want.ScaledObject
 	if !anchored {
 		wantS, wantH, wantP, wantSM, wantR, wantSO = nil, nil, nil, nil, nil, nil
@@ -234,9 +283,9 @@ func Reconcile(in Input) Output {
 			out.add(Update, o.kind, upd)
 		}
 	}
-	if liveD == nil {
+	if anchor == nil {
 		for i := range out.Actions {
-			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i].Kind)
+			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i])
 		}
 	}
 
@@ -267,8 +316,15 @@ func Reconcile(in Input) Output {
 	return out
 }
 
-// actsOnDeployment names the kinds that act on the Deployment or its pods.
-func actsOnDeployment(kind string) bool { return kind != "Deployment" && kind != "ConfigMap" }
+// actsOnDeployment names the actions on children that act on the Deployment (or the
+// LeaderWorkerSet in its place) or its pods.
+func actsOnDeployment(a Action) bool {
+	return !IsAnchorKind(a.Kind) && a.Kind != "ConfigMap"
+}
+
+// IsAnchorKind reports whether kind is the child that runs the pods: the Deployment, or a
+// multi-node model's LeaderWorkerSet.
+func IsAnchorKind(kind string) bool { return kind == "Deployment" || kind == KindLeaderWorkerSet }
 
 // decideChild decides a child that exists only for some specs (or only beside our Deployment): create it when wanted and missing,
 // report a namesake someone else controls, delete ours when no longer wanted. It returns true

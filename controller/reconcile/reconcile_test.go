@@ -200,8 +200,12 @@ func (w *world) apply(actions []Action) {
 			w.obs.PDB = o
 		case *unstructured.Unstructured:
 			slot := &w.obs.ServiceMonitor
-			if o.GetKind() == KindHTTPRoute {
+			switch o.GetKind() {
+			case KindHTTPRoute:
 				slot = &w.obs.HTTPRoute
+			case KindLeaderWorkerSet:
+				slot = &w.obs.LeaderWorkerSet
+				o.SetGeneration(o.GetGeneration() + 1)
 			}
 			if a.Verb == Delete {
 				*slot = nil
@@ -475,7 +479,7 @@ func TestNeverTouchesChildrenItDoesNotControl(t *testing.T) {
 	w := newWorld(2)
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default", UID: "other"}}
 	w.obs.Deployment = foreign
-	foreignSvc := desiredService(sharedOf(w.isvc)).DeepCopy()
+	foreignSvc := desiredService(sharedOf(w.isvc), false).DeepCopy()
 	foreignSvc.OwnerReferences = nil
 	w.obs.Service = foreignSvc
 	out := w.reconcile()

@@ -38,7 +38,7 @@ func desiredScaledObject(isvc *crd.InferenceService, hpa *autoscalingv2.Horizont
 	}
 	u := newChildUnstructured(isvc, "keda.sh/v1alpha1", KindScaledObject)
 	spec := map[string]interface{}{
-		"scaleTargetRef":  map[string]interface{}{"apiVersion": "apps/v1", "kind": "Deployment", "name": isvc.Name},
+		"scaleTargetRef":  map[string]interface{}{"apiVersion": hpa.Spec.ScaleTargetRef.APIVersion, "kind": hpa.Spec.ScaleTargetRef.Kind, "name": isvc.Name},
 		"minReplicaCount": int64(ptr.Deref(hpa.Spec.MinReplicas, 1)),
 		"maxReplicaCount": int64(hpa.Spec.MaxReplicas),
 		"triggers": []interface{}{map[string]interface{}{

@@ -64,7 +64,7 @@ const (
 // failing reasons need someone to act (raise a quota, fix an image, free GPUs): phase Failed
 // and Progressing False. The others resolve by themselves or by the operator's retries.
 var failing = map[string]bool{
-	ReasonInvalidSpec: true, ReasonChildConflict: true, ReasonForbidden: true, ReasonAdmissionDenied: true,
+	ReasonInvalidSpec: true, ReasonMultiNodeUnsupported: true, ReasonChildConflict: true, ReasonForbidden: true, ReasonAdmissionDenied: true,
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
 	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonGPUFragmented: true, ReasonImagePullFailed: true,
@@ -111,7 +111,7 @@ func observedStatus(in Input, selector string) crd.InferenceServiceStatus {
 		Selector:           selector,
 		Conditions:         append([]metav1.Condition(nil), isvc.Status.Conditions...),
 	}
-	if d := in.Observed.Deployment; d != nil && ControlledBy(d, isvc) {
+	if d, _, ok := runningView(&in); ok {
 		st.Replicas, st.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
 	}
 	return st
@@ -126,8 +126,8 @@ func causesOf(in Input, actions []Action, conflicts []string) []Cause {
 	if len(actions) > 0 {
 		causes = append(causes, Cause{RankActing, ReasonReconciling, describeActions(actions)})
 	}
-	if d := in.Observed.Deployment; d != nil && ControlledBy(d, in.ISVC) && len(actions) == 0 {
-		causes = append(causes, rolloutCauses(in.ISVC, d, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), in.Now.Time)...)
+	if d, rss, ok := runningView(&in); ok && len(actions) == 0 {
+		causes = append(causes, rolloutCauses(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time)...)
 	}
 	return causes
 }

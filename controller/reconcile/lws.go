@@ -1,0 +1,326 @@
+package reconcile
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// A model whose replica spans several nodes (spec.multiNode) runs on a LeaderWorkerSet
+// instead of a Deployment: one group of spec.multiNode.nodes pods per replica, the leader
+// serving vLLM's API and the workers joining it through Ray. Unstructured like the other
+// optional children, so the operator needs none of LWS's Go modules.
+var LeaderWorkerSetGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// What LWS puts on the pods of a group, and its own fields the operator sets.
+const (
+	KindLeaderWorkerSet = "LeaderWorkerSet"
+	lwsAPIVersion       = "leaderworkerset.x-k8s.io/v1"
+	// LWSNameLabel, LWSGroupLabel and LWSWorkerLabel are LWS's pod labels: the set, the group
+	// (one replica) and the pod's index in it, 0 the leader.
+	LWSNameLabel   = "leaderworkerset.sigs.k8s.io/name"
+	LWSGroupLabel  = "leaderworkerset.sigs.k8s.io/group-index"
+	LWSWorkerLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+	// lwsLeaderCreated creates the workers once the leader pod exists, not once it is ready:
+	// vLLM's leader is ready only after its workers joined.
+	lwsLeaderCreated = "LeaderCreated"
+	// lwsRecreateGroup restarts the whole group when one of its pods fails: a Ray cluster
+	// that lost a node does not heal.
+	lwsRecreateGroup = "RecreateGroupOnPodRestart"
+	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
+	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+)
+
+// MultiNodeUnsupported is the reason for a multi-node spec on a cluster without LWS.
+const ReasonMultiNodeUnsupported = "MultiNodeUnsupported"
+
+// isMultiNode reports whether the model's replicas span nodes.
+func isMultiNode(ext *crd.SpecExtensions) bool { return ext.MultiNode != nil }
+
+// podSpecOf is the spec one pod serves: a multi-node replica's GPUs are split over its pods.
+func podSpecOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) *crd.InferenceServiceSpec {
+	if !isMultiNode(ext) {
+		return &isvc.Spec
+	}
+	s := isvc.Spec
+	s.GPUsPerReplica = ptr.To(isvc.Spec.GPUs() / ext.Nodes())
+	return &s
+}
+
+// GPUsPerPod is what each of the model's pods requests.
+func GPUsPerPod(isvc *crd.InferenceService, ext *crd.SpecExtensions) int32 {
+	return podSpecOf(isvc, ext).GPUs()
+}
+
+// shellQuote quotes s for sh: the engine arguments are the user's.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// multiNodeArgs is vllm serve's command line for a group's leader: the model split tensor-
+// parallel inside a node and pipeline-parallel across nodes, over Ray.
+func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string {
+	tp, pp := ext.MultiNode.Parallelism(isvc.Spec.GPUs())
+	args := []string{isvc.Spec.Model, "--port", portArg, "--served-model-name", ModelName(&isvc.Spec),
+		"--tensor-parallel-size", strconv.Itoa(int(tp)), "--pipeline-parallel-size", strconv.Itoa(int(pp)),
+		"--distributed-executor-backend", "ray"}
+	if len(ext.Adapters) > 0 {
+		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+	}
+	return append(args, ext.EngineArgs...)
+}
+
+// leaderScript starts the Ray head, waits for the group's workers, then serves.
+// $(LWS_GROUP_SIZE) is the kubelet's expansion of the variable LWS injects.
+func leaderScript(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
+	var b strings.Builder
+	b.WriteString("bash " + multiNodeScript + " leader --ray_cluster_size=$(LWS_GROUP_SIZE) && exec vllm serve")
+	for _, a := range multiNodeArgs(isvc, ext) {
+		b.WriteString(" " + shellQuote(a))
+	}
+	return b.String()
+}
+
+// workerScript joins the group's Ray cluster at its leader's address.
+const workerScript = "bash " + multiNodeScript + " worker --ray_address=$(LWS_LEADER_ADDRESS)"
+
+var shellCommand = []string{"/bin/sh", "-c"}
+
+// desiredLWS is the LeaderWorkerSet of a multi-node model: the leader template is the
+// Deployment's pod template with the leader's script, the worker template the same pod
+// without the API (no port, no probes: the leader's readiness is the group's).
+func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *unstructured.Unstructured {
+	d := desiredDeployment(isvc, ext, b)
+	leader := d.Spec.Template
+	lc := &leader.Spec.Containers[0]
+	lc.Command, lc.Args = shellCommand, []string{leaderScript(isvc, ext)}
+	worker := *leader.DeepCopy()
+	wc := &worker.Spec.Containers[0]
+	wc.Args, wc.Ports = []string{workerScript}, nil
+	wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe = nil, nil, nil
+
+	u := newChildUnstructured(isvc, lwsAPIVersion, KindLeaderWorkerSet)
+	for k, v := range d.Labels {
+		unstructured.SetNestedField(u.Object, v, "metadata", "labels", k)
+	}
+	u.SetAnnotations(d.Annotations)
+	u.Object["spec"] = map[string]interface{}{
+		"replicas":      int64(isvc.Spec.Replicas),
+		"startupPolicy": lwsLeaderCreated,
+		"leaderWorkerTemplate": map[string]interface{}{
+			"size":           int64(ext.Nodes()),
+			"restartPolicy":  lwsRecreateGroup,
+			"leaderTemplate": templateToUnstructured(&leader),
+			"workerTemplate": templateToUnstructured(&worker),
+		},
+	}
+	return u
+}
+
+func templateToUnstructured(t *corev1.PodTemplateSpec) map[string]interface{} {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(t)
+	if err != nil {
+		panic(err) // a typed template always converts
+	}
+	return m
+}
+
+// lwsTemplate reads one of the LWS's pod templates; ok is false when it is missing or
+// malformed (then it is rewritten).
+func lwsTemplate(u *unstructured.Unstructured, name string) (corev1.PodTemplateSpec, bool) {
+	var t corev1.PodTemplateSpec
+	m, found, err := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", name)
+	if !found || err != nil {
+		return t, false
+	}
+	return t, runtime.DefaultUnstructuredConverter.FromUnstructured(m, &t) == nil
+}
+
+func lwsReplicas(u *unstructured.Unstructured) int32 {
+	n, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	if !found {
+		return 1
+	}
+	return int32(n)
+}
+
+// lwsDrifted compares the owned fields of a LeaderWorkerSet: labels, the operator's
+// annotations, the count (never fighting the HPA, as the Deployment's), the group's size and
+// policies, and both pod templates as the Deployment's. What LWS's webhook defaults is not
+// compared.
+func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
+	la, wa := live.GetAnnotations(), want.GetAnnotations()
+	if !hasLabels(live.GetLabels(), want.GetLabels()) || la[ReplicasAnnotation] != wa[ReplicasAnnotation] || la[EnvAnnotation] != wa[EnvAnnotation] {
+		return true
+	}
+	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {
+		return true
+	}
+	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}} {
+		l, _, _ := unstructured.NestedString(live.Object, append([]string{"spec"}, f...)...)
+		w, _, _ := unstructured.NestedString(want.Object, append([]string{"spec"}, f...)...)
+		if l != w {
+			return true
+		}
+	}
+	ls, _, _ := unstructured.NestedInt64(live.Object, "spec", "leaderWorkerTemplate", "size")
+	ws, _, _ := unstructured.NestedInt64(want.Object, "spec", "leaderWorkerTemplate", "size")
+	if ls != ws {
+		return true
+	}
+	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
+		lt, ok := lwsTemplate(live, name)
+		wt, _ := lwsTemplate(want, name)
+		if !ok || templateDrifted(&lt, &wt, la[EnvAnnotation]) {
+			return true
+		}
+	}
+	return false
+}
+
+// setLWS writes lwsDrifted's fields of want onto out, a copy of the live object; the rest of
+// out (LWS's defaults, others' fields) is kept, and the update sends it whole.
+func setLWS(out, want *unstructured.Unstructured, sc Scale) {
+	prevEnv := out.GetAnnotations()[EnvAnnotation]
+	n, _ := wantedCount(lwsReplicas(out), out.GetAnnotations()[ReplicasAnnotation], sc)
+	out.SetLabels(mergeLabels(out.GetLabels(), want.GetLabels()))
+	out.SetAnnotations(setOwnedAnnotations(out.GetAnnotations(), want.GetAnnotations()))
+	spec, _, _ := unstructured.NestedMap(out.Object, "spec")
+	if spec == nil {
+		spec = map[string]interface{}{}
+	}
+	lwt, _, _ := unstructured.NestedMap(spec, "leaderWorkerTemplate")
+	if lwt == nil {
+		lwt = map[string]interface{}{}
+	}
+	wspec := want.Object["spec"].(map[string]interface{})
+	wlwt := wspec["leaderWorkerTemplate"].(map[string]interface{})
+	spec["replicas"], spec["startupPolicy"] = int64(n), wspec["startupPolicy"]
+	lwt["size"], lwt["restartPolicy"] = wlwt["size"], wlwt["restartPolicy"]
+	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
+		t, _ := lwsTemplate(out, name)
+		wt, _ := lwsTemplate(want, name)
+		setTemplate(&t, &wt, prevEnv)
+		lwt[name] = templateToUnstructured(&t)
+	}
+	spec["leaderWorkerTemplate"] = lwt
+	out.Object["spec"] = spec
+}
+
+// groupView is a multi-node model's LeaderWorkerSet seen as the layer walk sees a
+// Deployment: replicas are groups, a group is ready when its leader is ready and every one of
+// its pods runs ready (LWS counts a group ready with a worker still pending), and the
+// StatefulSets that own the pods stand in for the ReplicaSets, all of the current revision.
+// The pods of other revisions of a rolling update count as current: LWS replaces groups
+// whole, one at a time.
+func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
+	size, _, _ := unstructured.NestedInt64(lws.Object, "spec", "leaderWorkerTemplate", "size")
+	updated, _, _ := unstructured.NestedInt64(lws.Object, "status", "updatedReplicas")
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet},
+		ObjectMeta: metav1.ObjectMeta{Name: lws.GetName(), Namespace: lws.GetNamespace(), UID: lws.GetUID(), Generation: lws.GetGeneration()},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(lwsReplicas(lws))},
+	}
+	d.Status.ObservedGeneration = d.Generation
+	type group struct{ pods, ready int64 }
+	groups := map[string]*group{}
+	var rss []*appsv1.ReplicaSet
+	seen := map[types.UID]bool{}
+	for _, p := range pods {
+		if p.Labels[LWSNameLabel] != lws.GetName() || p.DeletionTimestamp != nil {
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && !seen[ref.UID] {
+			seen[ref.UID] = true
+			rss = append(rss, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
+				Name: ref.Name, UID: ref.UID, Annotations: map[string]string{RevisionAnnotation: "1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: lws.GetName(), UID: lws.GetUID(), Controller: ptr.To(true)}},
+			}})
+		}
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		g := groups[p.Labels[LWSGroupLabel]]
+		if g == nil {
+			g = &group{}
+			groups[p.Labels[LWSGroupLabel]] = g
+		}
+		g.pods++
+		if podReady(p) {
+			g.ready++
+		}
+	}
+	for _, g := range groups {
+		d.Status.Replicas++
+		if g.ready >= max(size, 1) && g.pods >= max(size, 1) {
+			d.Status.ReadyReplicas++
+		}
+	}
+	d.Status.UpdatedReplicas = min(int32(updated), d.Status.Replicas)
+	d.Status.AvailableReplicas = d.Status.ReadyReplicas
+	sort.Slice(rss, func(i, j int) bool { return rss[i].Name < rss[j].Name })
+	return d, rss
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// IsLeaderOrSingle reports whether the pod serves the model's API: every pod of a Deployment,
+// the leader of a multi-node group.
+func IsLeaderOrSingle(p *corev1.Pod) bool {
+	w, ok := p.Labels[LWSWorkerLabel]
+	return !ok || w == "0"
+}
+
+// runningView is the child that runs the model's pods, as the layer walk reads it: our
+// Deployment and its ReplicaSets, or our LeaderWorkerSet's groupView; ok is false when
+// neither is ours yet.
+func runningView(in *Input) (*appsv1.Deployment, []*appsv1.ReplicaSet, bool) {
+	if isMultiNode(&in.Ext) {
+		l := in.Observed.LeaderWorkerSet
+		if l == nil || !in.Features.LeaderWorkerSets || !ControlledBy(l, in.ISVC) {
+			return nil, nil, false
+		}
+		d, rss := groupView(l, in.Observed.Pods)
+		return d, rss, true
+	}
+	d := in.Observed.Deployment
+	if d == nil || !ControlledBy(d, in.ISVC) {
+		return nil, nil, false
+	}
+	return d, in.Observed.ReplicaSets, true
+}
+
+// kindOf names the walk's top layer in messages: a Deployment, or a LeaderWorkerSet seen
+// through groupView.
+func kindOf(d *appsv1.Deployment) string {
+	if d.Kind == KindLeaderWorkerSet {
+		return KindLeaderWorkerSet
+	}
+	return "Deployment"
+}
+
+// lwsLabels are the LeaderWorkerSet labels of a pod, which the cache keeps: a multi-node
+// model's groups are read from them. nil for a Deployment's pod.
+func lwsLabels(l map[string]string) map[string]string {
+	name, ok := l[LWSNameLabel]
+	if !ok {
+		return nil
+	}
+	return map[string]string{LWSNameLabel: name, LWSGroupLabel: l[LWSGroupLabel], LWSWorkerLabel: l[LWSWorkerLabel]}
+}
