@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// startLWS runs LeaderWorkerSet (LWS_BIN, built by make lws) against the suite's cluster until
+// the test ends. Without LWS_BIN the test is skipped on a developer's machine and fails in CI,
+// where make test always builds it.
+func startLWS(t *testing.T) *operator.LWS {
+	t.Helper()
+	bin := os.Getenv(operator.LWSBinEnv)
+	if bin == "" {
+		msg := operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	dir := filepath.Join(env.Dir, "lws")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := operator.StartLWS(testenv.Ctx(t, 3*time.Minute), env.Cluster, bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("LeaderWorkerSet installed and serving webhooks on %s in %.1fs (log %s)", l.Webhook, time.Since(start).Seconds(), l.LogPath)
+	t.Cleanup(func() {
+		if err := l.Stop(time.Minute); err != nil {
+			t.Errorf("stopping LeaderWorkerSet: %v", err)
+		}
+	})
+	return l
+}
+
+// groupPods lists the model's LeaderWorkerSet pods, by name.
+func groupPods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	l, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.LWSNameLabel + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
+	return l.Items
+}
+
+func isvcSays(t *testing.T, ns, name string) (*crd.InferenceService, string) {
+	t.Helper()
+	i, err := env.ISVC(ns, name)
+	if err != nil {
+		return nil, err.Error()
+	}
+	msg := ""
+	for _, c := range i.Status.Conditions {
+		if c.Type == crd.ConditionReady {
+			msg = c.Message
+		}
+	}
+	return i, fmt.Sprintf("%s %s %d/%d: %s", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas, i.Spec.Replicas, msg)
+}
+
+// TestMultiNodeOnLeaderWorkerSet: a model of 16 GPUs per replica on 8-GPU nodes runs as
+// LeaderWorkerSet groups of 2 pods: Ready on 4 distinct nodes, served by the leaders only; a
+// killed worker takes its group down (the isvc says so) and LWS brings it back; a third group
+// that no node pair can hold is a clear reason; a model of 2 x 4 GPUs per replica scales 2 -> 3
+// through the isvc. The CRD refuses inconsistent parallelism with the numbers in the message.
+func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
+	startLWS(t)
+	w := useWebhookCRD(t) // restarts the operator, which now discovers LeaderWorkerSet
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	kubectl := func(args ...string) string { return env.Kubectl(t, append([]string{w.cache}, args...)...) }
+	apply := func(name, spec string) {
+		f := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(f, []byte("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: "+name+"}\nspec:\n"+spec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubectl("apply", "-n", ns, "-f", f)
+	}
+
+	// Refused at the API server, each with what to change.
+	for _, bad := range []struct{ spec, want string }{
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 3}\n", "spec.gpusPerReplica (16) must be a multiple of spec.multiNode.nodes (3)"},
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 2, tensorParallelSize: 4}\n", crd.RuleMultiNodeParallelMsg},
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 32\n", crd.RuleOneNodeGPUsMsg},
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 34\n  multiNode: {nodes: 2}\n", crd.RuleMultiNodePerNodeMsg},
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 2}\n  engineArgs: [--pipeline-parallel-size, \"4\"]\n", "--pipeline-parallel-size is spec.multiNode.pipelineParallelSize"},
+	} {
+		f := filepath.Join(t.TempDir(), "bad.yaml")
+		os.WriteFile(f, []byte("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: bad}\nspec:\n"+bad.spec), 0o600)
+		out, err := kubectlErr(t, nil, w.cache, "apply", "--dry-run=server", "-n", ns, "-f", f)
+		if err == nil || !strings.Contains(out, bad.want) {
+			t.Fatalf("%s: want a refusal with %q, got %v: %s", bad.spec, bad.want, err, out)
+		}
+	}
+
+	created := time.Now()
+	apply("big", "  baseModel: deepseek-ai/DeepSeek-V3\n  replicas: 2\n  gpusPerReplica: 16\n  multiNode: {nodes: 2}\n")
+	testenv.Eventually(t, 3*time.Minute, "big Ready with 2 groups", func() error {
+		i, says := isvcSays(t, ns, "big")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+	t.Logf("created to Ready (2 groups of 2 pods): %.1fs", time.Since(created).Seconds())
+	t.Logf("kubectl get isvc,lws,pods:\n%s\n%s", kubectl("get", "isvc,leaderworkersets", "-n", ns),
+		kubectl("get", "pods", "-n", ns, "-o", "wide", "-L", reconcile.LWSGroupLabel+","+reconcile.LWSWorkerLabel))
+	pods := groupPods(t, ns, "big")
+	nodes := map[string]bool{}
+	var leaders []corev1.Pod
+	for _, p := range pods {
+		nodes[p.Spec.NodeName] = true
+		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+			leaders = append(leaders, p)
+		}
+	}
+	if len(pods) != 4 || len(nodes) != 4 || len(leaders) != 2 {
+		t.Fatalf("%d pods on %d nodes, %d leaders", len(pods), len(nodes), len(leaders))
+	}
+	// The Service selects the leaders only, and a leader answers the API.
+	svc, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector})
+	selected, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil || len(selected.Items) != 2 {
+		t.Fatalf("the Service (%s) selects %d pods: %v", sel, len(selected.Items), err)
+	}
+	for _, p := range selected.Items {
+		if p.Labels[reconcile.LWSWorkerLabel] != "0" {
+			t.Fatalf("the Service selects worker %s", p.Name)
+		}
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := hc.Post("http://"+net.JoinHostPort(leaders[0].Status.PodIP, fmt.Sprint(reconcile.Port))+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"deepseek-ai/DeepSeek-V3","prompt":"Multi-node","max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
+		t.Fatalf("leader %s: %d %s", leaders[0].Name, resp.StatusCode, body)
+	}
+	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "big", metav1.GetOptions{})
+	if err != nil || h.Spec.ScaleTargetRef.Kind != "LeaderWorkerSet" {
+		t.Fatalf("HPA: %v %+v", err, h)
+	}
+
+	// A worker killed: the group is down (the isvc says which), then back.
+	var worker corev1.Pod
+	for _, p := range pods {
+		if p.Labels[reconcile.LWSWorkerLabel] == "1" {
+			worker = p
+			break
+		}
+	}
+	killed := time.Now()
+	kubectl("delete", "pod", "-n", ns, worker.Name, "--wait=false")
+	var meanwhile string
+	testenv.Eventually(t, time.Minute, "big reports a group down", func() error {
+		i, says := isvcSays(t, ns, "big")
+		if i == nil || i.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("%s", says)
+		}
+		meanwhile = says
+		return nil
+	})
+	t.Logf("%.1fs after the kill: %s", time.Since(killed).Seconds(), meanwhile)
+	testenv.Eventually(t, 3*time.Minute, "big Ready again", func() error {
+		i, says := isvcSays(t, ns, "big")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+	t.Logf("group recovered %.1fs after the kill", time.Since(killed).Seconds())
+
+	// A third group: no two nodes have 8 GPUs free.
+	kubectl("patch", "isvc", "big", "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	var short string
+	testenv.Eventually(t, time.Minute, "big names the group it cannot place", func() error {
+		i, says := isvcSays(t, ns, "big")
+		if i == nil || i.Status.Reason != reconcile.ReasonInsufficientGPU || !strings.Contains(says, "big-2") {
+			return fmt.Errorf("%s", says)
+		}
+		short = says
+		return nil
+	})
+	t.Logf("3 groups on 4 nodes: %s", short)
+	kubectl("delete", "isvc", "big", "-n", ns, "--wait=true", "--timeout=60s")
+
+	// Scaling through the isvc: 2 x (2 pods of 4 GPUs) -> 3 groups, two pods a node.
+	apply("mid", "  baseModel: Qwen/Qwen3-32B\n  replicas: 2\n  gpusPerReplica: 8\n  multiNode: {nodes: 2}\n")
+	testenv.Eventually(t, 3*time.Minute, "mid Ready with 2 groups", func() error {
+		i, says := isvcSays(t, ns, "mid")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+	scaled := time.Now()
+	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	testenv.Eventually(t, 3*time.Minute, "mid Ready with 3 groups", func() error {
+		i, says := isvcSays(t, ns, "mid")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 3 || len(groupPods(t, ns, "mid")) != 6 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+	t.Logf("scaled 2 -> 3 groups in %.1fs", time.Since(scaled).Seconds())
+	out := kubectl("get", "leaderworkerset", "mid", "-n", ns, "-o", "json")
+	var lws struct {
+		Spec struct{ Replicas int } `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(out), &lws); err != nil || lws.Spec.Replicas != 3 {
+		t.Fatalf("LeaderWorkerSet replicas %d (%v)", lws.Spec.Replicas, err)
+	}
+}
