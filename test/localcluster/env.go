@@ -60,6 +60,21 @@ func serviceEnv(services corelisters.ServiceLister, ns string, enableServiceLink
 	return env, nil
 }
 
+// expandCommand is the kubelet's ExpandContainerCommandAndArgs for one of command or args:
+// each $(VAR) of the container's environment expanded, $$ an escaped $, a reference to no
+// variable left as written.
+func expandCommand(in []string, env map[string]string) []string {
+	if in == nil {
+		return nil
+	}
+	mapping := expansion.MappingFuncFor(env)
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expansion.Expand(s, mapping)
+	}
+	return out
+}
+
 // notFound is the error the kubelet's Secret and ConfigMap managers return: `secret "x" not found`.
 func notFound(resource, name string) error {
 	return apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name)

@@ -82,6 +82,9 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		faults:    map[string]gpuFault{},
 		images:    newNodeImages(),
 	}
+	if k.cfg.server.Ray == nil {
+		k.cfg.server.Ray = newRayCluster() // every fake node's pods are one network
+	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	for i := 0; i < nodeCount; i++ {

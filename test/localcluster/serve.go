@@ -75,8 +75,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 	}
 	return modelServerSpec{
 		Image:       c.spec.Image,
-		Command:     c.spec.Command,
-		Args:        c.spec.Args,
+		Command:     expandCommand(c.spec.Command, env),
+		Args:        expandCommand(c.spec.Args, env),
 		Env:         env,
 		GPUs:        gpuCount(&c.spec),
 		MemoryLimit: mem,
@@ -85,6 +85,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		Behavior:    c.beh,
 		IP:          ps.ip,
 		GPUFault:    fault,
+		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
+			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
 	}, nil
 }
 

@@ -54,6 +54,8 @@ type modelServerSpec struct {
 	// GPUFault is the node's GPUs' fault (gpufault.go) when the process starts: its engine
 	// fails to open the device.
 	GPUFault gpuFault
+	// Ray is the pod's place in its LeaderWorkerSet, for vLLM's multi-node launch (raygroup.go).
+	Ray rayMember
 }
 
 // exitStatus is how the process ended on its own.
@@ -88,6 +90,9 @@ type serverConfig struct {
 	// Weights is what each volume already holds; share one (newWeightsCache) across the
 	// kubelet's servers. nil: nothing is ever cached, every start downloads.
 	Weights *weightsCache
+	// Ray is where the groups' Ray clusters meet (raygroup.go); share one across the kubelet's
+	// servers. nil: a leader's cluster is itself alone, a worker finds no head.
+	Ray *rayCluster
 }
 
 // withDefaults fills the zero fields.
@@ -134,6 +139,12 @@ type modelServer struct {
 	dying   bool
 	dead    atomic.Bool
 	apiKeys []string
+	// onEnd runs once when the process ends (a Ray head leaving its cluster).
+	onEnd func()
+	// rayAddress and rayGPUs: the Ray cluster `--distributed-executor-backend ray` runs on,
+	// set by multi-node-serving.sh's leader; "" and 0: none (vLLM starts a local Ray).
+	rayAddress string
+	rayGPUs    int
 
 	loraMu       sync.Mutex
 	loras        []loraAdapter
@@ -147,6 +158,10 @@ type modelServer struct {
 func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog) *modelServer {
 	s := &modelServer{spec: spec, cfg: cfg.withDefaults(), log: log, port: 8000,
 		exited: make(chan exitStatus, 1), stopCh: make(chan struct{}), started: time.Now()}
+	if l, ok := parseRayLaunch(spec.Command, spec.Args); ok {
+		s.startRay(l)
+		return s
+	}
 	prog, argv, ok := serveCommand(spec.Command, spec.Args)
 	if !ok {
 		// some other program (sleep, a script): it runs, silent and without a port, until stopped
@@ -154,12 +169,7 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 	}
 	args, err := parseServeArgs(prog, argv)
 	if err != nil {
-		var ae *argError
-		if errors.As(err, &ae) {
-			log.Printf("%s", ae.usage())
-		}
-		log.Printf("%s", err)
-		s.exit(exitStatus{Code: 2, Reason: "Error"})
+		s.argFailure(err)
 		return s
 	}
 	if !args.maxNumSeqsSet && s.cfg.MaxNumSeqs > 0 {
@@ -168,6 +178,16 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 	s.args, s.port = args, args.port
 	go s.run()
 	return s
+}
+
+// argFailure is argparse refusing the command line: its usage line and error, exit 2.
+func (s *modelServer) argFailure(err error) {
+	var ae *argError
+	if errors.As(err, &ae) {
+		s.log.Printf("%s", ae.usage())
+	}
+	s.log.Printf("%s", err)
+	s.exit(exitStatus{Code: 2, Reason: "Error"})
 }
 
 // Exited delivers the process's exit when it ends on its own; nothing when stopped.
@@ -219,6 +239,9 @@ func (s *modelServer) end() bool {
 	close(s.stopCh)
 	if s.crashAt != nil {
 		s.crashAt.Stop()
+	}
+	if s.onEnd != nil {
+		s.onEnd()
 	}
 	return true
 }

@@ -87,6 +87,7 @@ type serveArgs struct {
 	host            string
 	downloadDir     string // where weights are downloaded instead of the HF cache
 	uvicornLevel    string // warning and above silence uvicorn's INFO lines
+	backend         string // --distributed-executor-backend ("ray": a Ray cluster's GPUs)
 	port            int
 	tp, pp          int
 	maxNumSeqs      int
@@ -151,12 +152,37 @@ func serveCommand(command, args []string) (prog string, argv []string, ok bool) 
 
 func base(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
-// shellWords splits a `sh -c` script on blanks, honouring single and double quotes; `exec`
-// and a trailing `&& ...` are as far as the fake follows a script.
+// shellWords is the first command of a `sh -c` script: `exec` and what follows `&&`, `||` or
+// `;` are as far as the fake follows a script.
 func shellWords(s string) []string {
-	var out []string
+	if lists := shellLists(s); len(lists) > 0 {
+		return lists[0]
+	}
+	return nil
+}
+
+// shellLists splits a `sh -c` script on blanks, honouring single and double quotes and
+// backslashes, into its commands at each unquoted `&&`, `||` or `;`; a leading `exec` is
+// dropped from each.
+func shellLists(s string) [][]string {
+	var lists [][]string
+	var words []string
 	var cur strings.Builder
-	in, quote, any := false, byte(0), false
+	in, quote, quoted := false, byte(0), false
+	endWord := func() {
+		if !in && !quoted {
+			return
+		}
+		w := cur.String()
+		cur.Reset()
+		if !quoted && (w == "&&" || w == "||" || w == ";") {
+			lists = append(lists, words)
+			words = nil
+		} else {
+			words = append(words, w)
+		}
+		in, quoted = false, false
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -165,13 +191,9 @@ func shellWords(s string) []string {
 		case quote != 0:
 			cur.WriteByte(c)
 		case c == '\'' || c == '"':
-			quote, any = c, true
+			quote, quoted = c, true
 		case c == ' ' || c == '\t' || c == '\n':
-			if in || any {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-			in, any = false, false
+			endWord()
 			continue
 		case c == '\\' && i+1 < len(s):
 			i++
@@ -183,17 +205,16 @@ func shellWords(s string) []string {
 		}
 		in = true
 	}
-	if in || any {
-		out = append(out, cur.String())
-	}
-	for i, w := range out {
-		if w == "&&" || w == ";" || w == "||" {
-			out = out[:i]
-			break
+	endWord()
+	lists = append(lists, words)
+	var out [][]string
+	for _, l := range lists {
+		if len(l) > 0 && l[0] == "exec" {
+			l = l[1:]
 		}
-	}
-	if len(out) > 0 && out[0] == "exec" {
-		out = out[1:]
+		if len(l) > 0 {
+			out = append(out, l)
+		}
 	}
 	return out
 }
@@ -350,6 +371,8 @@ func (a *serveArgs) set(f serveFlag, name string, vals []string, on bool) error 
 			a.downloadDir = vals[0]
 		case "uvicorn_log_level":
 			a.uvicornLevel = vals[0]
+		case "distributed_executor_backend":
+			a.backend = vals[0]
 		case "max_model_len":
 			n, ok := parseHumanInt(vals[0])
 			if !ok {

@@ -60,8 +60,20 @@ func modelParams(model string) float64 {
 	return 1e9
 }
 
-// weightBytes is the checkpoint's size in bf16.
-func weightBytes(model string) int64 { return int64(modelParams(model) * bytesPerParam) }
+// fp8Checkpoints are models published in FP8 (one byte a parameter): DeepSeek-V3/R1's 671B
+// take about 700 GB, which is what fits 16 H100s.
+var fp8Checkpoints = []string{"deepseek-v3", "deepseek-r1", "kimi-k2"}
+
+// weightBytes is the checkpoint's size: bf16, or FP8 for the models published so.
+func weightBytes(model string) int64 {
+	name := strings.ToLower(model[strings.LastIndex(model, "/")+1:])
+	for _, p := range fp8Checkpoints {
+		if strings.HasPrefix(name, p) {
+			return int64(modelParams(model))
+		}
+	}
+	return int64(modelParams(model) * bytesPerParam)
+}
 
 // shards is how many safetensors files the checkpoint has.
 func shards(weights int64) int { return int(max(1, (weights+shardBytes-1)/shardBytes)) }

@@ -196,8 +196,18 @@ func (s *modelServer) run() {
 		}, "RuntimeError: Failed to infer device type")
 		return
 	}
-	if world > sp.GPUs {
-		s.api("INFO", "worker.py:1951", "Started a local Ray instance.")
+	gpus := sp.GPUs
+	if s.rayGPUs > 0 {
+		// --distributed-executor-backend ray on the cluster the leader script formed: its
+		// placement group spans every node's GPUs
+		gpus = s.rayGPUs
+		s.api("INFO", "worker.py:1660", "Connecting to existing Ray cluster at address: %s...", s.rayAddress)
+		s.api("INFO", "worker.py:1843", "Connected to Ray cluster.")
+	}
+	if world > gpus {
+		if s.rayGPUs == 0 {
+			s.api("INFO", "worker.py:1951", "Started a local Ray instance.")
+		}
 		s.failPython([]string{
 			`  File "` + pyLib + `/vllm/v1/executor/ray_utils.py", line 366, in initialize_ray_cluster`,
 			"    raise ValueError(",
@@ -412,8 +422,7 @@ func (s *modelServer) listen() bool {
 	ln, err := net.Listen("tcp", net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)))
 	if err != nil {
 		s.log.Printf("%sERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", apiPrefix, s.spec.IP, s.port)
-		s.done = true
-		close(s.stopCh)
+		s.end()
 		s.exited <- exitStatus{Code: 1, Reason: "Error"}
 		return false
 	}
