@@ -118,14 +118,20 @@ func allReady(pods []lwsPod, want int) bool {
 	return true
 }
 
-func TestLeaderWorkerSet(t *testing.T) {
+// startLWS runs LeaderWorkerSet (LWS_BIN, built by make lws) against the cluster until the test
+// ends. Without LWS_BIN the test is skipped on a developer's machine and fails in CI, where
+// `make test` always builds it.
+func startLWS(t *testing.T) {
+	t.Helper()
 	bin := os.Getenv(operator.LWSBinEnv)
 	if bin == "" {
-		// Not a failure under CI either: `make test` does not build LWS while the operator
-		// does not create LeaderWorkerSets (test/lws/README.md).
-		t.Skip(operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws")
+		msg := operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
 	l, err := operator.StartLWS(ctx, c, bin, t.TempDir())
@@ -141,11 +147,15 @@ func TestLeaderWorkerSet(t *testing.T) {
 			t.Errorf("stopping lws: %v", err)
 		}
 	})
+}
 
+// lwsNamespace is the test's namespace; at the end its LeaderWorkerSets' pods are waited for,
+// so the next test finds the nodes' GPUs free. The StatefulSets are deleted by hand because
+// the garbage collector watches a CRD installed moments ago only from its next discovery
+// resync (about 30s).
+func lwsNamespace(t *testing.T) string {
+	t.Helper()
 	ns := namespace(t)
-	// Give the nodes' GPUs back before the next test: the namespace goes without waiting. The
-	// StatefulSets are deleted by hand because the garbage collector watches a CRD installed
-	// moments ago only from its next discovery resync (about 30s).
 	t.Cleanup(func() {
 		cleanup := time.Now()
 		kubectl(t, "delete", "lws", "--all", "-n", ns, "--wait=false")
@@ -156,6 +166,13 @@ func TestLeaderWorkerSet(t *testing.T) {
 		})
 		t.Logf("LeaderWorkerSet pods gone in %v", time.Since(cleanup).Round(time.Millisecond))
 	})
+	return ns
+}
+
+func TestLeaderWorkerSet(t *testing.T) {
+	startLWS(t)
+	start := time.Now()
+	ns := lwsNamespace(t)
 	show := func(step string) {
 		t.Helper()
 		out, _, err := c.Kubectl(context.Background(), "get", "lws,sts,pods", "-n", ns, "-o", "wide")
@@ -308,4 +325,160 @@ func tail(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// lwsVLLM is 2 groups of 2 pods running vLLM's multi-node launch as the operator writes it:
+// the leader starts the Ray head, waits for its group, then serves; the worker joins it. Each
+// pod takes a whole 8-GPU node. The workers ask for a node label that no node has yet, so the
+// leaders start alone.
+const lwsVLLM = `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: vllm
+spec:
+  replicas: 2
+  startupPolicy: LeaderCreated
+  leaderWorkerTemplate:
+    size: 2
+    restartPolicy: RecreateGroupOnPodRestart
+    leaderTemplate:
+      spec:
+        containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          command: ["/bin/sh", "-c"]
+          args: ["bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader --ray_cluster_size=$(LWS_GROUP_SIZE) && exec vllm serve 'Qwen/Qwen3-8B' --port 8000 --served-model-name 'Qwen/Qwen3-8B' --tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend ray"]
+          ports: [{name: http, containerPort: 8000}]
+          startupProbe: {httpGet: {path: /health, port: http}, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 360}
+          readinessProbe: {httpGet: {path: /health, port: http}, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 3}
+          livenessProbe: {httpGet: {path: /health, port: http}, periodSeconds: 30, timeoutSeconds: 30, failureThreshold: 10}
+          resources:
+            limits: {nvidia.com/gpu: 8}
+          volumeMounts: [{name: shm, mountPath: /dev/shm}]
+        volumes: [{name: shm, emptyDir: {medium: Memory, sizeLimit: 2Gi}}]
+    workerTemplate:
+      spec:
+        nodeSelector: {lws.e2e/ray: "true"}
+        containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          command: ["/bin/sh", "-c"]
+          args: ["bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)"]
+          resources:
+            limits: {nvidia.com/gpu: 8}
+          volumeMounts: [{name: shm, mountPath: /dev/shm}]
+        volumes: [{name: shm, emptyDir: {medium: Memory, sizeLimit: 2Gi}}]
+`
+
+// podLog is `kubectl logs` of the pod's vllm container, or the error.
+func podLog(ns, pod string) string {
+	out, stderr, err := c.Kubectl(context.Background(), "logs", "-n", ns, pod, "-c", "vllm")
+	if err != nil {
+		return fmt.Sprintf("%v: %s", err, stderr)
+	}
+	return out
+}
+
+// TestLeaderWorkerSetVLLMGroups: a group's leader serves, and becomes Ready, only once its
+// worker runs and joined its Ray cluster; a worker that dies takes its group's engine with it,
+// and LWS brings the group back Ready.
+func TestLeaderWorkerSetVLLMGroups(t *testing.T) {
+	startLWS(t)
+	start := time.Now()
+	ns := lwsNamespace(t)
+	t.Cleanup(func() { kubectl(t, "label", "nodes", "--all", "lws.e2e/ray-") })
+	show := func(step string) {
+		t.Helper()
+		out, _, _ := c.Kubectl(context.Background(), "get", "lws,pods", "-n", ns, "-o", "wide")
+		t.Logf("%s (%v):\n%s", step, time.Since(start).Round(time.Millisecond), out)
+	}
+	readyGroups := func() string { return jsonpath(t, ns, "lws/vllm", "{.status.readyReplicas}") }
+
+	apply(t, ns, lwsVLLM)
+	// The leaders run their script; the workers cannot be placed. Each leader waits for its
+	// worker, its port closed: running, not Ready.
+	for _, g := range []string{"0", "1"} {
+		leader, worker := "vllm-"+g, "vllm-"+g+"-1"
+		eventually(t, 2*time.Minute, func() (bool, string) {
+			msg := unschedulable(t, ns, worker)
+			log := podLog(ns, leader)
+			return msg != "" && strings.Contains(log, "Wait for all ray workers to be active. 1/2 is active"),
+				fmt.Sprintf("%s unschedulable (%q) and %s waiting for it; its log:\n%s", worker, msg, leader, log)
+		})
+	}
+	// Give the probes time to (wrongly) pass: several readiness periods after the startup
+	// probe's first runs, the leaders are still not Ready.
+	waitUntil := time.Now().Add(25 * time.Second)
+	eventually(t, time.Minute, func() (bool, string) {
+		for _, p := range lwsPods(t, ns, "vllm") {
+			if p.Worker == "0" && p.Ready {
+				t.Fatalf("leader %s Ready while its worker is Pending: %+v", p.Name, lwsPods(t, ns, "vllm"))
+			}
+		}
+		return !time.Now().Before(waitUntil), "leaders not Ready while their workers are Pending"
+	})
+	if st := jsonpath(t, ns, "pod/vllm-0", `{.status.containerStatuses[0].state.running.startedAt} started={.status.containerStatuses[0].started} ready={.status.containerStatuses[0].ready}`); !strings.Contains(st, "started=false ready=false") {
+		t.Fatalf("leader vllm-0: %s, want running, not started, not ready", st)
+	}
+	if r := readyGroups(); r != "" && r != "0" {
+		t.Fatalf("readyReplicas %q with no worker running", r)
+	}
+	show("leaders waiting for their workers")
+	t.Logf("vllm-0's log while its worker is Pending:\n%s", podLog(ns, "vllm-0"))
+
+	// The nodes get the label: the workers land on the two free nodes, join, the leaders serve.
+	labeled := time.Now().Truncate(time.Second)
+	kubectl(t, "label", "nodes", "--all", "lws.e2e/ray=true")
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "vllm")
+		return allReady(pods, 4) && readyGroups() == "2", fmt.Sprintf("4 Ready pods and readyReplicas 2: %+v, readyReplicas %q", pods, readyGroups())
+	})
+	t.Logf("both groups Ready %v after the workers could be placed", time.Since(labeled).Round(time.Millisecond))
+	show("groups Ready")
+	for _, g := range []string{"0", "1"} {
+		at := jsonpath(t, ns, "pod/vllm-"+g, `{.status.conditions[?(@.type=="Ready")].lastTransitionTime}`)
+		ready, err := time.Parse(time.RFC3339, at)
+		if err != nil || ready.Before(labeled) {
+			t.Errorf("leader vllm-%s Ready at %q, before its worker could run (%v)", g, at, labeled)
+		}
+	}
+	leaderLog, workerLog := podLog(ns, "vllm-0"), podLog(ns, "vllm-0-1")
+	for _, want := range []string{"Ray runtime started.", "Wait for all ray workers to be active. 1/2 is active",
+		"All ray workers are active and the ray cluster is initialized successfully.", "Connected to Ray cluster.",
+		"tensor_parallel_size=8, pipeline_parallel_size=2", "Application startup complete."} {
+		if !strings.Contains(leaderLog, want) {
+			t.Errorf("leader log lacks %q:\n%s", want, leaderLog)
+		}
+	}
+	if !strings.Contains(workerLog, "Ray runtime started.") {
+		t.Errorf("worker log lacks Ray's start:\n%s", workerLog)
+	}
+	t.Logf("kubectl logs vllm-0:\n%s", leaderLog)
+	t.Logf("kubectl logs vllm-0-1:\n%s", workerLog)
+
+	// A worker dies: its leader's engine loses its Ray actors, LWS recreates the group.
+	before := map[string]string{}
+	for _, p := range lwsPods(t, ns, "vllm") {
+		before[p.Name] = p.UID
+	}
+	killed := time.Now()
+	kubectl(t, "delete", "pod", "vllm-1-1", "-n", ns, "--wait=false")
+	eventually(t, 3*time.Minute, func() (bool, string) {
+		pods := lwsPods(t, ns, "vllm")
+		replaced := 0
+		for _, p := range pods {
+			if p.Group == "1" && p.UID != before[p.Name] {
+				replaced++
+			}
+		}
+		return allReady(pods, 4) && readyGroups() == "2" && replaced == 2,
+			fmt.Sprintf("group 1 recreated and Ready: %+v, readyReplicas %q", pods, readyGroups())
+	})
+	t.Logf("group 1 recreated and Ready in %v", time.Since(killed).Round(time.Millisecond))
+	for _, p := range lwsPods(t, ns, "vllm") {
+		if p.Group == "0" && p.UID != before[p.Name] {
+			t.Errorf("group 0's %s was replaced by a delete in group 1", p.Name)
+		}
+	}
+	show("group 1 back")
 }
