@@ -23,7 +23,6 @@ const (
 	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
 	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
 	RuleMultiNodeGPUsMsg      = "spec.gpusPerReplica must be a multiple of spec.multiNode.nodes: each node of a replica runs one pod with gpusPerReplica / nodes GPUs"
-	RuleMultiNodeGPUsExpr     = `'spec.gpusPerReplica (' + string(` + ruleG + `) + ') must be a multiple of spec.multiNode.nodes (' + string(self.multiNode.nodes) + '): each node of a replica runs one pod with gpusPerReplica / nodes GPUs'`
 	RuleMultiNodeParallel     = `!has(self.multiNode) || (has(self.multiNode.tensorParallelSize) ? self.multiNode.tensorParallelSize : ` + ruleG + ` / self.multiNode.nodes) * (has(self.multiNode.pipelineParallelSize) ? self.multiNode.pipelineParallelSize : self.multiNode.nodes) == ` + ruleG
 	RuleMultiNodeParallelMsg  = "spec.multiNode: tensorParallelSize x pipelineParallelSize must equal spec.gpusPerReplica (vLLM places one model shard per GPU; the defaults are the GPUs of one node x nodes)"
 	RuleOneNodeGPUs           = `has(self.multiNode) || ` + ruleG + ` <= 16`
@@ -212,7 +211,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleReplicasXorAutoscaling, Message: RuleReplicasXorAutoscalingMs},
 		{Rule: RuleEnvHFHomeWithCache, Message: RuleEnvHFHomeWithCacheMsg},
 		{Rule: RuleOneNodeGPUs, Message: RuleOneNodeGPUsMsg},
-		{Rule: RuleMultiNodeGPUs, Message: RuleMultiNodeGPUsMsg, MessageExpression: RuleMultiNodeGPUsExpr},
+		{Rule: RuleMultiNodeGPUs, Message: RuleMultiNodeGPUsMsg},
 		{Rule: RuleMultiNodePerNode, Message: RuleMultiNodePerNodeMsg},
 		{Rule: RuleMultiNodeParallel, Message: RuleMultiNodeParallelMsg},
 	}

@@ -101,7 +101,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 
 	// Refused at the API server, each with what to change.
 	for _, bad := range []struct{ spec, want string }{
-		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 3}\n", "spec.gpusPerReplica (16) must be a multiple of spec.multiNode.nodes (3)"},
+		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 3}\n", crd.RuleMultiNodeGPUsMsg},
 		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 2, tensorParallelSize: 4}\n", crd.RuleMultiNodeParallelMsg},
 		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 32\n", crd.RuleOneNodeGPUsMsg},
 		{"  baseModel: m\n  replicas: 1\n  gpusPerReplica: 34\n  multiNode: {nodes: 2}\n", crd.RuleMultiNodePerNodeMsg},
