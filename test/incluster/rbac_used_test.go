@@ -305,7 +305,14 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	t.Cleanup(func() {
 		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", optionalCRDs)
 	})
-	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io", "--timeout=60s")
+	// LeaderWorkerSet's CRD (a stand-in: no LWS controller is needed to see the operator's calls).
+	lwsCRD := filepath.Join(env.Root, "test", "e2e", "testdata", "lws_crd_standin.yaml")
+	env.Kubectl(t, "apply", "-f", lwsCRD)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", lwsCRD)
+	})
+	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io",
+		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "--timeout=60s")
 
 	// The install's rules, for a ServiceAccount of the test's own.
 	const name = "isvc-rbac-exact"
@@ -401,6 +408,30 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		return out
 	}
 	waitCalled(t, wire, "every child created", with("create", kinds...)...)
+
+	// A model spanning two nodes: a LeaderWorkerSet created, a drifted one re-read and updated
+	// after a conflict, and deleted when the model goes back to one node.
+	lws := access{group: "leaderworkerset.x-k8s.io", resource: "leaderworkersets"}
+	bigSpec := map[string]any{"model": "m", "replicas": int64(1), "gpusPerReplica": int64(2),
+		"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}}
+	big := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "big", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: `{"multiNode":{"nodes":2}}`}},
+		"spec":     bigSpec,
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "a LeaderWorkerSet created", with("create", lws)...)
+	errs.armConflicts(map[string]string{"leaderworkersets": http.MethodPut})
+	env.Kubectl(t, "-n", ns, "patch", "leaderworkersets", "big", "--type=merge", "-p", `{"spec":{"startupPolicy":"LeaderReady"}}`)
+	waitCalled(t, wire, "the LeaderWorkerSet re-read and updated after a conflict", append(with("get", lws), with("update", lws)...)...)
+	errs.armConflicts(nil)
+	updateISVC(t, ns, "big", bigSpec, `{}`)
+	waitCalled(t, wire, "the LeaderWorkerSet deleted", with("delete", lws)...)
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A crash-looping model: the last words of its crashed run are read (pods/log), then it
 	// goes, so the conflicts below meet only the first model's writes.
