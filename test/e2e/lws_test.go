@@ -239,4 +239,28 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &lws); err != nil || lws.Spec.Replicas != 3 {
 		t.Fatalf("LeaderWorkerSet replicas %d (%v)", lws.Spec.Replicas, err)
 	}
+
+	// Back to one node a replica (8 GPUs fit one node): the LeaderWorkerSet is replaced by a
+	// Deployment, and the Service follows the new pods.
+	switched := time.Now()
+	kubectl("patch", "isvc", "mid", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/spec/multiNode"}]`)
+	testenv.Eventually(t, 3*time.Minute, "mid Ready on a Deployment, its LeaderWorkerSet gone", func() error {
+		i, says := isvcSays(t, ns, "mid")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("%s", says)
+		}
+		if _, err := env.Dyn.Resource(reconcile.LeaderWorkerSetGVR).Namespace(ns).Get(context.Background(), "mid", metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("LeaderWorkerSet mid still there; %s", says)
+		}
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "mid", metav1.GetOptions{})
+		if err != nil || d.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("Deployment: %v; %s", err, says)
+		}
+		svc, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "mid", metav1.GetOptions{})
+		if err != nil || svc.Spec.Selector[reconcile.LWSWorkerLabel] != "" {
+			return fmt.Errorf("Service selector %v (%v)", svc.Spec.Selector, err)
+		}
+		return nil
+	})
+	t.Logf("switched to one node a replica in %.1fs", time.Since(switched).Seconds())
 }
