@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -52,6 +53,10 @@ type Caches interface {
 	// ReplicaSets and Pods of one InferenceService, by its InstanceLabel.
 	ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error)
 	Pods(namespace, instance string) ([]*corev1.Pod, error)
+	// Pod is one cached pod of a model, by name.
+	Pod(namespace, name string) (*corev1.Pod, bool, error)
+	// Workloads are the Kueue Workloads of pods, by pod UID; nil when they are not watched.
+	Workloads(namespace string, pods []types.UID) map[types.UID]reconcile.Workload
 	// TroubledNodes are the nodes with GPU trouble by name; nil when nodes are not watched.
 	TroubledNodes() map[string]*corev1.Node
 	// PodsOnNode are the cached pods bound to node, and the pending ones when pending is set.

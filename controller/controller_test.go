@@ -88,6 +88,15 @@ func (f *fakeCaches) Optional(schema.GroupVersionResource, string, string) (*uns
 }
 func (f *fakeCaches) ReplicaSets(string, string) ([]*appsv1.ReplicaSet, error) { return nil, nil }
 func (f *fakeCaches) Pods(string, string) ([]*corev1.Pod, error)               { return f.pods, nil }
+func (f *fakeCaches) Pod(_, name string) (*corev1.Pod, bool, error) {
+	for _, p := range f.pods {
+		if p.Name == name {
+			return p, true, nil
+		}
+	}
+	return nil, false, nil
+}
+func (f *fakeCaches) Workloads(string, []types.UID) map[types.UID]reconcile.Workload { return nil }
 
 // fakeMetrics counts what the controller reports.
 type fakeMetrics struct {

@@ -51,7 +51,8 @@ func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource)
 
 // DiscoverFeatures turns on the optional children whose CRDs are served (ServiceMonitors
 // when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set, and
-// LeaderWorkerSets for multi-node models) and returns the resources to watch for them. A CRD
+// LeaderWorkerSets for multi-node models) and returns the resources to watch for them; and
+// Kueue's Workloads, watched apart (Options.Workloads) since Kueue, not the operator, makes them. A CRD
 // installed later needs a restart (the Deployment's rollout), as with other operators.
 func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (reconcile.Features, []schema.GroupVersionResource, error) {
 	var f reconcile.Features
@@ -65,6 +66,10 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 	} else {
 		klog.InfoS("LeaderWorkerSets are not served; multi-node models (spec.multiNode) are refused (MultiNodeUnsupported) until LeaderWorkerSet is installed and the operator restarted",
 			"resource", reconcile.LeaderWorkerSetGVR.String())
+	}
+	// Kueue's Workloads say why a gated pod waits; watched whenever Kueue is installed.
+	if f.KueueWorkloads, err = served(disco, reconcile.KueueWorkloadGVR); err != nil {
+		return f, nil, err
 	}
 	if serviceMonitors {
 		ok, err := served(disco, reconcile.ServiceMonitorGVR)

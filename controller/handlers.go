@@ -27,6 +27,7 @@ func (c *Controller) Handlers() informers.Handlers {
 		Child:      c.handler(false, c.enqueueOwner),
 		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
 		Pod:        c.handler(false, c.enqueuePodOwner),
+		Workload:   c.handler(false, c.enqueueWorkloadPodOwner),
 		Node:       c.enqueueNodeModels,
 	}
 }
@@ -110,5 +111,18 @@ func (c *Controller) enqueuePodOwner(obj metav1.Object) {
 		// The instance label is ours and immutable on the template; pods of a rollout in
 		// progress may belong to a ReplicaSet the cache has not seen yet.
 		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
+	}
+}
+
+// enqueueWorkloadPodOwner maps a Kueue Workload to the model of the pod that owns it: what
+// Kueue says about a gated pod (short of quota, preempting) is in the model's status.
+func (c *Controller) enqueueWorkloadPodOwner(obj metav1.Object) {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.Kind != "Pod" {
+			continue
+		}
+		if p, ok, err := c.caches.Pod(obj.GetNamespace(), r.Name); err == nil && ok && p.UID == r.UID {
+			c.enqueuePodOwner(p)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
@@ -197,8 +198,21 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, name); err != nil {
 		return obs, err
 	}
-	obs.Pods, err = c.caches.Pods(ns, name)
-	return obs, err
+	if obs.Pods, err = c.caches.Pods(ns, name); err != nil || !c.features.KueueWorkloads {
+		return obs, err
+	}
+	var gated []types.UID
+	for _, p := range obs.Pods {
+		for _, g := range p.Spec.SchedulingGates {
+			if g.Name == reconcile.KueueGate {
+				gated = append(gated, p.UID)
+			}
+		}
+	}
+	if len(gated) > 0 {
+		obs.Workloads = c.caches.Workloads(ns, gated)
+	}
+	return obs, nil
 }
 
 // causeOf turns an API error into the status cause users see.

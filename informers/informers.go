@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -62,6 +63,9 @@ type Options struct {
 	// Optional are children kinds from CRDs that may be absent (ServiceMonitors, HTTPRoutes):
 	// watched, label-scoped like the others, only when listed.
 	Optional []schema.GroupVersionResource
+	// Workloads watches Kueue's Workloads (reconcile.KueueWorkloadGVR), not label-scoped since
+	// Kueue makes them, stripped to what WorkloadOf reads and indexed by the pod owning them.
+	Workloads bool
 	// Nodes watches the cluster's Nodes, stripped to their GPU facts, for the diagnosis of
 	// models failing on nodes whose GPUs are unhealthy (needs list and watch on nodes).
 	Nodes bool
@@ -105,6 +109,59 @@ type scope struct {
 	// read only by the metrics collector at scrape time, so no resync.
 	quotas   informers.SharedInformerFactory
 	quotaInf cache.SharedIndexInformer
+	// Kueue's Workloads, unscoped (Kueue labels them with its own keys only); nil unless
+	// Options.Workloads.
+	workloads   dynamicinformer.DynamicSharedInformerFactory
+	workloadInf cache.SharedIndexInformer
+}
+
+// byPodOwner indexes Workloads by the namespace/UID of the pod that owns them.
+const byPodOwner = "podOwner"
+
+func podOwnerIndex(obj interface{}) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	if uid, _, ok := reconcile.WorkloadOf(u); ok {
+		return []string{u.GetNamespace() + "/" + string(uid)}, nil
+	}
+	return nil, nil
+}
+
+// StripWorkload keeps of a Workload what reconcile.WorkloadOf reads: a Job's shrinks to its
+// name, a pod's keeps its pod owner, its ClusterQueue and its QuotaReserved condition.
+func StripWorkload(obj interface{}) (interface{}, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	var owners []metav1.OwnerReference
+	for _, r := range u.GetOwnerReferences() {
+		if r.Kind == "Pod" && r.APIVersion == "v1" {
+			owners = append(owners, metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID})
+		}
+	}
+	if len(owners) == 0 {
+		return out, nil
+	}
+	out.SetOwnerReferences(owners)
+	if cq, ok, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue"); ok {
+		_ = unstructured.SetNestedField(out.Object, cq, "status", "admission", "clusterQueue")
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "QuotaReserved" {
+			keep := map[string]any{"type": m["type"], "status": m["status"], "message": m["message"]}
+			_ = unstructured.SetNestedSlice(out.Object, []any{keep}, "status", "conditions")
+		}
+	}
+	return out, nil
 }
 
 // New builds, but does not start, the informers.
@@ -178,6 +235,13 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.quotaInf = sc.quotas.InformerFor(&corev1.ResourceQuota{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewResourceQuotaInformer(c, ns, r, cache.Indexers{})
 		})
+		if opts.Workloads {
+			// No resync: a Workload's news is its own change.
+			sc.workloads = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+			sc.workloadInf = sc.workloads.ForResource(reconcile.KueueWorkloadGVR).Informer()
+			must(sc.workloadInf.AddIndexers(cache.Indexers{byPodOwner: podOwnerIndex}))
+			must(sc.workloadInf.SetTransform(StripWorkload))
+		}
 		s.scopes[ns] = sc
 	}
 	if opts.Nodes {
@@ -250,6 +314,8 @@ type Handlers struct {
 	Child            cache.ResourceEventHandler // Deployments, Services, HPAs, ConfigMaps, PDBs
 	ReplicaSet       cache.ResourceEventHandler
 	Pod              cache.ResourceEventHandler
+	// Workload is called for Kueue's Workloads (with Options.Workloads), stripped by StripWorkload.
+	Workload cache.ResourceEventHandler
 	// Node is called with a node whose GPU trouble began, changed or ended (with Options.Nodes).
 	Node func(node *corev1.Node)
 }
@@ -274,6 +340,11 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 		}
 		for _, inf := range sc.optionalInf {
 			if err := add(inf, h.Child); err != nil {
+				return err
+			}
+		}
+		if sc.workloadInf != nil {
+			if err := add(sc.workloadInf, h.Workload); err != nil {
 				return err
 			}
 		}
@@ -320,6 +391,9 @@ func (s *Set) Start(ctx context.Context) {
 		sc.children.Start(ctx.Done())
 		sc.optional.Start(ctx.Done())
 		sc.quotas.Start(ctx.Done())
+		if sc.workloads != nil {
+			sc.workloads.Start(ctx.Done())
+		}
 	}
 }
 
@@ -338,6 +412,9 @@ func (s *Set) HasSynced() bool {
 			if !inf.HasSynced() {
 				return false
 			}
+		}
+		if sc.workloadInf != nil && !sc.workloadInf.HasSynced() {
+			return false
 		}
 	}
 	return true
@@ -417,6 +494,35 @@ func (s *Set) Optional(gvr schema.GroupVersionResource, namespace, name string) 
 		return nil, false, nil
 	}
 	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, namespace, name)
+}
+
+// Pod returns a cached pod of a model; callers must not modify it.
+func (s *Set) Pod(namespace, name string) (*corev1.Pod, bool, error) {
+	return get[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, name)
+}
+
+// Workloads returns the Kueue Workloads of the given pods, by pod UID; nil when Workloads
+// are not watched.
+func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]reconcile.Workload {
+	sc, ok := s.scopeFor(namespace)
+	if !ok || sc.workloadInf == nil {
+		return nil
+	}
+	out := map[types.UID]reconcile.Workload{}
+	for _, uid := range pods {
+		objs, err := sc.workloadInf.GetIndexer().ByIndex(byPodOwner, namespace+"/"+string(uid))
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				if owner, w, ok := reconcile.WorkloadOf(u); ok && owner == uid {
+					out[uid] = w
+				}
+			}
+		}
+	}
+	return out
 }
 
 func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, instance string) ([]T, error) {

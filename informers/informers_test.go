@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -146,5 +147,45 @@ func TestStripInferenceServiceAndHPA(t *testing.T) {
 	}
 	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
 		t.Fatalf("hpa %+v", h)
+	}
+}
+
+func TestStripWorkloadKeepsWhatTheDiagnosisReads(t *testing.T) {
+	wl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": "pod-m-abc-1", "namespace": "team-a", "uid": "wl-uid", "resourceVersion": "7",
+			"labels":          map[string]any{"kueue.x-k8s.io/job-uid": "pod-uid"},
+			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "m-abc", "uid": "pod-uid", "controller": true}}},
+		"spec": map[string]any{"queueName": "team-a", "podSets": []any{map[string]any{"name": "main", "count": int64(1)}}},
+		"status": map[string]any{"admission": map[string]any{"clusterQueue": "team-a"}, "conditions": []any{
+			map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient unused quota", "lastTransitionTime": "2026-12-04T00:00:00Z"},
+			map[string]any{"type": "Admitted", "status": "False", "message": "x"},
+		}},
+	}}
+	before := wl.DeepCopy()
+	out, err := StripWorkload(wl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(wl, before) {
+		t.Fatal("the informer's object was modified")
+	}
+	s := out.(*unstructured.Unstructured)
+	if _, ok := s.Object["spec"]; ok {
+		t.Fatalf("spec kept: %v", s.Object)
+	}
+	uid, w, ok := reconcile.WorkloadOf(s)
+	if !ok || uid != "pod-uid" || w.Name != "pod-m-abc-1" || w.ClusterQueue != "team-a" || w.Pending != "insufficient unused quota" || s.GetResourceVersion() != "7" {
+		t.Fatalf("stripped: %v %q %+v %v", ok, uid, w, s.Object)
+	}
+	keys, _ := podOwnerIndex(s)
+	if len(keys) != 1 || keys[0] != "team-a/pod-uid" {
+		t.Fatalf("index %v", keys)
+	}
+	job := before.DeepCopy()
+	job.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "eval", UID: "job-uid"}})
+	sj, _ := StripWorkload(job)
+	if keys, _ := podOwnerIndex(sj); len(keys) != 0 || len(sj.(*unstructured.Unstructured).Object) > 3 {
+		t.Fatalf("a Job's Workload kept: %v %v", keys, sj)
 	}
 }

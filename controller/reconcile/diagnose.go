@@ -89,11 +89,12 @@ type evidence struct {
 	survey        []NodeGPUs
 	lastWords     map[string]string
 	gpusPerPod    int64 // what one pod asks: a multi-node replica's share of one node
+	workloads     map[types.UID]Workload
 }
 
 func evidenceOf(in Input) evidence {
 	o := &in.Observed
-	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext))}
+	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness

@@ -52,7 +52,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 	if p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) > 0 {
 		// Held before the scheduler by an admission system (Kueue, or another gate owner): the
 		// model is queued, not failing; the gate's owner removes it on admission.
-		return podFinding{rank: RankAdmission, reason: ReasonWaitingForAdmission, message: admissionMessage(isvc, p)}, true
+		return podFinding{rank: RankAdmission, reason: ReasonWaitingForAdmission, message: admissionMessage(isvc, p, ev.workloads)}, true
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {

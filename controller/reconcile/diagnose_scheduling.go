@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -34,8 +35,8 @@ const (
 const RankAdmission = 55
 
 // admissionMessage names the gates and, with spec.queueName, the LocalQueue the operator
-// labelled the pods with.
-func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod) string {
+// labelled the pods with, then what Kueue's Workload for the pod says, when there is one.
+func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod, workloads map[types.UID]Workload) string {
 	gates := make([]string, len(p.Spec.SchedulingGates))
 	for i, g := range p.Spec.SchedulingGates {
 		gates[i] = g.Name
@@ -43,6 +44,12 @@ func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod) string {
 	msg := fmt.Sprintf("Pod %s: waiting for admission: held by scheduling gates %s", p.Name, strings.Join(gates, ", "))
 	if q := isvc.Spec.QueueName; q != "" {
 		msg += fmt.Sprintf(" (LocalQueue %s)", q)
+	}
+	for _, g := range p.Spec.SchedulingGates {
+		if g.Name == KueueGate && workloads != nil {
+			w, found := workloads[p.UID]
+			msg += kueueSays(w, found)
+		}
 	}
 	return msg
 }

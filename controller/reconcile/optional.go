@@ -60,6 +60,9 @@ type Features struct {
 	// LeaderWorkerSets: leaderworkerset.x-k8s.io/v1 is served, so multi-node models
 	// (spec.multiNode) can run; without it they are refused (MultiNodeUnsupported).
 	LeaderWorkerSets bool
+	// KueueWorkloads: kueue.x-k8s.io/v1beta2 Workloads are served and watched, so a gated
+	// pod's wait is told in Kueue's words.
+	KueueWorkloads bool
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

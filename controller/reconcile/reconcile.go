@@ -51,6 +51,9 @@ type Observed struct {
 	// LastWords are the decisive lines of the crashed runs LastWordsWanted named, by the run's
 	// container ID (CrashedRun.RunID), from the I/O layer's pods/log reads.
 	LastWords map[string]string
+	// Workloads are the Kueue Workloads of the model's gated pods, by pod UID (WorkloadOf),
+	// read when Features.KueueWorkloads.
+	Workloads map[types.UID]Workload
 }
 
 // Input is everything Reconcile depends on.

@@ -73,6 +73,9 @@ func walkFile(name string) string { return filepath.Join(env.Root, "test", "kueu
 // the serving model, and the isvc says so.
 func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	startKueue(t)
+	// Registered after Kueue's stop, so it runs before it: the suite's operator back.
+	t.Cleanup(func() { restartWith(t) })
+	restartWith(t) // discovers Kueue's Workloads, served now
 	const ns, isvc = "team-a", "chat"
 	for _, n := range []string{ns, "team-b"} {
 		env.CreateNamespace(t, n)
@@ -182,6 +185,15 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	default:
 		t.Logf("while the pods were gated: %s: %s", waitingForAdmission, msg)
 	}
+	// Kueue's own account of the wait reached the isvc: the GPUs its quota lacks and the
+	// preemption it started for the model's pods (a window the sampling may miss: logged).
+	said := tl.said()
+	if !slices.ContainsFunc(said, func(w string) bool {
+		return strings.Contains(w, "nvidia.com/gpu") || strings.Contains(w, "Pending the preemption of")
+	}) {
+		t.Errorf("the isvc never relayed Kueue's account of its gated pods; it relayed: %q", said)
+	}
+	t.Logf("Kueue's words relayed by the isvc while its pods were gated: %q", said)
 
 	// 5. The model scales down: the offline work is admitted again and runs.
 	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"replicas":4}}`)
@@ -260,6 +272,8 @@ type kueueTimeline struct {
 	mu      sync.Mutex
 	last    string
 	gated   map[string]string // isvc reasons seen while an online pod was gated, and a message
+	// kueueSaid are Kueue's words on a gated pod's Workload, as the isvc's message gave them.
+	kueueSaid []string
 	evicted map[string]bool   // offline workloads seen preempted
 	// baseline are the model's pods before the peak; minReady the fewest of them ever ready.
 	baseline map[types.UID]bool
@@ -380,6 +394,14 @@ func (tl *kueueTimeline) sample() kueueSample {
 		if _, seen := tl.gated[i.Status.Reason]; gatedNow && !seen {
 			tl.gated[i.Status.Reason] = readyMessage(i)
 		}
+		// Each different account Kueue gave of a gated pod, as the isvc relayed it.
+		if _, says, ok := strings.Cut(readyMessage(i), "; Kueue Workload "); gatedNow && ok {
+			says, _, _ = strings.Cut(says, "; ")
+			if _, words, _ := strings.Cut(says, ": "); words != "" && !slices.Contains(tl.kueueSaid, words) {
+				tl.kueueSaid = append(tl.kueueSaid, words)
+				tl.t.Logf("t=%5.1fs isvc relays Kueue: %s", time.Since(tl.start).Seconds(), words)
+			}
+		}
 	}
 	s.pdbAllowed = -1
 	if pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(tl.ns).Get(ctx, tl.isvc, metav1.GetOptions{}); err == nil {
@@ -471,6 +493,12 @@ func (tl *kueueTimeline) gatedMessage(reason string) (string, bool) {
 	defer tl.mu.Unlock()
 	msg, ok := tl.gated[reason]
 	return msg, ok
+}
+
+func (tl *kueueTimeline) said() []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.kueueSaid)
 }
 
 func (tl *kueueTimeline) gatedReasons() []string {

@@ -305,14 +305,15 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	t.Cleanup(func() {
 		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", optionalCRDs)
 	})
-	// LeaderWorkerSet's CRD (a stand-in: no LWS controller is needed to see the operator's calls).
-	lwsCRD := filepath.Join(env.Root, "test", "e2e", "testdata", "lws_crd_standin.yaml")
-	env.Kubectl(t, "apply", "-f", lwsCRD)
+	// LeaderWorkerSet's and Kueue's Workload CRDs (stand-ins: no controller is needed to see
+	// the operator's calls).
+	standins := filepath.Join(env.Root, "test", "e2e", "testdata", "standin_crds.yaml")
+	env.Kubectl(t, "apply", "-f", standins)
 	t.Cleanup(func() {
-		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", lwsCRD)
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", standins)
 	})
 	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io",
-		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "--timeout=60s")
+		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "crd/workloads.kueue.x-k8s.io", "--timeout=60s")
 
 	// The install's rules, for a ServiceAccount of the test's own.
 	const name = "isvc-rbac-exact"
