@@ -263,18 +263,18 @@ func (s kueueSample) String() string {
 // kueueTimeline samples the team every half second and logs each change, with the time since
 // the test began: GPUs by workload, admitted and pending workloads, the ClusterQueue's usage.
 type kueueTimeline struct {
-	t       *testing.T
-	ns      string
-	isvc    string
-	start   time.Time
-	cancel  context.CancelFunc
-	done    chan struct{}
-	mu      sync.Mutex
-	last    string
-	gated   map[string]string // isvc reasons seen while an online pod was gated, and a message
+	t      *testing.T
+	ns     string
+	isvc   string
+	start  time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	last   string
+	gated  map[string]string // isvc reasons seen while an online pod was gated, and a message
 	// kueueSaid are Kueue's words on a gated pod's Workload, as the isvc's message gave them.
 	kueueSaid []string
-	evicted map[string]bool   // offline workloads seen preempted
+	evicted   map[string]bool // offline workloads seen preempted
 	// baseline are the model's pods before the peak; minReady the fewest of them ever ready.
 	baseline map[types.UID]bool
 	minReady int
