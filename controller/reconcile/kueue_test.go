@@ -73,3 +73,20 @@ func TestWaitingForAdmissionInKueuesWords(t *testing.T) {
 		}
 	}
 }
+
+// Kueue's account changing (a Workload created, short of quota, then preempting) is written,
+// though the model stays Progressing WaitingForAdmission: it is what the user waits on.
+func TestKueuesAccountWorthWriting(t *testing.T) {
+	st := func(msg string) *crd.InferenceServiceStatus {
+		return &crd.InferenceServiceStatus{Phase: crd.PhaseProgressing, Reason: ReasonWaitingForAdmission, ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: crd.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonWaitingForAdmission, ObservedGeneration: 2, Message: msg}}}
+	}
+	before := st("Pod a: waiting for admission: held by scheduling gates kueue.x-k8s.io/admission; no Kueue Workload for it yet")
+	after := st("Pod a: waiting for admission: held by scheduling gates kueue.x-k8s.io/admission; Kueue Workload pod-a: couldn't assign flavors")
+	if !WorthWriting(before, after) {
+		t.Fatal("Kueue's new account not written")
+	}
+	if WorthWriting(after, st(after.Conditions[0].Message)) {
+		t.Fatal("an unchanged account rewritten")
+	}
+}

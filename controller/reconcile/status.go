@@ -255,7 +255,9 @@ func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 			}
 			continue
 		}
-		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason)) {
+		// A queued model's message is the queue's account (Kueue's words on its Workloads): it
+		// changes at the queue's pace, and is what a user waiting reads.
+		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason) || n.Reason == ReasonWaitingForAdmission) {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"sync"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -187,9 +188,36 @@ func (k *kubelet) stopWorker(uid types.UID) {
 	}
 }
 
+// stopSecondsAnnotation on a pod is how long its containers take to exit after SIGTERM (a job
+// writing a checkpoint, a server draining), bounded by the deletion's grace period as a
+// kubelet bounds it; without it they exit at once.
+const stopSecondsAnnotation = "kubelet.fake/stop-seconds"
+
+// stopDelay is how long a deleted pod's containers run before they are stopped.
+func stopDelay(pod *v1.Pod) time.Duration {
+	n, err := strconv.Atoi(pod.Annotations[stopSecondsAnnotation])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	d := time.Duration(n) * time.Second
+	if g := pod.DeletionGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < d {
+		d = time.Duration(*g) * time.Second
+	}
+	return d
+}
+
 // deletePod finishes a graceful deletion the way a kubelet does once the
 // containers are stopped: delete with grace period 0.
 func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
+	if d := stopDelay(pod); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 	rec := k.recorders[pod.Spec.NodeName]
 	for _, c := range pod.Spec.Containers {
 		rec.Eventf(containerRef(pod, c.Name, false), v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
