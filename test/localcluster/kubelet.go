@@ -4,8 +4,8 @@ package main
 
 import (
 	"context"
-	"sync"
 	"strconv"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
