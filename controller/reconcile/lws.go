@@ -271,6 +271,14 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Depl
 	return d, rss
 }
 
+// GroupView is groupView for readers outside the operator (the kubectl plugin's walk): the
+// view carries the LeaderWorkerSet's owner references, so it is the isvc's as the LWS is.
+func GroupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
+	d, rss := groupView(lws, pods)
+	d.OwnerReferences = lws.GetOwnerReferences()
+	return d, rss
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -79,6 +79,17 @@ func (s Source) objects(ctx context.Context, ns, name string) (Objects, error) {
 	default:
 		o.Deployment = d
 	}
+	if o.Deployment == nil {
+		// A multi-node model's child; not found, or LeaderWorkerSet not served: none.
+		l, err := s.Dyn.Resource(reconcile.LeaderWorkerSetGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return Objects{}, fmt.Errorf("leaderworkerset %s/%s: %w", ns, name, err)
+		default:
+			o.LeaderWorkerSet = l
+		}
+	}
 	sel := metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + name}
 	rss, err := s.Kube.AppsV1().ReplicaSets(ns).List(ctx, sel)
 	if err != nil {

@@ -24,13 +24,22 @@ func RenderWhy(w io.Writer, r Report) error {
 
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	marked := r.Marked
+	// A LeaderWorkerSet's layers are named for what they are: groups, then StatefulSets.
+	alias := map[string]string{}
+	if d := r.Deployment; d != nil && d.Kind != "" {
+		alias[LayerDeployment], alias[LayerReplicaSet] = d.Kind, "StatefulSet"
+	}
 	row := func(layer, name, numbers string) {
 		mark := "  "
 		if layer == marked && layer != "" {
 			mark = ">>"
 			marked = "" // only the first row of the layer
 		}
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, layer, name, numbers)
+		label := layer
+		if a, ok := alias[layer]; ok {
+			label = a
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, label, name, numbers)
 	}
 	fmt.Fprintf(tw, "   LAYER\tNAME\tNUMBERS\n")
 	i := r.ISVC
@@ -51,7 +60,10 @@ func RenderWhy(w io.Writer, r Report) error {
 	} else {
 		row(LayerHPA, "-", "none")
 	}
-	if d := r.Deployment; d != nil {
+	if d := r.Deployment; d != nil && d.Kind != "" {
+		// Its replicas are groups; a group is ready when every pod of it is.
+		row(LayerDeployment, d.Name, fmt.Sprintf("groups desired %d, current %d, up-to-date %d, ready %d", d.Desired, d.Current, d.UpToDate, d.Ready))
+	} else if d != nil {
 		row(LayerDeployment, d.Name, fmt.Sprintf("desired %d, current %d, up-to-date %d, ready %d, available %d, %s", d.Desired, d.Current, d.UpToDate, d.Ready, d.Available, orDash(d.Progressing)))
 	} else {
 		row(LayerDeployment, r.Name, "missing")
@@ -62,6 +74,9 @@ func RenderWhy(w io.Writer, r Report) error {
 			age = "new"
 		}
 		n := fmt.Sprintf("%s (revision %s): desired %d, current %d, ready %d", age, rs.Revision, rs.Desired, rs.Current, rs.Ready)
+		if rs.Desired < 0 { // a LeaderWorkerSet's StatefulSet, seen through its pods
+			n = fmt.Sprintf("pods %d, ready %d", rs.Current, rs.Ready)
+		}
 		if rs.Failure != "" {
 			n += ", ReplicaFailure " + rs.Failure
 		}

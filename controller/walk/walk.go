@@ -19,6 +19,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -37,14 +38,17 @@ const (
 
 // Objects is what the walk reads: one isvc and its children as listed from the API server.
 type Objects struct {
-	ISVC        *crd.InferenceService
-	HPA         *autoscalingv2.HorizontalPodAutoscaler // nil when there is none (scaled to zero, KEDA without its HPA yet)
-	Deployment  *appsv1.Deployment
-	ReplicaSets []*appsv1.ReplicaSet
-	Pods        []*corev1.Pod
-	Events      []corev1.Event // the namespace's, filtered here by the marked layer's objects
-	Operator    Operator
-	Now         time.Time
+	ISVC       *crd.InferenceService
+	HPA        *autoscalingv2.HorizontalPodAutoscaler // nil when there is none (scaled to zero, KEDA without its HPA yet)
+	Deployment *appsv1.Deployment
+	// LeaderWorkerSet is a multi-node model's child in the Deployment's place (nil if none):
+	// walked as reconcile.GroupView reads it, groups as replicas and StatefulSets as ReplicaSets.
+	LeaderWorkerSet *unstructured.Unstructured
+	ReplicaSets     []*appsv1.ReplicaSet
+	Pods            []*corev1.Pod
+	Events          []corev1.Event // the namespace's, filtered here by the marked layer's objects
+	Operator        Operator
+	Now             time.Time
 }
 
 // Operator is what the plugin could see of the operator: its leader Lease and its pods.
@@ -141,6 +145,8 @@ type HPALayer struct {
 
 // DeploymentLayer is the Deployment's numbers, as `kubectl get deploy` shows them.
 type DeploymentLayer struct {
+	// Kind is "LeaderWorkerSet" for a multi-node model (replicas are its groups), else empty.
+	Kind        string `json:"kind,omitempty"`
 	Name        string `json:"name"`
 	Desired     int32  `json:"desired"`
 	Current     int32  `json:"current"`
@@ -225,6 +231,9 @@ func Build(o Objects) Report {
 	}
 	var rss []*appsv1.ReplicaSet
 	var pods []*corev1.Pod
+	if o.Deployment == nil && o.LeaderWorkerSet != nil {
+		o.Deployment, o.ReplicaSets = reconcile.GroupView(o.LeaderWorkerSet, o.Pods)
+	}
 	if d := o.Deployment; d != nil {
 		r.Deployment = &DeploymentLayer{Name: d.Name, Desired: ptr.Deref(d.Spec.Replicas, 1), Current: d.Status.Replicas,
 			UpToDate: d.Status.UpdatedReplicas, Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas}
@@ -235,6 +244,10 @@ func Build(o Objects) Report {
 		}
 		rss = owned(o.ReplicaSets, d.UID)
 		r.ReplicaSets = replicaSetLayers(rss)
+		if d.Kind == reconcile.KindLeaderWorkerSet {
+			r.Deployment.Kind = d.Kind
+			statefulSetCounts(r.ReplicaSets, o.Pods)
+		}
 		uids := map[string]bool{}
 		for _, rs := range rss {
 			uids[string(rs.UID)] = true
@@ -354,6 +367,32 @@ func replicaSetLayers(rss []*appsv1.ReplicaSet) []ReplicaSetLayer {
 		out = append(out, l)
 	}
 	return out
+}
+
+// statefulSetCounts fills the layers of a LeaderWorkerSet's StatefulSets, which the walk sees
+// only through their pods: current and ready are the pods each controls, desired unknown (-1).
+func statefulSetCounts(layers []ReplicaSetLayer, pods []*corev1.Pod) {
+	for i := range layers {
+		l := &layers[i]
+		l.Desired, l.Current, l.Ready = -1, 0, 0
+		for _, p := range pods {
+			if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Name == l.Name && p.DeletionTimestamp == nil {
+				l.Current++
+				if podIsReady(p) {
+					l.Ready++
+				}
+			}
+		}
+	}
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func hpaLayer(h *autoscalingv2.HorizontalPodAutoscaler) *HPALayer {
@@ -519,8 +558,14 @@ func events(all []corev1.Event, layer string, o Objects, rss []*appsv1.ReplicaSe
 		kind, names[o.HPA.Name] = "HorizontalPodAutoscaler", true
 	case LayerDeployment:
 		kind, names[o.ISVC.Name] = "Deployment", true
+		if o.LeaderWorkerSet != nil {
+			kind = reconcile.KindLeaderWorkerSet
+		}
 	case LayerReplicaSet:
 		kind = "ReplicaSet"
+		if o.LeaderWorkerSet != nil {
+			kind = "StatefulSet"
+		}
 		for _, rs := range rss {
 			names[rs.Name] = true
 		}
