@@ -211,6 +211,14 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		return nil
 	})
 	t.Logf("3 groups on 4 nodes: %s", short)
+	// The same walk from a terminal: kubectl isvc why, through the LeaderWorkerSet.
+	why := plugin(t, buildPlugin(t), "why", "big", "-n", ns)
+	t.Logf("kubectl isvc why big:\n%s", why)
+	for _, want := range []string{"LeaderWorkerSet", "groups desired 3", "StatefulSet", "InsufficientGPU", "big-2"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("kubectl isvc why lacks %q", want)
+		}
+	}
 	kubectl("delete", "isvc", "big", "-n", ns, "--wait=true", "--timeout=60s")
 
 	// Scaling through the isvc: 2 x (2 pods of 4 GPUs) -> 3 groups, two pods a node.
