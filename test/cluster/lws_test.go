@@ -123,14 +123,7 @@ func allReady(pods []lwsPod, want int) bool {
 // `make test` always builds it.
 func startLWS(t *testing.T) {
 	t.Helper()
-	bin := os.Getenv(operator.LWSBinEnv)
-	if bin == "" {
-		msg := operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := operator.Bin(t, operator.LWSBinEnv, "lws")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()

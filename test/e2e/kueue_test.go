@@ -34,14 +34,7 @@ var (
 // where make test always builds it.
 func startKueue(t *testing.T) *operator.Kueue {
 	t.Helper()
-	bin := os.Getenv(operator.KueueBinEnv)
-	if bin == "" {
-		msg := operator.KueueBinEnv + " is unset: build Kueue with `make kueue` and run with " + operator.KueueBinEnv + "=$PWD/test/kueue/bin/kueue"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := operator.Bin(t, operator.KueueBinEnv, "kueue")
 	dir := filepath.Join(env.Dir, "kueue")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -28,14 +28,7 @@ import (
 // where make test always builds it.
 func startLWS(t *testing.T) *operator.LWS {
 	t.Helper()
-	bin := os.Getenv(operator.LWSBinEnv)
-	if bin == "" {
-		msg := operator.LWSBinEnv + " is unset: build LeaderWorkerSet with `make lws` and run with " + operator.LWSBinEnv + "=$PWD/test/lws/bin/lws"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := operator.Bin(t, operator.LWSBinEnv, "lws")
 	dir := filepath.Join(env.Dir, "lws")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
