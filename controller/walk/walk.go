@@ -378,21 +378,12 @@ func statefulSetCounts(layers []ReplicaSetLayer, pods []*corev1.Pod) {
 		for _, p := range pods {
 			if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Name == l.Name && p.DeletionTimestamp == nil {
 				l.Current++
-				if podIsReady(p) {
+				if podReady(p) {
 					l.Ready++
 				}
 			}
 		}
 	}
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func hpaLayer(h *autoscalingv2.HorizontalPodAutoscaler) *HPALayer {
