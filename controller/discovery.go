@@ -52,8 +52,9 @@ func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource)
 // DiscoverFeatures turns on the optional children whose CRDs are served (ServiceMonitors
 // when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set, and
 // LeaderWorkerSets for multi-node models) and returns the resources to watch for them; and
-// Kueue's Workloads, watched apart (Options.Workloads) since Kueue, not the operator, makes them. A CRD
-// installed later needs a restart (the Deployment's rollout), as with other operators.
+// Kueue's Workloads, watched apart (Options.Workloads) since Kueue, not the operator, makes
+// them. A CRD installed later needs a restart (the Deployment's rollout), as with other
+// operators.
 func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (reconcile.Features, []schema.GroupVersionResource, error) {
 	var f reconcile.Features
 	var watch []schema.GroupVersionResource
