@@ -4,6 +4,9 @@
 # (config/components/crd/bases) and the webhook configurations (config/components/webhook).
 # The build is skipped while a stamp of its inputs (go.mod, go.sum, this script, the Go
 # version) matches the one written next to the binary: a cold build takes minutes on 2 cores.
+# The visibility API server reads its certificate from a fixed /visibility when Kueue does not
+# manage certificates; the build makes that path relative (visibility/ in the process's working
+# directory), so a harness gives it ours without writing outside its scratch directory.
 # Usage: test/kueue/build.sh [output]   (default test/kueue/bin/kueue)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,7 +23,7 @@ if [ -x "$out" ] && [ -d "$manifests/crd" ] && [ "$(cat "$out.stamp" 2>/dev/null
   exit 0
 fi
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
-../buildprogress/buildprogress.sh kueue go build -trimpath -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" -o "$out" sigs.k8s.io/kueue/cmd/kueue
+../buildprogress/buildprogress.sh kueue go build -trimpath -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version -X sigs.k8s.io/kueue/pkg/visibility.certDir=visibility" -o "$out" sigs.k8s.io/kueue/cmd/kueue
 src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
 rm -rf "$manifests"
 mkdir -p "$manifests/crd"

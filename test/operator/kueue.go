@@ -47,16 +47,19 @@ func KueueManifests(bin string) string { return bin + "-manifests" }
 
 // Kueue is one running Kueue controller manager.
 type Kueue struct {
-	cmd      *exec.Cmd
-	done     chan struct{}
-	log      *os.File
-	LogPath  string
-	c        *cluster.Cluster
-	dir      string
-	Webhook  string // 127.0.0.1:port, HTTPS with CAPEM
-	Probe    string // 127.0.0.1:port, /healthz and /readyz
-	CAPEM    []byte
-	Manifest string // the webhook configurations applied
+	cmd     *exec.Cmd
+	done    chan struct{}
+	log     *os.File
+	LogPath string
+	c       *cluster.Cluster
+	dir     string
+	Webhook string // 127.0.0.1:port, HTTPS with CAPEM
+	Probe   string // 127.0.0.1:port, /healthz and /readyz
+	// Visibility is the visibility API server (pending workloads and their positions),
+	// 127.0.0.1:port, registered as KueueVisibilityAPIService.
+	Visibility string
+	CAPEM      []byte
+	Manifest   string // the webhook configurations applied
 }
 
 // StartKueue installs Kueue's CRDs, runs bin against c with its scratch files in dir,
@@ -90,28 +93,29 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 	if err := os.MkdirAll(metricsCerts, 0o755); err != nil {
 		return nil, err
 	}
-	for _, f := range []string{webhook.CertFile, webhook.KeyFile} {
-		b, err := os.ReadFile(filepath.Join(certDir, f))
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(metricsCerts, f), b, 0o600); err != nil {
-			return nil, err
-		}
+	if err := copyFiles(certDir, metricsCerts, webhook.CertFile, webhook.KeyFile); err != nil {
+		return nil, err
 	}
 
-	ports, err := freeLoopbackPorts(2)
+	// The visibility API server's certificate, where build.sh points it: visibility/ in the
+	// working directory.
+	if err := copyFiles(certDir, filepath.Join(dir, "visibility"), webhook.CertFile, webhook.KeyFile); err != nil {
+		return nil, err
+	}
+
+	ports, err := freeLoopbackPorts(3)
 	if err != nil {
 		return nil, err
 	}
 	k := &Kueue{
 		c: c, dir: dir, CAPEM: certs.CAPEM, done: make(chan struct{}),
-		Webhook: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		Probe:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		LogPath: filepath.Join(dir, "kueue.log"),
+		Webhook:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		Probe:      net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+		Visibility: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
+		LogPath:    filepath.Join(dir, "kueue.log"),
 	}
 	config := filepath.Join(dir, "kueue-config.yaml")
-	if err := os.WriteFile(config, []byte(kueueConfiguration(ports[0], ports[1], certDir)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(kueueConfiguration(ports[0], ports[1], ports[2], certDir)), 0o600); err != nil {
 		return nil, err
 	}
 	if k.log, err = os.Create(k.LogPath); err != nil {
@@ -122,8 +126,9 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 		unshare = append(unshare, "--user", "--map-root-user")
 	}
 	args := append(unshare, "--", "sh", "-c", `mount -t overlay overlay -o lowerdir="$1":/etc /etc && shift && exec "$@"`,
-		"sh", etc, bin, "--config="+config, "--zap-log-level=2")
+		"sh", etc, bin, "--config="+config, "--kubeconfig="+c.KubeconfigPath(), "--zap-log-level=2")
 	k.cmd = exec.Command(args[0], args[1:]...)
+	k.cmd.Dir = dir
 	k.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
 	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
 	// unshare and sh exec in place: the signal reaches kueue itself.
@@ -141,14 +146,19 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 		k.Kill()
 		return nil, err
 	}
+	if err := k.registerVisibility(ctx); err != nil {
+		k.Kill()
+		return nil, err
+	}
 	return k, nil
 }
 
 // kueueConfiguration is the manager's Configuration: the Deployment integration (which
 // implies pod: Kueue gates and admits a Deployment's pods one by one) and batch/job, only in
-// namespaces with KueueNamespaceLabel, every server on loopback, no leader election, and our
-// own webhook certificate in certDir.
-func kueueConfiguration(webhookPort, probePort int, certDir string) string {
+// namespaces with KueueNamespaceLabel, every server on loopback (the visibility API server
+// too, which otherwise listens on every address), no leader election, and our own webhook
+// certificate in certDir.
+func kueueConfiguration(webhookPort, probePort, visibilityPort int, certDir string) string {
 	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
@@ -168,15 +178,15 @@ manageJobsWithoutQueueName: false
 managedJobsNamespaceSelector:
   matchLabels:
     %s: "true"
-featureGates:
-  # Its API server would listen on every address.
-  VisibilityOnDemand: false
+visibilityServer:
+  bindAddress: 127.0.0.1
+  bindPort: %d
 integrations:
   frameworks:
   - batch/job
   - deployment
   - pod
-`, probePort, webhookPort, certDir, KueueNamespaceLabel)
+`, probePort, webhookPort, certDir, KueueNamespaceLabel, visibilityPort)
 }
 
 // waitReady polls /readyz, which Kueue answers once its webhook server is listening.
@@ -291,12 +301,14 @@ func (k *Kueue) webhookConfiguration(doc []byte) (string, error) {
 }
 
 // Stop removes the webhook configurations (a stopped Kueue must not refuse the pods of
-// managed namespaces) and then the process, with SIGTERM.
+// managed namespaces) and the visibility APIService, then the process, with SIGTERM.
 func (k *Kueue) Stop(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	// An APIService left pointing at a stopped server fails every client's discovery.
 	_, _, werr := k.c.Kubectl(ctx, "delete", "--ignore-not-found",
-		"mutatingwebhookconfiguration/"+kueueMutatingWebhooks, "validatingwebhookconfiguration/"+kueueValidatingWebhooks)
+		"mutatingwebhookconfiguration/"+kueueMutatingWebhooks, "validatingwebhookconfiguration/"+kueueValidatingWebhooks,
+		"apiservice/"+KueueVisibilityAPIService)
 	_ = k.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-k.done:
@@ -313,6 +325,42 @@ func (k *Kueue) Kill() {
 	_ = k.cmd.Process.Kill()
 	<-k.done
 	k.log.Close()
+}
+
+// KueueVisibilityAPIService is the APIService of Kueue's visibility API, as its release names it.
+const KueueVisibilityAPIService = "v1beta2.visibility.kueue.x-k8s.io"
+
+// registerVisibility registers the visibility API server with the aggregator, as the release
+// does (insecureSkipTLSVerify), through an ExternalName Service on 127.0.0.1 (EndpointSlices
+// refuse loopback addresses), and waits until the aggregator serves it.
+func (k *Kueue) registerVisibility(ctx context.Context) error {
+	_, port, _ := net.SplitHostPort(k.Visibility)
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: visibility-server, namespace: kueue-system}
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+  ports: [{name: https, port: %s}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: %s}
+spec:
+  group: visibility.kueue.x-k8s.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  insecureSkipTLSVerify: true
+  service: {name: visibility-server, namespace: kueue-system, port: %s}
+`, port, KueueVisibilityAPIService, port)
+	if err := applyFile(ctx, k.c, filepath.Join(k.dir, "kueue-visibility.yaml"), manifest); err != nil {
+		return fmt.Errorf("kueue visibility APIService: %w", err)
+	}
+	if _, _, err := k.c.Kubectl(ctx, "wait", "--for=condition=Available", "apiservice/"+KueueVisibilityAPIService, "--timeout=90s"); err != nil {
+		return fmt.Errorf("kueue's visibility API not served (log %s ends:\n%s): %w", k.LogPath, logTail(k.LogPath, 10), err)
+	}
+	return nil
 }
 
 // Exited is closed when the process has exited.
@@ -335,6 +383,23 @@ func applyFile(ctx context.Context, c *cluster.Cluster, path, manifest string) e
 	}
 	_, _, err := c.Kubectl(ctx, "apply", "-f", path)
 	return err
+}
+
+// copyFiles copies the named files from one directory into another, made if absent.
+func copyFiles(from, to string, names ...string) error {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return err
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(from, n))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, n), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // freeLoopbackPorts returns n ports that were free on 127.0.0.1 a moment ago.
