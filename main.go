@@ -195,7 +195,8 @@ func run(ctx context.Context, o options) error {
 	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
 	optional = append(optional, scaledObjects...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
-		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes})
+		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes,
+		ClusterQueues: features.KueueClusterQueues})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")

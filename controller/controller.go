@@ -15,6 +15,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,6 +58,10 @@ type Caches interface {
 	Pod(namespace, name string) (*corev1.Pod, bool, error)
 	// Workloads are the Kueue Workloads of pods, by pod UID; nil when they are not watched.
 	Workloads(namespace string, pods []types.UID) map[types.UID]reconcile.Workload
+	// ClusterQueue is a Kueue ClusterQueue's borrowing, by name; absent when not watched.
+	ClusterQueue(name string) (reconcile.ClusterQueue, bool)
+	// AdmittedBy are the cached pods' Workloads a ClusterQueue admitted.
+	AdmittedBy(clusterQueue string) []metav1.Object
 	// TroubledNodes are the nodes with GPU trouble by name; nil when nodes are not watched.
 	TroubledNodes() map[string]*corev1.Node
 	// PodsOnNode are the cached pods bound to node, and the pending ones when pending is set.
@@ -134,6 +139,8 @@ type Controller struct {
 	podEvents podEvents
 	// gpuSurvey is the cluster's GPUs per node, shared by every model short of them (gpusurvey.go).
 	gpuSurvey gpuSurvey
+	// queuePositions are the LocalQueues' pending Workloads last read (queuepositions.go).
+	queuePositions queuePositions
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.

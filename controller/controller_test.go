@@ -97,6 +97,10 @@ func (f *fakeCaches) Pod(_, name string) (*corev1.Pod, bool, error) {
 	return nil, false, nil
 }
 func (f *fakeCaches) Workloads(string, []types.UID) map[types.UID]reconcile.Workload { return nil }
+func (f *fakeCaches) ClusterQueue(string) (reconcile.ClusterQueue, bool) {
+	return reconcile.ClusterQueue{}, false
+}
+func (f *fakeCaches) AdmittedBy(string) []metav1.Object { return nil }
 
 // fakeMetrics counts what the controller reports.
 type fakeMetrics struct {

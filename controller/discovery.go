@@ -52,8 +52,8 @@ func served(disco discovery.DiscoveryInterface, gvr schema.GroupVersionResource)
 // DiscoverFeatures turns on the optional children whose CRDs are served (ServiceMonitors
 // when serviceMonitors, HTTPRoutes when gatewayParent, "namespace/name", is set, and
 // LeaderWorkerSets for multi-node models) and returns the resources to watch for them; and
-// Kueue's Workloads, watched apart (Options.Workloads) since Kueue, not the operator, makes
-// them. A CRD installed later needs a restart (the Deployment's rollout), as with other
+// Kueue's Workloads and ClusterQueues, watched apart (Options.Workloads, ClusterQueues)
+// since Kueue, not the operator, makes them, and its visibility API. A CRD installed later needs a restart (the Deployment's rollout), as with other
 // operators.
 func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, gatewayParent string) (reconcile.Features, []schema.GroupVersionResource, error) {
 	var f reconcile.Features
@@ -71,6 +71,20 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 	// Kueue's Workloads say why a gated pod waits; watched whenever Kueue is installed.
 	if f.KueueWorkloads, err = served(disco, reconcile.KueueWorkloadGVR); err != nil {
 		return f, nil, err
+	}
+	if f.KueueWorkloads {
+		// What an admitted model's ClusterQueue borrows, and where a waiting one stands.
+		if f.KueueClusterQueues, err = served(disco, reconcile.KueueClusterQueueGVR); err != nil {
+			return f, nil, err
+		}
+		pending := reconcile.KueueLocalQueueVisibilityGVR
+		pending.Resource += "/pendingworkloads"
+		// An aggregated API whose server is down fails discovery: positions go unread, the
+		// operator runs.
+		if f.KueueVisibility, err = served(disco, pending); err != nil {
+			klog.InfoS("Kueue's visibility API is not available; queued models' positions are not read", "err", err)
+			f.KueueVisibility = false
+		}
 	}
 	if serviceMonitors {
 		ok, err := served(disco, reconcile.ServiceMonitorGVR)

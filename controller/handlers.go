@@ -29,6 +29,12 @@ func (c *Controller) Handlers() informers.Handlers {
 		Pod:        c.handler(false, c.enqueuePodOwner),
 		Workload:   c.handler(false, c.enqueueWorkloadPodOwner),
 		Node:       c.enqueueNodeModels,
+		// Borrowing is the ClusterQueue's: every model it admitted says so.
+		ClusterQueue: func(name string) {
+			for _, w := range c.caches.AdmittedBy(name) {
+				c.enqueueWorkloadPodOwner(w)
+			}
+		},
 	}
 }
 

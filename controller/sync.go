@@ -77,6 +77,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	obs.Nodes = c.caches.TroubledNodes()
 	var eventsWait time.Duration
 	obs.PodEvents, eventsWait = c.observePodEvents(ctx, key, isvc, obs, now)
+	c.observeQueuePositions(ctx, isvc, obs.Workloads, now.Time)
 	obs.GPUSurvey = c.observeGPUSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
 	obs.LastWords = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
@@ -201,16 +202,31 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 	if obs.Pods, err = c.caches.Pods(ns, name); err != nil || !c.features.KueueWorkloads {
 		return obs, err
 	}
-	var gated []types.UID
+	// A queued model's Workloads, admitted ones too (their ClusterQueue); else the gated pods'.
+	var uids []types.UID
 	for _, p := range obs.Pods {
+		if isvc.Spec.QueueName != "" {
+			uids = append(uids, p.UID)
+			continue
+		}
 		for _, g := range p.Spec.SchedulingGates {
 			if g.Name == reconcile.KueueGate {
-				gated = append(gated, p.UID)
+				uids = append(uids, p.UID)
 			}
 		}
 	}
-	if len(gated) > 0 {
-		obs.Workloads = c.caches.Workloads(ns, gated)
+	if len(uids) > 0 {
+		obs.Workloads = c.caches.Workloads(ns, uids)
+	}
+	if c.features.KueueClusterQueues {
+		for _, w := range obs.Workloads {
+			if cq, ok := c.caches.ClusterQueue(w.ClusterQueue); ok {
+				if obs.ClusterQueues == nil {
+					obs.ClusterQueues = map[string]reconcile.ClusterQueue{}
+				}
+				obs.ClusterQueues[cq.Name] = cq
+			}
+		}
 	}
 	return obs, nil
 }

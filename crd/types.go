@@ -197,6 +197,13 @@ const (
 	// above target), Unknown until it reports; absent without an HPA (spec.replicas 0). The
 	// model serves either way: it never makes the phase Failed.
 	ConditionAutoscalingActive = "AutoscalingActive"
+	// ConditionAdmitted says what Kueue did with the model's pods where Kueue's Workloads are
+	// watched and the model is queued (spec.queueName, or Kueue gates its pods): True once
+	// every pod is admitted (reason BorrowingQuota while its ClusterQueue borrows from its
+	// cohort), False while pods wait (WaitingForAdmission, or Preempting while Kueue makes room,
+	// with their position where Kueue's visibility API is served). It never makes the phase
+	// Failed: the Ready condition carries the wait.
+	ConditionAdmitted = "Admitted"
 )
 
 // GPUs returns spec.gpusPerReplica with its default applied.

@@ -69,6 +69,9 @@ type Options struct {
 	// Nodes watches the cluster's Nodes, stripped to their GPU facts, for the diagnosis of
 	// models failing on nodes whose GPUs are unhealthy (needs list and watch on nodes).
 	Nodes bool
+	// ClusterQueues watches Kueue's ClusterQueues (reconcile.KueueClusterQueueGVR), cluster-wide,
+	// stripped to what they borrow from their cohort.
+	ClusterQueues bool
 }
 
 // Set is the operator's caches across its namespaces.
@@ -78,6 +81,9 @@ type Set struct {
 	// GPU trouble so a reconcile reads the few troubled nodes, never the whole list.
 	nodes   informers.SharedInformerFactory
 	nodeInf cache.SharedIndexInformer
+	// Kueue's ClusterQueues, cluster-wide, nil unless Options.ClusterQueues.
+	clusterQueues dynamicinformer.DynamicSharedInformerFactory
+	cqInf         cache.SharedIndexInformer
 }
 
 // byTrouble indexes nodes with GPU trouble under "troubled".
@@ -127,6 +133,41 @@ func podOwnerIndex(obj interface{}) ([]string, error) {
 		return []string{u.GetNamespace() + "/" + string(uid)}, nil
 	}
 	return nil, nil
+}
+
+// byClusterQueue indexes pods' Workloads by the ClusterQueue that admitted them.
+const byClusterQueue = "clusterQueue"
+
+func clusterQueueIndex(obj interface{}) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	if _, w, ok := reconcile.WorkloadOf(u); ok && w.ClusterQueue != "" {
+		return []string{w.ClusterQueue}, nil
+	}
+	return nil, nil
+}
+
+// StripClusterQueue keeps of a ClusterQueue what reconcile.ClusterQueueOf reads: its name and
+// the resources it borrows, so its usage moving within its own quota is no event.
+func StripClusterQueue(obj interface{}) (interface{}, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	var flavors []any
+	for _, b := range reconcile.ClusterQueueOf(u).Borrowed {
+		flavors = append(flavors, map[string]any{"name": b.Flavor, "resources": []any{map[string]any{"name": b.Resource, "borrowed": b.Amount}}})
+	}
+	if len(flavors) > 0 {
+		_ = unstructured.SetNestedSlice(out.Object, flavors, "status", "flavorsUsage")
+	}
+	return out, nil
 }
 
 // StripWorkload keeps of a Workload what reconcile.WorkloadOf reads: a Job's shrinks to its
@@ -239,7 +280,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			// No resync: a Workload's news is its own change.
 			sc.workloads = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 			sc.workloadInf = sc.workloads.ForResource(reconcile.KueueWorkloadGVR).Informer()
-			must(sc.workloadInf.AddIndexers(cache.Indexers{byPodOwner: podOwnerIndex}))
+			must(sc.workloadInf.AddIndexers(cache.Indexers{byPodOwner: podOwnerIndex, byClusterQueue: clusterQueueIndex}))
 			must(sc.workloadInf.SetTransform(StripWorkload))
 		}
 		s.scopes[ns] = sc
@@ -251,6 +292,11 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			return coreinformers.NewNodeInformer(c, r, cache.Indexers{byTrouble: troubleIndex})
 		})
 		must(s.nodeInf.SetTransform(reconcile.StripNode))
+	}
+	if opts.ClusterQueues {
+		s.clusterQueues = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+		s.cqInf = s.clusterQueues.ForResource(reconcile.KueueClusterQueueGVR).Informer()
+		must(s.cqInf.SetTransform(StripClusterQueue))
 	}
 	return s
 }
@@ -318,6 +364,9 @@ type Handlers struct {
 	Workload cache.ResourceEventHandler
 	// Node is called with a node whose GPU trouble began, changed or ended (with Options.Nodes).
 	Node func(node *corev1.Node)
+	// ClusterQueue is called with the name of a ClusterQueue whose borrowing changed (with
+	// Options.ClusterQueues).
+	ClusterQueue func(name string)
 }
 
 // AddEventHandlers wires h into every scope.
@@ -347,6 +396,33 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 			if err := add(sc.workloadInf, h.Workload); err != nil {
 				return err
 			}
+		}
+	}
+	if s.cqInf != nil && h.ClusterQueue != nil {
+		if _, err := s.cqInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj interface{}) {
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					h.ClusterQueue(u.GetName())
+				}
+			},
+			UpdateFunc: func(old, obj interface{}) {
+				o, ok1 := old.(*unstructured.Unstructured)
+				n, ok2 := obj.(*unstructured.Unstructured)
+				// Stripped to its borrowing: only a change of it is news.
+				if ok1 && ok2 && !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(o), reconcile.ClusterQueueOf(n)) {
+					h.ClusterQueue(n.GetName())
+				}
+			},
+			DeleteFunc: func(obj interface{}) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					h.ClusterQueue(u.GetName())
+				}
+			},
+		}); err != nil {
+			return err
 		}
 	}
 	if s.nodeInf == nil || h.Node == nil {
@@ -386,6 +462,9 @@ func (s *Set) Start(ctx context.Context) {
 	if s.nodes != nil {
 		s.nodes.Start(ctx.Done())
 	}
+	if s.clusterQueues != nil {
+		s.clusterQueues.Start(ctx.Done())
+	}
 	for _, sc := range s.scopes {
 		go sc.isvcInf.RunWithContext(ctx)
 		sc.children.Start(ctx.Done())
@@ -399,7 +478,7 @@ func (s *Set) Start(ctx context.Context) {
 
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
-	if s.nodeInf != nil && !s.nodeInf.HasSynced() {
+	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqInf != nil && !s.cqInf.HasSynced() {
 		return false
 	}
 	for _, sc := range s.scopes {
@@ -561,6 +640,44 @@ func (s *Set) ResourceQuotas() []*corev1.ResourceQuota {
 	for _, sc := range s.scopes {
 		for _, o := range sc.quotaInf.GetStore().List() {
 			out = append(out, o.(*corev1.ResourceQuota))
+		}
+	}
+	return out
+}
+
+// ClusterQueue returns a Kueue ClusterQueue's borrowing, by name; absent when ClusterQueues
+// are not watched or it is not cached.
+func (s *Set) ClusterQueue(name string) (reconcile.ClusterQueue, bool) {
+	if s.cqInf == nil || name == "" {
+		return reconcile.ClusterQueue{}, false
+	}
+	obj, ok, err := s.cqInf.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return reconcile.ClusterQueue{}, false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return reconcile.ClusterQueue{}, false
+	}
+	return reconcile.ClusterQueueOf(u), true
+}
+
+// AdmittedBy returns the cached pods' Workloads (stripped) a ClusterQueue admitted, in every
+// scope. Callers must not modify them.
+func (s *Set) AdmittedBy(clusterQueue string) []metav1.Object {
+	var out []metav1.Object
+	for _, sc := range s.scopes {
+		if sc.workloadInf == nil {
+			continue
+		}
+		objs, err := sc.workloadInf.GetIndexer().ByIndex(byClusterQueue, clusterQueue)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			if m, ok := o.(metav1.Object); ok {
+				out = append(out, m)
+			}
 		}
 	}
 	return out

@@ -189,3 +189,50 @@ func TestStripWorkloadKeepsWhatTheDiagnosisReads(t *testing.T) {
 		t.Fatalf("a Job's Workload kept: %v %v", keys, sj)
 	}
 }
+
+// A ClusterQueue is cached as its borrowing only (its usage moving within its own quota is
+// then no update), and a pod's admitted Workload is indexed by the ClusterQueue that admitted
+// it, so a change of borrowing reaches the models it admitted.
+func TestStripClusterQueueAndIndex(t *testing.T) {
+	cq := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+		"metadata": map[string]any{"name": "team-a", "uid": "cq-uid", "resourceVersion": "9", "generation": int64(2)},
+		"spec":     map[string]any{"cohortName": "gpus", "namespaceSelector": map[string]any{}},
+		"status": map[string]any{"admittedWorkloads": int64(10), "flavorsUsage": []any{map[string]any{"name": "gpu", "resources": []any{
+			map[string]any{"name": "nvidia.com/gpu", "total": "18", "borrowed": "2"}, map[string]any{"name": "cpu", "total": "3", "borrowed": "0"}}}}},
+	}}
+	before := cq.DeepCopy()
+	out, err := StripClusterQueue(cq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(cq, before) {
+		t.Fatal("the informer's object was modified")
+	}
+	s := out.(*unstructured.Unstructured)
+	if _, ok := s.Object["spec"]; ok {
+		t.Fatalf("spec kept: %v", s.Object)
+	}
+	if !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(s), reconcile.ClusterQueueOf(cq)) || s.GetResourceVersion() != "9" {
+		t.Fatalf("borrowing lost: %+v from %v", reconcile.ClusterQueueOf(s), s.Object)
+	}
+	// More used, the same borrowed: the stripped forms are equal.
+	busier := cq.DeepCopy()
+	_ = unstructured.SetNestedField(busier.Object, int64(11), "status", "admittedWorkloads")
+	if b, _ := StripClusterQueue(busier); !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(b.(*unstructured.Unstructured)), reconcile.ClusterQueueOf(s)) {
+		t.Fatal("usage within quota changed the cached form")
+	}
+
+	wl := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "pod-m-abc-1", "namespace": "team-a",
+			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "m-abc", "uid": "pod-uid"}}},
+		"status": map[string]any{"admission": map[string]any{"clusterQueue": "team-a"}},
+	}}
+	if keys, _ := clusterQueueIndex(wl); len(keys) != 1 || keys[0] != "team-a" {
+		t.Fatalf("index %v", keys)
+	}
+	unstructured.RemoveNestedField(wl.Object, "status")
+	if keys, _ := clusterQueueIndex(wl); len(keys) != 0 {
+		t.Fatalf("a pending Workload indexed under %v", keys)
+	}
+}

@@ -1,11 +1,19 @@
 package reconcile
 
 import (
+	"fmt"
+	"sort"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/crd"
 )
 
 // KueueWorkloadGVR is Kueue's Workload (v1beta2, Kueue 0.15 and later): one per gated pod of a
@@ -21,6 +29,9 @@ type Workload struct {
 	Pending string
 	// ClusterQueue is where its quota is reserved, once it is.
 	ClusterQueue string
+	// Position is where it waits, from Kueue's visibility API (the I/O layer reads it when
+	// WantsQueuePositions); nil when not read or not pending.
+	Position *QueuePosition
 }
 
 // WorkloadOf reads a Kueue Workload owned by a pod: the pod's UID and what the diagnosis needs;
@@ -55,9 +66,220 @@ func kueueSays(w Workload, found bool) string {
 	case !found:
 		return "; no Kueue Workload for it yet"
 	case w.Pending != "":
-		return "; Kueue Workload " + w.Name + ": " + strings.TrimSuffix(firstLine(w.Pending), ".")
+		return "; Kueue Workload " + w.Name + ": " + strings.TrimSuffix(firstLine(w.Pending), ".") + positionSays(w.Position)
 	case w.ClusterQueue != "":
 		return "; Kueue Workload " + w.Name + ": quota reserved in ClusterQueue " + w.ClusterQueue + ", the gate about to be removed"
 	}
-	return "; Kueue Workload " + w.Name + ": not yet considered"
+	return "; Kueue Workload " + w.Name + ": not yet considered" + positionSays(w.Position)
+}
+
+func positionSays(p *QueuePosition) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s ahead of it in its LocalQueue, %s in its ClusterQueue)", workloadsCount(p.InLocalQueue), workloadsCount(p.InClusterQueue))
+}
+
+// KueueLocalQueueVisibilityGVR is Kueue's visibility API (an aggregated API server inside
+// Kueue's manager): its localqueues/pendingworkloads subresource lists a LocalQueue's pending
+// Workloads with their positions, the only place Kueue tells them.
+var KueueLocalQueueVisibilityGVR = schema.GroupVersionResource{Group: "visibility.kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
+
+// KueueClusterQueueGVR is Kueue's ClusterQueue, whose status says what it borrows from its
+// cohort: what Kueue may take back from the models it admitted.
+var KueueClusterQueueGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "clusterqueues"}
+
+// QueuePosition is how many pending Workloads Kueue considers before one (its visibility
+// API's positions, from 0).
+type QueuePosition struct {
+	InLocalQueue, InClusterQueue int32
+}
+
+// ClusterQueue is what the status reads of a Kueue ClusterQueue: the quota it borrows.
+type ClusterQueue struct {
+	Name     string
+	Borrowed []Borrowed
+}
+
+// Borrowed is quota a ClusterQueue uses beyond its own, from its cohort.
+type Borrowed struct {
+	Flavor, Resource, Amount string
+}
+
+// ClusterQueueOf reads a ClusterQueue's borrowing from status.flavorsUsage, in its order.
+func ClusterQueueOf(u *unstructured.Unstructured) ClusterQueue {
+	cq := ClusterQueue{Name: u.GetName()}
+	flavors, _, _ := unstructured.NestedSlice(u.Object, "status", "flavorsUsage")
+	for _, f := range flavors {
+		fm, _ := f.(map[string]any)
+		flavor, _ := fm["name"].(string)
+		resources, _ := fm["resources"].([]any)
+		for _, r := range resources {
+			rm, _ := r.(map[string]any)
+			name, _ := rm["name"].(string)
+			amount := quantityString(rm["borrowed"])
+			if amount != "" && amount != "0" {
+				cq.Borrowed = append(cq.Borrowed, Borrowed{Flavor: flavor, Resource: name, Amount: amount})
+			}
+		}
+	}
+	return cq
+}
+
+// quantityString is a quantity as JSON decoded it: a string ("2", "500m") or a number.
+func quantityString(v any) string {
+	switch q := v.(type) {
+	case string:
+		return q
+	case int64:
+		return fmt.Sprint(q)
+	case float64:
+		return fmt.Sprint(q)
+	}
+	return ""
+}
+
+// Reasons of the Admitted condition beyond ReasonWaitingForAdmission.
+const (
+	// ReasonAdmitted: Kueue admitted every pod of the model within its ClusterQueue's own quota.
+	ReasonAdmitted = "Admitted"
+	// ReasonBorrowingQuota: every pod is admitted, and the ClusterQueue that admitted them is
+	// borrowing from its cohort, which may reclaim the quota by preempting its workloads.
+	ReasonBorrowingQuota = "BorrowingQuota"
+	// ReasonPreempting: a pod waits while Kueue preempts other workloads to make room for it.
+	ReasonPreempting = "Preempting"
+	// ReasonNoPods: the model has no pods for Kueue to admit.
+	ReasonNoPods = "NoPods"
+)
+
+// queuePositionsRecheck is how often a model waiting in a queue reads its position again:
+// the visibility API has no watch, and positions move when others are admitted.
+const queuePositionsRecheck = 10 * time.Second
+
+// WantsQueuePositions reports whether a model has pods Kueue has not reserved quota for, so
+// the I/O layer reads their positions (QueuePosition) from the visibility API.
+func WantsQueuePositions(isvc *crd.InferenceService, f Features, workloads map[types.UID]Workload) bool {
+	if !f.KueueVisibility || isvc.Spec.QueueName == "" {
+		return false
+	}
+	for _, w := range workloads {
+		if w.ClusterQueue == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// admission is the Admitted condition: what Kueue did with the model's pods; absent where
+// Kueue's Workloads are not watched or the model is not queued (no spec.queueName and no
+// Kueue gate or Workload on its pods).
+type admission struct {
+	present bool
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+	recheck time.Duration
+}
+
+func decideAdmission(in Input) admission {
+	if !in.Features.KueueWorkloads {
+		return admission{}
+	}
+	isvc, obs := in.ISVC, &in.Observed
+	queued := isvc.Spec.QueueName != "" || len(obs.Workloads) > 0
+	var live, gated []*corev1.Pod
+	for _, p := range obs.Pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		live = append(live, p)
+		for _, g := range p.Spec.SchedulingGates {
+			if g.Name == KueueGate {
+				gated = append(gated, p)
+				queued = true
+			}
+		}
+	}
+	if !queued {
+		return admission{}
+	}
+	if len(live) == 0 {
+		return admission{true, metav1.ConditionUnknown, ReasonNoPods, "no pods to admit", 0}
+	}
+	if len(gated) > 0 {
+		a := admission{present: true, status: metav1.ConditionFalse, reason: ReasonWaitingForAdmission}
+		a.message = fmt.Sprintf("%d of %d pods wait for admission", len(gated), len(live))
+		if q := isvc.Spec.QueueName; q != "" {
+			a.message += " in LocalQueue " + q
+		}
+		var nearest *QueuePosition
+		for _, p := range gated {
+			w := obs.Workloads[p.UID]
+			if strings.Contains(w.Pending, "Pending the preemption") {
+				a.reason = ReasonPreempting
+			}
+			if w.Position != nil && (nearest == nil || w.Position.InClusterQueue < nearest.InClusterQueue) {
+				nearest = w.Position
+			}
+		}
+		if nearest != nil {
+			a.message += fmt.Sprintf("; the nearest has %s ahead of it in its LocalQueue, %s in its ClusterQueue",
+				workloadsCount(nearest.InLocalQueue), workloadsCount(nearest.InClusterQueue))
+		}
+		if a.reason == ReasonPreempting {
+			a.message += "; Kueue is preempting other workloads to make room"
+		}
+		if in.Features.KueueVisibility && isvc.Spec.QueueName != "" {
+			a.recheck = queuePositionsRecheck
+		}
+		return a
+	}
+	cqs := map[string]bool{}
+	for _, p := range live {
+		if w, ok := obs.Workloads[p.UID]; ok && w.ClusterQueue != "" {
+			cqs[w.ClusterQueue] = true
+		}
+	}
+	a := admission{present: true, status: metav1.ConditionTrue, reason: ReasonAdmitted}
+	a.message = fmt.Sprintf("%d pods admitted", len(live))
+	names := make([]string, 0, len(cqs))
+	for n := range cqs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		a.message += " by ClusterQueue " + strings.Join(names, ", ")
+	}
+	for _, n := range names {
+		cq, ok := obs.ClusterQueues[n]
+		if !ok || len(cq.Borrowed) == 0 {
+			continue
+		}
+		a.reason = ReasonBorrowingQuota
+		parts := make([]string, len(cq.Borrowed))
+		for i, b := range cq.Borrowed {
+			parts[i] = fmt.Sprintf("%s %s (flavor %s)", b.Amount, b.Resource, b.Flavor)
+		}
+		a.message += fmt.Sprintf("; ClusterQueue %s borrows %s from its cohort, which may reclaim it by preemption", n, strings.Join(parts, ", "))
+	}
+	return a
+}
+
+func workloadsCount(n int32) string {
+	if n == 1 {
+		return "1 workload"
+	}
+	return fmt.Sprintf("%d workloads", n)
+}
+
+// set writes the condition on st, or removes it.
+func (a admission) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, now metav1.Time) {
+	if !a.present {
+		meta.RemoveStatusCondition(&st.Conditions, crd.ConditionAdmitted)
+		return
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: crd.ConditionAdmitted, Status: a.status, Reason: a.reason, Message: a.message,
+		ObservedGeneration: isvc.Generation, LastTransitionTime: now,
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,5 +89,121 @@ func TestKueuesAccountWorthWriting(t *testing.T) {
 	}
 	if WorthWriting(after, st(after.Conditions[0].Message)) {
 		t.Fatal("an unchanged account rewritten")
+	}
+}
+
+// The Admitted condition tells what Kueue did with a queued model's pods: waiting (with the
+// nearest pod's position), preempting, admitted, admitted on borrowed quota; absent for a
+// model Kueue does not queue, or where Kueue's Workloads are not watched.
+func TestAdmittedCondition(t *testing.T) {
+	gated := func(name string) *corev1.Pod {
+		return pod(name, func(p *corev1.Pod) {
+			p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: KueueGate}}
+		})
+	}
+	running := func(name string) *corev1.Pod { return pod(name, func(*corev1.Pod) {}) }
+	kueue := Features{KueueWorkloads: true, KueueVisibility: true, KueueClusterQueues: true}
+	borrowing := map[string]ClusterQueue{"team-a": {Name: "team-a", Borrowed: []Borrowed{{Flavor: "gpu", Resource: "nvidia.com/gpu", Amount: "2"}}}}
+	for _, c := range []struct {
+		name      string
+		queue     string
+		features  Features
+		pods      []*corev1.Pod
+		workloads map[types.UID]Workload
+		cqs       map[string]ClusterQueue
+		status    metav1.ConditionStatus // "" for absent
+		reason    string
+		message   string
+		recheck   bool
+	}{
+		{name: "Kueue not watched", queue: "q", pods: []*corev1.Pod{gated("a")}},
+		{name: "not queued", features: kueue, pods: []*corev1.Pod{running("a")}},
+		{name: "no pods", queue: "q", features: kueue, status: metav1.ConditionUnknown, reason: ReasonNoPods},
+		{name: "waiting, position unknown", queue: "q", features: kueue, pods: []*corev1.Pod{running("a"), gated("b")},
+			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "insufficient quota"}},
+			status:    metav1.ConditionFalse, reason: ReasonWaitingForAdmission, message: "1 of 2 pods wait for admission in LocalQueue q", recheck: true},
+		{name: "waiting, nearest position", queue: "q", features: kueue, pods: []*corev1.Pod{gated("a"), gated("b")},
+			workloads: map[types.UID]Workload{"a": {Name: "wa", Position: &QueuePosition{3, 7}}, "b": {Name: "wb", Position: &QueuePosition{1, 2}}},
+			status:    metav1.ConditionFalse, reason: ReasonWaitingForAdmission,
+			message: "2 of 2 pods wait for admission in LocalQueue q; the nearest has 1 workload ahead of it in its LocalQueue, 2 workloads in its ClusterQueue", recheck: true},
+		{name: "gated without spec.queueName: no positions to read", features: kueue, pods: []*corev1.Pod{gated("a")},
+			status: metav1.ConditionFalse, reason: ReasonWaitingForAdmission, message: "1 of 1 pods wait for admission"},
+		{name: "preempting", queue: "q", features: kueue, pods: []*corev1.Pod{gated("a")},
+			workloads: map[types.UID]Workload{"a": {Name: "wa", Pending: "couldn't assign flavors ... Pending the preemption of 1 workload(s)"}},
+			status:    metav1.ConditionFalse, reason: ReasonPreempting, message: "Kueue is preempting other workloads to make room", recheck: true},
+		{name: "admitted", queue: "q", features: kueue, pods: []*corev1.Pod{running("a"), running("b")},
+			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", ClusterQueue: "team-a"}},
+			cqs:       map[string]ClusterQueue{"team-a": {Name: "team-a"}},
+			status:    metav1.ConditionTrue, reason: ReasonAdmitted, message: "2 pods admitted by ClusterQueue team-a"},
+		{name: "admitted on borrowed quota", queue: "q", features: kueue, pods: []*corev1.Pod{running("a")},
+			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, cqs: borrowing,
+			status: metav1.ConditionTrue, reason: ReasonBorrowingQuota,
+			message: "1 pods admitted by ClusterQueue team-a; ClusterQueue team-a borrows 2 nvidia.com/gpu (flavor gpu) from its cohort, which may reclaim it by preemption"},
+	} {
+		w, _ := walkWorld(t, 1, 0)
+		w.isvc.Spec.QueueName = c.queue
+		w.obs.Pods, w.obs.Workloads, w.obs.ClusterQueues = c.pods, c.workloads, c.cqs
+		out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Features: c.features})
+		got := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionAdmitted)
+		if c.status == "" {
+			if got != nil {
+				t.Errorf("%s: Admitted present: %+v", c.name, *got)
+			}
+			continue
+		}
+		if got == nil || got.Status != c.status || got.Reason != c.reason || !strings.Contains(got.Message, c.message) {
+			t.Errorf("%s: Admitted %+v, want %s %s %q", c.name, got, c.status, c.reason, c.message)
+			continue
+		}
+		if hasRecheck := out.Recheck > 0 && out.Recheck <= queuePositionsRecheck; c.recheck && !hasRecheck {
+			t.Errorf("%s: waiting for a position without a recheck (%s)", c.name, out.Recheck)
+		}
+		if out.Status.Phase == crd.PhaseFailed {
+			t.Errorf("%s: a queued model Failed", c.name)
+		}
+	}
+}
+
+// A pending pod's account in the Ready message carries its position where Kueue told it.
+func TestWaitingMessageNamesPosition(t *testing.T) {
+	got := kueueSays(Workload{Name: "wa", Pending: "couldn't assign flavors.", Position: &QueuePosition{0, 4}}, true)
+	want := "; Kueue Workload wa: couldn't assign flavors (0 workloads ahead of it in its LocalQueue, 4 workloads in its ClusterQueue)"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestClusterQueueOf(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "team-a"},
+		"status": map[string]any{"flavorsUsage": []any{
+			map[string]any{"name": "gpu", "resources": []any{
+				map[string]any{"name": "nvidia.com/gpu", "total": "18", "borrowed": "2"},
+				map[string]any{"name": "cpu", "total": "4", "borrowed": "0"},
+			}},
+			map[string]any{"name": "spot", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": "1"}}},
+		}},
+	}}
+	got := ClusterQueueOf(u)
+	if got.Name != "team-a" || len(got.Borrowed) != 1 || got.Borrowed[0] != (Borrowed{"gpu", "nvidia.com/gpu", "2"}) {
+		t.Fatalf("%+v", got)
+	}
+	if got := ClusterQueueOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "idle"}}}); len(got.Borrowed) != 0 {
+		t.Fatalf("no status: %+v", got)
+	}
+}
+
+func TestWantsQueuePositions(t *testing.T) {
+	isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{QueueName: "q"}}
+	on := Features{KueueWorkloads: true, KueueVisibility: true}
+	pending := map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb"}}
+	admitted := map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}
+	if !WantsQueuePositions(isvc, on, pending) {
+		t.Error("a pending Workload's position not wanted")
+	}
+	if WantsQueuePositions(isvc, on, admitted) || WantsQueuePositions(isvc, Features{KueueWorkloads: true}, pending) ||
+		WantsQueuePositions(&crd.InferenceService{}, on, pending) {
+		t.Error("positions wanted with nothing pending, no visibility API or no LocalQueue")
 	}
 }

@@ -63,6 +63,12 @@ type Features struct {
 	// KueueWorkloads: kueue.x-k8s.io/v1beta2 Workloads are served and watched, so a gated
 	// pod's wait is told in Kueue's words.
 	KueueWorkloads bool
+	// KueueVisibility: Kueue's visibility API (visibility.kueue.x-k8s.io/v1beta2) is served,
+	// so a queued pod's position is read (WantsQueuePositions).
+	KueueVisibility bool
+	// KueueClusterQueues: Kueue's ClusterQueues are watched, so an admitted model says what
+	// its ClusterQueue borrows from its cohort.
+	KueueClusterQueues bool
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

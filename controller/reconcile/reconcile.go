@@ -51,9 +51,12 @@ type Observed struct {
 	// LastWords are the decisive lines of the crashed runs LastWordsWanted named, by the run's
 	// container ID (CrashedRun.RunID), from the I/O layer's pods/log reads.
 	LastWords map[string]string
-	// Workloads are the Kueue Workloads of the model's gated pods, by pod UID (WorkloadOf),
-	// read when Features.KueueWorkloads.
+	// Workloads are the Kueue Workloads of the model's pods, by pod UID (WorkloadOf), read
+	// when Features.KueueWorkloads, with positions read for the pending ones.
 	Workloads map[types.UID]Workload
+	// ClusterQueues are the ClusterQueues that admitted the model's pods, by name, read when
+	// Features.KueueClusterQueues.
+	ClusterQueues map[string]ClusterQueue
 }
 
 // Input is everything Reconcile depends on.
@@ -310,11 +313,15 @@ func Reconcile(in Input) Output {
 		autoscaler = autoscaler.withKEDAUnserved()
 	}
 	autoscaler.set(&out.Status, isvc, in.Now)
+	admitted := decideAdmission(in)
+	admitted.set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)
-	if autoscalingRecheck > 0 && (out.Recheck <= 0 || autoscalingRecheck < out.Recheck) {
-		out.Recheck = autoscalingRecheck
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck} {
+		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
+			out.Recheck = r
+		}
 	}
 	return out
 }

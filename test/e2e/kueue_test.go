@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -116,6 +117,7 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "4 online pods running", func() error { return tl.want(4, -1, 4, -1) })
 	env.WaitPhase(t, ns, isvc, crd.PhaseReady, time.Minute)
 	step("online model at 4 replicas")
+	waitAdmitted(t, ns, isvc, "Admitted", "4 pods admitted by ClusterQueue team-a")
 	baseline := tl.onlinePodUIDs()
 	tl.watchBaseline(baseline)
 
@@ -162,6 +164,13 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	})
 	testenv.Eventually(t, 30*time.Second, "the ClusterQueue's status caught up", tl.cqSettled)
 	step("peak, quota 20: the model at 6 replicas, offline work preempted")
+	// Past its nominal 16 GPUs, team-a borrows from team-b's 2 in the cohort: what team-b may
+	// reclaim by preempting team-a's workloads, the isvc says.
+	if s := tl.sample(); s.cqBorrowed > 0 {
+		waitAdmitted(t, ns, isvc, "BorrowingQuota", fmt.Sprintf("ClusterQueue team-a borrows %d nvidia.com/gpu (flavor gpu) from its cohort", s.cqBorrowed))
+	} else {
+		t.Logf("team-a borrows nothing at this peak (%s): the borrowing message is not checked", s)
+	}
 	t.Logf("kubectl get workloads -n %s:\n%s", ns, env.Kubectl(t, "get", "workloads", "-n", ns))
 	t.Logf("Kueue's preemption events:\n%s", env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Preempted",
 		"-o", "custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message"))
@@ -193,6 +202,7 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "offline work resumed", func() error { return tl.want(4, 4, 4, 4) })
 	testenv.Eventually(t, 30*time.Second, "the ClusterQueue's status caught up", tl.cqSettled)
 	step("model back to 4 replicas, offline work resumed")
+	waitAdmitted(t, ns, isvc, "Admitted", "4 pods admitted by ClusterQueue team-a")
 	end := tl.sample()
 	if end.jobsFailed > 0 {
 		t.Errorf("offline jobs failed: %s", end)
@@ -222,6 +232,61 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"queueName":"team-a"}}`)
 	env.WaitPhase(t, ns, isvc, crd.PhaseReady, time.Minute)
 	step("queueName back: Ready")
+
+	// 7. More than the cohort holds (20 x 2 GPUs against 18, the HPA's floor 10 x 2): with the
+	// ResourceQuota out of the way, Kueue preempts every offline job and admits 9 pods; the
+	// others wait, and the isvc says where the nearest stands, from Kueue's visibility API.
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, errOut, _ := env.Cluster.Kubectl(context.Background(), "get", "-n", ns, "isvc,deploy,rs,hpa,pods,workloads", "-o", "wide")
+			t.Logf("at the failure:\n%s%s", out, errOut)
+			out, _, _ = env.Cluster.Kubectl(context.Background(), "get", "-n", ns, "isvc", isvc, "-o", "yaml")
+			t.Logf("%s", out)
+		}
+	})
+	env.Kubectl(t, "patch", "resourcequota", "-n", ns, "team-a-gpus", "--type=merge", "-p", `{"spec":{"hard":{"requests.nvidia.com/gpu":"60"}}}`)
+	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"replicas":20}}`)
+	c := waitAdmitted(t, ns, isvc, "WaitingForAdmission", "pods wait for admission in LocalQueue team-a; the nearest has 0 workloads ahead of it in its LocalQueue")
+	step("beyond the cohort: 9 pods admitted, the others waiting")
+	t.Logf("kubectl get --raw /apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/%s/localqueues/team-a/pendingworkloads:\n%s", ns,
+		env.Kubectl(t, "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/"+ns+"/localqueues/team-a/pendingworkloads"))
+	// The Ready message's first waiting pod has its position once Kueue has queued its Workload.
+	testenv.Eventually(t, time.Minute, "the position in the Ready message", func() error {
+		i, err := env.ISVC(ns, isvc)
+		if err != nil {
+			return err
+		}
+		if msg := readyMessage(i); i.Status.Phase == crd.PhaseFailed || !strings.Contains(msg, "ahead of it in its LocalQueue") {
+			return fmt.Errorf("phase %s: %q", i.Status.Phase, msg)
+		}
+		t.Logf("Ready: %s", readyMessage(i))
+		return nil
+	})
+	t.Logf("Admitted %s %s: %s", c.Status, c.Reason, c.Message)
+}
+
+// waitAdmitted waits until the isvc's Admitted condition has reason and a message containing
+// want, and returns it.
+func waitAdmitted(t *testing.T, ns, name, reason, want string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("Admitted %s: %s", reason, want), func() error {
+		i, err := env.ISVC(ns, name)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionAdmitted)
+		if c == nil {
+			return fmt.Errorf("no Admitted condition")
+		}
+		if c.Reason != reason || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("Admitted %s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		got = *c
+		return nil
+	})
+	t.Logf("isvc Admitted %s %s: %s", got.Status, got.Reason, got.Message)
+	return got
 }
 
 // waitingForAdmission is the isvc's reason while Kueue's scheduling gate holds its pods.

@@ -39,6 +39,6 @@ ClusterRole can grant. Namespaces are not among them: a Role in a watched namesp
 on that namespace, which is all the operator reads.
 */}}
 {{- define "isvc.clusterScopedRule" -}}
-{{- $cluster := list "tokenreviews" "subjectaccessreviews" "selfsubjectaccessreviews" "customresourcedefinitions" "nodes" "persistentvolumes" "storageclasses" "priorityclasses" "runtimeclasses" "apiservices" "clusterroles" "clusterrolebindings" -}}
+{{- $cluster := list "tokenreviews" "subjectaccessreviews" "selfsubjectaccessreviews" "customresourcedefinitions" "nodes" "persistentvolumes" "storageclasses" "priorityclasses" "runtimeclasses" "apiservices" "clusterroles" "clusterrolebindings" "clusterqueues" -}}
 {{- range .resources }}{{ if has . $cluster }}true{{ end }}{{ end -}}
 {{- end -}}
