@@ -100,7 +100,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 		var pods []*corev1.Pod
 		for _, p := range obs.Pods {
 			if p.Labels[reconcile.LWSNameLabel] != l.GetName() || p.Labels[reconcile.LWSWorkerLabel] != "0" ||
-				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !podReady(p) {
+				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.PodReady(p) {
 				continue
 			}
 			pods = append(pods, p)
@@ -122,7 +122,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 	for _, p := range obs.Pods {
 		ref := metav1.GetControllerOfNoCopy(p)
 		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[reconcile.InstanceLabel] != isvc.Name ||
-			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !podReady(p) {
+			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.PodReady(p) {
 			continue
 		}
 		pods = append(pods, p)

@@ -270,7 +270,7 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, ext *crd.SpecExt
 		} else {
 			admitted++
 		}
-		if podReady(p) {
+		if reconcile.PodReady(p) {
 			ready++
 		}
 	}
@@ -288,13 +288,4 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, ext *crd.SpecExt
 		snap.AutoscalingStatus, snap.AutoscalingReason = string(a.Status), a.Reason
 	}
 	c.metrics.ObserveInferenceService(snap)
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -255,7 +255,7 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Depl
 			groups[p.Labels[LWSGroupLabel]] = g
 		}
 		g.pods++
-		if podReady(p) {
+		if PodReady(p) {
 			g.ready++
 		}
 	}
@@ -279,7 +279,8 @@ func GroupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Depl
 	return d, rss
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports the pod's Ready condition: what the Deployment and the Service count.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

@@ -67,7 +67,7 @@ func OperatorState(lease *coordinationv1.Lease, pods []*corev1.Pod, where string
 	}
 	ready := 0
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil && podReady(p) {
+		if p.DeletionTimestamp == nil && reconcile.PodReady(p) {
 			ready++
 		}
 	}
@@ -378,7 +378,7 @@ func statefulSetCounts(layers []ReplicaSetLayer, pods []*corev1.Pod) {
 		for _, p := range pods {
 			if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Name == l.Name && p.DeletionTimestamp == nil {
 				l.Current++
-				if podReady(p) {
+				if reconcile.PodReady(p) {
 					l.Ready++
 				}
 			}
@@ -496,19 +496,10 @@ func podState(p *corev1.Pod) string {
 	switch {
 	case p.Spec.NodeName == "" || p.Status.Phase == corev1.PodPending:
 		return "pending"
-	case podReady(p):
+	case reconcile.PodReady(p):
 		return "ready"
 	}
 	return "not ready"
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func podsLayer(pods []*corev1.Pod, now time.Time) PodsLayer {
