@@ -48,6 +48,9 @@ func RenderWhy(w io.Writer, r Report) error {
 		gen = fmt.Sprintf(", status of generation %d, spec is %d", i.ObservedGeneration, i.Generation)
 	}
 	row(LayerISVC, r.Name, fmt.Sprintf("desired %d, ready %d, %d GPUs each, %s/%s%s", i.Desired, i.Ready, i.GPUsPerReplica, orDash(i.Phase), orDash(i.Reason), gen))
+	if q := i.Queue; q != nil {
+		row("Kueue", "LocalQueue "+orDash(q.LocalQueue), fmt.Sprintf("Admitted %s %s: %s", q.Status, q.Reason, q.Message))
+	}
 	if h := r.HPA; h != nil {
 		n := fmt.Sprintf("replicas %d (desired %d, min %d, max %d), %s %s / target %s", h.Current, h.Desired, h.Min, h.Max, h.Metric, orDash(h.Value), orDash(h.Target))
 		if h.Limited {

@@ -127,6 +127,17 @@ type ISVCLayer struct {
 	Message            string `json:"message,omitempty"`
 	Generation         int64  `json:"generation"`
 	ObservedGeneration int64  `json:"observedGeneration"`
+	// Queue is what Kueue did with the pods, from the isvc's Admitted condition (the
+	// LocalQueue, the status and reason, the operator's message); nil for a model not queued.
+	Queue *QueueLayer `json:"queue,omitempty"`
+}
+
+// QueueLayer is the isvc's Admitted condition, in the walk as the layer Kueue adds above the pods.
+type QueueLayer struct {
+	LocalQueue string `json:"localQueue,omitempty"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
 }
 
 // HPALayer is the autoscaler's numbers: bounds, replicas and the queue metric against its target.
@@ -222,8 +233,11 @@ func Build(o Objects) Report {
 	r.ISVC = ISVCLayer{Model: i.Spec.Model, Desired: i.Spec.Replicas, Ready: i.Status.ReadyReplicas, GPUsPerReplica: i.Spec.GPUs(),
 		Phase: string(i.Status.Phase), Reason: i.Status.Reason, Generation: i.Generation, ObservedGeneration: i.Status.ObservedGeneration}
 	for _, c := range i.Status.Conditions {
-		if c.Type == crd.ConditionReady && c.Status != metav1.ConditionTrue {
+		switch {
+		case c.Type == crd.ConditionReady && c.Status != metav1.ConditionTrue:
 			r.ISVC.Message = c.Message
+		case c.Type == crd.ConditionAdmitted:
+			r.ISVC.Queue = &QueueLayer{LocalQueue: i.Spec.QueueName, Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 		}
 	}
 	if o.HPA != nil {

@@ -263,6 +263,14 @@ func TestRenderWhy(t *testing.T) {
 		"why-quota.txt":   Build(quota(model(3, 2))),
 		"why-crash.txt":   crash,
 		"why-healthy.txt": Build(model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))),
+		"why-queued.txt": func() Report {
+			o := model(3, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			o.ISVC.Spec.QueueName = "team-a"
+			o.ISVC.Status.Phase, o.ISVC.Status.Reason = crd.PhaseProgressing, reconcile.ReasonWaitingForAdmission
+			o.ISVC.Status.Conditions = []metav1.Condition{{Type: crd.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: reconcile.ReasonWaitingForAdmission,
+				Message: "1 of 3 pods wait for admission in LocalQueue team-a; the nearest has 0 workloads ahead of it in its LocalQueue, 2 workloads in its ClusterQueue"}}
+			return Build(o)
+		}(),
 		"why-operator-down.txt": func() Report {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), unschedulablePod("qwen3-7b6cd-p2"))
 			o.Deployment.Status.ReadyReplicas = 1
