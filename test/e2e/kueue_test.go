@@ -263,6 +263,11 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 		return nil
 	})
 	t.Logf("Admitted %s %s: %s", c.Status, c.Reason, c.Message)
+	why := plugin(t, buildPlugin(t), "why", isvc, "-n", ns)
+	t.Logf("kubectl isvc why %s:\n%s", isvc, why)
+	if !strings.Contains(why, "LocalQueue team-a") || !strings.Contains(why, "Admitted False") {
+		t.Errorf("kubectl isvc why has no Kueue row for the waiting model")
+	}
 }
 
 // waitAdmitted waits until the isvc's Admitted condition has reason and a message containing
