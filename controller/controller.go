@@ -141,6 +141,8 @@ type Controller struct {
 	gpuSurvey gpuSurvey
 	// queuePositions are the LocalQueues' pending Workloads last read (queuepositions.go).
 	queuePositions queuePositions
+	// groupFailures are multi-node models' refused pod creations last read (groupfailures.go).
+	groupFailures groupFailures
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.

@@ -40,6 +40,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.attempts.forget(key)
 		c.lastWords.forget(key)
 		c.podEvents.forget(key)
+		c.groupFailures.forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -79,6 +80,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	obs.PodEvents, eventsWait = c.observePodEvents(ctx, key, isvc, obs, now)
 	c.observeQueuePositions(ctx, isvc, obs.Workloads, now.Time)
 	obs.GPUSurvey = c.observeGPUSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
+	obs.GroupFailures = c.observeGroupFailures(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
 	obs.LastWords = c.withLastWords(ctx, key, isvc, obs, now)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}

@@ -213,7 +213,11 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 			case strings.Contains(c.Message, "usage per Container") || strings.Contains(c.Message, "usage per Pod") || strings.Contains(c.Message, "LimitRange"):
 				reason = ReasonLimitRangeRefused
 			}
-			causes = append(causes, Cause{RankPodCreation, reason, fmt.Sprintf("ReplicaSet %s: %s", rs.Name, c.Message)})
+			kind := "ReplicaSet"
+			if rs.Kind != "" { // a multi-node group's StatefulSet (groupView)
+				kind = rs.Kind
+			}
+			causes = append(causes, Cause{RankPodCreation, reason, fmt.Sprintf("%s %s: %s", kind, rs.Name, c.Message)})
 		}
 	}
 	return causes

@@ -1,9 +1,11 @@
 package reconcile
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -221,8 +223,10 @@ func setLWS(out, want *unstructured.Unstructured, sc Scale) {
 // its pods runs ready (LWS counts a group ready with a worker still pending), and the
 // StatefulSets that own the pods stand in for the ReplicaSets, all of the current revision.
 // The pods of other revisions of a rolling update count as current: LWS replaces groups
-// whole, one at a time.
-func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
+// whole, one at a time. failures are the StatefulSets' refused pod creations (their
+// FailedCreate Events, by StatefulSet name), carried as the ReplicaFailure condition a
+// ReplicaSet would have, so a quota refusing a group's pods is diagnosed as for a Deployment.
+func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod, failures map[string]string) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
 	size, _, _ := unstructured.NestedInt64(lws.Object, "spec", "leaderWorkerTemplate", "size")
 	updated, _, _ := unstructured.NestedInt64(lws.Object, "status", "updatedReplicas")
 	d := &appsv1.Deployment{
@@ -235,16 +239,19 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Depl
 	groups := map[string]*group{}
 	var rss []*appsv1.ReplicaSet
 	seen := map[types.UID]bool{}
+	statefulSet := func(name string, uid types.UID) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{Kind: "StatefulSet"}, ObjectMeta: metav1.ObjectMeta{
+			Name: name, UID: uid, Annotations: map[string]string{RevisionAnnotation: "1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: lws.GetName(), UID: lws.GetUID(), Controller: ptr.To(true)}},
+		}}
+	}
 	for _, p := range pods {
 		if p.Labels[LWSNameLabel] != lws.GetName() || p.DeletionTimestamp != nil {
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && !seen[ref.UID] {
 			seen[ref.UID] = true
-			rss = append(rss, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
-				Name: ref.Name, UID: ref.UID, Annotations: map[string]string{RevisionAnnotation: "1"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: lws.GetName(), UID: lws.GetUID(), Controller: ptr.To(true)}},
-			}})
+			rss = append(rss, statefulSet(ref.Name, ref.UID))
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
@@ -267,14 +274,61 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Depl
 	}
 	d.Status.UpdatedReplicas = min(int32(updated), d.Status.Replicas)
 	d.Status.AvailableReplicas = d.Status.ReadyReplicas
+	for name, msg := range failures {
+		i := slices.IndexFunc(rss, func(rs *appsv1.ReplicaSet) bool { return rs.Name == name })
+		if i < 0 {
+			// Without a pod, a StatefulSet is known by its Events only.
+			rss = append(rss, statefulSet(name, types.UID("statefulset/"+name)))
+			i = len(rss) - 1
+		}
+		rss[i].Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: msg}}
+	}
 	sort.Slice(rss, func(i, j int) bool { return rss[i].Name < rss[j].Name })
 	return d, rss
+}
+
+// groupFailuresRecheck is how often a multi-node model missing pods looks at its
+// StatefulSets' Events again: a refused creation changes no object the operator watches.
+const groupFailuresRecheck = 10 * time.Second
+
+// WantsGroupFailures reports whether a multi-node model has fewer pods than its groups need,
+// so the I/O layer reads its StatefulSets' FailedCreate Events (GroupFailures).
+func WantsGroupFailures(in Input) bool {
+	if !isMultiNode(&in.Ext) || !in.Features.LeaderWorkerSets {
+		return false
+	}
+	l := in.Observed.LeaderWorkerSet
+	if l == nil || !ControlledBy(l, in.ISVC) {
+		return false
+	}
+	size, _, _ := unstructured.NestedInt64(l.Object, "spec", "leaderWorkerTemplate", "size")
+	var live int64
+	for _, p := range in.Observed.Pods {
+		if p.Labels[LWSNameLabel] == l.GetName() && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+			live++
+		}
+	}
+	return live < int64(lwsReplicas(l))*max(size, 1)
+}
+
+// IsGroupStatefulSet reports whether a StatefulSet name is one LeaderWorkerSet lws makes: its
+// leaders' (the LWS's own name) or a group's workers' (name-<group index>).
+func IsGroupStatefulSet(lws, name string) bool {
+	if name == lws {
+		return true
+	}
+	idx, ok := strings.CutPrefix(name, lws+"-")
+	if !ok || idx == "" {
+		return false
+	}
+	_, err := strconv.Atoi(idx)
+	return err == nil
 }
 
 // GroupView is groupView for readers outside the operator (the kubectl plugin's walk): the
 // view carries the LeaderWorkerSet's owner references, so it is the isvc's as the LWS is.
 func GroupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
-	d, rss := groupView(lws, pods)
+	d, rss := groupView(lws, pods, nil)
 	d.OwnerReferences = lws.GetOwnerReferences()
 	return d, rss
 }
@@ -305,7 +359,7 @@ func runningView(in *Input) (*appsv1.Deployment, []*appsv1.ReplicaSet, bool) {
 		if l == nil || !in.Features.LeaderWorkerSets || !ControlledBy(l, in.ISVC) {
 			return nil, nil, false
 		}
-		d, rss := groupView(l, in.Observed.Pods)
+		d, rss := groupView(l, in.Observed.Pods, in.Observed.GroupFailures)
 		return d, rss, true
 	}
 	d := in.Observed.Deployment

@@ -248,3 +248,42 @@ func condMsg(st crd.InferenceServiceStatus, t string) string {
 	}
 	return ""
 }
+
+// TestGroupCreationRefused: a group's pods refused by a ResourceQuota exist nowhere; the
+// StatefulSet's FailedCreate, handed in by the I/O layer, is the cause, as a ReplicaSet's
+// ReplicaFailure is for a Deployment, and the model looks again while pods are missing.
+func TestGroupCreationRefused(t *testing.T) {
+	w := multiNodeWorld()
+	w.apply(w.reconcile().Actions)
+	l := w.obs.LeaderWorkerSet
+	l.SetUID("lws-uid")
+	unstructured.SetNestedField(l.Object, map[string]interface{}{"readyReplicas": int64(1), "replicas": int64(2), "updatedReplicas": int64(2)}, "status")
+	w.obs.Pods = []*corev1.Pod{groupPod(0, 0, nil), groupPod(0, 1, nil)}
+	in := Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now()}
+	if !WantsGroupFailures(in) {
+		t.Fatal("a model missing a group's pods does not read its StatefulSets' failures")
+	}
+	out := w.reconcile()
+	if out.Status.Reason == ReasonQuotaExceeded || out.Recheck <= 0 || out.Recheck > groupFailuresRecheck {
+		t.Fatalf("without the Events: reason %s, recheck %s", out.Status.Reason, out.Recheck)
+	}
+	refused := `create Pod qwen3-1 in StatefulSet qwen3 failed error: pods "qwen3-1" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=16, limited: requests.nvidia.com/gpu=16`
+	w.obs.GroupFailures = map[string]string{"qwen3": refused}
+	out = w.reconcile()
+	if msg := condMsg(out.Status, crd.ConditionReady); out.Status.Reason != ReasonQuotaExceeded || !strings.Contains(msg, "StatefulSet qwen3: "+refused) {
+		t.Fatalf("reason %s: %s", out.Status.Reason, msg)
+	}
+	// All pods there: nothing to read, whatever old Events say.
+	w.obs.Pods = append(w.obs.Pods, groupPod(1, 0, nil), groupPod(1, 1, nil))
+	if WantsGroupFailures(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now()}) {
+		t.Fatal("failures read for a model with every pod")
+	}
+}
+
+func TestIsGroupStatefulSet(t *testing.T) {
+	for name, want := range map[string]bool{"big": true, "big-0": true, "big-12": true, "big-x": false, "bigger": false, "big-": false, "big-0-1": false, "other": false} {
+		if got := IsGroupStatefulSet("big", name); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}

@@ -57,6 +57,9 @@ type Observed struct {
 	// ClusterQueues are the ClusterQueues that admitted the model's pods, by name, read when
 	// Features.KueueClusterQueues.
 	ClusterQueues map[string]ClusterQueue
+	// GroupFailures are a multi-node model's StatefulSets' refused pod creations (the latest
+	// fresh FailedCreate Event's message, by StatefulSet name), read when WantsGroupFailures.
+	GroupFailures map[string]string
 }
 
 // Input is everything Reconcile depends on.
@@ -318,7 +321,11 @@ func Reconcile(in Input) Output {
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)
-	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck} {
+	var groupsRecheck time.Duration
+	if WantsGroupFailures(in) {
+		groupsRecheck = groupFailuresRecheck
+	}
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck} {
 		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
 			out.Recheck = r
 		}

@@ -241,6 +241,31 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		t.Fatalf("LeaderWorkerSet replicas %d (%v)", lws.Spec.Replicas, err)
 	}
 
+	// A ResourceQuota at what the 3 groups use: a 4th group's leader is refused by it. A
+	// StatefulSet says so only in its FailedCreate Events; the isvc names the StatefulSet and
+	// the quota, as it names a ReplicaSet's.
+	applyYAML(t, ns, "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: gpus}\nspec:\n  hard: {requests.nvidia.com/gpu: \"24\"}\n")
+	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":4}}`)
+	var refused string
+	testenv.Eventually(t, 2*time.Minute, "mid names the quota refusing its 4th group", func() error {
+		i, says := isvcSays(t, ns, "mid")
+		if i == nil || i.Status.Reason != reconcile.ReasonQuotaExceeded || !strings.Contains(says, "StatefulSet mid") || !strings.Contains(says, "exceeded quota: gpus") {
+			return fmt.Errorf("%s", says)
+		}
+		refused = says
+		return nil
+	})
+	t.Logf("4th group over the quota: %s", refused)
+	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	kubectl("delete", "resourcequota", "gpus", "-n", ns)
+	testenv.Eventually(t, 2*time.Minute, "mid Ready with 3 groups again", func() error {
+		i, says := isvcSays(t, ns, "mid")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+
 	// Back to one node a replica (8 GPUs fit one node): the LeaderWorkerSet is replaced by a
 	// Deployment, and the Service follows the new pods.
 	switched := time.Now()
