@@ -118,14 +118,18 @@ func decideFromHPA(isvc *crd.InferenceService, live *autoscalingv2.HorizontalPod
 
 // set writes the condition on st, or removes it.
 func (a autoscaling) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, now metav1.Time) {
-	if !a.present {
-		meta.RemoveStatusCondition(&st.Conditions, crd.ConditionAutoscalingActive)
+	setOptionalCondition(st, a.present, metav1.Condition{Type: crd.ConditionAutoscalingActive, Status: a.status, Reason: a.reason, Message: a.message,
+		ObservedGeneration: isvc.Generation, LastTransitionTime: now})
+}
+
+// setOptionalCondition sets c on st (its transition time kept while its status holds), or
+// removes a condition of its type when it is not present: one a model has only in some setups.
+func setOptionalCondition(st *crd.InferenceServiceStatus, present bool, c metav1.Condition) {
+	if !present {
+		meta.RemoveStatusCondition(&st.Conditions, c.Type)
 		return
 	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: crd.ConditionAutoscalingActive, Status: a.status, Reason: a.reason, Message: a.message,
-		ObservedGeneration: isvc.Generation, LastTransitionTime: now,
-	})
+	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 func hpaCondition(h *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -274,12 +273,6 @@ func workloadsCount(n int32) string {
 
 // set writes the condition on st, or removes it.
 func (a admission) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, now metav1.Time) {
-	if !a.present {
-		meta.RemoveStatusCondition(&st.Conditions, crd.ConditionAdmitted)
-		return
-	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: crd.ConditionAdmitted, Status: a.status, Reason: a.reason, Message: a.message,
-		ObservedGeneration: isvc.Generation, LastTransitionTime: now,
-	})
+	setOptionalCondition(st, a.present, metav1.Condition{Type: crd.ConditionAdmitted, Status: a.status, Reason: a.reason, Message: a.message,
+		ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 }
