@@ -8,20 +8,14 @@ package operator
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/inferenceservice-operator/crd/webhook"
 	"github.com/example/inferenceservice-operator/test/cluster"
@@ -47,19 +41,10 @@ func KueueManifests(bin string) string { return bin + "-manifests" }
 
 // Kueue is one running Kueue controller manager.
 type Kueue struct {
-	cmd     *exec.Cmd
-	done    chan struct{}
-	log     *os.File
-	LogPath string
-	c       *cluster.Cluster
-	dir     string
-	Webhook string // 127.0.0.1:port, HTTPS with CAPEM
-	Probe   string // 127.0.0.1:port, /healthz and /readyz
+	*Manager
 	// Visibility is the visibility API server (pending workloads and their positions),
 	// 127.0.0.1:port, registered as KueueVisibilityAPIService.
 	Visibility string
-	CAPEM      []byte
-	Manifest   string // the webhook configurations applied
 }
 
 // StartKueue installs Kueue's CRDs, runs bin against c with its scratch files in dir,
@@ -107,18 +92,14 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 	if err != nil {
 		return nil, err
 	}
-	k := &Kueue{
-		c: c, dir: dir, CAPEM: certs.CAPEM, done: make(chan struct{}),
-		Webhook:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		Probe:      net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		Visibility: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])),
-		LogPath:    filepath.Join(dir, "kueue.log"),
-	}
+	k := &Kueue{Manager: &Manager{
+		name: "kueue", c: c, dir: dir, CAPEM: certs.CAPEM,
+		Webhook:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		Probe:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+		mutating: kueueMutatingWebhooks, validating: kueueValidatingWebhooks,
+	}, Visibility: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))}
 	config := filepath.Join(dir, "kueue-config.yaml")
 	if err := os.WriteFile(config, []byte(kueueConfiguration(ports[0], ports[1], ports[2], certDir)), 0o600); err != nil {
-		return nil, err
-	}
-	if k.log, err = os.Create(k.LogPath); err != nil {
 		return nil, err
 	}
 	unshare := []string{"unshare", "--mount"}
@@ -127,22 +108,30 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 	}
 	args := append(unshare, "--", "sh", "-c", `mount -t overlay overlay -o lowerdir="$1":/etc /etc && shift && exec "$@"`,
 		"sh", etc, bin, "--config="+config, "--kubeconfig="+c.KubeconfigPath(), "--zap-log-level=2")
-	k.cmd = exec.Command(args[0], args[1:]...)
-	k.cmd.Dir = dir
-	k.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
-	k.cmd.Stdout, k.cmd.Stderr = k.log, k.log
-	// unshare and sh exec in place: the signal reaches kueue itself.
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := k.cmd.Start(); err != nil {
-		k.log.Close()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
+	// unshare and sh exec in place: signals reach kueue itself.
+	if err := k.start(cmd); err != nil {
 		return nil, err
 	}
-	go func() { _ = k.cmd.Wait(); close(k.done) }()
-	if err := k.waitReady(ctx, 2*time.Minute); err != nil {
+	// Kueue answers /readyz once its webhook server listens.
+	if err := k.waitReady(ctx, 2*time.Minute, " (its own mount namespace needs unshare and mount rights: root, or unprivileged user namespaces)"); err != nil {
 		k.Kill()
 		return nil, err
 	}
-	if err := k.registerWebhooks(ctx, manifests); err != nil {
+	probe := filepath.Join(dir, "kueue-webhook-probe.yaml")
+	if err := os.WriteFile(probe, []byte("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: kueue-webhook-probe}\n"), 0o600); err != nil {
+		k.Kill()
+		return nil, err
+	}
+	// Every webhook only in the namespaces Kueue manages; ignored for cluster-scoped objects
+	// (Kueue's queues and flavors), so every webhook can carry it. A dry run of a
+	// ResourceFlavor goes through Kueue's webhooks.
+	scope := func(hook map[string]any, _ string) {
+		hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{KueueNamespaceLabel: "true"}}
+	}
+	if err := k.registerWebhooks(ctx, manifests, scope, "-f", probe); err != nil {
 		k.Kill()
 		return nil, err
 	}
@@ -189,142 +178,11 @@ integrations:
 `, probePort, webhookPort, certDir, KueueNamespaceLabel, visibilityPort)
 }
 
-// waitReady polls /readyz, which Kueue answers once its webhook server is listening.
-func (k *Kueue) waitReady(ctx context.Context, timeout time.Duration) error {
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := hc.Get("http://" + k.Probe + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-k.done:
-			return fmt.Errorf("kueue exited before ready (its own mount namespace needs unshare and mount rights: root, or unprivileged user namespaces); log %s ends:\n%s", k.LogPath, logTail(k.LogPath, 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kueue not ready in %s; see %s", timeout, k.LogPath)
-		}
-	}
-}
-
-// registerWebhooks applies the module's webhook configurations with each service reference
-// replaced by the loopback URL and our CA, and waits until the API server gets answers: a
-// server-side dry run of a ResourceFlavor goes through Kueue's webhooks.
-func (k *Kueue) registerWebhooks(ctx context.Context, manifests string) error {
-	raw, err := os.ReadFile(filepath.Join(manifests, "webhook.yaml"))
-	if err != nil {
-		return err
-	}
-	var docs []string
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		out, err := k.webhookConfiguration([]byte(doc))
-		if err != nil {
-			return err
-		}
-		docs = append(docs, out)
-	}
-	k.Manifest = strings.Join(docs, "---\n")
-	path := filepath.Join(k.dir, "kueue-webhooks.yaml")
-	if err := os.WriteFile(path, []byte(k.Manifest), 0o600); err != nil {
-		return err
-	}
-	if _, _, err := k.c.Kubectl(ctx, "apply", "-f", path); err != nil {
-		return fmt.Errorf("kueue webhooks: %w", err)
-	}
-	probe := filepath.Join(k.dir, "kueue-webhook-probe.yaml")
-	if err := os.WriteFile(probe, []byte("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: kueue-webhook-probe}\n"), 0o600); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, _, err := k.c.Kubectl(ctx, "create", "--dry-run=server", "-f", probe)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server does not reach kueue's webhooks: %w", err)
-		}
-		select {
-		case <-k.done:
-			return fmt.Errorf("kueue exited; see %s", k.LogPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// webhookConfiguration rewrites one webhook configuration of the release manifests.
-func (k *Kueue) webhookConfiguration(doc []byte) (string, error) {
-	var obj map[string]any
-	if err := yaml.Unmarshal(doc, &obj); err != nil {
-		return "", err
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	switch kind := obj["kind"]; kind {
-	case "MutatingWebhookConfiguration":
-		meta["name"] = kueueMutatingWebhooks
-	case "ValidatingWebhookConfiguration":
-		meta["name"] = kueueValidatingWebhooks
-	default:
-		return "", fmt.Errorf("unexpected kind %v in kueue's webhook manifests", kind)
-	}
-	hooks, _ := obj["webhooks"].([]any)
-	for _, h := range hooks {
-		hook := h.(map[string]any)
-		cc, _ := hook["clientConfig"].(map[string]any)
-		svc, _ := cc["service"].(map[string]any)
-		path, _ := svc["path"].(string)
-		if path == "" {
-			return "", fmt.Errorf("webhook %v has no service path", hook["name"])
-		}
-		hook["clientConfig"] = map[string]any{
-			"url":      "https://" + k.Webhook + path,
-			"caBundle": base64.StdEncoding.EncodeToString(k.CAPEM),
-		}
-		// Ignored for cluster-scoped objects (Kueue's queues and flavors), so every webhook
-		// can carry it.
-		hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{KueueNamespaceLabel: "true"}}
-	}
-	out, err := yaml.Marshal(obj)
-	return string(out), err
-}
-
 // Stop removes the webhook configurations (a stopped Kueue must not refuse the pods of
 // managed namespaces) and the visibility APIService, then the process, with SIGTERM.
 func (k *Kueue) Stop(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	// An APIService left pointing at a stopped server fails every client's discovery.
-	_, _, werr := k.c.Kubectl(ctx, "delete", "--ignore-not-found",
-		"mutatingwebhookconfiguration/"+kueueMutatingWebhooks, "validatingwebhookconfiguration/"+kueueValidatingWebhooks,
-		"apiservice/"+KueueVisibilityAPIService)
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.done:
-	case <-ctx.Done():
-		k.Kill()
-		return errors.Join(werr, fmt.Errorf("kueue did not stop in %s", timeout))
-	}
-	k.log.Close()
-	return werr
-}
-
-// Kill stops the process at once.
-func (k *Kueue) Kill() {
-	_ = k.cmd.Process.Kill()
-	<-k.done
-	k.log.Close()
+	return k.stop(timeout, "apiservice/"+KueueVisibilityAPIService)
 }
 
 // KueueVisibilityAPIService is the APIService of Kueue's visibility API, as its release names it.
@@ -362,9 +220,6 @@ spec:
 	}
 	return nil
 }
-
-// Exited is closed when the process has exited.
-func (k *Kueue) Exited() <-chan struct{} { return k.done }
 
 // logTail is the last n lines of the file at path.
 func logTail(path string, n int) string {
