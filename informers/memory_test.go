@@ -1,0 +1,131 @@
+package informers
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+)
+
+// A model's objects as the API server serves them (testdata/model, read from the bench
+// cluster: defaulted, with status), each cached the way New caches it.
+var modelKinds = []struct {
+	file    string
+	strip   cache.TransformFunc
+	indexed bool
+}{
+	{"isvc.json", DecodeInferenceService, false},
+	{"deploy.json", reconcile.StripDeployment, false},
+	{"rs.json", reconcile.StripReplicaSet, true},
+	{"pod.json", func(obj any) (any, error) { return reconcile.StripPodSeen(obj, nil, time.Now()) }, true},
+	{"svc.json", reconcile.StripService, false},
+	{"hpa.json", reconcile.StripHPA, false},
+}
+
+func cachedForm(k int) cache.TransformFunc { return modelKinds[k].strip }
+
+// modelJSON is one fixture with model 00001's name and UIDs rewritten to model i's, so every
+// cached string is its own allocation, as from the API server.
+func modelJSON(t testing.TB, file string, i int) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "model", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.ReplaceAll(b, []byte("m-00001"), fmt.Appendf(nil, "m-%05d", i))
+	// Every UID in the fixtures ends in 12 hex digits; the model's index makes them unique.
+	for _, uid := range []string{"2bc49eee6e61", "2fd6f91e505d", "da8aabc66559", "8662f8d30c1a", "068b5d74fa44", "2995f37be712"} {
+		b = bytes.ReplaceAll(b, []byte(uid), fmt.Appendf(nil, "%s%06x", uid[:6], i))
+	}
+	return b
+}
+
+func decodeModelObject(t testing.TB, file string, b []byte) any {
+	t.Helper()
+	if file == "isvc.json" {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Typed watches carry protobuf: decoded from it, the objects are laid out as in the
+	// operator (every string its own allocation).
+	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var buf bytes.Buffer
+	if err := pb.Encode(obj.(kruntime.Object), &buf); err != nil {
+		t.Fatal(err)
+	}
+	// As the typed clients decode: without the apiVersion and kind.
+	if obj, _, err = (kruntime.WithoutVersionDecoder{Decoder: pb}).Decode(buf.Bytes(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// fillModels caches n models' objects of the given kinds through the informers' transforms
+// and indexes, and returns the stores.
+func fillModels(t testing.TB, n int, kinds []int) []cache.Indexer {
+	t.Helper()
+	var stores []cache.Indexer
+	for _, k := range kinds {
+		mk, transform := modelKinds[k], cachedForm(k)
+		idx := cache.Indexers{}
+		if mk.indexed {
+			idx[byInstance] = instanceIndex
+		}
+		st := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, idx)
+		for i := range n {
+			obj, err := transform(decodeModelObject(t, mk.file, modelJSON(t, mk.file, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Add(obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stores = append(stores, st)
+	}
+	return stores
+}
+
+// heapPerModel is the live heap n models' cached objects of kinds hold, per model.
+func heapPerModel(t testing.TB, n int, kinds ...int) float64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	stores := fillModels(t, n, kinds)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(stores)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// TestCachedBytesPerModel reports what a model's cached objects cost (go test -v).
+func TestCachedBytesPerModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills caches with 1,000 models")
+	}
+	var all []int
+	for k, mk := range modelKinds {
+		all = append(all, k)
+		t.Logf("%s: %.0f bytes a model", mk.file, heapPerModel(t, 1000, k))
+	}
+	t.Logf("all: %.0f bytes a model", heapPerModel(t, 1000, all...))
+}
