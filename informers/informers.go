@@ -1,8 +1,8 @@
 // Package informers is step 1 of the pipeline (informers -> queue -> controller sync ->
 // reconcile -> controller apply): it hands out the operator's caches, a dynamic informer on
 // InferenceService and typed informers on the children it manages, scoped by the managed-by
-// label, each child trimmed by reconcile's transforms to what the decision reads, one set per
-// watched namespace (or one for the whole cluster).
+// label, each child trimmed by reconcile's transforms to what the decision reads (the most
+// numerous then packed, packed.go), one set per watched namespace (or one for the whole cluster).
 package informers
 
 import (
@@ -41,15 +41,11 @@ import (
 const byInstance = "instance"
 
 func instanceIndex(obj interface{}) ([]string, error) {
-	acc, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, nil
-	}
-	name, ok := acc.GetLabels()[reconcile.InstanceLabel]
+	ns, name, ok := instanceOf(obj)
 	if !ok {
 		return nil, nil
 	}
-	return []string{acc.GetNamespace() + "/" + name}, nil
+	return []string{ns + "/" + name}, nil
 }
 
 // Options scope the caches.
@@ -231,19 +227,19 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.deploy = sc.children.InformerFor(&appsv1.Deployment{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredDeploymentInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.deploy.SetTransform(reconcile.StripDeployment))
+		must(sc.deploy.SetTransform(pack(reconcile.StripDeployment)))
 		sc.rs = sc.children.InformerFor(&appsv1.ReplicaSet{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredReplicaSetInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
 		})
-		must(sc.rs.SetTransform(reconcile.StripReplicaSet))
+		must(sc.rs.SetTransform(pack(reconcile.StripReplicaSet)))
 		sc.svc = sc.children.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredServiceInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.svc.SetTransform(reconcile.StripService))
+		must(sc.svc.SetTransform(pack(reconcile.StripService)))
 		sc.hpa = sc.children.InformerFor(&autoscalingv2.HorizontalPodAutoscaler{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return autoscalinginformers.NewFilteredHorizontalPodAutoscalerInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.hpa.SetTransform(reconcile.StripHPA))
+		must(sc.hpa.SetTransform(pack(reconcile.StripHPA)))
 		sc.cm = sc.children.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredConfigMapInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
@@ -254,16 +250,16 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			return coreinformers.NewFilteredPodInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
 		})
 		pods := sc.pod
-		must(sc.pod.SetTransform(func(obj interface{}) (interface{}, error) {
+		must(sc.pod.SetTransform(pack(func(obj interface{}) (interface{}, error) {
 			// The cached version (if any) says whether a container was seen not started yet.
 			var prev *corev1.Pod
 			if p, ok := obj.(*corev1.Pod); ok {
 				if o, ok, _ := pods.GetIndexer().GetByKey(p.Namespace + "/" + p.Name); ok {
-					prev, _ = o.(*corev1.Pod)
+					prev, _ = unpack[corev1.Pod](o)
 				}
 			}
 			return reconcile.StripPodSeen(obj, prev, time.Now())
-		}))
+		})))
 		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 		for _, gvr := range opts.Optional {
@@ -354,7 +350,8 @@ func DecodeInferenceService(obj interface{}) (interface{}, error) {
 	return isvc, nil
 }
 
-// Handlers receives the events of every informer in the set.
+// Handlers receives the events of every informer in the set, with typed objects (the packed
+// children decoded; each event's objects are the handler's own).
 type Handlers struct {
 	InferenceService cache.ResourceEventHandler
 	Child            cache.ResourceEventHandler // Deployments, Services, HPAs, ConfigMaps, PDBs
@@ -382,7 +379,9 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 		for _, p := range []struct {
 			inf cache.SharedIndexInformer
 			h   cache.ResourceEventHandler
-		}{{sc.isvcInf, h.InferenceService}, {sc.deploy, h.Child}, {sc.svc, h.Child}, {sc.hpa, h.Child}, {sc.cm, h.Child}, {sc.pdb, h.Child}, {sc.rs, h.ReplicaSet}, {sc.pod, h.Pod}} {
+		}{{sc.isvcInf, h.InferenceService}, {sc.deploy, unpackedOrNil[appsv1.Deployment](h.Child)}, {sc.svc, unpackedOrNil[corev1.Service](h.Child)},
+			{sc.hpa, unpackedOrNil[autoscalingv2.HorizontalPodAutoscaler](h.Child)}, {sc.cm, h.Child}, {sc.pdb, h.Child},
+			{sc.rs, unpackedOrNil[appsv1.ReplicaSet](h.ReplicaSet)}, {sc.pod, unpackedOrNil[corev1.Pod](h.Pod)}} {
 			if err := add(p.inf, p.h); err != nil {
 				return err
 			}
@@ -518,7 +517,17 @@ func (s *Set) Watches(namespace string) bool {
 	return ok
 }
 
-func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, name string) (T, bool, error) {
+// cast reads an object a cache holds as it is (not packed).
+func cast[T any](obj interface{}) (T, error) {
+	t, ok := obj.(T)
+	if !ok {
+		return t, fmt.Errorf("cache holds %T", obj)
+	}
+	return t, nil
+}
+
+// get reads one cached object through read: cast, or unpack for the packed children.
+func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, read func(interface{}) (T, error), namespace, name string) (T, bool, error) {
 	var zero T
 	sc, ok := s.scopeFor(namespace)
 	if !ok {
@@ -528,9 +537,9 @@ func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, 
 	if err != nil || !exists {
 		return zero, false, err
 	}
-	t, ok := obj.(T)
-	if !ok {
-		return zero, false, fmt.Errorf("cache for %s/%s holds %T", namespace, name, obj)
+	t, err := read(obj)
+	if err != nil {
+		return zero, false, fmt.Errorf("cache for %s/%s: %w", namespace, name, err)
 	}
 	return t, true, nil
 }
@@ -538,32 +547,32 @@ func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, 
 // InferenceService returns the cached object, a *crd.InferenceService, or the
 // *unstructured.Unstructured that did not decode; callers must not modify it.
 func (s *Set) InferenceService(namespace, name string) (runtime.Object, bool, error) {
-	return get[runtime.Object](s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf }, cast[runtime.Object], namespace, name)
 }
 
-// Deployment returns the cached Deployment; callers must not modify it.
+// Deployment returns the cached Deployment, decoded for the caller.
 func (s *Set) Deployment(namespace, name string) (*appsv1.Deployment, bool, error) {
-	return get[*appsv1.Deployment](s, func(sc *scope) cache.SharedIndexInformer { return sc.deploy }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.deploy }, unpack[appsv1.Deployment], namespace, name)
 }
 
-// Service returns the cached Service; callers must not modify it.
+// Service returns the cached Service, decoded for the caller.
 func (s *Set) Service(namespace, name string) (*corev1.Service, bool, error) {
-	return get[*corev1.Service](s, func(sc *scope) cache.SharedIndexInformer { return sc.svc }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.svc }, unpack[corev1.Service], namespace, name)
 }
 
-// HPA returns the cached HorizontalPodAutoscaler; callers must not modify it.
+// HPA returns the cached HorizontalPodAutoscaler, decoded for the caller.
 func (s *Set) HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error) {
-	return get[*autoscalingv2.HorizontalPodAutoscaler](s, func(sc *scope) cache.SharedIndexInformer { return sc.hpa }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.hpa }, unpack[autoscalingv2.HorizontalPodAutoscaler], namespace, name)
 }
 
 // ConfigMap returns the cached ConfigMap (only the operator's are cached); do not modify it.
 func (s *Set) ConfigMap(namespace, name string) (*corev1.ConfigMap, bool, error) {
-	return get[*corev1.ConfigMap](s, func(sc *scope) cache.SharedIndexInformer { return sc.cm }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.cm }, cast[*corev1.ConfigMap], namespace, name)
 }
 
 // PDB returns the cached PodDisruptionBudget; callers must not modify it.
 func (s *Set) PDB(namespace, name string) (*policyv1.PodDisruptionBudget, bool, error) {
-	return get[*policyv1.PodDisruptionBudget](s, func(sc *scope) cache.SharedIndexInformer { return sc.pdb }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.pdb }, cast[*policyv1.PodDisruptionBudget], namespace, name)
 }
 
 // Optional returns a cached optional child; absent when its kind is not watched.
@@ -572,12 +581,12 @@ func (s *Set) Optional(gvr schema.GroupVersionResource, namespace, name string) 
 	if !ok || sc.optionalInf[gvr] == nil {
 		return nil, false, nil
 	}
-	return get[*unstructured.Unstructured](s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, cast[*unstructured.Unstructured], namespace, name)
 }
 
-// Pod returns a cached pod of a model; callers must not modify it.
+// Pod returns a cached pod of a model, decoded for the caller.
 func (s *Set) Pod(namespace, name string) (*corev1.Pod, bool, error) {
-	return get[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, unpack[corev1.Pod], namespace, name)
 }
 
 // Workloads returns the Kueue Workloads of the given pods, by pod UID; nil when Workloads
@@ -604,7 +613,7 @@ func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]reconc
 	return out
 }
 
-func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespace, instance string) ([]T, error) {
+func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, read func(interface{}) (T, error), namespace, instance string) ([]T, error) {
 	sc, ok := s.scopeFor(namespace)
 	if !ok {
 		return nil, nil
@@ -615,23 +624,25 @@ func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, namespa
 	}
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		t, ok := o.(T)
-		if !ok {
-			return nil, fmt.Errorf("cache for %s/%s holds %T", namespace, instance, o)
+		t, err := read(o)
+		if err != nil {
+			return nil, fmt.Errorf("cache for %s/%s: %w", namespace, instance, err)
 		}
 		out = append(out, t)
 	}
 	return out, nil
 }
 
-// ReplicaSets lists the cached ReplicaSets of one InferenceService (by reconcile.InstanceLabel).
+// ReplicaSets lists the cached ReplicaSets of one InferenceService (by reconcile.InstanceLabel),
+// decoded for the caller.
 func (s *Set) ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error) {
-	return byLabel[*appsv1.ReplicaSet](s, func(sc *scope) cache.SharedIndexInformer { return sc.rs }, namespace, instance)
+	return byLabel(s, func(sc *scope) cache.SharedIndexInformer { return sc.rs }, unpack[appsv1.ReplicaSet], namespace, instance)
 }
 
-// Pods lists the cached Pods of one InferenceService (by reconcile.InstanceLabel).
+// Pods lists the cached Pods of one InferenceService (by reconcile.InstanceLabel), decoded for
+// the caller.
 func (s *Set) Pods(namespace, instance string) ([]*corev1.Pod, error) {
-	return byLabel[*corev1.Pod](s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, namespace, instance)
+	return byLabel(s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, unpack[corev1.Pod], namespace, instance)
 }
 
 // ResourceQuotas lists every cached ResourceQuota (for metrics); do not modify them.
@@ -703,12 +714,16 @@ func (s *Set) TroubledNodes() map[string]*corev1.Node {
 }
 
 // PodsOnNode lists the cached pods bound to node, and, when pending is true, those bound to
-// none yet; a scan of every cached pod, for the rare change of a node's GPU trouble.
+// none yet, decoded for the caller; a scan of every cached pod, for the rare change of a
+// node's GPU trouble.
 func (s *Set) PodsOnNode(node string, pending bool) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, sc := range s.scopes {
 		for _, o := range sc.pod.GetStore().List() {
-			if p, ok := o.(*corev1.Pod); ok && (p.Spec.NodeName == node || pending && p.Spec.NodeName == "") {
+			if pk, ok := o.(*packed); ok && pk.node != node && (!pending || pk.node != "") {
+				continue // decoded only when bound to node, or pending
+			}
+			if p, err := unpack[corev1.Pod](o); err == nil && (p.Spec.NodeName == node || pending && p.Spec.NodeName == "") {
 				out = append(out, p)
 			}
 		}

@@ -1,0 +1,110 @@
+package informers
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+)
+
+// A packed child reads back as its stripped form, field for field; the store keys and indexes
+// it as it would the typed object.
+func TestPackReadsBackStripped(t *testing.T) {
+	for k, mk := range modelKinds {
+		if !mk.packed {
+			continue
+		}
+		want, err := mk.strip(decodeModelObject(t, mk.file, modelJSON(t, mk.file, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := cachedForm(k)(decodeModelObject(t, mk.file, modelJSON(t, mk.file, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := got.(*packed)
+		if !ok {
+			t.Fatalf("%s cached as %T", mk.file, got)
+		}
+		var back metav1.Object
+		switch want.(type) {
+		case *appsv1.Deployment:
+			back, err = unpack[appsv1.Deployment](p)
+		case *appsv1.ReplicaSet:
+			back, err = unpack[appsv1.ReplicaSet](p)
+		case *corev1.Pod:
+			back, err = unpack[corev1.Pod](p)
+			if p.node != "fake-node-0" {
+				t.Fatalf("pod's node %q", p.node)
+			}
+		case *corev1.Service:
+			back, err = unpack[corev1.Service](p)
+		default:
+			back, err = unpack[autoscalingv2.HorizontalPodAutoscaler](p)
+		}
+		if err != nil || !equality.Semantic.DeepEqual(back, want) {
+			t.Fatalf("%s read back %v:\n%+v\nwant\n%+v", mk.file, err, back, want)
+		}
+		key, err := cache.MetaNamespaceKeyFunc(p)
+		if wm, _ := meta.Accessor(want); err != nil || key != wm.GetNamespace()+"/"+wm.GetName() {
+			t.Fatalf("%s keyed %q %v", mk.file, key, err)
+		}
+		if idx, _ := instanceIndex(p); len(idx) != 1 || idx[0] != "bench/m-00003" {
+			t.Fatalf("%s indexed under %v", mk.file, idx)
+		}
+		if again, _ := cachedForm(k)(p); again != p {
+			t.Fatalf("%s packed twice", mk.file)
+		}
+	}
+}
+
+// The handlers hear typed objects: a resync's old and new are one decoded object, and a
+// tombstone carries the decoded object.
+func TestUnpackedHandler(t *testing.T) {
+	pk := pack(reconcile.StripService)
+	obj, err := pk(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: "7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heard []interface{}
+	h := unpacked[corev1.Service](cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { heard = append(heard, o) },
+		UpdateFunc: func(o, n interface{}) { heard = append(heard, o, n) },
+		DeleteFunc: func(o interface{}) { heard = append(heard, o) },
+	})
+	h.OnAdd(obj, true)
+	h.OnUpdate(obj, obj)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: obj})
+	if len(heard) != 4 {
+		t.Fatalf("heard %d", len(heard))
+	}
+	for _, o := range heard[:3] {
+		if s, ok := o.(*corev1.Service); !ok || s.Name != "a" || s.ResourceVersion != "7" {
+			t.Fatalf("heard %#v", o)
+		}
+	}
+	if heard[1] != heard[2] {
+		t.Fatal("a resync decoded twice")
+	}
+	if d, ok := heard[3].(cache.DeletedFinalStateUnknown); !ok || d.Obj.(*corev1.Service).Name != "a" {
+		t.Fatalf("tombstone %#v", heard[3])
+	}
+}
+
+// PodsOnNode decodes the pods on the node and the pending ones only.
+func TestPodsOnNodePacked(t *testing.T) {
+	s := newSet(t, nil)
+	if pods := s.PodsOnNode("n1", false); len(pods) != 1 || pods[0].Name != "a-pod" {
+		t.Fatalf("on n1: %v", pods)
+	}
+	if pods := s.PodsOnNode("n2", true); len(pods) != 0 {
+		t.Fatalf("on n2: %v", pods)
+	}
+}
