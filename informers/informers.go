@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -347,7 +348,30 @@ func DecodeInferenceService(obj interface{}) (interface{}, error) {
 		return u, nil
 	}
 	isvc.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+	shareStrings(isvc)
 	return isvc, nil
+}
+
+// shareStrings has every cached isvc share one copy of each string the models have in common
+// (namespace, model, image, condition types, reasons and messages such as every HPA's same
+// complaint): decoded, each model holds its own, a sixth of its cached size.
+func shareStrings(isvc *crd.InferenceService) {
+	isvc.Namespace = unique.Make(isvc.Namespace).Value()
+	sp := &isvc.Spec
+	sp.Model, sp.Image = unique.Make(sp.Model).Value(), unique.Make(sp.Image).Value()
+	sp.PriorityClassName, sp.QueueName = unique.Make(sp.PriorityClassName).Value(), unique.Make(sp.QueueName).Value()
+	st := &isvc.Status
+	st.Phase = crd.Phase(unique.Make(string(st.Phase)).Value())
+	st.Reason = unique.Make(st.Reason).Value()
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Reason, c.Message = unique.Make(c.Type).Value(), unique.Make(c.Reason).Value(), unique.Make(c.Message).Value()
+		c.Status = metav1.ConditionStatus(unique.Make(string(c.Status)).Value())
+	}
+	for i := range st.History {
+		h := &st.History[i]
+		h.Phase, h.Reason, h.Message = crd.Phase(unique.Make(string(h.Phase)).Value()), unique.Make(h.Reason).Value(), unique.Make(h.Message).Value()
+	}
 }
 
 // Handlers receives the events of every informer in the set, with typed objects (the packed
