@@ -83,7 +83,7 @@ func parseFlags() options {
 	flag.IntVar(&o.workers, "workers", 8, "Concurrent reconciles.")
 	flag.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 100, "Client-side burst toward the API server.")
-	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every cached object is re-delivered; converged objects cause no writes.")
+	flag.DurationVar(&o.resync, "resync", 10*time.Minute, "How often every InferenceService is reconciled again (its cached object re-delivered; children are not); converged objects cause no writes.")
 	flag.DurationVar(&o.deregisterTimeout, "gateway-deregister-timeout", 0, "How long a deleted InferenceService waits for its gateway route to be deregistered before its finalizer is released anyway (a Warning Event and inferenceservice_operator_gateway_routes_abandoned_total count it); 0 waits for the gateway. In a namespace being deleted the finalizer is released at the first failure, whatever this is.")
 	flag.DurationVar(&o.progressHold, "progress-hold", controller.DefaultProgressHold, "How long a serving model's rollout may keep its last Ready status (for the previous observedGeneration) before Progressing is written; the default is the Deployment's default progressDeadlineSeconds. A new isvc's first status waits at most 1m (or this, if shorter) while child writes are contended. 0 writes every transition.")
 	flag.DurationVar(&o.backoffBase, "backoff-base", 5*time.Millisecond, "First retry delay of a failing InferenceService; doubles per failure.")

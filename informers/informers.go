@@ -53,7 +53,9 @@ func instanceIndex(obj interface{}) ([]string, error) {
 type Options struct {
 	// Namespaces to watch; empty means all namespaces.
 	Namespaces []string
-	// Resync re-delivers every cached object this often (0 disables it).
+	// Resync re-delivers every cached InferenceService this often (0 disables it). Children are
+	// not re-delivered: a child's resync says nothing new (the controller drops it), and
+	// a packed child would be decoded for it.
 	Resync time.Duration
 	// Resource is the InferenceService version to watch; zero means crd.Resource (v1alpha1).
 	Resource schema.GroupVersionResource
@@ -219,7 +221,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, cache.Indexers{}, nil).Informer()
 		must(sc.isvcInf.SetTransform(DecodeInferenceService))
 		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
-		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync,
+		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak),
 			informers.WithTransform(StripManagedFields),
 		)
@@ -261,7 +263,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			}
 			return reconcile.StripPodSeen(obj, prev, time.Now())
 		})))
-		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, opts.Resync, ns, tweak)
+		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 		for _, gvr := range opts.Optional {
 			inf := sc.optional.ForResource(gvr).Informer()

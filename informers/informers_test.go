@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -38,6 +41,12 @@ func isvc(name, ns string) *unstructured.Unstructured {
 // real API server) and waits for them to sync.
 func newSet(t *testing.T, namespaces []string) *Set {
 	t.Helper()
+	return newSetWith(t, Options{Namespaces: namespaces}, Handlers{})
+}
+
+// newSetWith is newSet with opts, h heard from the start.
+func newSetWith(t *testing.T, opts Options, h Handlers) *Set {
+	t.Helper()
 	kube := fake.NewSimpleClientset(
 		&appsv1.Deployment{ObjectMeta: managed("a", "ns1")},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: "ns1"}},
@@ -54,7 +63,10 @@ func newSet(t *testing.T, namespaces []string) *Set {
 	bad.Object["spec"].(map[string]any)["replicas"] = "three"
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{crd.Resource: crd.Kind + "List"}, isvc("a", "ns1"), isvc("b", "ns2"), bad)
-	s := New(kube, dyn, Options{Namespaces: namespaces})
+	s := New(kube, dyn, opts)
+	if err := s.AddEventHandlers(h); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	s.Start(ctx)
@@ -234,5 +246,38 @@ func TestStripClusterQueueAndIndex(t *testing.T) {
 	unstructured.RemoveNestedField(wl.Object, "status")
 	if keys, _ := clusterQueueIndex(wl); len(keys) != 0 {
 		t.Fatalf("a pending Workload indexed under %v", keys)
+	}
+}
+
+// The isvcs are re-delivered every Options.Resync; the children never are (a resync of one
+// would be decoded for nothing).
+func TestOnlyInferenceServicesResync(t *testing.T) {
+	var mu sync.Mutex
+	isvcResyncs, childResyncs := 0, 0
+	count := func(n *int) cache.ResourceEventHandler {
+		return cache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n2 interface{}) {
+			if equality.Semantic.DeepEqual(o, n2) {
+				mu.Lock()
+				*n++
+				mu.Unlock()
+			}
+		}}
+	}
+	newSetWith(t, Options{Resync: time.Second}, Handlers{InferenceService: count(&isvcResyncs),
+		Child: count(&childResyncs), ReplicaSet: count(&childResyncs), Pod: count(&childResyncs)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Two periods of each of the three isvcs: the children would have resynced meanwhile.
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, false, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return isvcResyncs >= 6, nil
+	}); err != nil {
+		t.Fatalf("isvcs resynced %d times: %v", isvcResyncs, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if childResyncs != 0 {
+		t.Fatalf("children re-delivered %d times", childResyncs)
 	}
 }
