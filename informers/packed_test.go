@@ -1,7 +1,9 @@
 package informers
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -9,9 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
 )
 
 // A packed child reads back as its stripped form, field for field; the store keys and indexes
@@ -106,5 +114,54 @@ func TestPodsOnNodePacked(t *testing.T) {
 	}
 	if pods := s.PodsOnNode("n2", true); len(pods) != 0 {
 		t.Fatalf("on n2: %v", pods)
+	}
+}
+
+// The pod transform reads the packed pod it replaces: a container seen not started, then
+// started and not ready, is stamped when it started (and the stamp is carried over).
+func TestPodStartedStampThroughPackedCache(t *testing.T) {
+	pod := func(started bool, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: rv,
+			Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, reconcile.InstanceLabel: "m"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: reconcile.ContainerName, ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: reconcile.ContainerName, Started: &started,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(100, 0))}}}}}}
+	}
+	kube := fake.NewSimpleClientset(pod(false, "1"))
+	s := New(kube, dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{crd.Resource: crd.Kind + "List"}), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.Start(ctx)
+	if !s.WaitForCacheSync(ctx) {
+		t.Fatal("no sync")
+	}
+	key := reconcile.StartedSinceAnnotation + reconcile.ContainerName
+	stamped := func(rv string) string {
+		t.Helper()
+		var got *corev1.Pod
+		if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+			got, _, _ = s.Pod("ns", "p")
+			return got != nil && got.ResourceVersion == rv, nil
+		}); err != nil {
+			t.Fatalf("pod at %s not cached: %v", rv, err)
+		}
+		return got.Annotations[key]
+	}
+	if got := stamped("1"); got != "" {
+		t.Fatalf("stamped before it started: %q", got)
+	}
+	if _, err := kube.CoreV1().Pods("ns").UpdateStatus(ctx, pod(true, "2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := stamped("2")
+	if first == "" {
+		t.Fatal("started, not stamped")
+	}
+	if _, err := kube.CoreV1().Pods("ns").UpdateStatus(ctx, pod(true, "3"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stamped("3"); got != first {
+		t.Fatalf("stamp %q, want %q carried over", got, first)
 	}
 }
