@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // models exports each InferenceService's series from its last Snapshot, built at scrape time:
@@ -59,15 +60,64 @@ func (m *models) Collect(ch chan<- prometheus.Metric) {
 		snaps = append(snaps, s)
 	}
 	m.mu.Unlock() // send without the lock: reconciles must not wait on a slow scrape
-	for _, s := range snaps {
-		ch <- prometheus.MustNewConstMetric(m.desired, prometheus.GaugeValue, float64(s.DesiredReplicas), s.Namespace, s.Name)
-		ch <- prometheus.MustNewConstMetric(m.ready, prometheus.GaugeValue, float64(s.ReadyReplicas), s.Namespace, s.Name)
-		for i, v := range [...]int64{s.GPUsRequested, s.GPUsAllocated, s.GPUsReady, s.GPUsPending, s.GPUsPendingAdmission, s.GPUsAdmitted} {
-			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(v), s.Namespace, s.Name, gpuStates[i])
+	// The label pairs a scrape repeats (the states, the models, the phases, the reasons) are
+	// built once; the namespace and name once per model.
+	pairs := map[[2]string]*dto.LabelPair{}
+	pair := func(name, value string) *dto.LabelPair {
+		k := [2]string{name, value}
+		if p, ok := pairs[k]; ok {
+			return p
 		}
-		ch <- prometheus.MustNewConstMetric(m.info, prometheus.GaugeValue, 1, s.Namespace, s.Name, s.Model, s.Phase)
+		p := &dto.LabelPair{Name: &k[0], Value: &k[1]}
+		pairs[k] = p
+		return p
+	}
+	nameLabel, nsLabel := "name", "namespace"
+	var states [len(gpuStates)]*dto.LabelPair
+	for i, st := range gpuStates {
+		states[i] = pair("state", st)
+	}
+	for i := range snaps {
+		s := &snaps[i]
+		name := &dto.LabelPair{Name: &nameLabel, Value: &s.Name}
+		ns := &dto.LabelPair{Name: &nsLabel, Value: &s.Namespace}
+		// Each series' labels in name order, as the registry wants them: one array for all.
+		l := make([]*dto.LabelPair, 0, 2+3*len(gpuStates)+4+4)
+		l = append(l, name, ns)
+		base := l[0:2:2]
+		series := make([]modelSeries, 0, 2+len(gpuStates)+2) // replicas, GPUs, info, autoscaling
+		series = append(series, modelSeries{m.desired, base, float64(s.DesiredReplicas)}, modelSeries{m.ready, base, float64(s.ReadyReplicas)})
+		for k, v := range [...]int64{s.GPUsRequested, s.GPUsAllocated, s.GPUsReady, s.GPUsPending, s.GPUsPendingAdmission, s.GPUsAdmitted} {
+			n := len(l)
+			l = append(l, name, ns, states[k])
+			series = append(series, modelSeries{m.gpus, l[n:len(l):len(l)], float64(v)})
+		}
+		n := len(l)
+		l = append(l, pair("model", s.Model), name, ns, pair("phase", s.Phase))
+		series = append(series, modelSeries{m.info, l[n:len(l):len(l)], 1})
 		if s.AutoscalingStatus != "" {
-			ch <- prometheus.MustNewConstMetric(m.autoscaling, prometheus.GaugeValue, 1, s.Namespace, s.Name, s.AutoscalingStatus, s.AutoscalingReason)
+			n = len(l)
+			l = append(l, name, ns, pair("reason", s.AutoscalingReason), pair("status", s.AutoscalingStatus))
+			series = append(series, modelSeries{m.autoscaling, l[n:len(l):len(l)], 1})
+		}
+		for j := range series {
+			ch <- &series[j]
 		}
 	}
+}
+
+// modelSeries is one gauge of a model, its label pairs shared with the model's other series
+// and the scrape's other models: a scrape holds 2.3 KB a model while it lasts, not the 4.5 KB
+// of const metrics with their own label pairs (TestScrapeBytesPerModel), 45 MB at 10,000.
+type modelSeries struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	value  float64
+}
+
+func (s *modelSeries) Desc() *prometheus.Desc { return s.desc }
+
+func (s *modelSeries) Write(out *dto.Metric) error {
+	out.Label, out.Gauge = s.labels, &dto.Gauge{Value: &s.value}
+	return nil
 }
