@@ -240,7 +240,7 @@ func decideAdmission(in Input) admission {
 		}
 	}
 	a := admission{present: true, status: metav1.ConditionTrue, reason: ReasonAdmitted}
-	a.message = fmt.Sprintf("%d pods admitted", len(live))
+	a.message = countOf(int32(len(live)), "pod") + " admitted"
 	names := make([]string, 0, len(cqs))
 	for n := range cqs {
 		names = append(names, n)
@@ -264,11 +264,14 @@ func decideAdmission(in Input) admission {
 	return a
 }
 
-func workloadsCount(n int32) string {
+func workloadsCount(n int32) string { return countOf(n, "workload") }
+
+// countOf is n things, "1 pod" or "3 pods".
+func countOf(n int32, thing string) string {
 	if n == 1 {
-		return "1 workload"
+		return "1 " + thing
 	}
-	return fmt.Sprintf("%d workloads", n)
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // set writes the condition on st, or removes it.

@@ -139,7 +139,7 @@ func TestAdmittedCondition(t *testing.T) {
 		{name: "admitted on borrowed quota", queue: "q", features: kueue, pods: []*corev1.Pod{running("a")},
 			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, cqs: borrowing,
 			status: metav1.ConditionTrue, reason: ReasonBorrowingQuota,
-			message: "1 pods admitted by ClusterQueue team-a; ClusterQueue team-a borrows 2 nvidia.com/gpu (flavor gpu) from its cohort, which may reclaim it by preemption"},
+			message: "1 pod admitted by ClusterQueue team-a; ClusterQueue team-a borrows 2 nvidia.com/gpu (flavor gpu) from its cohort, which may reclaim it by preemption"},
 	} {
 		w, _ := walkWorld(t, 1, 0)
 		w.isvc.Spec.QueueName = c.queue
