@@ -63,7 +63,8 @@ type Options struct {
 	// watched, label-scoped like the others, only when listed.
 	Optional []schema.GroupVersionResource
 	// Workloads watches Kueue's Workloads (reconcile.KueueWorkloadGVR), not label-scoped since
-	// Kueue makes them, stripped to what WorkloadOf reads and indexed by the pod owning them.
+	// Kueue makes them, stripped to what WorkloadOf reads and indexed by the pod owning them
+	// and by the ClusterQueue that admitted them.
 	Workloads bool
 	// Nodes watches the cluster's Nodes, stripped to their GPU facts, for the diagnosis of
 	// models failing on nodes whose GPUs are unhealthy (needs list and watch on nodes).
