@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -24,6 +25,22 @@ func (c *Cluster) DataDir() string { return c.dataDir }
 
 // Server is the API server URL, https://127.0.0.1:PORT.
 func (c *Cluster) Server() string { return c.server }
+
+// DNS is the cluster DNS server's address (host:port on loopback), "" without one.
+func (c *Cluster) DNS() string { return c.dns }
+
+// LookupHost resolves a fully qualified name (a trailing dot: no search list) through the
+// cluster DNS only, as a pod would; an error says NXDOMAIN or why the server did not answer.
+func (c *Cluster) LookupHost(ctx context.Context, fqdn string) ([]string, error) {
+	if c.dns == "" {
+		return nil, fmt.Errorf("the cluster runs no DNS")
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, c.dns)
+	}}
+	return r.LookupHost(ctx, fqdn)
+}
 
 // RESTConfig returns a copy of the admin rest.Config.
 func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.cfg) }

@@ -72,6 +72,7 @@ type Cluster struct {
 	kubeconfig string
 	port       int
 	server     string
+	dns        string // the cluster DNS, host:port; "": none (--kubelet-serve=false)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -234,6 +235,8 @@ func (c *Cluster) parseReady(line string) error {
 		switch k {
 		case "kubeconfig":
 			c.kubeconfig = v
+		case "dns":
+			c.dns = v
 		case "server":
 			c.server = v
 			i := strings.LastIndex(v, ":")

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -132,6 +133,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 	if len(pods) != 4 || len(nodes) != 4 || len(leaders) != 2 {
 		t.Fatalf("%d pods on %d nodes, %d leaders", len(pods), len(nodes), len(leaders))
 	}
+	groupNamesResolve(t, ns, pods)
 	// The Service selects the leaders only, and a leader answers the API.
 	svc, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "big", metav1.GetOptions{})
 	if err != nil {
@@ -289,4 +291,42 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		return nil
 	})
 	t.Logf("switched to one node a replica in %.1fs", time.Since(switched).Seconds())
+}
+
+// groupNamesResolve checks what a real cluster needs for a group to form: every pod's
+// subdomain names a headless Service that selects it, and each worker's LWS_LEADER_ADDRESS
+// resolves, through the cluster DNS, to its leader's pod IP.
+func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	leaderIP := map[string]string{} // group index -> leader's IP
+	for _, p := range pods {
+		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+			leaderIP[p.Labels[reconcile.LWSGroupLabel]] = p.Status.PodIP
+		}
+	}
+	for _, p := range pods {
+		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, p.Spec.Subdomain, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("pod %s: subdomain %q: %v", p.Name, p.Spec.Subdomain, err)
+		}
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Selector) == 0 ||
+			!labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(p.Labels)) {
+			t.Fatalf("pod %s: its subdomain's Service %s is not a headless Service selecting it (clusterIP %q, selector %v)",
+				p.Name, svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector)
+		}
+		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+			continue
+		}
+		addr := ""
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == "LWS_LEADER_ADDRESS" {
+				addr = e.Value
+			}
+		}
+		ips, err := env.Cluster.LookupHost(ctx, addr+".svc.cluster.local.")
+		if want := leaderIP[p.Labels[reconcile.LWSGroupLabel]]; err != nil || len(ips) != 1 || ips[0] != want {
+			t.Fatalf("worker %s: LWS_LEADER_ADDRESS %q resolves to %v (%v), want its leader's %s", p.Name, addr, ips, err, want)
+		}
+	}
 }

@@ -31,6 +31,9 @@ type kubeletConfig struct {
 	crashRun            time.Duration // how long a crashing container runs
 	terminatedFor       time.Duration // how long the terminated state shows before CrashLoopBackOff
 	mountTimeout        time.Duration // how long a pod waits for its volumes before warning; 0: mount.go's default
+	// dnsServer is the cluster DNS (clusterdns.go) ClusterFirst pods resolve through; "": none,
+	// no name resolves.
+	dnsServer string
 }
 
 type kubelet struct {

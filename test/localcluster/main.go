@@ -292,6 +292,20 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 	nc.heartbeat(compCtx, kclient)
+	// Cluster DNS before the kubelet: a process resolves through it from its first line.
+	dnsAddr := ""
+	if kc.serve {
+		dnsPort, err := persistedPortOn(filepath.Join(dir, "dns.port"), "127.0.0.1")
+		if err != nil {
+			return err
+		}
+		cd, err := startClusterDNS(compCtx, kclient, "127.0.0.1", dnsPort)
+		if err != nil {
+			return err
+		}
+		dnsAddr = cd.addr
+		kc.dnsServer = dnsAddr
+	}
 	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))
 	if err := kl.run(compCtx); err != nil {
 		return err
@@ -308,7 +322,11 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 
-	fmt.Printf("localcluster ready kubeconfig=%s server=%s\n", kubeconfigPath, server)
+	ready := fmt.Sprintf("localcluster ready kubeconfig=%s server=%s", kubeconfigPath, server)
+	if dnsAddr != "" {
+		ready += " dns=" + dnsAddr
+	}
+	fmt.Println(ready)
 
 	var exitErr error
 	select {

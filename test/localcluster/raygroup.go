@@ -1,7 +1,7 @@
 // Multi-node groups (a LeaderWorkerSet's pods) running vLLM's documented multi-node launch,
 // examples/online_serving/multi-node-serving.sh: the Ray cluster a group's processes form, as
 // far as they can tell. A worker's `multi-node-serving.sh worker` joins the Ray head of its
-// group's leader, found by the pods' LWS labels (nothing resolves LWS_LEADER_ADDRESS); the
+// group's leader, at the address LWS_LEADER_ADDRESS resolves to through the cluster DNS (clusterdns.go); the
 // leader's `multi-node-serving.sh leader` starts the head and blocks until the cluster has its
 // size, then `exec vllm serve` runs the fake vLLM server on the cluster's GPUs. Everything
 // waits on the registry's change channels: no polling.
@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -279,16 +280,25 @@ func (s *modelServer) rayWorker(l *rayLaunch) {
 		return
 	}
 	addr := l.address + ":" + l.port
-	rc, key, grouped := s.cfg.Ray, rayGroupKey{}, false
-	if rc != nil {
-		key, grouped = s.spec.Ray.key()
-	}
+	rc := s.cfg.Ray
+	// own is the worker's group by its labels: only to wake early when a head there changes.
+	// The head it joins is the one at the address its --ray_address resolves to.
+	own, labelled := s.spec.Ray.key()
 	left := l.budget()
 	for {
 		var view rayView
 		var changed <-chan struct{}
-		if grouped {
-			view, changed = rc.watch(key)
+		var key rayGroupKey
+		if rc != nil && labelled {
+			_, changed = rc.watch(own)
+		}
+		if rc != nil {
+			if ip, err := s.resolve(l.address); err == nil {
+				if k, ok := rc.headAt(ip); ok {
+					key = k
+					view, _ = rc.watch(k)
+				}
+			}
 		}
 		if view.head != nil {
 			n := &rayNode{pod: s.spec.Ray.Pod, ip: s.spec.IP, gpus: s.spec.GPUs}
@@ -337,6 +347,32 @@ func (s *modelServer) rayWorker(l *rayLaunch) {
 	}
 	s.log.Printf("Ray worker starts timeout, head address: %s", addr)
 	s.exit(exitStatus{Code: 1, Reason: "Error"})
+}
+
+// resolve is the process's getaddrinfo of a host, through the pod's resolv.conf.
+func (s *modelServer) resolve(host string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return s.spec.DNS.lookup(ctx, host)
+}
+
+// headAt is the group whose running head listens on ip; ok false: no head there.
+func (rc *rayCluster) headAt(ip string) (rayGroupKey, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for k, g := range rc.groups {
+		if g.head != nil && g.head.ip == ip {
+			return k, true
+		}
+	}
+	return rayGroupKey{}, false
 }
 
 // rayBlock is `ray start --block` on a joined node: true when the head went away, false when

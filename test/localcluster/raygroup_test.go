@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 const (
@@ -88,11 +90,35 @@ func TestClusterReady(t *testing.T) {
 	}
 }
 
-// rayPod starts one pod's process of group big/0 on rc.
-func rayPod(t *testing.T, rc *rayCluster, pod, worker, script string, gpus int) (*modelServer, *containerLog, string) {
+// rayWorld is a Ray registry and the cluster DNS of namespace ns, where LeaderWorkerSet big's
+// headless Service (subdomain policy Shared) selects its pods.
+type rayWorld struct {
+	rc  *rayCluster
+	dns *testDNS
+}
+
+func newRayWorld(t *testing.T, svcs ...*v1.Service) rayWorld {
+	if svcs == nil {
+		svcs = []*v1.Service{headless("ns", "big", map[string]string{lwsNameLabel: "big"}, true)}
+	}
+	return rayWorld{rc: newRayCluster(), dns: startTestDNS(t, svcs...)}
+}
+
+// rayPod starts one pod's process of group big/0; a leader's pod is in DNS first, under the
+// subdomain big, as LWS's pod webhook sets it.
+func rayPod(t *testing.T, w rayWorld, pod, worker, script string, gpus int) (*modelServer, *containerLog, string) {
 	t.Helper()
-	return vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"/bin/sh", "-c"}, Args: []string{script}, GPUs: gpus,
-		Ray: rayMember{Namespace: "ns", Name: "big", Group: "0", Worker: worker, Pod: pod}}, serverConfig{Ray: rc})
+	return rayGroupPod(t, w, pod, "0", worker, script, gpus)
+}
+
+func rayGroupPod(t *testing.T, w rayWorld, pod, group, worker, script string, gpus int) (*modelServer, *containerLog, string) {
+	t.Helper()
+	ip := vtIP()
+	if worker == "0" {
+		w.dns.addPod(t, dnsPod("ns", pod, pod, "big", ip, false, map[string]string{lwsNameLabel: "big", lwsGroupLabel: group}))
+	}
+	return vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"/bin/sh", "-c"}, Args: []string{script}, GPUs: gpus, IP: ip,
+		Ray: rayMember{Namespace: "ns", Name: "big", Group: group, Worker: worker, Pod: pod}, DNS: w.dns.resolver("ns")}, serverConfig{Ray: w.rc})
 }
 
 // waitLog polls the log for want.
@@ -116,7 +142,7 @@ func dials(url string) bool {
 }
 
 func TestRayGroupLeaderWaitsForWorker(t *testing.T) {
-	rc := newRayCluster()
+	rc := newRayWorld(t)
 	leader, llog, url := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	waitLog(t, llog, "Wait for all ray workers to be active. 1/2 is active")
 	if dials(url) {
@@ -147,7 +173,7 @@ func TestRayGroupLeaderWaitsForWorker(t *testing.T) {
 }
 
 func TestRayGroupTooFewGPUs(t *testing.T) {
-	rc := newRayCluster()
+	rc := newRayWorld(t)
 	leader, llog, _ := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	rayPod(t, rc, "big-0-1", "1", rayWorkerScript, 4)
 	select {
@@ -178,7 +204,7 @@ func TestRayTimeouts(t *testing.T) {
 		{"unknown subcommand", "bash multi-node-serving.sh head", "0", []string{"unknown subcommand: head"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, log, _ := rayPod(t, newRayCluster(), "p", tc.worker, tc.script, 8)
+			s, log, _ := rayPod(t, newRayWorld(t), "p", tc.worker, tc.script, 8)
 			if st := vtExit(t, s, log); st.Code != 1 {
 				t.Errorf("exit %+v, want 1", st)
 			}
@@ -190,13 +216,29 @@ func TestRayTimeouts(t *testing.T) {
 }
 
 func TestRayWorkerJoinsLeaderThatComesLater(t *testing.T) {
-	rc := newRayCluster()
+	rc := newRayWorld(t)
 	_, wlog, _ := rayPod(t, rc, "big-0-1", "1", rayWorkerScript, 8)
 	waitLog(t, wlog, "Waiting until the ray worker is active...")
 	// another group's leader is not this worker's
-	vtStart(t, modelServerSpec{Command: []string{"/bin/sh", "-c"}, Args: []string{rayLeaderScript}, GPUs: 8,
-		Ray: rayMember{Namespace: "ns", Name: "big", Group: "1", Worker: "0", Pod: "big-1"}}, serverConfig{Ray: rc})
+	rayGroupPod(t, rc, "big-1", "1", "0", rayLeaderScript, 8)
 	_, llog, _ := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	waitLog(t, wlog, "Ray runtime started.")
 	waitLog(t, llog, "Application startup complete.")
+}
+
+// A real cluster's defect: the LeaderWorkerSet's name already held by a ClusterIP Service, LWS
+// creates no headless Service, the leader's name does not resolve and the worker never joins
+// the head that is up and waiting for it.
+func TestRayWorkerCannotResolveLeaderUnderClusterIPService(t *testing.T) {
+	rc := newRayWorld(t, clusterIPService("ns", "big", "10.0.0.4", map[string]string{lwsNameLabel: "big"}))
+	_, llog, _ := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
+	waitLog(t, llog, "Wait for all ray workers to be active. 1/2 is active")
+	s, wlog, _ := rayPod(t, rc, "big-0-1", "1", "bash multi-node-serving.sh worker --ray_address=big-0.big.ns --ray_init_timeout=0", 8)
+	if st := vtExit(t, s, wlog); st.Code != 1 {
+		t.Errorf("exit %+v, want 1", st)
+	}
+	waitLog(t, wlog, "Ray worker starts timeout, head address: big-0.big.ns:6379")
+	if strings.Contains(wlog.Render(logOptions{TailLines: -1}), "Ray runtime started.") {
+		t.Error("the worker joined a head its address does not resolve to")
+	}
 }

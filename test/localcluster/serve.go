@@ -87,6 +87,7 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		GPUFault:    fault,
 		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
+		DNS: podDNS(ps.pod, ps.k.cfg.dnsServer),
 	}, nil
 }
 

@@ -56,6 +56,8 @@ type modelServerSpec struct {
 	GPUFault gpuFault
 	// Ray is the pod's place in its LeaderWorkerSet, for vLLM's multi-node launch (raygroup.go).
 	Ray rayMember
+	// DNS is the pod's resolv.conf: how the process looks names up (clusterdns.go).
+	DNS podResolver
 }
 
 // exitStatus is how the process ended on its own.
