@@ -176,14 +176,30 @@ func validateExtensions(e *SpecExtensions) []string {
 	return append(errs, validateEngine(e)...)
 }
 
-// ownedArgs are OwnedArgs' patterns, compiled once.
-var ownedArgs = func() []*regexp.Regexp {
-	out := make([]*regexp.Regexp, len(OwnedArgs))
-	for i, a := range OwnedArgs {
+// ownedArgs and ownedArgsWithAdapters are the tables' patterns, compiled once.
+var ownedArgs, ownedArgsWithAdapters = compileOwned(OwnedArgs), compileOwned(OwnedArgsWithAdapters)
+
+func compileOwned(owned []OwnedArg) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, len(owned))
+	for i, a := range owned {
 		out[i] = regexp.MustCompile(a.Pattern)
 	}
 	return out
-}()
+}
+
+// refusedArgs is the message of each of owned that one of args matches, as its CEL rule.
+func refusedArgs(owned []OwnedArg, compiled []*regexp.Regexp, args []string) []string {
+	var errs []string
+	for i, re := range compiled {
+		for _, a := range args {
+			if re.MatchString(a) {
+				errs = append(errs, owned[i].Message)
+				break
+			}
+		}
+	}
+	return errs
+}
 
 // validateEngine repeats the rules on engineArgs, env, cache and startupTimeoutSeconds.
 func validateEngine(e *SpecExtensions) []string {
@@ -191,13 +207,10 @@ func validateEngine(e *SpecExtensions) []string {
 	if len(e.EngineArgs) > MaxEngineArgs {
 		errs = append(errs, fmt.Sprintf("spec.engineArgs: at most %d items", MaxEngineArgs))
 	}
-	for i, re := range ownedArgs {
-		for _, a := range e.EngineArgs {
-			if re.MatchString(a) {
-				errs = append(errs, OwnedArgs[i].Message)
-				break
-			}
-		}
+	errs = append(errs, refusedArgs(OwnedArgs, ownedArgs, e.EngineArgs)...)
+	withAdapters := len(e.Adapters) > 0
+	if withAdapters {
+		errs = append(errs, refusedArgs(OwnedArgsWithAdapters, ownedArgsWithAdapters, e.EngineArgs)...)
 	}
 	for _, a := range e.EngineArgs {
 		if a == "" || len(a) > maxString {
@@ -211,7 +224,12 @@ func validateEngine(e *SpecExtensions) []string {
 	seen := map[string]bool{}
 	for _, v := range e.Env {
 		for _, o := range OwnedEnv {
-			if v.Name == o.Pattern {
+			if v.Name == o.Name {
+				errs = append(errs, o.Message)
+			}
+		}
+		for _, o := range OwnedEnvWithAdapters {
+			if withAdapters && v.Name == o.Name {
 				errs = append(errs, o.Message)
 			}
 		}

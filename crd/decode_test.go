@@ -76,6 +76,65 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// refusedCase is a v1beta1 spec extension, as the annotation holds it, and a part of the
+// message it is refused with.
+type refusedCase struct {
+	ext  string
+	want string
+}
+
+// engineRefused and engineAllowed are what the CRD's CEL rules on engineArgs and env refuse and
+// let through, checked alike by Validate (TestExtensions) and by CEL (TestEngineArgsCEL).
+var engineRefused = []refusedCase{
+	{`{"engineArgs":["--max-model-len","8192","--tensor_parallel_size=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["--model","x"]}`, "the model is spec.baseModel"},
+	{`{"engineArgs":["--port=9000"]}`, "--port and --host are the operator's"},
+	{`{"engineArgs":["--served-model-name","x"]}`, "--served-model-name is the operator's"},
+	{`{"engineArgs":["--lora-modules","a=b"]}`, "list adapters in spec.adapters"},
+	{`{"engineArgs":["-tp","2"]}`, "spec.gpusPerReplica"},
+	// vLLM reads '_' as '-' in a --flag, and argparse takes a unique prefix of an option.
+	{`{"engineArgs":["--tensor-parallel","2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["--tensor_parallel","2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["--tensor-parallel-s=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["--te=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["-t","2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["-tp=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
+	{`{"engineArgs":["--pipeline_parallel=2"]}`, "--pipeline-parallel-size is spec.multiNode.pipelineParallelSize"},
+	{`{"engineArgs":["-p","2"]}`, "--pipeline-parallel-size is spec.multiNode.pipelineParallelSize"},
+	{`{"engineArgs":["--ho","0.0.0.0"]}`, "--port and --host are the operator's"},
+	{`{"engineArgs":["--por=9000"]}`, "--port and --host are the operator's"},
+	{`{"engineArgs":["--served_model","x"]}`, "--served-model-name is the operator's"},
+	{`{"engineArgs":["--served-model-name.x","y"]}`, "--served-model-name is the operator's"},
+	{`{"engineArgs":["--no-enable-lora"]}`, "list adapters in spec.adapters"},
+	{`{"engineArgs":["--no_enable_lora"]}`, "list adapters in spec.adapters"},
+	{`{"engineArgs":["--lora-mod","a=b"]}`, "list adapters in spec.adapters"},
+	{`{"engineArgs":["--max_cpu=4"]}`, "list adapters in spec.adapters"},
+	{`{"engineArgs":["--disable-log-stats"]}`, "--disable-log-stats"},
+	{`{"engineArgs":["--disable_log_stats"]}`, "--disable-log-stats"},
+	{`{"engineArgs":["--disable-log-s"]}`, "--disable-log-stats"},
+	{`{"engineArgs":["--data-parallel-size","2"]}`, "--data-parallel-size (-dp)"},
+	{`{"engineArgs":["--data_parallel_size=2"]}`, "--data-parallel-size (-dp)"},
+	{`{"engineArgs":["-dp","2"]}`, "--data-parallel-size (-dp)"},
+	{`{"engineArgs":["--distributed-executor-backend","ray"]}`, "--distributed-executor-backend is the operator's"},
+	{`{"engineArgs":["--dist=mp"]}`, "--distributed-executor-backend is the operator's"},
+	{`{"adapters":[{"name":"a","storageURI":"hf://x"}],"engineArgs":["--api-key","k"]}`, "--api-key cannot be used with spec.adapters"},
+	{`{"adapters":[{"name":"a","storageURI":"hf://x"}],"engineArgs":["--api_k=k"]}`, "--api-key cannot be used with spec.adapters"},
+	{`{"adapters":[{"name":"a","storageURI":"hf://x"}],"engineArgs":["--api-key.x","k"]}`, "--api-key cannot be used with spec.adapters"},
+	{`{"adapters":[{"name":"a","storageURI":"hf://x"}],"env":[{"name":"VLLM_API_KEY","valueFrom":{"secretKeyRef":{"name":"s","key":"k"}}}]}`, "VLLM_API_KEY cannot be used with spec.adapters"},
+	{`{"env":[{"name":"VLLM_PORT","value":"1"}]}`, "VLLM_PORT is vLLM's internal port"},
+	{`{"env":[{"name":"VLLM_ALLOW_RUNTIME_LORA_UPDATING","value":"False"}]}`, "set by the operator for spec.adapters"},
+	{`{"env":[{"name":"HF_HOME","value":"/x"}],"cache":{"claimName":"w"}}`, RuleEnvHFHomeWithCacheMsg},
+}
+
+var engineAllowed = []string{
+	`{"engineArgs":["--max-model-len","8192","--gpu-memory-utilization=0.9","--trust-remote-code","--max-loras","4"]}`,
+	// Real vLLM v0.11 flags that look like owned ones but are not prefixes of them.
+	`{"engineArgs":["--model-impl","vllm","--enable-lora-bias","--max_lora_rank=16","--disable-log-requests","--enable-log-requests"]}`,
+	`{"engineArgs":["-dcp","2","--data-parallel-backend","mp","--hf-overrides.max_position_embeddings","4096"]}`,
+	`{"engineArgs":["--api-key","k"],"env":[{"name":"VLLM_API_KEY","value":"k"}]}`, // /health and /metrics stay open; no adapter to load
+	`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
+}
+
 // TestExtensions: a v1beta1 object from the cache decodes to v1alpha1 plus its extensions, which
 // Validate checks like the API server's rules would; a v1alpha1 replicas change drops the kept
 // autoscaling as conversion does.
@@ -104,44 +163,30 @@ func TestExtensions(t *testing.T) {
 		t.Fatal("a v1alpha1 replicas change must win over the kept autoscaling")
 	}
 
-	for _, tc := range []struct {
-		ext  string
-		want string
-	}{
+	for _, tc := range append([]refusedCase{
 		{`{"adapters":[{"name":"a","storageURI":"hf://x"},{"name":"a","storageURI":"hf://y"}]}`, RuleAdapterNamesUniqueMsg},
 		{`{"autoscaling":{"minReplicas":5,"maxReplicas":2},"replicasUnset":true}`, RuleMinLEMaxMessage},
 		{`{"adapters":[{"name":"-bad","storageURI":"hf://x"}]}`, "spec.adapters[0].name"},
 		{`{"gateway":{"route":"no-slash"}}`, "spec.gateway.route"},
 		{`{"adapters":7}`, "annotation ai.example.com/v1beta1-spec"},
-		{`{"engineArgs":["--max-model-len","8192","--tensor_parallel_size=2"]}`, "--tensor-parallel-size is spec.gpusPerReplica"},
-		{`{"engineArgs":["--model","x"]}`, "the model is spec.baseModel"},
-		{`{"engineArgs":["--port=9000"]}`, "--port and --host are the operator's"},
-		{`{"engineArgs":["--served-model-name","x"]}`, "--served-model-name is the operator's"},
-		{`{"engineArgs":["--lora-modules","a=b"]}`, "list adapters in spec.adapters"},
-		{`{"engineArgs":["-tp","2"]}`, "spec.gpusPerReplica"},
-		{`{"env":[{"name":"VLLM_PORT","value":"1"}]}`, "VLLM_PORT is vLLM's internal port"},
-		{`{"env":[{"name":"VLLM_ALLOW_RUNTIME_LORA_UPDATING","value":"False"}]}`, "set by the operator for spec.adapters"},
-		{`{"env":[{"name":"HF_HOME","value":"/x"}],"cache":{"claimName":"w"}}`, RuleEnvHFHomeWithCacheMsg},
 		{`{"env":[{"name":"A","value":"1"},{"name":"A","value":"2"}]}`, "unique"},
 		{`{"cache":{"claimName":"Bad_Name"}}`, "spec.cache.claimName"},
 		{`{"startupTimeoutSeconds":5}`, "spec.startupTimeoutSeconds"},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3601}}`, RuleScaleDownDelayMessage},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":-1}}`, RuleScaleDownDelayMessage},
-	} {
+	}, engineRefused...) {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
 		if err := Validate(i); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: want %q, got %v", tc.ext, tc.want, err)
 		}
 	}
-	for _, ok := range []string{
-		`{"engineArgs":["--max-model-len","8192","--gpu-memory-utilization=0.9","--trust-remote-code","--max-loras","4"]}`,
-		`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
+	for _, ok := range append([]string{
 		`{"cache":{"claimName":"weights"},"startupTimeoutSeconds":7200}`,
 		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":0}}`,
 		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3600}}`,
 		`{"adapters":[{"name":"chat","storageURI":"s3://b/chat"}]}`, // reported at run time, never blocks the base model
-	} {
+	}, engineAllowed...) {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: ok}
 		if err := Validate(i); err != nil {

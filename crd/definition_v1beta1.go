@@ -33,30 +33,6 @@ const (
 	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )
 
-// OwnedArg is a vLLM argument the operator sets, with the spec field to use instead.
-type OwnedArg struct {
-	// Pattern matches the argument as one list item, in both its --a-b and --a_b spellings and
-	// with or without =value.
-	Pattern string
-	Message string
-}
-
-// OwnedArgs are refused in spec.engineArgs, each by its own CEL rule naming what to use.
-var OwnedArgs = []OwnedArg{
-	{`^--model([=].*)?$`, "spec.engineArgs: the model is spec.baseModel; the operator passes it to vllm serve"},
-	{`^--(port|host)([=].*)?$`, "spec.engineArgs: --port and --host are the operator's (port 8000 on every address: the Service, the probes and the gateway use it)"},
-	{`^(--tensor[-_]parallel[-_]size|-tp)([=].*)?$`, "spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica (or spec.multiNode.tensorParallelSize); the operator passes it"},
-	{`^(--pipeline[-_]parallel[-_]size|-pp)([=].*)?$`, "spec.engineArgs: --pipeline-parallel-size is spec.multiNode.pipelineParallelSize; the operator passes it"},
-	{`^--served[-_]model[-_]name([=].*)?$`, "spec.engineArgs: --served-model-name is the operator's: clients send spec.baseModel, reported in status.modelName"},
-	{`^--(enable[-_]lora|lora[-_]modules|max[-_]cpu[-_]loras)([=].*)?$`, "spec.engineArgs: --enable-lora, --lora-modules and --max-cpu-loras are the operator's; list adapters in spec.adapters"},
-}
-
-// OwnedEnv are the environment variable names refused in spec.env, and why.
-var OwnedEnv = []OwnedArg{
-	{"VLLM_PORT", "spec.env: VLLM_PORT is vLLM's internal port and must not be set (a Service link value such as tcp://... aborts vLLM); the API port is 8000"},
-	{"VLLM_ALLOW_RUNTIME_LORA_UPDATING", "spec.env: VLLM_ALLOW_RUNTIME_LORA_UPDATING is set by the operator for spec.adapters"},
-}
-
 // WebhookPath is where the operator serves ConversionReviews.
 const WebhookPath = "/convert"
 
@@ -215,6 +191,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleMultiNodePerNode, Message: RuleMultiNodePerNodeMsg},
 		{Rule: RuleMultiNodeParallel, Message: RuleMultiNodeParallelMsg},
 	}
+	spec.XValidations = append(spec.XValidations, withAdaptersRules()...)
 	s.Properties["spec"] = spec
 
 	status := s.Properties["status"]
@@ -232,17 +209,34 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 func engineArgsSchema() apiextensionsv1.JSONSchemaProps {
 	rules := make(apiextensionsv1.ValidationRules, len(OwnedArgs))
 	for i, a := range OwnedArgs {
-		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(a, !a.matches('" + a.Pattern + "'))", Message: a.Message}
+		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(a, " + notOneOf(a) + ")", Message: a.Message}
 	}
 	return apiextensionsv1.JSONSchemaProps{
 		Type:        "array",
-		Description: "Extra vLLM arguments, one list item per token, passed after the operator's: for example [--max-model-len, \"8192\", --gpu-memory-utilization, \"0.9\", --trust-remote-code]. The model, --port, --host, --tensor-parallel-size, --served-model-name and the LoRA arguments are the operator's and refused.",
+		Description: "Extra vLLM arguments, one list item per token, passed after the operator's: for example [--max-model-len, \"8192\", --gpu-memory-utilization, \"0.9\", --trust-remote-code]. The model, --port, --host, --tensor-parallel-size, --pipeline-parallel-size, --served-model-name, the LoRA arguments and --distributed-executor-backend are the operator's and refused, as are --disable-log-stats (the autoscaler reads vLLM's stats), --data-parallel-size (replicas are spec.replicas) and, with spec.adapters, --api-key; also in their abbreviated and underscored spellings, which vLLM accepts.",
 		MaxItems:    ptr.To[int64](MaxEngineArgs),
 		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
 			Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](int64(maxString)),
 		}},
 		XValidations: rules,
 	}
+}
+
+// notOneOf is the CEL condition that the list item a is none of o's flags.
+func notOneOf(o OwnedArg) string { return "!a.matches('" + o.Pattern + "')" }
+
+// withAdaptersRules are the spec-level rules of OwnedArgsWithAdapters and OwnedEnvWithAdapters:
+// each holds while spec.adapters is empty.
+func withAdaptersRules() apiextensionsv1.ValidationRules {
+	const noAdapters = "!has(self.adapters) || size(self.adapters) == 0 || "
+	var rules apiextensionsv1.ValidationRules
+	for _, a := range OwnedArgsWithAdapters {
+		rules = append(rules, apiextensionsv1.ValidationRule{Rule: noAdapters + "!has(self.engineArgs) || self.engineArgs.all(a, " + notOneOf(a) + ")", Message: a.Message})
+	}
+	for _, e := range OwnedEnvWithAdapters {
+		rules = append(rules, apiextensionsv1.ValidationRule{Rule: noAdapters + "!has(self.env) || self.env.all(e, e.name != '" + e.Name + "')", Message: e.Message})
+	}
+	return rules
 }
 
 func envSchema() apiextensionsv1.JSONSchemaProps {
@@ -261,11 +255,11 @@ func envSchema() apiextensionsv1.JSONSchemaProps {
 	}
 	rules := make(apiextensionsv1.ValidationRules, len(OwnedEnv))
 	for i, e := range OwnedEnv {
-		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(e, e.name != '" + e.Pattern + "')", Message: e.Message}
+		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(e, e.name != '" + e.Name + "')", Message: e.Message}
 	}
 	return apiextensionsv1.JSONSchemaProps{
 		Type:         "array",
-		Description:  "Extra environment variables of the model server, as a container's env: HF_TOKEN from a Secret for a gated model, for example. VLLM_PORT, VLLM_ALLOW_RUNTIME_LORA_UPDATING and, with spec.cache, HF_HOME are the operator's and refused.",
+		Description:  "Extra environment variables of the model server, as a container's env: HF_TOKEN from a Secret for a gated model, for example. VLLM_PORT, VLLM_ALLOW_RUNTIME_LORA_UPDATING and, with spec.cache, HF_HOME are the operator's and refused, as is VLLM_API_KEY with spec.adapters.",
 		MaxItems:     ptr.To[int64](MaxEnv),
 		XListType:    ptr.To("map"),
 		XListMapKeys: []string{"name"},
