@@ -40,6 +40,11 @@ const (
 	// lwsRecreateGroup restarts the whole group when one of its pods fails: a Ray cluster
 	// that lost a node does not heal.
 	lwsRecreateGroup = "RecreateGroupOnPodRestart"
+	// lwsSubdomainPerReplica gives each group a headless Service named after its leader pod,
+	// which LWS creates: with the default Shared policy the headless Service takes the LWS's
+	// name, which the model's own ClusterIP Service already holds, so LWS skips it and
+	// LWS_LEADER_ADDRESS never resolves (LWS v0.8 CreateHeadlessServiceIfNotExists).
+	lwsSubdomainPerReplica = "UniquePerReplica"
 	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
 	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 )
@@ -118,6 +123,7 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 	u.Object["spec"] = map[string]interface{}{
 		"replicas":      int64(isvc.Spec.Replicas),
 		"startupPolicy": lwsLeaderCreated,
+		"networkConfig": map[string]interface{}{"subdomainPolicy": lwsSubdomainPerReplica},
 		"leaderWorkerTemplate": map[string]interface{}{
 			"size":           int64(ext.Nodes()),
 			"restartPolicy":  lwsRecreateGroup,
@@ -167,7 +173,7 @@ func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {
 		return true
 	}
-	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}} {
+	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}, {"networkConfig", "subdomainPolicy"}} {
 		l, _, _ := unstructured.NestedString(live.Object, append([]string{"spec"}, f...)...)
 		w, _, _ := unstructured.NestedString(want.Object, append([]string{"spec"}, f...)...)
 		if l != w {
@@ -207,6 +213,12 @@ func setLWS(out, want *unstructured.Unstructured, sc Scale) {
 	wspec := want.Object["spec"].(map[string]interface{})
 	wlwt := wspec["leaderWorkerTemplate"].(map[string]interface{})
 	spec["replicas"], spec["startupPolicy"] = int64(n), wspec["startupPolicy"]
+	nc, _, _ := unstructured.NestedMap(spec, "networkConfig")
+	if nc == nil {
+		nc = map[string]interface{}{}
+	}
+	nc["subdomainPolicy"] = lwsSubdomainPerReplica
+	spec["networkConfig"] = nc
 	lwt["size"], lwt["restartPolicy"] = wlwt["size"], wlwt["restartPolicy"]
 	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
 		t, _ := lwsTemplate(out, name)

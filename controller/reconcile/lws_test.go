@@ -40,7 +40,9 @@ func lwsDefaults(t *testing.T, l *unstructured.Unstructured) {
 	t.Helper()
 	spec := l.Object["spec"].(map[string]interface{})
 	spec["rolloutStrategy"] = map[string]interface{}{"type": "RollingUpdate", "rollingUpdateConfiguration": map[string]interface{}{"maxSurge": int64(0), "maxUnavailable": int64(1)}}
-	spec["networkConfig"] = map[string]interface{}{"subdomainPolicy": "Shared"}
+	if _, ok := spec["networkConfig"]; !ok { // LWS's webhook defaults it only when unset
+		spec["networkConfig"] = map[string]interface{}{"subdomainPolicy": "Shared"}
+	}
 	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
 		pt, _ := lwsTemplate(l, name)
 		c := &pt.Spec.Containers[0]
@@ -107,6 +109,17 @@ func TestMultiNodeChildren(t *testing.T) {
 	lwsDefaults(t, w.obs.LeaderWorkerSet)
 	if out := w.reconcile(); len(out.Actions) != 0 {
 		t.Fatalf("converged model acts: %s", verbs(out.Actions))
+	}
+	// A LeaderWorkerSet of the Shared subdomain policy (made before it was the operator's, or
+	// edited) is corrected: under Shared its headless Service would take the model Service's name.
+	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, "Shared", "spec", "networkConfig", "subdomainPolicy")
+	if out := w.reconcile(); verbs(out.Actions) != "update LeaderWorkerSet" {
+		t.Fatalf("Shared subdomain policy: %s", verbs(out.Actions))
+	} else {
+		w.apply(out.Actions)
+	}
+	if p, _, _ := unstructured.NestedString(w.obs.LeaderWorkerSet.Object, "spec", "networkConfig", "subdomainPolicy"); p != "UniquePerReplica" {
+		t.Fatalf("subdomain policy %q", p)
 	}
 	// The HPA's count is kept.
 	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, int64(5), "spec", "replicas")
