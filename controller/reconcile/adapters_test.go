@@ -236,13 +236,15 @@ func TestTemplateEngineFields(t *testing.T) {
 	if slices.Contains(w.obs.Deployment.Spec.Template.Spec.Containers[0].Args, "--enforce-eager") {
 		t.Fatal("hand edit of args kept")
 	}
-	// The cache removed: its volume, mount and HF_HOME go.
+	// The cache removed: the claim goes, an emptyDir takes its place under HF_HOME, so a
+	// restarted container still finds the weights it downloaded.
 	w.ext.Cache = nil
 	w.apply(w.reconcile().Actions)
 	ps, c = &w.obs.Deployment.Spec.Template.Spec, &w.obs.Deployment.Spec.Template.Spec.Containers[0]
-	if hasVolumeNamed(ps.Volumes, CacheVolume) || slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == CacheVolume }) ||
-		slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HF_HOME" }) {
-		t.Fatalf("cache kept: %v %v %v", ps.Volumes, c.VolumeMounts, c.Env)
+	if i := slices.IndexFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == CacheVolume }); i < 0 || ps.Volumes[i].EmptyDir == nil || ps.Volumes[i].PersistentVolumeClaim != nil ||
+		!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == CacheVolume && m.MountPath == crd.CachePath }) ||
+		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HF_HOME" && e.Value == crd.CachePath }) {
+		t.Fatalf("no emptyDir under HF_HOME without the cache: %v %v %v", ps.Volumes, c.VolumeMounts, c.Env)
 	}
 	if out := w.reconcile(); len(out.Actions) != 0 {
 		t.Fatalf("not converged without the cache: %s", verbs(out.Actions))

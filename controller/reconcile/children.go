@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +154,10 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 		volumes = append(volumes, corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.ClaimName},
 		}})
+	} else {
+		// The container's own filesystem does not outlive a restart: without a claim the
+		// weights go on an emptyDir, which does, so a restarted container loads, not downloads.
+		volumes = append(volumes, corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -278,7 +283,9 @@ func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 	if len(ext.Adapters) > 0 {
 		env = append(env, runtimeLoRA)
 	}
-	if ext.Cache != nil {
+	// HF_HOME is the cache's, claim or emptyDir; a user's own HF_HOME (allowed without a
+	// claim) points the downloads elsewhere and wins.
+	if ext.Cache != nil || !slices.ContainsFunc(ext.Env, func(e corev1.EnvVar) bool { return e.Name == HFHomeEnv }) {
 		env = append(env, cacheEnv)
 	}
 	for _, e := range ext.Env {
@@ -292,10 +299,7 @@ func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 }
 
 func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) corev1.Container {
-	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}}
-	if ext.Cache != nil {
-		mounts = append(mounts, corev1.VolumeMount{Name: CacheVolume, MountPath: crd.CachePath})
-	}
+	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}, {Name: CacheVolume, MountPath: crd.CachePath}}
 	return corev1.Container{
 		Name:           ContainerName,
 		Image:          spec.ImageOrDefault(),
