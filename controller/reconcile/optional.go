@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"strings"
 	"time"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -91,34 +92,50 @@ func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructure
 	return u
 }
 
+// InferencePaths are the model server's paths a client reaches through the gateway: vLLM
+// v0.11's OpenAI-compatible inference API and its tokenizer. The rest stays inside the
+// cluster: /v1/load_lora_adapter and /v1/unload_lora_adapter (anyone could replace a served
+// adapter), /health, /metrics, /reset_prefix_cache, /sleep, /wake_up, /collective_rpc, the
+// profiler and the server's info.
+var InferencePaths = []string{
+	"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/v1/models",
+	"/v1/audio/transcriptions", "/v1/audio/translations", "/v1/score", "/v1/rerank",
+	"/pooling", "/classify", "/tokenize", "/detokenize",
+}
+
 // desiredHTTPRoute routes spec.gateway.route (default /{namespace}/{name}) on the parent
-// Gateway to the model's Service; nil without spec.gateway. Fields the Gateway API defaults
-// are written out, so the comparison sees no drift.
+// Gateway to the model's Service, one rule per inference path, the prefix stripped on the way
+// in; nil without spec.gateway. Fields the Gateway API defaults are written out, so the
+// comparison sees no drift.
 func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, parent types.NamespacedName) *unstructured.Unstructured {
 	if ext.Gateway == nil {
 		return nil
 	}
 	r := RouteOf(isvc, ext)
 	u := newChildUnstructured(isvc, "gateway.networking.k8s.io/v1", KindHTTPRoute)
-	u.Object["spec"] = map[string]interface{}{
-		"parentRefs": []interface{}{map[string]interface{}{
-			"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": parent.Namespace, "name": parent.Name,
-		}},
-		"rules": []interface{}{map[string]interface{}{
+	rules := make([]interface{}, 0, len(InferencePaths))
+	prefix := strings.TrimSuffix(r.Path, "/")
+	for _, p := range InferencePaths {
+		rules = append(rules, map[string]interface{}{
 			"matches": []interface{}{map[string]interface{}{
-				"path": map[string]interface{}{"type": "PathPrefix", "value": r.Path},
+				"path": map[string]interface{}{"type": "PathPrefix", "value": prefix + p},
 			}},
-			// The model server serves /v1/...: the prefix is replaced by "/" on the way in.
 			"filters": []interface{}{map[string]interface{}{
 				"type": "URLRewrite",
 				"urlRewrite": map[string]interface{}{
-					"path": map[string]interface{}{"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"},
+					"path": map[string]interface{}{"type": "ReplacePrefixMatch", "replacePrefixMatch": p},
 				},
 			}},
 			"backendRefs": []interface{}{map[string]interface{}{
 				"group": "", "kind": "Service", "name": isvc.Name, "port": int64(Port), "weight": int64(1),
 			}},
+		})
+	}
+	u.Object["spec"] = map[string]interface{}{
+		"parentRefs": []interface{}{map[string]interface{}{
+			"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": parent.Namespace, "name": parent.Name,
 		}},
+		"rules": rules,
 	}
 	return u
 }

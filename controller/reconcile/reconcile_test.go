@@ -748,8 +748,25 @@ func TestV1beta1Children(t *testing.T) {
 		t.Fatalf("first reconcile: %s", got)
 	}
 	route := out.Actions[5].Object.(*unstructured.Unstructured)
-	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); fmt.Sprint(v) != "[map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] filters:[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/ type:ReplacePrefixMatch]]]] matches:[map[path:map[type:PathPrefix value:/models/qwen3]]]]]" {
+	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); len(v) != len(InferencePaths) || fmt.Sprint(v[0]) != "map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] filters:[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/v1/chat/completions type:ReplacePrefixMatch]]]] matches:[map[path:map[type:PathPrefix value:/models/qwen3/v1/chat/completions]]]]" {
 		t.Fatalf("HTTPRoute rules %v", v)
+	}
+	// What a client reaches through the gateway, by the Gateway API's PathPrefix matching
+	// (whole path elements) and ReplacePrefixMatch: inference, never the adapter admin API.
+	for path, want := range map[string]string{
+		"/models/qwen3/v1/chat/completions":    "/v1/chat/completions",
+		"/models/qwen3/v1/completions":         "/v1/completions",
+		"/models/qwen3/v1/models":              "/v1/models",
+		"/models/qwen3/v1/load_lora_adapter":   "",
+		"/models/qwen3/v1/unload_lora_adapter": "",
+		"/models/qwen3/metrics":                "",
+		"/models/qwen3/health":                 "",
+		"/models/qwen3/v1/completionsX":        "",
+		"/models/qwen3/reset_prefix_cache":     "",
+	} {
+		if got := httpRouteRewrite(route, path); got != want {
+			t.Errorf("gateway %s reaches %q, want %q", path, got, want)
+		}
 	}
 	if ref := route.GetOwnerReferences(); len(ref) != 1 || ref[0].UID != w.isvc.UID || !*ref[0].Controller {
 		t.Fatalf("HTTPRoute owner %v", ref)
@@ -862,4 +879,25 @@ func TestV1beta1Children(t *testing.T) {
 	if got := verbs(out.Actions); got != "update Deployment, update HorizontalPodAutoscaler, delete PodDisruptionBudget" {
 		t.Fatalf("min 1: %s", got)
 	}
+}
+
+// httpRouteRewrite is the path the backend sees for a request path through the route, ""
+// when no rule matches: PathPrefix matches whole path elements; the longest prefix wins.
+func httpRouteRewrite(route *unstructured.Unstructured, path string) string {
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	best, out := -1, ""
+	for _, r := range rules {
+		rm := r.(map[string]interface{})
+		rewrite := ""
+		if fs, ok := rm["filters"].([]interface{}); ok && len(fs) > 0 {
+			rewrite, _, _ = unstructured.NestedString(fs[0].(map[string]interface{}), "urlRewrite", "path", "replacePrefixMatch")
+		}
+		for _, m := range rm["matches"].([]interface{}) {
+			p, _, _ := unstructured.NestedString(m.(map[string]interface{}), "path", "value")
+			if (path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/")) && len(p) > best {
+				best, out = len(p), rewrite+strings.TrimPrefix(path, p)
+			}
+		}
+	}
+	return out
 }

@@ -127,7 +127,8 @@ spec:
 		t.Fatalf("HTTPRoute: %v", err)
 	}
 	if got := fmt.Sprint(nested(hr, "spec", "parentRefs"), nested(hr, "spec", "rules")); !strings.Contains(got, "name:public namespace:gateway-system") ||
-		!strings.Contains(got, "value:/models/qwen-8b") || !strings.Contains(got, "name:lora port:8000") || !strings.Contains(got, "replacePrefixMatch:/") {
+		!strings.Contains(got, "value:/models/qwen-8b") || !strings.Contains(got, "name:lora port:8000") || !strings.Contains(got, "replacePrefixMatch:/v1/chat/completions") ||
+		strings.Contains(got, "lora_adapter") || strings.Contains(got, "value:/models/qwen-8b ") {
 		t.Fatalf("HTTPRoute spec %s", got)
 	}
 	// Deleted by someone: back, with a new UID.
