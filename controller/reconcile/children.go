@@ -241,12 +241,17 @@ const startupPeriod = 10
 // the model's size and the link's speed. With spec.cache only a first start downloads, but
 // that first start needs the budget, so the cache does not shorten it. Liveness applies after.
 func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
-	budget := int32(crd.DefaultStartupTimeoutSeconds)
-	if t := ext.StartupTimeoutSeconds; t != nil {
-		budget = *t
-	}
+	budget := startupBudget(ext)
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: startupPeriod, TimeoutSeconds: 5,
 		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
+}
+
+// startupBudget is how long a pod may take to serve: spec.startupTimeoutSeconds or the default.
+func startupBudget(ext *crd.SpecExtensions) int32 {
+	if t := ext.StartupTimeoutSeconds; t != nil {
+		return *t
+	}
+	return crd.DefaultStartupTimeoutSeconds
 }
 
 // portArg is Port as vLLM's --port value.

@@ -90,7 +90,7 @@ func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string
 // $(LWS_GROUP_SIZE) is the kubelet's expansion of the variable LWS injects.
 func leaderScript(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
 	var b strings.Builder
-	b.WriteString("bash " + multiNodeScript + " leader --ray_cluster_size=$(LWS_GROUP_SIZE) && exec vllm serve")
+	b.WriteString("bash " + multiNodeScript + " leader --ray_cluster_size=$(LWS_GROUP_SIZE) " + rayInitTimeout(ext) + " && exec vllm serve")
 	for _, a := range multiNodeArgs(isvc, ext) {
 		b.WriteString(" " + shellQuote(a))
 	}
@@ -98,7 +98,16 @@ func leaderScript(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
 }
 
 // workerScript joins the group's Ray cluster at its leader's address.
-const workerScript = "bash " + multiNodeScript + " worker --ray_address=$(LWS_LEADER_ADDRESS)"
+func workerScript(ext *crd.SpecExtensions) string {
+	return "bash " + multiNodeScript + " worker --ray_address=$(LWS_LEADER_ADDRESS) " + rayInitTimeout(ext)
+}
+
+// rayInitTimeout gives the group the model's startup budget to form: the script's default,
+// 300 s, fails a group whose worker still waits for its image or a node, and
+// RecreateGroupOnPodRestart then starts the whole group over.
+func rayInitTimeout(ext *crd.SpecExtensions) string {
+	return "--ray_init_timeout=" + strconv.Itoa(int(startupBudget(ext)))
+}
 
 var shellCommand = []string{"/bin/sh", "-c"}
 
@@ -112,7 +121,7 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 	lc.Command, lc.Args = shellCommand, []string{leaderScript(isvc, ext)}
 	worker := *leader.DeepCopy()
 	wc := &worker.Spec.Containers[0]
-	wc.Args, wc.Ports = []string{workerScript}, nil
+	wc.Args, wc.Ports = []string{workerScript(ext)}, nil
 	wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe = nil, nil, nil
 
 	u := newChildUnstructured(isvc, lwsAPIVersion, KindLeaderWorkerSet)

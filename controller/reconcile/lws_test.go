@@ -81,7 +81,7 @@ func TestMultiNodeChildren(t *testing.T) {
 		}
 	}
 	script := leader.Args[0]
-	for _, want := range []string{"multi-node-serving.sh leader --ray_cluster_size=$(LWS_GROUP_SIZE) && exec vllm serve 'Qwen/Qwen3-0.6B'",
+	for _, want := range []string{"multi-node-serving.sh leader --ray_cluster_size=$(LWS_GROUP_SIZE) --ray_init_timeout=3600 && exec vllm serve 'Qwen/Qwen3-0.6B'",
 		"'--tensor-parallel-size' '8' '--pipeline-parallel-size' '2' '--distributed-executor-backend' 'ray'"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("leader script %q lacks %q", script, want)
@@ -90,7 +90,7 @@ func TestMultiNodeChildren(t *testing.T) {
 	if leader.ReadinessProbe == nil || len(leader.Ports) != 1 {
 		t.Errorf("the leader serves the API: probes %v ports %v", leader.ReadinessProbe, leader.Ports)
 	}
-	if worker.ReadinessProbe != nil || worker.StartupProbe != nil || len(worker.Ports) != 0 || !strings.Contains(worker.Args[0], "worker --ray_address=$(LWS_LEADER_ADDRESS)") {
+	if worker.ReadinessProbe != nil || worker.StartupProbe != nil || len(worker.Ports) != 0 || !strings.Contains(worker.Args[0], "worker --ray_address=$(LWS_LEADER_ADDRESS) --ray_init_timeout=3600") {
 		t.Errorf("worker %+v", worker)
 	}
 	svc := out.Actions[1].Object.(*corev1.Service)
