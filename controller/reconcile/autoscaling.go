@@ -74,10 +74,15 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	return a, 0
 }
 
-// firstReady is when the earliest of the pods that are ready now turned ready.
+// firstReady is when the earliest of the pods that serve the metric and are ready now turned
+// ready. A multi-node group's workers serve no API: they have no probe, so they are ready as
+// soon as they run, long before their leader serves, and the HPA has nothing to read from them.
 func firstReady(pods []*corev1.Pod) (time.Time, bool) {
 	var first time.Time
 	for _, p := range pods {
+		if w, ok := p.Labels[LWSWorkerLabel]; ok && w != "0" {
+			continue
+		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && (first.IsZero() || c.LastTransitionTime.Time.Before(first)) {
 				first = c.LastTransitionTime.Time

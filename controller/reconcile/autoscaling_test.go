@@ -313,3 +313,21 @@ func TestIdleAtTheHPAMinimumIsReady(t *testing.T) {
 		t.Fatalf("1 of the 2 the HPA chose is Ready: %+v", out.Status.Conditions)
 	}
 }
+
+// A multi-node group's worker, ready as soon as it runs (it has no probe), is not a pod that
+// reports the queue: until its leader serves, the HPA's failure to read is the model starting.
+func TestFirstReadyIsALeader(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	worker := readyPod("big-0-1", now.Add(-2*time.Minute))
+	worker.Labels = map[string]string{LWSWorkerLabel: "1"}
+	leader := readyPod("big-0", time.Time{})
+	leader.Labels = map[string]string{LWSWorkerLabel: "0"}
+	if at, ok := firstReady([]*corev1.Pod{worker, leader}); ok {
+		t.Fatalf("a worker counted as the first serving pod (%s)", at)
+	}
+	leader = readyPod("big-0", now.Add(-time.Minute))
+	leader.Labels = map[string]string{LWSWorkerLabel: "0"}
+	if at, ok := firstReady([]*corev1.Pod{worker, leader}); !ok || !at.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("first ready %s %v, want the leader's", at, ok)
+	}
+}
