@@ -26,7 +26,7 @@ func TestLastWords(t *testing.T) {
 	}{
 		// An engine argument vLLM does not know: argparse's error, exit 2.
 		{"bad-arg", "metadata: {name: bad-arg, annotations: {" + crd.AnnotationV1beta1Spec + `: '{"engineArgs":["--foo"]}'}}` + "\nspec: {model: m, replicas: 1, gpusPerReplica: 1}",
-			"CrashLoopBackOff", "vllm serve: error: unrecognized arguments: --foo"},
+			"CrashLoopBackOff", "vllm: error: unrecognized arguments: --foo"},
 		// 72B parameters on one 80 GiB GPU: torch's out-of-memory, the root cause vLLM's last
 		// line points above to.
 		{"cuda-oom", "metadata: {name: cuda-oom}\nspec: {model: Qwen/Qwen2.5-72B-Instruct, replicas: 1, gpusPerReplica: 1}",

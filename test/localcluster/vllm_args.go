@@ -1,83 +1,20 @@
 // The fake vLLM's command line: `vllm serve` (or the api_server module) parsed as vLLM
-// v0.11's argparse parser does, with its error text and exit code 2 for what it rejects.
+// v0.11.0's parser does under CPython 3.12's argparse: FlexibleArgumentParser's rewriting
+// (`_` for `-` in a flag's name, `--json-arg.key value`, `-O3`), then argparse over
+// vllm_flags.go's options (unique prefixes, `--flag=value`, `--no-x`), with argparse's text and
+// exit code 2 for what it refuses.
 
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
-
-// argKind is how argparse converts a flag's value.
-type argKind int
-
-const (
-	argStr   argKind = iota
-	argInt           // type=int
-	argFloat         // type=float
-	argBool          // BooleanOptionalAction: --x / --no-x, no value
-	argList          // nargs="+"
-)
-
-// serveFlag is one option vLLM's parser knows; dest is the non-default-args key.
-type serveFlag struct {
-	dest string
-	kind argKind
-}
-
-// serveFlags are the options the fake understands; vLLM has more, and any other one is
-// rejected as argparse rejects a flag it does not know.
-var serveFlags = map[string]serveFlag{
-	"--model":                        {"model", argStr},
-	"--host":                         {"host", argStr},
-	"--port":                         {"port", argInt},
-	"--tensor-parallel-size":         {"tensor_parallel_size", argInt},
-	"-tp":                            {"tensor_parallel_size", argInt},
-	"--pipeline-parallel-size":       {"pipeline_parallel_size", argInt},
-	"-pp":                            {"pipeline_parallel_size", argInt},
-	"--data-parallel-size":           {"data_parallel_size", argInt},
-	"--max-num-seqs":                 {"max_num_seqs", argInt},
-	"--max-num-batched-tokens":       {"max_num_batched_tokens", argInt},
-	"--max-model-len":                {"max_model_len", argStr}, // accepts 32k, 1M
-	"--gpu-memory-utilization":       {"gpu_memory_utilization", argFloat},
-	"--served-model-name":            {"served_model_name", argList},
-	"--enable-lora":                  {"enable_lora", argBool},
-	"--lora-modules":                 {"lora_modules", argList},
-	"--max-loras":                    {"max_loras", argInt},
-	"--max-lora-rank":                {"max_lora_rank", argInt},
-	"--max-cpu-loras":                {"max_cpu_loras", argInt},
-	"--trust-remote-code":            {"trust_remote_code", argBool},
-	"--dtype":                        {"dtype", argStr},
-	"--download-dir":                 {"download_dir", argStr},
-	"--enforce-eager":                {"enforce_eager", argBool},
-	"--disable-log-requests":         {"disable_log_requests", argBool},
-	"--enable-log-requests":          {"enable_log_requests", argBool},
-	"--disable-log-stats":            {"disable_log_stats", argBool},
-	"--disable-uvicorn-access-log":   {"disable_uvicorn_access_log", argBool},
-	"--uvicorn-log-level":            {"uvicorn_log_level", argStr},
-	"--quantization":                 {"quantization", argStr},
-	"-q":                             {"quantization", argStr},
-	"--kv-cache-dtype":               {"kv_cache_dtype", argStr},
-	"--enable-prefix-caching":        {"enable_prefix_caching", argBool},
-	"--enable-chunked-prefill":       {"enable_chunked_prefill", argBool},
-	"--seed":                         {"seed", argInt},
-	"--api-key":                      {"api_key", argList},
-	"--tokenizer":                    {"tokenizer", argStr},
-	"--revision":                     {"revision", argStr},
-	"--load-format":                  {"load_format", argStr},
-	"--swap-space":                   {"swap_space", argFloat},
-	"--block-size":                   {"block_size", argInt},
-	"--distributed-executor-backend": {"distributed_executor_backend", argStr},
-	"--generation-config":            {"generation_config", argStr},
-	"--chat-template":                {"chat_template", argStr},
-	"--tool-call-parser":             {"tool_call_parser", argStr},
-	"--enable-auto-tool-choice":      {"enable_auto_tool_choice", argBool},
-	"--reasoning-parser":             {"reasoning_parser", argStr},
-	"--max-log-len":                  {"max_log_len", argInt},
-}
 
 // serveArgs is a parsed command line, with vLLM's defaults filled in.
 type serveArgs struct {
@@ -102,7 +39,7 @@ type serveArgs struct {
 	accessLog       bool
 	logRequests     bool
 	disableLogStats bool
-	nonDefault      []string // "'dest': value", in the order given, for the non-default args line
+	nonDefault      []string // "'dest': value" in the parser's order, as vLLM's non-default args line
 }
 
 // loraModule is one --lora-modules entry.
@@ -117,13 +54,28 @@ type argError struct{ prog, msg string }
 
 func (e *argError) Error() string { return e.prog + ": error: " + e.msg }
 
-// usage is argparse's one-line usage for the program.
+// usage is argparse's usage line for the program: `vllm` reports the arguments its serve
+// subcommand left over, `vllm serve` everything else.
 func (e *argError) usage() string {
-	if e.prog == "vllm serve" {
+	switch e.prog {
+	case "vllm serve":
 		return "usage: vllm serve [model_tag] [options]"
+	case "vllm":
+		return "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
 	}
 	return "usage: api_server.py [-h] [--host HOST] [--port PORT] [options]"
 }
+
+// pyError is a Python exception vLLM raises while reading its arguments, outside argparse:
+// a traceback ending in this line, exit code 1.
+type pyError struct{ exc, msg string }
+
+func (e *pyError) Error() string { return e.exc + ": " + e.msg }
+
+// helpRequest is -h/--help: argparse prints the help and exits 0, serving nothing.
+type helpRequest struct{ usage string }
+
+func (e *helpRequest) Error() string { return e.usage }
 
 // serveCommand reduces the container's command and args to vLLM's own argument list: the
 // image's entrypoint is `vllm serve`; `vllm serve ...`, `python3 -m
@@ -219,213 +171,1421 @@ func shellLists(s string) [][]string {
 	return out
 }
 
-// parseServeArgs parses argv as vLLM's parser does: `--flag value` and `--flag=value`,
-// the model as positional model_tag (vllm serve only), every unknown argument reported
-// at once.
+// parseServeArgs parses argv as vLLM does: FlexibleArgumentParser's rewriting, then argparse;
+// under `vllm serve`, the serve subparser, whose leftovers its parent `vllm` reports.
 func parseServeArgs(prog string, argv []string) (*serveArgs, error) {
-	a := &serveArgs{prog: prog, port: 8000, tp: 1, pp: 1, maxNumSeqs: 256, gpuUtil: 0.9,
-		maxLoras: 1, accessLog: true}
-	var unknown []string
-	fail := func(format string, args ...any) error {
-		return &argError{prog: prog, msg: fmt.Sprintf(format, args...)}
+	top := prog
+	if prog == "vllm serve" {
+		top = "vllm"
 	}
-	for i := 0; i < len(argv); i++ {
-		arg := argv[i]
-		if !strings.HasPrefix(arg, "-") || arg == "-" {
-			if prog == "vllm serve" && a.model == "" && !a.modelFlag {
-				a.model = arg
-				// vllm serve copies model_tag into model: both keys show as non-default
-				a.nonDefault = append(a.nonDefault, "'model_tag': "+pyRepr(arg), "'model': "+pyRepr(arg))
+	if err := checkConfigArg(argv); err != nil {
+		return nil, err
+	}
+	args, err := flexibleArgs(argv)
+	if err != nil {
+		return nil, err
+	}
+	p := newArgParser(prog)
+	ns, extras, err := p.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(extras) > 0 {
+		return nil, &argError{prog: top, msg: "unrecognized arguments: " + strings.Join(extras, " ")}
+	}
+	return p.result(ns), nil
+}
+
+// checkConfigArg is what FlexibleArgumentParser checks of `--config FILE` before reading the
+// file: one of them, followed by a file name ending in .yaml or .yml. The fake cannot read a
+// container's files, so a config file's options are not applied.
+func checkConfigArg(argv []string) error {
+	n, at := 0, -1
+	for i, a := range argv {
+		if a == "--config" {
+			n, at = n+1, i
+		}
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n > 1:
+		return &pyError{"AssertionError", "More than one config file specified!"}
+	case at == len(argv)-1:
+		return &pyError{"ValueError", "No config file specified! " + strings.Repeat(" ", 29) +
+			"Please check your command-line arguments."}
+	}
+	file := argv[at+1]
+	if ext := file[strings.LastIndex(file, ".")+1:]; ext != "yaml" && ext != "yml" {
+		return &pyError{"ValueError", "('Config file must be of a yaml/yml type." + strings.Repeat(" ", 30) +
+			"%s supplied', " + pyRepr(ext) + ")"}
+	}
+	return nil
+}
+
+// flexibleArgs is FlexibleArgumentParser.parse_args's rewriting of the arguments before
+// argparse sees them: in a `--` argument's name (before `=` and the first `.`), `_` becomes
+// `-`; `-O3`, `-O=3` and `-O 3` become `-O.level 3`; and every argument that starts with `-`
+// and has a `.` in its name is a key of a JSON argument, taking the next argument (or the part
+// after `=`) as its value, JSON when it parses, else a string (`key+` splits it at commas into
+// a list). Those keys are merged per argument and appended at the end as `--arg '{json}'`.
+func flexibleArgs(in []string) ([]string, error) {
+	var out []string
+	for i, arg := range in {
+		switch {
+		case strings.HasPrefix(arg, "--help="):
+			out = append(out, "--help")
+		case strings.HasPrefix(arg, "--"):
+			if key, val, ok := strings.Cut(arg, "="); ok {
+				out = append(out, dashedName(key)+"="+val)
+			} else {
+				out = append(out, dashedName(arg))
+			}
+		case strings.HasPrefix(arg, "-O") && arg != "-O" && arg[2] != '.':
+			level := arg[2:]
+			if arg[2] == '=' {
+				level = arg[3:]
+			}
+			out = append(out, "-O.level="+level)
+		case arg == "-O" && i+1 < len(in) && len(in[i+1]) == 1 && strings.Contains("0123", in[i+1]):
+			out = append(out, "-O.level")
+		default:
+			out = append(out, arg)
+		}
+	}
+
+	type dictArg struct {
+		flag string
+		val  *pyDict
+	}
+	var dicts []*dictArg
+	dictOf := func(flag string) *dictArg {
+		for _, d := range dicts {
+			if d.flag == flag {
+				return d
+			}
+		}
+		d := &dictArg{flag: flag, val: &pyDict{}}
+		dicts = append(dicts, d)
+		return d
+	}
+	drop := map[int]bool{}
+	for i := 0; i < len(out); i++ {
+		arg := out[i]
+		if drop[i] || !strings.HasPrefix(arg, "-") || !strings.Contains(arg, ".") {
+			continue
+		}
+		var valueStr string
+		if key, val, ok := strings.Cut(arg, "="); ok {
+			if !strings.Contains(key, ".") {
+				continue // the `.` was in the value
+			}
+			arg, valueStr = key, val
+		} else {
+			if i+1 >= len(out) {
+				return nil, &pyError{"IndexError", "list index out of range"}
+			}
+			valueStr = out[i+1]
+			drop[i+1] = true
+		}
+		var value any
+		if strings.HasSuffix(arg, "+") {
+			arg = arg[:len(arg)-1]
+			var items []any
+			for _, s := range strings.Split(valueStr, ",") {
+				items = append(items, s)
+			}
+			value = items
+		} else if v, err := parseJSON(valueStr); err == nil {
+			value = v
+		} else {
+			value = valueStr
+		}
+		keys := strings.Split(arg, ".")
+		for k := len(keys) - 1; k >= 1; k-- {
+			value = &pyDict{keys: []string{keys[k]}, vals: []any{value}}
+		}
+		dictOf(keys[0]).val.update(value.(*pyDict))
+		drop[i] = true
+	}
+	var kept []string
+	for i, a := range out {
+		if !drop[i] {
+			kept = append(kept, a)
+		}
+	}
+	for _, d := range dicts {
+		kept = append(kept, d.flag, pyJSONDumps(d.val))
+	}
+	return kept, nil
+}
+
+// dashedName turns `_` into `-` in a `--` argument's name, up to its first `.`.
+func dashedName(arg string) string {
+	name, rest := arg[2:], ""
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		name, rest = name[:i], name[i:]
+	}
+	return "--" + strings.ReplaceAll(name, "_", "-") + rest
+}
+
+// argParser is argparse's parser of vllm serve's options (and its positional model_tag).
+type argParser struct {
+	prog    string
+	opts    []serveOption
+	exact   map[string]*serveOption
+	strings []string // every option string, in registration order
+}
+
+func newArgParser(prog string) *argParser {
+	p := &argParser{prog: prog, opts: serveOptions(), exact: map[string]*serveOption{}}
+	for i := range p.opts {
+		for _, f := range p.opts[i].flags {
+			p.exact[f] = &p.opts[i]
+			p.strings = append(p.strings, f)
+		}
+	}
+	return p
+}
+
+// optMatch is an argument argparse took for an option.
+type optMatch struct {
+	opt         *serveOption // nil: no option of this parser
+	flag        string       // the option string matched (the argument itself when opt is nil)
+	explicit    string       // the value after `=`, or glued to a one-letter option
+	hasExplicit bool
+	sep         bool // the explicit value came after `=`
+}
+
+func (p *argParser) fail(format string, a ...any) error {
+	return &argError{prog: p.prog, msg: fmt.Sprintf(format, a...)}
+}
+
+// argFail is argparse's error about one option: "argument --x/-x: ...".
+func (p *argParser) argFail(o *serveOption, format string, a ...any) error {
+	return p.fail("argument %s: %s", strings.Join(o.flags, "/"), fmt.Sprintf(format, a...))
+}
+
+// negativeNumber is what argparse takes for a negative number, not an option.
+var negativeNumber = regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`)
+
+// parseOptional is argparse's _parse_optional: whether arg is an option, and which.
+func (p *argParser) parseOptional(arg string) (optMatch, bool, error) {
+	if arg == "" || arg[0] != '-' {
+		return optMatch{}, false, nil
+	}
+	if o, ok := p.exact[arg]; ok {
+		return optMatch{opt: o, flag: arg}, true, nil
+	}
+	if len(arg) == 1 {
+		return optMatch{}, false, nil
+	}
+	if key, val, ok := strings.Cut(arg, "="); ok {
+		if o, ok := p.exact[key]; ok {
+			return optMatch{opt: o, flag: key, explicit: val, hasExplicit: true, sep: true}, true, nil
+		}
+	}
+	ms := p.prefixMatches(arg)
+	if len(ms) > 1 {
+		names := make([]string, len(ms))
+		for i, m := range ms {
+			names[i] = m.flag
+		}
+		return optMatch{}, false, p.fail("ambiguous option: %s could match %s", arg, strings.Join(names, ", "))
+	}
+	if len(ms) == 1 {
+		return ms[0], true, nil
+	}
+	if negativeNumber.MatchString(arg) || strings.Contains(arg, " ") {
+		return optMatch{}, false, nil
+	}
+	return optMatch{flag: arg}, true, nil
+}
+
+// prefixMatches is argparse's _get_option_tuples (allow_abbrev is on: vLLM never turns it
+// off): the options a `--` argument is a prefix of, up to its `=`; for a `-` argument, the
+// one-letter option it starts with (the rest glued on as its value) and the options it is a
+// prefix of.
+func (p *argParser) prefixMatches(arg string) []optMatch {
+	var out []optMatch
+	prefix, val, sep := strings.Cut(arg, "=")
+	if arg[1] == '-' {
+		for _, f := range p.strings {
+			if strings.HasPrefix(f, prefix) {
+				out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: val, hasExplicit: sep, sep: sep})
+			}
+		}
+		return out
+	}
+	short, glued := arg[:2], arg[2:]
+	for _, f := range p.strings {
+		switch {
+		case f == short:
+			out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: glued, hasExplicit: true})
+		case strings.HasPrefix(f, prefix):
+			out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: val, hasExplicit: sep, sep: sep})
+		}
+	}
+	return out
+}
+
+// takesNoValue is whether the option's action consumes no argument.
+func (o *serveOption) takesNoValue() bool {
+	return o.action == actStoreTrue || o.action == actBoolOpt || o.action == actHelp
+}
+
+// parse is argparse's parse_known_args over the serve options: every argument is classified
+// first (an ambiguous abbreviation fails before anything else), then options and the
+// positional model_tag are consumed in turn. ns holds the given options' converted values by
+// dest; extras are the arguments no option or positional took.
+func (p *argParser) parse(args []string) (ns map[string]any, extras []string, err error) {
+	ns = map[string]any{}
+	pattern := make([]byte, len(args))
+	opts := map[int]optMatch{}
+	maxOpt := -1
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" { // what follows is positional
+			pattern[i] = '-'
+			for j := i + 1; j < len(args); j++ {
+				pattern[j] = 'A'
+			}
+			break
+		}
+		m, isOpt, err := p.parseOptional(args[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		pattern[i] = 'A'
+		if isOpt {
+			opts[i], pattern[i], maxOpt = m, 'O', i
+		}
+	}
+
+	tagLeft := true // model_tag, nargs '?', is consumed once
+	positionals := func(start int) int {
+		if !tagLeft {
+			return start
+		}
+		n := 0
+		for start+n < len(pattern) && pattern[start+n] == '-' {
+			n++
+		}
+		if start+n < len(pattern) && pattern[start+n] == 'A' {
+			n++
+		}
+		for start+n < len(pattern) && pattern[start+n] == '-' {
+			n++
+		}
+		tagLeft = false
+		vals := dropFirstDashDash(args[start : start+n])
+		if len(vals) > 0 {
+			ns["model_tag"] = vals[0]
+		}
+		return start + n
+	}
+
+	start := 0
+	for start <= maxOpt {
+		next := start
+		for _, ok := opts[next]; !ok; _, ok = opts[next] {
+			next++
+		}
+		if start != next {
+			end := positionals(start)
+			if end > start {
+				start = end
 				continue
 			}
-			unknown = append(unknown, arg)
+		}
+		if _, ok := opts[start]; !ok {
+			extras = append(extras, args[start:next]...)
+			start = next
+		}
+		m := opts[start]
+		if m.opt == nil {
+			extras = append(extras, args[start])
+			start++
 			continue
 		}
-		name, val, hasVal := strings.Cut(arg, "=")
-		neg := false
-		f, known := serveFlags[name]
-		if !known && strings.HasPrefix(name, "--no-") {
-			if g, ok := serveFlags["--"+name[len("--no-"):]]; ok && g.kind == argBool {
-				f, known, neg = g, true, true
+		if start, err = p.consumeOption(m, args, pattern, start, ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	stop := positionals(start)
+	extras = append(extras, args[stop:]...)
+	return ns, extras, nil
+}
+
+func dropFirstDashDash(vals []string) []string {
+	for i, v := range vals {
+		if v == "--" {
+			return append(append([]string(nil), vals[:i]...), vals[i+1:]...)
+		}
+	}
+	return vals
+}
+
+// consumeOption takes the option at args[start] with its values and returns where the next
+// argument starts.
+func (p *argParser) consumeOption(m optMatch, args []string, pattern []byte, start int, ns map[string]any) (int, error) {
+	o := m.opt
+	if m.hasExplicit {
+		if !o.takesNoValue() {
+			return start + 1, p.take(o, m.flag, []string{m.explicit}, ns)
+		}
+		// a one-letter valueless option (-h) may have more such options glued on
+		if m.flag[1] != '-' && m.explicit != "" && !m.sep && m.explicit[0] != '-' {
+			if _, ok := p.exact["-"+m.explicit[:1]]; ok {
+				return start + 1, p.take(o, m.flag, nil, ns)
 			}
 		}
-		if !known {
-			unknown = append(unknown, arg)
-			continue
+		return 0, p.argFail(o, "ignored explicit argument %s", pyRepr(m.explicit))
+	}
+	n := 0
+	for start+1+n < len(pattern) && pattern[start+1+n] == 'A' {
+		n++
+	}
+	switch {
+	case o.takesNoValue():
+		n = 0
+	case o.nargs == '?':
+		n = min(n, 1)
+	case o.nargs == '+':
+		if n == 0 {
+			return 0, p.argFail(o, "expected at least one argument")
 		}
-		var vals []string
+	default:
+		if n == 0 {
+			return 0, p.argFail(o, "expected one argument")
+		}
+		n = 1
+	}
+	return start + 1 + n, p.take(o, m.flag, args[start+1:start+1+n], ns)
+}
+
+// take is the option's action with its values.
+func (p *argParser) take(o *serveOption, flag string, vals []string, ns map[string]any) error {
+	switch o.action {
+	case actHelp:
+		return &helpRequest{usage: (&argError{prog: p.prog}).usage()}
+	case actStoreTrue:
+		ns[o.dest] = true
+		return nil
+	case actBoolOpt:
+		ns[o.dest] = !strings.HasPrefix(flag, "--no-")
+		return nil
+	}
+	var v any
+	switch {
+	case o.nargs == '?' && len(vals) == 0:
+		v = o.konst == "True"
+	case o.nargs == '+':
+		list := make([]any, len(vals))
+		for i, s := range vals {
+			x, err := p.value(o, s)
+			if err != nil {
+				return err
+			}
+			list[i] = x
+		}
+		v = list
+	default:
+		x, err := p.value(o, vals[0])
+		if err != nil {
+			return err
+		}
+		v = x
+	}
+	switch o.action {
+	case actAppend:
+		list, _ := ns[o.dest].([]any)
+		ns[o.dest] = append(list, v)
+	case actLoRA:
+		mods, err := p.loraModules(v.([]any))
+		if err != nil {
+			return err
+		}
+		ns[o.dest] = mods
+	default:
+		ns[o.dest] = v
+	}
+	return nil
+}
+
+// The functions vLLM's type callables name in their errors, at the addresses a CPython
+// process would print; a real process prints its own.
+const (
+	loadsFunc    = "<function loads at 0x7f9c3a5b2f20>"
+	humanIntFunc = "<function human_readable_int at 0x7f9c2f41c4a0>"
+)
+
+// pydanticURL is where pydantic 2.11 (vLLM v0.11.0's image) points a validation error.
+const pydanticURL = "https://errors.pydantic.dev/2.11/v/"
+
+// value is argparse's _get_value and _check_value: the string converted by the option's type,
+// then checked against its choices.
+func (p *argParser) value(o *serveOption, s string) (any, error) {
+	optional := o.value == vOptStr || o.value == vOptInt || o.value == vOptFloat || o.value == vOptHumanInt ||
+		o.value == vOptJSONDict || o.value == vOptJSON || o.value == vOptDataclass
+	var v any
+	switch {
+	case optional && (s == "" || s == "None"):
+		v = nil
+	case o.value == vInt || o.value == vOptInt:
+		n, ok := pyIntOf(s)
+		if !ok && o.value == vInt {
+			return nil, p.argFail(o, "invalid int value: %s", pyRepr(s))
+		} else if !ok {
+			return nil, p.argFail(o, "Value %s cannot be converted to <class 'int'>.", s)
+		}
+		v = n
+	case o.value == vFloat || o.value == vOptFloat:
+		x, ok := pyFloatOf(s)
+		if !ok && o.value == vFloat {
+			return nil, p.argFail(o, "invalid float value: %s", pyRepr(s))
+		} else if !ok {
+			return nil, p.argFail(o, "Value %s cannot be converted to <class 'float'>.", s)
+		}
+		v = x
+	case o.value == vHumanInt || o.value == vOptHumanInt:
+		n, typeErr, ok := humanReadableInt(s)
 		switch {
-		case f.kind == argBool:
-			if hasVal {
-				return nil, fail("argument %s: ignored explicit argument %s", name, pyRepr(val))
-			}
-		case hasVal:
-			vals = []string{val}
-		case f.kind == argList:
-			for i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-				i++
-				vals = append(vals, argv[i])
-			}
-			if len(vals) == 0 {
-				return nil, fail("argument %s: expected at least one argument", name)
-			}
-		default:
-			if i+1 >= len(argv) || (strings.HasPrefix(argv[i+1], "-") && !isNumber(argv[i+1])) {
-				return nil, fail("argument %s: expected one argument", name)
-			}
-			i++
-			vals = []string{argv[i]}
+		case typeErr != "":
+			return nil, p.argFail(o, "%s", typeErr)
+		case !ok && o.value == vHumanInt:
+			return nil, p.argFail(o, "invalid human_readable_int value: %s", pyRepr(s))
+		case !ok:
+			return nil, p.argFail(o, "Value %s cannot be converted to %s.", s, humanIntFunc)
 		}
-		if err := a.set(f, name, vals, !neg); err != nil {
-			return nil, fail("%s", err.Error())
+		v = n
+	case o.value == vBool:
+		v = s != ""
+	case o.value == vLoads:
+		x, err := parseJSON(s)
+		if err != nil {
+			return nil, p.argFail(o, "invalid loads value: %s", pyRepr(s))
+		}
+		v = x
+	case o.value == vJSONDict || o.value == vOptJSONDict || o.value == vOptJSON ||
+		(o.value == vDictOrStr && looksLikeDict(s)):
+		x, err := parseJSON(s)
+		if err != nil {
+			return nil, p.argFail(o, "Value %s cannot be converted to %s.", s, loadsFunc)
+		}
+		v = x
+	case o.value == vDataclass || o.value == vOptDataclass:
+		x, msg := validateDataclass(o.class, s)
+		if msg != "" {
+			return nil, p.argFail(o, "%s", msg)
+		}
+		v = x
+	default: // str, no type, and union_dict_and_str's plain string
+		v = s
+	}
+	if o.choices == nil {
+		return v, nil
+	}
+	if v != nil {
+		for _, c := range o.choices {
+			if pyStr(v) == c {
+				return v, nil
+			}
 		}
 	}
-	if len(unknown) > 0 {
-		return nil, fail("unrecognized arguments: %s", strings.Join(unknown, " "))
+	return nil, p.argFail(o, "invalid choice: %s (choose from %s)", pyRepr(pyStr(v)), strings.Join(o.choices, ", "))
+}
+
+// looksLikeDict is union_dict_and_str's test: braces around the rest, blanks aside.
+func looksLikeDict(s string) bool {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	return strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") && len(t) >= 2
+}
+
+// validateDataclass is pydantic's TypeAdapter(class).validate_json as vLLM's parse_dataclass
+// reports it: the text of the ValidationError, "" when valid. The fake checks that the JSON
+// parses to an object; it does not check the object's fields against the class.
+func validateDataclass(class, s string) (any, string) {
+	v, err := parseJSON(s)
+	if err != nil {
+		line, col := err.position(s)
+		return nil, fmt.Sprintf("1 validation error for %s\n  Invalid JSON: %s at line %d column %d [type=json_invalid, input_value=%s, input_type=str]\n    For further information visit %sjson_invalid",
+			class, err.msg, line, col, pydanticInput(pyRepr(s)), pydanticURL)
 	}
-	if a.model == "" {
-		a.model = "Qwen/Qwen3-0.6B" // vLLM v0.11's default model
+	d, ok := v.(*pyDict)
+	if !ok {
+		return nil, fmt.Sprintf("1 validation error for %s\n  Input should be an object [type=dataclass_type, input_value=%s, input_type=%s]\n    For further information visit %sdataclass_type",
+			class, pydanticInput(pyReprOf(v)), pyTypeName(v), pydanticURL)
+	}
+	if level, ok := d.get("level"); ok && class == "CompilationConfig" {
+		if msg, typ := intFieldError(level); msg != "" {
+			return nil, fmt.Sprintf("1 validation error for %s\nlevel\n  %s [type=%s, input_value=%s, input_type=%s]\n    For further information visit %s%s",
+				class, msg, typ, pydanticInput(pyReprOf(level)), pyTypeName(level), pydanticURL, typ)
+		}
+	}
+	return v, ""
+}
+
+// intFieldError is pydantic's lax validation of an Optional[int] field from JSON (the one the
+// fake checks: CompilationConfig.level, which -O3 sets): its message and error type, "" when
+// valid.
+func intFieldError(v any) (msg, typ string) {
+	switch x := v.(type) {
+	case nil, bool:
+		return "", ""
+	case pyNum:
+		switch {
+		case x.isInt:
+			return "", ""
+		case math.IsInf(x.f, 0) || math.IsNaN(x.f):
+			return "Input should be a finite number", "finite_number"
+		case x.f != math.Trunc(x.f):
+			return "Input should be a valid integer, got a number with a fractional part", "int_from_float"
+		}
+		return "", ""
+	case string:
+		if _, ok := pyIntOf(x); ok {
+			return "", ""
+		}
+		if f, ok := pyFloatOf(x); ok && f.f == math.Trunc(f.f) && !math.IsInf(f.f, 0) {
+			return "", ""
+		}
+		return "Input should be a valid integer, unable to parse string as an integer", "int_parsing"
+	}
+	return "Input should be a valid integer", "int_type"
+}
+
+// pydanticInput is an input_value as pydantic prints it: a repr over 50 characters keeps its
+// first 25 and last 24.
+func pydanticInput(repr string) string {
+	r := []rune(repr)
+	if len(r) <= 50 {
+		return repr
+	}
+	return string(r[:25]) + "..." + string(r[len(r)-24:])
+}
+
+// loraModules is vLLM's LoRAParserAction: each value `name=path` (no comma) or a JSON object
+// of LoRAModulePath's fields; the option's last occurrence wins.
+func (p *argParser) loraModules(vals []any) ([]loraModule, error) {
+	mods := []loraModule{}
+	for _, v := range vals {
+		item, _ := v.(string)
+		if item == "" {
+			continue
+		}
+		if strings.Contains(item, "=") && !strings.Contains(item, ",") {
+			parts := strings.Split(item, "=")
+			if len(parts) != 2 {
+				return nil, &pyError{"ValueError", "too many values to unpack (expected 2)"}
+			}
+			mods = append(mods, loraModule{Name: parts[0], Path: parts[1]})
+			continue
+		}
+		j, err := parseJSON(item)
+		if err != nil {
+			return nil, p.fail("Invalid JSON format for --lora-modules: %s", item)
+		}
+		if msg := loraFieldsError(j); msg != "" {
+			return nil, p.fail("Invalid fields for --lora-modules: %s - %s", item, msg)
+		}
+		d := j.(*pyDict)
+		m := loraModule{}
+		for i, k := range d.keys {
+			switch k {
+			case "name":
+				m.Name = pyStr(d.vals[i])
+			case "path":
+				m.Path = pyStr(d.vals[i])
+			case "base_model_name":
+				if d.vals[i] != nil {
+					m.BaseName = pyStr(d.vals[i])
+				}
+			}
+		}
+		mods = append(mods, m)
+	}
+	return mods, nil
+}
+
+// loraFieldsError is the TypeError of LoRAModulePath(**j), "" when it constructs.
+func loraFieldsError(j any) string {
+	d, ok := j.(*pyDict)
+	if !ok {
+		return "vllm.entrypoints.openai.serving_models.LoRAModulePath() argument after ** must be a mapping, not " + pyTypeName(j)
+	}
+	for _, k := range d.keys {
+		if k != "name" && k != "path" && k != "base_model_name" {
+			return "LoRAModulePath.__init__() got an unexpected keyword argument " + pyRepr(k)
+		}
+	}
+	var missing []string
+	for _, k := range []string{"name", "path"} {
+		if _, ok := d.get(k); !ok {
+			missing = append(missing, pyRepr(k))
+		}
+	}
+	switch len(missing) {
+	case 1:
+		return "LoRAModulePath.__init__() missing 1 required positional argument: " + missing[0]
+	case 2:
+		return "LoRAModulePath.__init__() missing 2 required positional arguments: " + missing[0] + " and " + missing[1]
+	}
+	return ""
+}
+
+// result is the parsed namespace as the fake uses it, with vLLM's non-default args line:
+// every option whose value differs from its default, in the parser's order, model_tag first.
+func (p *argParser) result(ns map[string]any) *serveArgs {
+	a := &serveArgs{prog: p.prog, model: "Qwen/Qwen3-0.6B", port: 8000, tp: 1, pp: 1, maxNumSeqs: 256,
+		gpuUtil: 0.9, maxLoras: 1, accessLog: true}
+	if m, ok := ns["model"].(string); ok {
+		a.model, a.modelFlag = m, true
+	}
+	tag, hasTag := ns["model_tag"].(string)
+	if hasTag {
+		a.nonDefault = append(a.nonDefault, "'model_tag': "+pyRepr(tag))
+		if p.prog == "vllm serve" {
+			// vllm serve copies model_tag into model
+			ns["model"], a.model = tag, tag
+		}
+	}
+	for i := range p.opts {
+		o := &p.opts[i]
+		v, given := ns[o.dest]
+		if !given || o.action == actHelp {
+			continue
+		}
+		if repr := pyReprOf(v); !sameValue(repr, o.def) {
+			a.nonDefault = append(a.nonDefault, "'"+o.dest+"': "+repr)
+		}
+		switch o.dest {
+		case "host":
+			a.host, _ = v.(string)
+		case "port":
+			a.port = intOf(v, a.port)
+		case "tensor_parallel_size":
+			a.tp = intOf(v, a.tp)
+		case "pipeline_parallel_size":
+			a.pp = intOf(v, a.pp)
+		case "max_num_seqs":
+			a.maxNumSeqs, a.maxNumSeqsSet = intOf(v, a.maxNumSeqs), true
+		case "max_loras":
+			a.maxLoras = intOf(v, a.maxLoras)
+		case "max_model_len":
+			a.maxModelLen = max(intOf(v, 0), 0)
+		case "gpu_memory_utilization":
+			if n, ok := v.(pyNum); ok {
+				a.gpuUtil = n.f
+			}
+		case "served_model_name":
+			a.served = stringsOf(v)
+		case "api_key":
+			a.apiKeys = stringsOf(v)
+		case "lora_modules":
+			a.loraModules, _ = v.([]loraModule)
+		case "enable_lora":
+			a.enableLoRA = v == true
+		case "disable_uvicorn_access_log":
+			a.accessLog = v != true
+		case "enable_log_requests":
+			a.logRequests = v == true
+		case "disable_log_stats":
+			a.disableLogStats = v == true
+		case "download_dir":
+			a.downloadDir, _ = v.(string)
+		case "uvicorn_log_level":
+			a.uvicornLevel, _ = v.(string)
+		case "distributed_executor_backend":
+			a.backend, _ = v.(string)
+		}
 	}
 	if len(a.served) == 0 {
 		a.served = []string{a.model}
 	}
-	return a, nil
+	return a
 }
 
-func isNumber(s string) bool { _, err := strconv.ParseFloat(s, 64); return err == nil }
+func intOf(v any, def int) int {
+	if n, ok := v.(pyNum); ok && n.isInt && math.Abs(n.f) < 1<<62 {
+		return int(n.f)
+	}
+	return def
+}
 
-// set stores one parsed option and records it for the non-default args line.
-func (a *serveArgs) set(f serveFlag, name string, vals []string, on bool) error {
-	var repr string
-	switch f.kind {
-	case argInt:
-		n, err := strconv.Atoi(vals[0])
-		if err != nil {
-			return fmt.Errorf("argument %s: invalid int value: %s", name, pyRepr(vals[0]))
-		}
-		repr = strconv.Itoa(n)
-		switch f.dest {
-		case "port":
-			a.port = n
-		case "tensor_parallel_size":
-			a.tp = n
-		case "pipeline_parallel_size":
-			a.pp = n
-		case "max_num_seqs":
-			a.maxNumSeqs, a.maxNumSeqsSet = n, true
-		case "max_loras":
-			a.maxLoras = n
-		}
-	case argFloat:
-		x, err := strconv.ParseFloat(vals[0], 64)
-		if err != nil {
-			return fmt.Errorf("argument %s: invalid float value: %s", name, pyRepr(vals[0]))
-		}
-		repr = pyFloat(x)
-		if f.dest == "gpu_memory_utilization" {
-			a.gpuUtil = x
-		}
-	case argBool:
-		repr = "False"
-		if on {
-			repr = "True"
-		}
-		switch f.dest {
-		case "enable_lora":
-			a.enableLoRA = on
-		case "disable_uvicorn_access_log":
-			a.accessLog = !on
-		case "enable_log_requests":
-			a.logRequests = on
-		case "disable_log_stats":
-			a.disableLogStats = on
-		}
-	case argList:
-		var rs []string
-		for _, v := range vals {
-			rs = append(rs, pyRepr(v))
-		}
-		repr = "[" + strings.Join(rs, ", ") + "]"
-		switch f.dest {
-		case "served_model_name":
-			a.served = append(a.served, vals...)
-		case "api_key":
-			a.apiKeys = append(a.apiKeys, vals...)
-		case "lora_modules":
-			for _, v := range vals {
-				m, err := parseLoRAModule(v)
-				if err != nil {
-					return fmt.Errorf("argument %s: %w", name, err)
-				}
-				a.loraModules = append(a.loraModules, m)
-			}
-		}
-	default:
-		repr = pyRepr(vals[0])
-		switch f.dest {
-		case "model":
-			a.model, a.modelFlag = vals[0], true
-		case "host":
-			a.host = vals[0]
-		case "download_dir":
-			a.downloadDir = vals[0]
-		case "uvicorn_log_level":
-			a.uvicornLevel = vals[0]
-		case "distributed_executor_backend":
-			a.backend = vals[0]
-		case "max_model_len":
-			n, ok := parseHumanInt(vals[0])
-			if !ok {
-				return fmt.Errorf("argument %s: invalid human_readable_int value: %s", name, pyRepr(vals[0]))
-			}
-			a.maxModelLen, repr = n, strconv.Itoa(n)
+// stringsOf is a list option's strings; the None an optional_type makes of "" or "None" aside.
+func stringsOf(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
 		}
 	}
-	a.nonDefault = append(a.nonDefault, "'"+f.dest+"': "+repr)
+	return out
+}
+
+// sameValue is Python's == between a value and an option's default, both as Python prints
+// them: numbers compare by value (4.0 == 4).
+func sameValue(repr, def string) bool {
+	if repr == def {
+		return true
+	}
+	x, errX := strconv.ParseFloat(repr, 64)
+	y, errY := strconv.ParseFloat(def, 64)
+	return errX == nil && errY == nil && x == y
+}
+
+// pyNum is a Python int or float: repr as Python prints it, f its value.
+type pyNum struct {
+	repr  string
+	f     float64
+	isInt bool
+}
+
+// pyIntOf is Python's int(s): blanks around, a sign, decimal digits with single underscores
+// between them.
+func pyIntOf(s string) (pyNum, bool) {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	sign := ""
+	if t != "" && (t[0] == '+' || t[0] == '-') {
+		if t[0] == '-' {
+			sign = "-"
+		}
+		t = t[1:]
+	}
+	digits, ok := pyDigits(t)
+	if !ok {
+		return pyNum{}, false
+	}
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		digits, sign = "0", ""
+	}
+	f, _ := strconv.ParseFloat(sign+digits, 64)
+	return pyNum{repr: sign + digits, f: f, isInt: true}, true
+}
+
+// pyDigits is t without its underscores when t is digits with single underscores between
+// them.
+func pyDigits(t string) (string, bool) {
+	if t == "" || t[0] == '_' || t[len(t)-1] == '_' || strings.Contains(t, "__") {
+		return "", false
+	}
+	for _, c := range t {
+		if (c < '0' || c > '9') && c != '_' {
+			return "", false
+		}
+	}
+	return strings.ReplaceAll(t, "_", ""), true
+}
+
+// pyFloatOf is Python's float(s): a decimal number (underscores between digits allowed),
+// inf, infinity or nan, blanks around.
+func pyFloatOf(s string) (pyNum, bool) {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	body := strings.TrimLeft(t, "+-")
+	if len(t)-len(body) > 1 {
+		return pyNum{}, false
+	}
+	switch strings.ToLower(body) {
+	case "inf", "infinity", "nan":
+		f, _ := strconv.ParseFloat(t, 64)
+		return pyNum{repr: pyFloatRepr(f), f: f}, true
+	}
+	// digits, optionally a point and digits, optionally an exponent; underscores only between digits
+	var clean strings.Builder
+	sawDigit, sawPoint, sawExp := false, false, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case c >= '0' && c <= '9':
+			sawDigit = true
+		case c == '_':
+			if i == 0 || i == len(body)-1 || !isDigit(body[i-1]) || !isDigit(body[i+1]) {
+				return pyNum{}, false
+			}
+			continue
+		case c == '.' && !sawPoint && !sawExp:
+			sawPoint = true
+		case (c == 'e' || c == 'E') && sawDigit && !sawExp:
+			sawExp = true
+			if i+1 < len(body) && (body[i+1] == '+' || body[i+1] == '-') {
+				clean.WriteByte(c)
+				i++
+				c = body[i]
+			}
+			if i+1 >= len(body) {
+				return pyNum{}, false
+			}
+		default:
+			return pyNum{}, false
+		}
+		clean.WriteByte(c)
+	}
+	if !sawDigit {
+		return pyNum{}, false
+	}
+	f, err := strconv.ParseFloat(t[:len(t)-len(body)]+clean.String(), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return pyNum{}, false
+	}
+	return pyNum{repr: pyFloatRepr(f), f: f}, true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// humanReadableInt is vLLM's human_readable_int: 4096, 1k (1000), 25.6k, 1K (1024), 1M, 1G;
+// typeErr is its ArgumentTypeError (a decimal with a binary suffix), ok false its ValueError.
+func humanReadableInt(s string) (n pyNum, typeErr string, ok bool) {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	if m := humanIntPattern.FindStringSubmatch(t); m != nil {
+		number, suffix := m[1], m[2]
+		switch suffix {
+		case "k", "m", "g":
+			x, _ := strconv.ParseFloat(number, 64)
+			x *= map[string]float64{"k": 1e3, "m": 1e6, "g": 1e9}[suffix]
+			return pyNum{repr: strconv.FormatFloat(math.Trunc(x), 'f', 0, 64), f: math.Trunc(x), isInt: true}, "", true
+		case "K", "M", "G":
+			if strings.Contains(number, ".") {
+				return pyNum{}, fmt.Sprintf("Decimals are not allowed with binary suffixes like %s. Did you mean to use %s%s instead?",
+					suffix, number, strings.ToLower(suffix)), false
+			}
+			i, _ := strconv.ParseInt(number, 10, 64)
+			i <<= map[string]uint{"K": 10, "M": 20, "G": 30}[suffix]
+			return pyNum{repr: strconv.FormatInt(i, 10), f: float64(i), isInt: true}, "", true
+		}
+	}
+	n, ok = pyIntOf(t)
+	return n, "", ok
+}
+
+// humanIntPattern is human_readable_int's number and suffix; t and T match but have no
+// multiplier, so they fail as plain ints do.
+var humanIntPattern = regexp.MustCompile(`^(\d+(?:\.\d+)?)([kKmMgGtT])$`)
+
+// pyDict is a Python dict from JSON: keys in insertion order.
+type pyDict struct {
+	keys []string
+	vals []any
+}
+
+func (d *pyDict) get(k string) (any, bool) {
+	for i, key := range d.keys {
+		if key == k {
+			return d.vals[i], true
+		}
+	}
+	return nil, false
+}
+
+func (d *pyDict) set(k string, v any) {
+	for i, key := range d.keys {
+		if key == k {
+			d.vals[i] = v
+			return
+		}
+	}
+	d.keys, d.vals = append(d.keys, k), append(d.vals, v)
+}
+
+// update is FlexibleArgumentParser's recursive_dict_update: nested dicts merge, lists extend,
+// anything else replaces.
+func (d *pyDict) update(u *pyDict) {
+	for i, k := range u.keys {
+		v := u.vals[i]
+		old, _ := d.get(k)
+		switch {
+		case isDict(v) && isDict(old):
+			old.(*pyDict).update(v.(*pyDict))
+		case isList(v) && isList(old):
+			d.set(k, append(old.([]any), v.([]any)...))
+		default:
+			d.set(k, v)
+		}
+	}
+}
+
+func isDict(v any) bool { _, ok := v.(*pyDict); return ok }
+func isList(v any) bool { _, ok := v.([]any); return ok }
+
+// jsonError is a JSON syntax error as pydantic's parser (jiter) words it, at byte at (or at
+// the end of the input).
+type jsonError struct {
+	msg string
+	at  int
+	eof bool
+}
+
+func (e *jsonError) Error() string { return e.msg }
+
+// position is the error's line and column as jiter counts them: over the input up to and
+// including the offending byte (all of it, at the end).
+func (e *jsonError) position(s string) (line, col int) {
+	seen := s
+	if !e.eof && e.at < len(s) {
+		seen = s[:e.at+1]
+	}
+	return strings.Count(seen, "\n") + 1, len(seen) - strings.LastIndexByte(seen, '\n') - 1
+}
+
+// parseJSON reads s as Python's json.loads does (NaN and Infinity included): objects as
+// *pyDict, arrays as []any, numbers as pyNum, strings, bools and nil.
+func parseJSON(s string) (any, *jsonError) {
+	j := &jsonReader{s: s}
+	v, err := j.value()
+	if err != nil {
+		return nil, err
+	}
+	j.blanks()
+	if j.i < len(s) {
+		return nil, &jsonError{msg: "trailing characters", at: j.i}
+	}
+	return v, nil
+}
+
+type jsonReader struct {
+	s string
+	i int
+}
+
+func (j *jsonReader) blanks() {
+	for j.i < len(j.s) && strings.IndexByte(" \t\n\r", j.s[j.i]) >= 0 {
+		j.i++
+	}
+}
+
+func (j *jsonReader) eof(what string) *jsonError {
+	return &jsonError{msg: "EOF while parsing " + what, at: len(j.s), eof: true}
+}
+
+func (j *jsonReader) value() (any, *jsonError) {
+	j.blanks()
+	if j.i >= len(j.s) {
+		return nil, j.eof("a value")
+	}
+	switch c := j.s[j.i]; {
+	case c == '{':
+		return j.object()
+	case c == '[':
+		return j.array()
+	case c == '"':
+		return j.str()
+	case c == 't':
+		return true, j.word("true")
+	case c == 'f':
+		return false, j.word("false")
+	case c == 'n':
+		return nil, j.word("null")
+	case c == 'N':
+		return pyNum{repr: "nan", f: math.NaN()}, j.word("NaN")
+	case c == 'I':
+		return pyNum{repr: "inf", f: math.Inf(1)}, j.word("Infinity")
+	case c == '-' && j.i+1 < len(j.s) && j.s[j.i+1] == 'I':
+		j.i++
+		return pyNum{repr: "-inf", f: math.Inf(-1)}, j.word("Infinity")
+	case c == '-' || isDigit(c):
+		return j.number()
+	}
+	return nil, &jsonError{msg: "expected value", at: j.i}
+}
+
+func (j *jsonReader) word(w string) *jsonError {
+	for k := 0; k < len(w); k++ {
+		if j.i+k >= len(j.s) {
+			return j.eof("a value")
+		}
+		if j.s[j.i+k] != w[k] {
+			return &jsonError{msg: "expected ident", at: j.i + k}
+		}
+	}
+	j.i += len(w)
 	return nil
 }
 
-// parseLoRAModule reads name=path or the JSON form vLLM accepts.
-func parseLoRAModule(v string) (loraModule, error) {
-	if strings.HasPrefix(strings.TrimSpace(v), "{") {
-		var m loraModule
-		if err := json.Unmarshal([]byte(v), &m); err != nil || m.Name == "" || m.Path == "" {
-			return loraModule{}, fmt.Errorf("Invalid JSON format for --lora-modules: %s", v)
+func (j *jsonReader) number() (any, *jsonError) {
+	start := j.i
+	if j.s[j.i] == '-' {
+		j.i++
+	}
+	digits := func() *jsonError {
+		if j.i >= len(j.s) {
+			return j.eof("a value")
 		}
-		return m, nil
+		if !isDigit(j.s[j.i]) {
+			return &jsonError{msg: "invalid number", at: j.i}
+		}
+		for j.i < len(j.s) && isDigit(j.s[j.i]) {
+			j.i++
+		}
+		return nil
 	}
-	name, path, ok := strings.Cut(v, "=")
-	if !ok || name == "" || path == "" {
-		return loraModule{}, fmt.Errorf("invalid parse_type value: %s", pyRepr(v))
+	if j.i < len(j.s) && j.s[j.i] == '0' {
+		j.i++
+		if j.i < len(j.s) && isDigit(j.s[j.i]) {
+			return nil, &jsonError{msg: "invalid number", at: j.i}
+		}
+	} else if err := digits(); err != nil {
+		return nil, err
 	}
-	return loraModule{Name: name, Path: path}, nil
+	isInt := true
+	if j.i < len(j.s) && j.s[j.i] == '.' {
+		j.i, isInt = j.i+1, false
+		if err := digits(); err != nil {
+			return nil, err
+		}
+	}
+	if j.i < len(j.s) && (j.s[j.i] == 'e' || j.s[j.i] == 'E') {
+		j.i, isInt = j.i+1, false
+		if j.i < len(j.s) && (j.s[j.i] == '+' || j.s[j.i] == '-') {
+			j.i++
+		}
+		if err := digits(); err != nil {
+			return nil, err
+		}
+	}
+	text := j.s[start:j.i]
+	f, _ := strconv.ParseFloat(text, 64)
+	if isInt {
+		n, _ := pyIntOf(text)
+		return n, nil
+	}
+	return pyNum{repr: pyFloatRepr(f), f: f}, nil
 }
 
-// parseHumanInt reads 4096, 32k, 1M, 1.5K as vLLM's human_readable_int does (k = 1000,
-// K = 1024).
-func parseHumanInt(s string) (int, bool) {
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "m"), strings.HasSuffix(s, "g"):
-		mult = map[byte]float64{'k': 1e3, 'm': 1e6, 'g': 1e9}[s[len(s)-1]]
-		s = s[:len(s)-1]
-	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "M"), strings.HasSuffix(s, "G"):
-		mult = map[byte]float64{'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}[s[len(s)-1]]
-		s = s[:len(s)-1]
+func (j *jsonReader) str() (any, *jsonError) {
+	j.i++ // the opening quote
+	var b strings.Builder
+	for {
+		if j.i >= len(j.s) {
+			return nil, j.eof("a string")
+		}
+		c := j.s[j.i]
+		switch {
+		case c == '"':
+			j.i++
+			return b.String(), nil
+		case c < 0x20:
+			return nil, &jsonError{msg: `control character (\u0000-\u001F) found while parsing a string`, at: j.i}
+		case c != '\\':
+			b.WriteByte(c)
+			j.i++
+			continue
+		}
+		j.i++
+		if j.i >= len(j.s) {
+			return nil, j.eof("a string")
+		}
+		switch e := j.s[j.i]; e {
+		case '"', '\\', '/':
+			b.WriteByte(e)
+		case 'b', 'f', 'n', 'r', 't':
+			b.WriteByte(map[byte]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}[e])
+		case 'u':
+			r, err := j.hex4()
+			if err != nil {
+				return nil, err
+			}
+			if r >= 0xd800 && r < 0xdc00 && strings.HasPrefix(j.s[j.i+1:], `\u`) {
+				save := j.i
+				j.i += 2
+				if lo, err := j.hex4(); err == nil && lo >= 0xdc00 && lo < 0xe000 {
+					r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
+				} else {
+					j.i = save
+				}
+			}
+			b.WriteRune(r)
+		default:
+			return nil, &jsonError{msg: "invalid escape", at: j.i}
+		}
+		j.i++
 	}
-	x, err := strconv.ParseFloat(s, 64)
-	if err != nil || x <= 0 {
-		return 0, false
-	}
-	return int(x * mult), true
 }
 
-// pyRepr is Python's repr of a str.
+// hex4 reads the four hex digits after `\u` (j.i at the u) and leaves j.i at the last.
+func (j *jsonReader) hex4() (rune, *jsonError) {
+	if j.i+4 >= len(j.s) {
+		return 0, j.eof("a string")
+	}
+	n, err := strconv.ParseUint(j.s[j.i+1:j.i+5], 16, 32)
+	if err != nil {
+		return 0, &jsonError{msg: "invalid escape", at: j.i + 1}
+	}
+	j.i += 4
+	return rune(n), nil
+}
+
+func (j *jsonReader) array() (any, *jsonError) {
+	j.i++
+	list := []any{}
+	j.blanks()
+	if j.i >= len(j.s) {
+		return nil, j.eof("a list")
+	}
+	if j.s[j.i] == ']' {
+		j.i++
+		return list, nil
+	}
+	for {
+		v, err := j.value()
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, v)
+		j.blanks()
+		switch {
+		case j.i >= len(j.s):
+			return nil, j.eof("a list")
+		case j.s[j.i] == ']':
+			j.i++
+			return list, nil
+		case j.s[j.i] != ',':
+			return nil, &jsonError{msg: "expected `,` or `]`", at: j.i}
+		}
+		j.i++
+		j.blanks()
+		if j.i < len(j.s) && j.s[j.i] == ']' {
+			return nil, &jsonError{msg: "trailing comma", at: j.i}
+		}
+	}
+}
+
+func (j *jsonReader) object() (any, *jsonError) {
+	j.i++
+	d := &pyDict{}
+	j.blanks()
+	if j.i >= len(j.s) {
+		return nil, j.eof("an object")
+	}
+	if j.s[j.i] == '}' {
+		j.i++
+		return d, nil
+	}
+	for {
+		if j.s[j.i] != '"' {
+			return nil, &jsonError{msg: "key must be a string", at: j.i}
+		}
+		k, err := j.str()
+		if err != nil {
+			return nil, err
+		}
+		j.blanks()
+		if j.i >= len(j.s) {
+			return nil, j.eof("an object")
+		}
+		if j.s[j.i] != ':' {
+			return nil, &jsonError{msg: "expected `:`", at: j.i}
+		}
+		j.i++
+		v, err := j.value()
+		if err != nil {
+			return nil, err
+		}
+		d.set(k.(string), v)
+		j.blanks()
+		switch {
+		case j.i >= len(j.s):
+			return nil, j.eof("an object")
+		case j.s[j.i] == '}':
+			j.i++
+			return d, nil
+		case j.s[j.i] != ',':
+			return nil, &jsonError{msg: "expected `,` or `}`", at: j.i}
+		}
+		j.i++
+		j.blanks()
+		switch {
+		case j.i >= len(j.s):
+			return nil, j.eof("a value")
+		case j.s[j.i] == '}':
+			return nil, &jsonError{msg: "trailing comma", at: j.i}
+		}
+	}
+}
+
+// pyJSONDumps is Python's json.dumps: `, ` and `: ` separators, non-ASCII escaped.
+func pyJSONDumps(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		if x {
+			return "true"
+		}
+		return "false"
+	case pyNum:
+		switch {
+		case math.IsNaN(x.f):
+			return "NaN"
+		case math.IsInf(x.f, 1):
+			return "Infinity"
+		case math.IsInf(x.f, -1):
+			return "-Infinity"
+		}
+		return x.repr
+	case string:
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, r := range x {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteString(`\` + string(r))
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r == '\b':
+				b.WriteString(`\b`)
+			case r == '\f':
+				b.WriteString(`\f`)
+			case r < 0x20 || (r > 0x7f && r <= 0xffff):
+				fmt.Fprintf(&b, `\u%04x`, r)
+			case r > 0xffff:
+				r -= 0x10000
+				fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+		return b.String()
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = pyJSONDumps(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case *pyDict:
+		parts := make([]string, len(x.keys))
+		for i, k := range x.keys {
+			parts[i] = pyJSONDumps(k) + ": " + pyJSONDumps(x.vals[i])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return "null"
+}
+
+// pyReprOf is Python's repr of a parsed value.
+func pyReprOf(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case pyNum:
+		return x.repr
+	case string:
+		return pyRepr(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = pyReprOf(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case *pyDict:
+		parts := make([]string, len(x.keys))
+		for i, k := range x.keys {
+			parts[i] = pyRepr(k) + ": " + pyReprOf(x.vals[i])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []loraModule:
+		parts := make([]string, len(x))
+		for i, m := range x {
+			b := "None"
+			if m.BaseName != "" {
+				b = pyRepr(m.BaseName)
+			}
+			parts[i] = fmt.Sprintf("LoRAModulePath(name=%s, path=%s, base_model_name=%s)", pyRepr(m.Name), pyRepr(m.Path), b)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}
+
+// pyStr is Python's str of a parsed value.
+func pyStr(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return pyReprOf(v)
+}
+
+// pyTypeName is the name of a parsed value's Python type.
+func pyTypeName(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case pyNum:
+		if x.isInt {
+			return "int"
+		}
+		return "float"
+	case string:
+		return "str"
+	case []any:
+		return "list"
+	case *pyDict:
+		return "dict"
+	}
+	return "object"
+}
+
+// pyRepr is Python's repr of a str: single quotes unless only double quotes avoid escaping,
+// control and non-printable characters escaped.
 func pyRepr(s string) string {
+	q := byte('\'')
 	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		return `"` + s + `"`
+		q = '"'
 	}
-	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
+	var b strings.Builder
+	b.WriteByte(q)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x100 && !unicode.IsPrint(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case !unicode.IsPrint(r):
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+// pyFloatRepr is Python's repr of a float, inf and nan included.
+func pyFloatRepr(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "nan"
+	case math.IsInf(x, 1):
+		return "inf"
+	case math.IsInf(x, -1):
+		return "-inf"
+	}
+	return pyFloat(x)
 }
 
 // pyFloat is Python's repr of a float: 0.9, 1.0, 1e-05, 1764770000.123.

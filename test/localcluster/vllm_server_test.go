@@ -134,7 +134,7 @@ func TestVllmArgs(t *testing.T) {
 			check: func(a *serveArgs) bool { return a.model == "m" && a.maxModelLen == 32000 && a.prog == "api_server.py" }},
 		{name: "sh -c", command: []string{"/bin/sh", "-c", "exec vllm serve 'my model' --port 8080"},
 			check: func(a *serveArgs) bool { return a.model == "my model" && a.port == 8080 }},
-		{name: "unknown", args: []string{"m", "--foo", "1", "--bar"}, err: "vllm serve: error: unrecognized arguments: --foo 1 --bar"},
+		{name: "unknown", args: []string{"m", "--foo", "1", "--bar"}, err: "vllm: error: unrecognized arguments: --foo 1 --bar"},
 		{name: "bad int", args: []string{"--port", "http"}, err: "vllm serve: error: argument --port: invalid int value: 'http'"},
 		{name: "missing value", args: []string{"--port"}, err: "vllm serve: error: argument --port: expected one argument"},
 	} {
@@ -191,7 +191,7 @@ func TestVllmStartFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown argument", modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--foo"}}, 2, "Error",
-			"vllm serve: error: unrecognized arguments: --foo"},
+			"vllm: error: unrecognized arguments: --foo"},
 		{"service link VLLM_PORT", modelServerSpec{Env: map[string]string{"VLLM_PORT": "tcp://10.96.0.12:8000"}}, 1, "Error",
 			"ValueError: VLLM_PORT 'tcp://10.96.0.12:8000' appears to be a URI."},
 		{"70B on one of 4 GPUs", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, GPUs: 4, Env: hf}, 1, "Error",
