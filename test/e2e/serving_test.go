@@ -16,7 +16,7 @@ import (
 
 // TestModelPodServes: five lines of YAML give pods that serve. Each ready pod of the model,
 // reached at its IP as a client in the cluster would, lists the model under the name clients
-// send on /v1/models, answers a completion for it, exports vLLM's queue gauge labelled with it
+// send on /v1/models, loaded from that model (its root: not the image's default model), answers a completion for it, exports vLLM's queue gauge labelled with it
 // on /metrics (what the ServiceMonitor scrapes and the HPA's metric comes from), and its log,
 // read with kubectl through the kubelet API, shows the server started.
 func TestModelPodServes(t *testing.T) {
@@ -24,7 +24,7 @@ func TestModelPodServes(t *testing.T) {
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: qwen3}
-spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
+spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 `)
 	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
 	pods, err := readyModelPods(t, ns, "qwen3")
@@ -52,14 +52,17 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
 	}
 	for _, p := range pods {
 		ip := p.Status.PodIP
-		if m := call("GET", ip, "/v1/models", ""); !strings.Contains(m, `"id":"Qwen/Qwen3-0.6B"`) {
+		if m := call("GET", ip, "/v1/models", ""); !strings.Contains(m, `"id":"Qwen/Qwen3-8B"`) {
 			t.Fatalf("pod %s /v1/models does not list the model clients send:\n%s", p.Name, m)
+		} else if !strings.Contains(m, `"root":"Qwen/Qwen3-8B"`) {
+			// vLLM's root is the model it loaded; the served name alone proves nothing.
+			t.Fatalf("pod %s serves another model under the name clients send:\n%s", p.Name, m)
 		}
-		out := call("POST", ip, "/v1/completions", `{"model":"Qwen/Qwen3-0.6B","prompt":"Kubernetes operators are","max_tokens":4}`)
+		out := call("POST", ip, "/v1/completions", `{"model":"Qwen/Qwen3-8B","prompt":"Kubernetes operators are","max_tokens":4}`)
 		if !strings.Contains(out, `"completion_tokens":4`) {
 			t.Fatalf("pod %s completion: %s", p.Name, out)
 		}
-		if m := call("GET", ip, "/metrics", ""); !strings.Contains(m, `vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-0.6B"}`) {
+		if m := call("GET", ip, "/metrics", ""); !strings.Contains(m, `vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"}`) {
 			t.Fatalf("pod %s /metrics has no queue gauge for the model:\n%.2000s", p.Name, m)
 		}
 	}

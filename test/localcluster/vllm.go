@@ -164,7 +164,11 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 		s.startRay(l)
 		return s
 	}
-	prog, argv, ok := serveCommand(spec.Command, spec.Args)
+	command := spec.Command
+	if len(command) == 0 { // the runtime runs the image's entrypoint with the args
+		command = imageEntrypoint(spec.Image)
+	}
+	prog, argv, ok := serveCommand(command, spec.Args)
 	if !ok {
 		// some other program (sleep, a script): it runs, silent and without a port, until stopped
 		return s

@@ -102,6 +102,34 @@ func serveCommand(command, args []string) (prog string, argv []string, ok bool) 
 	return "", nil, false
 }
 
+// imageEntrypoint is what a vLLM image runs when the container sets no command. vLLM's
+// docker/Dockerfile gave the vllm-openai stage `ENTRYPOINT ["python3", "-m",
+// "vllm.entrypoints.openai.api_server"]` up to v0.11.0 and `["vllm", "serve"]` after it
+// (vllm#25967): the api_server takes a positional model as model_tag and ignores it, serving
+// its default model. Tags it cannot read (latest, a digest) and kubelet.fake/ images get
+// today's `vllm serve`.
+func imageEntrypoint(image string) []string {
+	apiServer := []string{"python3", "-m", "vllm.entrypoints.openai.api_server"}
+	if strings.HasPrefix(image, fakeRegistry) {
+		return []string{"vllm", "serve"}
+	}
+	ref := image
+	if i := strings.Index(ref, "@"); i >= 0 {
+		ref = ref[:i]
+	}
+	tag := ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		tag = ref[i+1:]
+	}
+	var major, minor, patch int
+	if n, _ := fmt.Sscanf(strings.TrimPrefix(tag, "v"), "%d.%d.%d", &major, &minor, &patch); n >= 2 {
+		if major == 0 && (minor < 11 || minor == 11 && patch == 0) {
+			return apiServer
+		}
+	}
+	return []string{"vllm", "serve"}
+}
+
 func base(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
 // shellWords is the first command of a `sh -c` script: `exec` and what follows `&&`, `||` or

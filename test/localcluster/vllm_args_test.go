@@ -291,3 +291,38 @@ func TestParseJSONErrors(t *testing.T) {
 		}
 	}
 }
+
+// A container without a command runs its image's entrypoint: v0.11.0 and before the api_server
+// module, later vllm serve.
+func TestImageEntrypoint(t *testing.T) {
+	for image, want := range map[string]string{
+		"vllm/vllm-openai:v0.11.0":        "python3 -m vllm.entrypoints.openai.api_server",
+		"vllm/vllm-openai:v0.10.2":        "python3 -m vllm.entrypoints.openai.api_server",
+		"docker.io/vllm/vllm-openai:v0.9": "python3 -m vllm.entrypoints.openai.api_server",
+		"vllm/vllm-openai:v0.11.1":        "vllm serve",
+		"vllm/vllm-openai:v0.12.0":        "vllm serve",
+		"vllm/vllm-openai:latest":         "vllm serve",
+		"registry:5000/vllm-openai":       "vllm serve",
+		"kubelet.fake/vllm:v0.11.0":       "vllm serve",
+	} {
+		if got := strings.Join(imageEntrypoint(image), " "); got != want {
+			t.Errorf("%s: %q, want %q", image, got, want)
+		}
+	}
+}
+
+// The v0.11.0 image given the model positionally, as `vllm serve` takes it: the api_server
+// reads it as model_tag, ignores it and serves its default model under the given name.
+func TestAPIServerIgnoresPositionalModel(t *testing.T) {
+	_, log, url := vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0",
+		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, serverConfig{})
+	body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200)
+	if !strings.Contains(body, `"id":"Qwen/Qwen3-8B"`) || !strings.Contains(body, `"root":"Qwen/Qwen3-0.6B"`) {
+		t.Fatalf("/v1/models %s, want Qwen/Qwen3-0.6B served as Qwen/Qwen3-8B\n%s", body, log.Render(logOptions{TailLines: 20}))
+	}
+	_, _, url = vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"vllm", "serve"},
+		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, serverConfig{})
+	if body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200); !strings.Contains(body, `"root":"Qwen/Qwen3-8B"`) {
+		t.Fatalf("vllm serve: /v1/models %s", body)
+	}
+}
