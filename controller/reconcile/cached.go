@@ -92,7 +92,7 @@ func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
 	for i := range ps.Containers {
 		if c := &ps.Containers[i]; c.Name == ContainerName {
 			out.Containers = []corev1.Container{{
-				Name: c.Name, Image: c.Image, Args: c.Args, Env: c.Env, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
+				Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
 				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
 				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
 			}}

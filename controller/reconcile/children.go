@@ -246,6 +246,12 @@ func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
 		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
 }
 
+// serveCommand is the container's command, whatever the image's entrypoint: vllm/vllm-openai
+// up to v0.11.0 runs `python3 -m vllm.entrypoints.openai.api_server`, which takes the
+// positional model as an ignored model_tag and serves its default model (Qwen/Qwen3-0.6B)
+// under the name the operator passes; `vllm serve` reads it as the model on every version.
+var serveCommand = []string{"vllm", "serve"}
+
 // startupBudget is how long a pod may take to serve: spec.startupTimeoutSeconds or the default.
 func startupBudget(ext *crd.SpecExtensions) int32 {
 	if t := ext.StartupTimeoutSeconds; t != nil {
@@ -308,6 +314,7 @@ func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) c
 	return corev1.Container{
 		Name:           ContainerName,
 		Image:          spec.ImageOrDefault(),
+		Command:        serveCommand,
 		Args:           vllmArgs(spec, ext),
 		Env:            desiredEnv(ext),
 		Ports:          vllmPorts,

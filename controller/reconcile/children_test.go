@@ -158,3 +158,26 @@ func TestHFHomeWithoutCache(t *testing.T) {
 		}
 	}
 }
+
+// The model runs under `vllm serve` whatever the image's entrypoint (the v0.11.0 image's
+// api_server ignores a positional model), and a hand edit of the command, seen through the
+// cache, is reverted.
+func TestServeCommand(t *testing.T) {
+	w := newWorld(1)
+	w.apply(w.reconcile().Actions)
+	c := &w.obs.Deployment.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"vllm", "serve"}) || c.Args[0] != "Qwen/Qwen3-0.6B" {
+		t.Fatalf("command %q args %q", c.Command, c.Args)
+	}
+	d := w.obs.Deployment.DeepCopy()
+	d.Spec.Template.Spec.Containers[0].Command = []string{"python3", "-m", "vllm.entrypoints.openai.api_server"}
+	w.obs.Deployment = d
+	out := w.reconcile()
+	if verbs(out.Actions) != "update Deployment" {
+		t.Fatalf("hand edit of the command: %s", verbs(out.Actions))
+	}
+	w.apply(out.Actions)
+	if got := w.obs.Deployment.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{"vllm", "serve"}) {
+		t.Fatalf("command kept: %q", got)
+	}
+}
