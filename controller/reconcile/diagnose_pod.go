@@ -152,10 +152,14 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, words map[stri
 			if fault, advice := gpuFault(lastWords(words, run)); fault != "" {
 				rank, reason = RankGPU, ReasonGPUError
 				msg = fmt.Sprintf("%s on node %s: %s: %s", where, p.Spec.NodeName, fault, advice) + lastText()
+			} else if refusal := parallelismRefusal(lastWords(words, run)); refusal != "" {
+				// The model's shape refuses the GPU split: the spec's to change, not a crash to wait out.
+				rank, reason = RankParallelism, ReasonParallelismRefused
+				msg = where + ": " + refusal + lastText()
 			}
 		}
 		f := podFinding{rank: rank, reason: reason, message: msg}
-		if reason == ReasonCrashLoopBackOff || reason == ReasonOOMKilled || reason == ReasonGPUError {
+		if reason == ReasonCrashLoopBackOff || reason == ReasonOOMKilled || reason == ReasonGPUError || reason == ReasonParallelismRefused {
 			f.crashed = run
 		}
 		return f, true

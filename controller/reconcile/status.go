@@ -68,7 +68,7 @@ var failing = map[string]bool{
 	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
 	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonGPUFragmented: true, ReasonImagePullFailed: true,
-	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true,
+	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true, ReasonParallelismRefused: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
 }

@@ -32,6 +32,7 @@ var runbook = map[string]string{
 	reconcile.ReasonFrequentEviction:         "kubectl describe node of POD: the pressure that keeps evicting the model's pods",
 	reconcile.ReasonOOMKilled:                "kubectl logs POD -n NS --previous: raise spec.resources.limits.memory",
 	reconcile.ReasonCrashLoopBackOff:         "kubectl logs POD -n NS --previous: the model server's error (arguments, model name, GPU memory)",
+	reconcile.ReasonParallelismRefused:       "kubectl logs POD -n NS --previous: vLLM's check of the model's attention heads against the GPU split; set spec.parallelism or a GPU count the heads divide",
 	reconcile.ReasonEvicted:                  "kubectl describe node of POD: memory or disk pressure on the node",
 	reconcile.ReasonReadinessProbeFailing:    "kubectl logs POD -n NS: the server started but /health fails",
 	reconcile.ReasonProgressDeadlineExceeded: "kubectl rollout status deploy/NAME -n NS: the new pods never became ready; the pods' rows say why",

@@ -333,7 +333,7 @@ func layerOf(reason string) string {
 	case reconcile.ReasonInsufficientGPU, reconcile.ReasonUnschedulable, reconcile.ReasonUntoleratedTaint,
 		reconcile.ReasonNodeSelectorMismatch, reconcile.ReasonVolumeClaimUnbound, reconcile.ReasonWaitingForAdmission,
 		reconcile.ReasonImagePullFailed, reconcile.ReasonPullingImage, reconcile.ReasonVolumeMountFailed,
-		reconcile.ReasonContainerCreateFailed, reconcile.ReasonGPUError, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff,
+		reconcile.ReasonContainerCreateFailed, reconcile.ReasonGPUError, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff, reconcile.ReasonParallelismRefused,
 		reconcile.ReasonEvicted, reconcile.ReasonFrequentEviction, reconcile.ReasonReadinessProbeFailing, reconcile.ReasonStarting:
 		return LayerPods
 	case reconcile.ReasonProgressDeadlineExceeded, reconcile.ReasonRolloutInProgress, reconcile.ReasonReplicasNotReady:
