@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // The API server's limits (k8s.io/apiserver/pkg/apis/cel), written out so go.mod keeps that
@@ -89,5 +90,25 @@ func TestEngineArgsCELWithinRuntimeBudget(t *testing.T) {
 		"adapters": []any{map[string]any{"name": "a", "storageURI": "hf://o/a"}}}
 	if got := evalCEL(t, spec); len(got) > 0 {
 		t.Fatalf("refused: %q", got)
+	}
+}
+
+// TestParallelismCEL: the CRD's CEL rules refuse and let through spec.parallelism and
+// spec.multiNode's split as Validate does (parallelCases), evaluated as the API server does.
+func TestParallelismCEL(t *testing.T) {
+	evalCEL := newCELSpec(t)
+	for _, tc := range parallelCases {
+		s := map[string]any{}
+		if err := utiljson.Unmarshal([]byte(tc.ext), &s); err != nil { // numbers as int64, as the API server decodes them
+			t.Fatal(err)
+		}
+		s["baseModel"], s["replicas"], s["gpusPerReplica"] = "m", int64(1), int64(tc.gpus)
+		got := evalCEL(t, s)
+		switch {
+		case tc.want == "" && len(got) > 0:
+			t.Errorf("gpus %d %s: %q", tc.gpus, tc.ext, got)
+		case tc.want != "" && !strings.Contains(strings.Join(got, "; "), tc.want):
+			t.Errorf("gpus %d %s: want %q, got %q", tc.gpus, tc.ext, tc.want, got)
+		}
 	}
 }

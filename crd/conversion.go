@@ -25,8 +25,9 @@ type SpecExtensions struct {
 	Env         []corev1.EnvVar `json:"env,omitempty"`
 	Cache       *Cache          `json:"cache,omitempty"`
 	// StartupTimeoutSeconds: nil is the default.
-	StartupTimeoutSeconds *int32     `json:"startupTimeoutSeconds,omitempty"`
-	MultiNode             *MultiNode `json:"multiNode,omitempty"`
+	StartupTimeoutSeconds *int32       `json:"startupTimeoutSeconds,omitempty"`
+	MultiNode             *MultiNode   `json:"multiNode,omitempty"`
+	Parallelism           *Parallelism `json:"parallelism,omitempty"`
 	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
 	// (autoscaling.minReplicas, else 0) and is not the user's.
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
@@ -34,7 +35,8 @@ type SpecExtensions struct {
 
 func (e *SpecExtensions) empty() bool {
 	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
-		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil
+		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil &&
+		e.Parallelism == nil
 }
 
 // Nodes is how many nodes (pods) one replica spans: 1 without spec.multiNode.
@@ -43,6 +45,18 @@ func (e *SpecExtensions) Nodes() int32 {
 		return 1
 	}
 	return max(e.MultiNode.Nodes, 1)
+}
+
+// ParallelSizes is vLLM's tensor and pipeline parallel sizes for a replica of gpus GPUs:
+// spec.parallelism, else spec.multiNode's (defaults applied), else all of them tensor parallel.
+func (e *SpecExtensions) ParallelSizes(gpus int32) (tensor, pipeline int32) {
+	switch {
+	case e.Parallelism != nil:
+		return e.Parallelism.TensorParallelSize, e.Parallelism.PipelineParallelSize
+	case e.MultiNode != nil:
+		return e.MultiNode.Parallelism(gpus)
+	}
+	return gpus, 1
 }
 
 // derivedReplicas is the v1alpha1 replicas written for a v1beta1 spec without replicas.
@@ -98,6 +112,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Cache:                 spec.Cache,
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 		MultiNode:             spec.MultiNode,
+		Parallelism:           spec.Parallelism,
 	}
 	if spec.ReplicasUnset {
 		if s.Replicas == spec.derivedReplicas() {
@@ -136,6 +151,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		Cache:                 clonePtr(s.Cache),
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 		MultiNode:             cloneMultiNode(s.MultiNode),
+		Parallelism:           clonePtr(s.Parallelism),
 	}
 	replicas := spec.derivedReplicas()
 	if s.Replicas != nil {

@@ -18,6 +18,9 @@ func FuzzConversionRoundTrip(f *testing.F) {
 	f.Add("m", int32(0), uint8(1), "", "", int32(2), int32(1), int32(0), "", int32(0), "", int64(0), "", "", uint8(3))
 	f.Add("m", int32(5), uint8(2), "a", "s3://b", int32(0), int32(0), int32(-1), "/", int32(-1), "", int64(-3), "x", "", uint8(7))
 	f.Add("m", int32(1), uint8(0), "HF_TOKEN", "--max-model-len", int32(600), int32(0), int32(-1), "/r", int32(1), "weights", int64(1), "token", "ep", uint8(15))
+	f.Add("m", int32(1), uint8(0), "", "", int32(2), int32(3), int32(-1), "", int32(6), "", int64(0), "", "", uint8(18))
+	f.Add("m", int32(2), uint8(1), "", "", int32(2), int32(8), int32(4), "", int32(-1), "", int64(0), "", "", uint8(50))
+	f.Add("m", int32(2), uint8(0), "", "", int32(0), int32(0), int32(0), "", int32(0), "", int64(0), "", "", uint8(32))
 	f.Fuzz(func(t *testing.T, model string, replicas int32, shape uint8, adapter, uri string, lo, hi, tql int32, route string, prio int32, image string, cpu int64, ann, endpoint string, opt uint8) {
 		for _, s := range []string{model, adapter, uri, route, image, ann, endpoint} {
 			if !utf8.ValidString(s) {
@@ -72,6 +75,20 @@ func FuzzConversionRoundTrip(f *testing.F) {
 			b.Spec.Cache = &Cache{ClaimName: image}
 			b.Spec.StartupTimeoutSeconds = &lo
 			b.Status.ModelName, b.Status.RoutePath = model, route
+		}
+		// spec.parallelism and spec.multiNode, each size zero included (the API refuses it,
+		// conversion keeps it), multiNode's optional sizes set or not.
+		if opt&16 != 0 {
+			b.Spec.Parallelism = &Parallelism{TensorParallelSize: lo, PipelineParallelSize: hi}
+		}
+		if opt&32 != 0 {
+			b.Spec.MultiNode = &MultiNode{Nodes: hi}
+			if tql >= 0 {
+				b.Spec.MultiNode.TensorParallelSize = &tql
+			}
+			if prio >= 0 {
+				b.Spec.MultiNode.PipelineParallelSize = &prio
+			}
 		}
 
 		wantB := mustJSON(t, b)

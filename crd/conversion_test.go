@@ -46,6 +46,8 @@ func beta() *InferenceServiceV1beta1 {
 				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}},
 			Cache:                 &Cache{ClaimName: "weights"},
 			StartupTimeoutSeconds: ptrTo[int32](7200),
+			GPUsPerReplica:        ptrTo[int32](6),
+			Parallelism:           &Parallelism{TensorParallelSize: 2, PipelineParallelSize: 3},
 		},
 		Status: InferenceServiceStatusV1beta1{Phase: PhaseReady, LoadedAdapters: []string{"sql"}, Endpoint: "http://qwen3.team-a.svc:8000/v1",
 			ModelName: "Qwen/Qwen3-8B", RoutePath: "/qwen"},
@@ -127,6 +129,41 @@ func TestConvertScaleDownDelay(t *testing.T) {
 				t.Fatal("cloneAutoscaling shares the delay with its input")
 			}
 		}
+	}
+}
+
+// TestConvertParallelism: spec.parallelism travels in v1alpha1's annotation, where the
+// controller reads it, and comes back; an object without it (one stored before the field
+// existed included) converts without it, its annotation unchanged.
+func TestConvertParallelism(t *testing.T) {
+	in := beta()
+	a, err := ConvertFromV1beta1(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, _, err := ExtensionsOf(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ext.Parallelism; p == nil || *p != (Parallelism{TensorParallelSize: 2, PipelineParallelSize: 3}) || a.Spec.GPUs() != 6 {
+		t.Fatalf("v1alpha1 carries %s, gpus %d (annotation %s)", mustJSON(t, p), a.Spec.GPUs(), a.Annotations[AnnotationV1beta1Spec])
+	}
+
+	old := alpha()
+	old.Annotations = map[string]string{AnnotationV1beta1Spec: `{"multiNode":{"nodes":2}}`}
+	b, err := ConvertToV1beta1(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Parallelism != nil || b.Spec.MultiNode == nil {
+		t.Fatalf("an annotation from before spec.parallelism: %s", mustJSON(t, b.Spec))
+	}
+	back, err := ConvertFromV1beta1(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Annotations[AnnotationV1beta1Spec]; got != `{"multiNode":{"nodes":2}}` {
+		t.Fatalf("annotation rewritten to %s", got)
 	}
 }
 

@@ -102,6 +102,7 @@ func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) 
 		errs = append(errs, fmt.Sprintf("spec.gpusPerReplica %d must be between 0 and %d", g, MaxGPUsPerReplica*ext.Nodes()))
 	}
 	errs = append(errs, validateMultiNode(s.GPUs(), ext.MultiNode)...)
+	errs = append(errs, validateParallelism(s.GPUs(), ext)...)
 	if s.Image != "" && (len(s.Image) > maxString || !noSpaces.MatchString(s.Image)) {
 		errs = append(errs, fmt.Sprintf("spec.image must be 1-%d characters without whitespace", maxString))
 	}
@@ -129,6 +130,24 @@ func validateMultiNode(gpus int32, m *MultiNode) []string {
 	}
 	if t, p := m.Parallelism(gpus); t < 1 || p < 1 || t*p != gpus {
 		errs = append(errs, RuleMultiNodeParallelMsg)
+	}
+	return errs
+}
+
+// validateParallelism repeats spec.parallelism's schema and CEL rules.
+func validateParallelism(gpus int32, e *SpecExtensions) []string {
+	p := e.Parallelism
+	if p == nil {
+		return nil
+	}
+	var errs []string
+	if t, pp := p.TensorParallelSize, p.PipelineParallelSize; t < 1 || t > MaxParallelSize || pp < 1 || pp > MaxParallelSize {
+		errs = append(errs, fmt.Sprintf("spec.parallelism: tensorParallelSize (%d) and pipelineParallelSize (%d) must be between 1 and %d", t, pp, MaxParallelSize))
+	} else if t*pp != gpus {
+		errs = append(errs, RuleParallelismGPUsMsg)
+	}
+	if m := e.MultiNode; m != nil && (m.TensorParallelSize != nil || m.PipelineParallelSize != nil) {
+		errs = append(errs, RuleParallelismOnceMsg)
 	}
 	return errs
 }

@@ -135,6 +135,58 @@ var engineAllowed = []string{
 	`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
 }
 
+// parallelCase is a replica's GPUs, a v1beta1 spec extension splitting them, and a part of
+// the message it is refused with ("" when allowed).
+type parallelCase struct {
+	gpus int32
+	ext  string
+	want string
+}
+
+// parallelCases are what the CRD's CEL rules on spec.parallelism and spec.multiNode refuse and
+// let through, checked alike by Validate (TestValidateParallelism) and by CEL
+// (TestParallelismCEL).
+var parallelCases = []parallelCase{
+	// Uneven GPU counts, as vLLM advises: pipeline stages take what tensor parallel cannot.
+	{6, `{"parallelism":{"tensorParallelSize":2,"pipelineParallelSize":3}}`, ""},
+	{6, `{"parallelism":{"tensorParallelSize":1,"pipelineParallelSize":6}}`, ""},
+	{3, `{"parallelism":{"tensorParallelSize":1,"pipelineParallelSize":3}}`, ""},
+	{1, `{"parallelism":{"tensorParallelSize":1,"pipelineParallelSize":1}}`, ""},
+	{16, `{"parallelism":{"tensorParallelSize":16,"pipelineParallelSize":1}}`, ""},
+	// spec.parallelism over spec.multiNode's nodes, in its fields' place.
+	{16, `{"multiNode":{"nodes":2},"parallelism":{"tensorParallelSize":4,"pipelineParallelSize":4}}`, ""},
+	{16, `{"multiNode":{"nodes":2,"tensorParallelSize":8}}`, ""},
+	{16, `{"multiNode":{"nodes":2}}`, ""},
+	{6, `{"parallelism":{"tensorParallelSize":4,"pipelineParallelSize":2}}`, RuleParallelismGPUsMsg},
+	{6, `{"parallelism":{"tensorParallelSize":6,"pipelineParallelSize":6}}`, RuleParallelismGPUsMsg},
+	{1, `{"parallelism":{"tensorParallelSize":2,"pipelineParallelSize":1}}`, RuleParallelismGPUsMsg},
+	{0, `{"parallelism":{"tensorParallelSize":1,"pipelineParallelSize":1}}`, RuleParallelismGPUsMsg},
+	{16, `{"multiNode":{"nodes":2},"parallelism":{"tensorParallelSize":4,"pipelineParallelSize":2}}`, RuleParallelismGPUsMsg},
+	{16, `{"multiNode":{"nodes":2,"pipelineParallelSize":2},"parallelism":{"tensorParallelSize":8,"pipelineParallelSize":2}}`, RuleParallelismOnceMsg},
+	{16, `{"multiNode":{"nodes":2,"tensorParallelSize":8},"parallelism":{"tensorParallelSize":8,"pipelineParallelSize":2}}`, RuleParallelismOnceMsg},
+	{16, `{"multiNode":{"nodes":2,"tensorParallelSize":4}}`, RuleMultiNodeParallelMsg},
+	{16, `{"multiNode":{"nodes":3}}`, "must be a multiple of spec.multiNode.nodes"},
+}
+
+// TestValidateParallelism: Validate refuses and lets through what the CEL rules do, with their
+// messages; sizes out of the schema's bounds are refused too.
+func TestValidateParallelism(t *testing.T) {
+	for _, tc := range append(parallelCases,
+		parallelCase{6, `{"parallelism":{"tensorParallelSize":0,"pipelineParallelSize":6}}`, "must be between 1 and 128"},
+		parallelCase{16, `{"parallelism":{"tensorParallelSize":129,"pipelineParallelSize":1}}`, "must be between 1 and 128"},
+	) {
+		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 1, GPUsPerReplica: ptr.To(tc.gpus)}}
+		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
+		err := Validate(i)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("gpus %d %s: %v", tc.gpus, tc.ext, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("gpus %d %s: want %q, got %v", tc.gpus, tc.ext, tc.want, err)
+		}
+	}
+}
+
 // TestExtensions: a v1beta1 object from the cache decodes to v1alpha1 plus its extensions, which
 // Validate checks like the API server's rules would; a v1alpha1 replicas change drops the kept
 // autoscaling as conversion does.

@@ -136,3 +136,31 @@ func TestScaleDownDelaySchema(t *testing.T) {
 		t.Fatalf("rule %+v, want the bound %s", r, max)
 	}
 }
+
+// TestParallelismSchema: v1beta1's spec.parallelism has the Go type's fields, both required,
+// each bounded as Validate bounds it.
+func TestParallelismSchema(t *testing.T) {
+	s := DefinitionWithV1beta1(InClusterWebhook()).Spec.Versions[1].Schema.OpenAPIV3Schema
+	p, ok := s.Properties["spec"].Properties["parallelism"]
+	if !ok || p.Type != "object" {
+		t.Fatalf("spec.parallelism: %+v", p)
+	}
+	props := map[string]any{}
+	for k := range p.Properties {
+		props[k] = nil
+	}
+	want := jsonFields(reflect.TypeOf(Parallelism{}))
+	if got := schemaFields(props); !reflect.DeepEqual(got, want) {
+		t.Fatalf("schema fields %v, Go fields %v", got, want)
+	}
+	required := append([]string(nil), p.Required...)
+	sort.Strings(required)
+	if !reflect.DeepEqual(required, want) {
+		t.Errorf("required %v, want both sizes", p.Required)
+	}
+	for name, f := range p.Properties {
+		if f.Type != "integer" || f.Format != "int32" || f.Minimum == nil || *f.Minimum != 1 || f.Maximum == nil || *f.Maximum != MaxParallelSize || f.Description == "" {
+			t.Errorf("spec.parallelism.%s: %+v, want an int32 from 1 to %d", name, f, MaxParallelSize)
+		}
+	}
+}

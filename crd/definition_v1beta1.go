@@ -33,6 +33,14 @@ const (
 	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )
 
+// spec.parallelism's rules: the split of the replica's GPUs, on one node or over spec.multiNode's.
+const (
+	RuleParallelismGPUs    = `!has(self.parallelism) || self.parallelism.tensorParallelSize * self.parallelism.pipelineParallelSize == ` + ruleG
+	RuleParallelismGPUsMsg = "spec.parallelism: tensorParallelSize x pipelineParallelSize must equal spec.gpusPerReplica (vLLM places one model shard per GPU): for 6 GPUs, 2 x 3 or 1 x 6"
+	RuleParallelismOnce    = `!has(self.parallelism) || !has(self.multiNode) || !(has(self.multiNode.tensorParallelSize) || has(self.multiNode.pipelineParallelSize))`
+	RuleParallelismOnceMsg = "spec.parallelism and spec.multiNode.tensorParallelSize/pipelineParallelSize split the same GPUs: set one of them (spec.parallelism applies across spec.multiNode's nodes too)"
+)
+
 // WebhookPath is where the operator serves ConversionReviews.
 const WebhookPath = "/convert"
 
@@ -151,10 +159,19 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	}
 
 	gpus := props["gpusPerReplica"]
-	gpus.Description = fmt.Sprintf("GPUs each replica requests, default %d: at most %d on one node, up to %d with spec.multiNode (split evenly over its nodes).", DefaultGPUsPerReplica, MaxGPUsPerReplica, MaxGPUsPerReplica*MaxNodesPerReplica)
+	gpus.Description = fmt.Sprintf("GPUs each replica requests, default %d: at most %d on one node, up to %d with spec.multiNode (split evenly over its nodes). vLLM splits the model over them tensor parallel, unless spec.parallelism says otherwise.", DefaultGPUsPerReplica, MaxGPUsPerReplica, MaxGPUsPerReplica*MaxNodesPerReplica)
 	gpus.Maximum = ptr.To(float64(MaxGPUsPerReplica * MaxNodesPerReplica))
 	props["gpusPerReplica"] = gpus
-	nodesLo, nodesHi, parHi := 2.0, float64(MaxNodesPerReplica), float64(MaxGPUsPerReplica*MaxNodesPerReplica)
+	nodesLo, nodesHi, parHi := 2.0, float64(MaxNodesPerReplica), float64(MaxParallelSize)
+	props["parallelism"] = apiextensionsv1.JSONSchemaProps{
+		Type:        "object",
+		Description: "How vLLM splits a replica's GPUs: tensorParallelSize x pipelineParallelSize must equal gpusPerReplica. Unset, every GPU is tensor parallel (or spec.multiNode's defaults). Tensor parallel must divide the model's attention heads, so most models crash on 3 or 6 GPUs that way; pipeline parallel splits the layers into stages, which need not divide evenly, as vLLM advises for uneven splits: {tensorParallelSize: 2, pipelineParallelSize: 3} for 6 GPUs, {tensorParallelSize: 1, pipelineParallelSize: 3} for 3. On one node the stages run in the same pod (vLLM's multiprocessing executor). The model must support pipeline parallel in vLLM (SupportsPP), and --async-scheduling does not work with it.",
+		Required:    []string{"tensorParallelSize", "pipelineParallelSize"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"tensorParallelSize":   {Type: "integer", Format: "int32", Minimum: ptr.To(1.0), Maximum: &parHi, Description: "vLLM's --tensor-parallel-size: the GPUs each layer is split over; it must divide the model's attention heads."},
+			"pipelineParallelSize": {Type: "integer", Format: "int32", Minimum: ptr.To(1.0), Maximum: &parHi, Description: "vLLM's --pipeline-parallel-size: the stages the model's layers are divided into, one after the other."},
+		},
+	}
 	props["multiNode"] = apiextensionsv1.JSONSchemaProps{
 		Type:        "object",
 		Description: "Spread each replica over several nodes, for a model larger than one node: the replica becomes a LeaderWorkerSet group of one pod per node (the leader serves the API on 8000, the workers join it through Ray), which needs LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) installed. spec.gpusPerReplica is split evenly over the nodes.",
@@ -190,6 +207,8 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleMultiNodeGPUs, Message: RuleMultiNodeGPUsMsg},
 		{Rule: RuleMultiNodePerNode, Message: RuleMultiNodePerNodeMsg},
 		{Rule: RuleMultiNodeParallel, Message: RuleMultiNodeParallelMsg},
+		{Rule: RuleParallelismGPUs, Message: RuleParallelismGPUsMsg},
+		{Rule: RuleParallelismOnce, Message: RuleParallelismOnceMsg},
 	}
 	spec.XValidations = append(spec.XValidations, withAdaptersRules()...)
 	s.Properties["spec"] = spec

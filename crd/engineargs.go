@@ -29,10 +29,11 @@ var OwnedArgs = []OwnedArg{
 	ownedArg("spec.engineArgs: the model is spec.baseModel; the operator passes it to vllm serve", "--model"),
 	// The operator passes --port 8000; the Service, the probes and the adapter loader dial it.
 	ownedArg("spec.engineArgs: --port and --host are the operator's (port 8000 on every address: the Service, the probes and the gateway use it)", "--port", "--host"),
-	// The operator passes it from spec.gpusPerReplica (reconcile/children.go, lws.go); -tp is its alias.
-	ownedArg("spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica (or spec.multiNode.tensorParallelSize); the operator passes it", "--tensor-parallel-size", "-tp"),
-	// The operator passes it for spec.multiNode (reconcile/lws.go); -pp is its alias.
-	ownedArg("spec.engineArgs: --pipeline-parallel-size is spec.multiNode.pipelineParallelSize; the operator passes it", "--pipeline-parallel-size", "-pp"),
+	// The operator passes it from spec.gpusPerReplica or spec.parallelism (reconcile/children.go,
+	// lws.go); -tp is its alias.
+	ownedArg("spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica (or spec.parallelism.tensorParallelSize, spec.multiNode.tensorParallelSize); the operator passes it", "--tensor-parallel-size", "-tp"),
+	// The operator passes it for spec.parallelism and spec.multiNode; -pp is its alias.
+	ownedArg("spec.engineArgs: --pipeline-parallel-size is spec.multiNode.pipelineParallelSize or spec.parallelism.pipelineParallelSize (on one node too); the operator passes it", "--pipeline-parallel-size", "-pp"),
 	// status.modelName reports the name the operator passes.
 	ownedArg("spec.engineArgs: --served-model-name is the operator's: clients send spec.baseModel, reported in status.modelName", "--served-model-name"),
 	// --enable-lora is a BooleanOptionalAction (arg_utils.py): --no-enable-lora would undo the operator's.

@@ -41,6 +41,9 @@ type InferenceServiceSpecV1beta1 struct {
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
 	// GPUsPerReplica is the number of GPUs each pod requests.
 	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
+	// Parallelism splits a replica's GPUs into vLLM's tensor x pipeline parallel sizes; unset,
+	// they are all tensor parallel on one node (spec.multiNode has its own defaults).
+	Parallelism *Parallelism `json:"parallelism,omitempty"`
 	// Image is the model server container image.
 	Image string `json:"image,omitempty"`
 	// Resources overrides the model server's CPU and memory and the GPU resource name.
@@ -95,6 +98,20 @@ func (m *MultiNode) Parallelism(gpus int32) (tensor, pipeline int32) {
 	}
 	return tensor, pipeline
 }
+
+// Parallelism is how vLLM splits one replica's spec.gpusPerReplica GPUs: TensorParallelSize x
+// PipelineParallelSize of them. Tensor parallel alone must divide the model's attention heads,
+// so 3 or 6 GPUs crash most models; pipeline stages split the layers, which need not divide
+// evenly, so an uneven count takes pipeline parallel (vLLM's advice for uneven splits).
+type Parallelism struct {
+	// TensorParallelSize is vLLM's --tensor-parallel-size: the GPUs each layer is split over.
+	TensorParallelSize int32 `json:"tensorParallelSize"`
+	// PipelineParallelSize is vLLM's --pipeline-parallel-size: the stages the layers run in.
+	PipelineParallelSize int32 `json:"pipelineParallelSize"`
+}
+
+// MaxParallelSize bounds each of a replica's parallel sizes: its most GPUs, with spec.multiNode.
+const MaxParallelSize = MaxGPUsPerReplica * MaxNodesPerReplica
 
 // Cache is the PersistentVolumeClaim the model server keeps Hugging Face downloads on.
 type Cache struct {

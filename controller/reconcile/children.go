@@ -276,9 +276,14 @@ func ModelName(spec *crd.InferenceServiceSpec) string { return spec.Model }
 // its positional argument (--model is deprecated there), the operator's arguments, then the
 // user's engineArgs.
 func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
-	args := make([]string, 0, 10+len(ext.EngineArgs))
+	args := make([]string, 0, 12+len(ext.EngineArgs))
 	args = append(args, spec.Model, "--port", portArg, "--served-model-name", ModelName(spec))
-	if g := spec.GPUs(); g > 1 {
+	if p := ext.Parallelism; p != nil {
+		// spec.parallelism as given: the pipeline stages are processes of this pod, under vLLM's
+		// default executor for a world that fits the pod's GPUs (mp, vllm/config/parallel.py).
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(p.TensorParallelSize)),
+			"--pipeline-parallel-size", strconv.Itoa(int(p.PipelineParallelSize)))
+	} else if g := spec.GPUs(); g > 1 {
 		// One replica's GPUs serve one model copy, split tensor-parallel across them.
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(g)))
 	}

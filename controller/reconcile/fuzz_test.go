@@ -27,6 +27,7 @@ func FuzzReconcileConverges(f *testing.F) {
 	f.Add(int32(2), int32(1), "m", "", int32(2), int32(2), uint8(16), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(6), int32(2), uint8(32), int32(0), int32(0))
 	f.Add(int32(2), int32(1), "m", "", int32(600), int32(2), uint8(64), int32(2), int32(5))
+	f.Add(int32(2), int32(6), "m", "", int32(3), int32(1), uint8(128), int32(0), int32(0))
 	f.Fuzz(func(t *testing.T, replicas, gpus int32, model, image string, hpaChoice, newReplicas int32, adapters uint8, minR, maxR int32) {
 		if !utf8.ValidString(model) || !utf8.ValidString(image) {
 			return // custom resources travel as JSON, which carries only valid UTF-8
@@ -39,6 +40,13 @@ func FuzzReconcileConverges(f *testing.F) {
 		if adapters&8 != 0 {
 			w.ext.EngineArgs = []string{"--max-model-len", model}
 			w.ext.Cache = &crd.Cache{ClaimName: "weights"}
+		}
+		if adapters&128 != 0 {
+			// spec.parallelism: two GPUs a stage where the count is even, else one (vLLM's advice).
+			w.ext.Parallelism = &crd.Parallelism{TensorParallelSize: 1, PipelineParallelSize: gpus}
+			if gpus%2 == 0 {
+				w.ext.Parallelism = &crd.Parallelism{TensorParallelSize: 2, PipelineParallelSize: gpus / 2}
+			}
 		}
 		if minR != 0 || maxR != 0 {
 			// v1beta1 autoscaling: conversion derives v1alpha1's replicas from the minimum.

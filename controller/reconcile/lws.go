@@ -74,9 +74,10 @@ func GPUsPerPod(isvc *crd.InferenceService, ext *crd.SpecExtensions) int32 {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // multiNodeArgs is vllm serve's command line for a group's leader: the model split tensor-
-// parallel inside a node and pipeline-parallel across nodes, over Ray.
+// parallel inside a node and pipeline-parallel across nodes by default, or as spec.parallelism
+// splits it, over Ray.
 func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string {
-	tp, pp := ext.MultiNode.Parallelism(isvc.Spec.GPUs())
+	tp, pp := ext.ParallelSizes(isvc.Spec.GPUs())
 	args := []string{isvc.Spec.Model, "--port", portArg, "--served-model-name", ModelName(&isvc.Spec),
 		"--tensor-parallel-size", strconv.Itoa(int(tp)), "--pipeline-parallel-size", strconv.Itoa(int(pp)),
 		"--distributed-executor-backend", "ray"}
@@ -407,4 +408,22 @@ func lwsLabels(l map[string]string) map[string]string {
 		return nil
 	}
 	return map[string]string{LWSNameLabel: name, LWSGroupLabel: l[LWSGroupLabel], LWSWorkerLabel: l[LWSWorkerLabel]}
+}
+
+// DesiredPods is how many model pods the scaled child asks for now: the Deployment's replicas
+// (the HPA's choice), or the LeaderWorkerSet's groups times the nodes of each; the spec's
+// replicas while the child is not the model's.
+func DesiredPods(isvc *crd.InferenceService, ext *crd.SpecExtensions, obs Observed) int64 {
+	replicas := int64(isvc.Spec.Replicas)
+	if d := obs.Deployment; d != nil && ControlledBy(d, isvc) && d.Spec.Replicas != nil {
+		replicas = int64(*d.Spec.Replicas)
+	}
+	if !isMultiNode(ext) {
+		return replicas
+	}
+	replicas = int64(isvc.Spec.Replicas)
+	if l := obs.LeaderWorkerSet; l != nil && ControlledBy(l, isvc) {
+		replicas = int64(lwsReplicas(l))
+	}
+	return replicas * int64(ext.Nodes())
 }

@@ -46,6 +46,80 @@ func TestTemplateTensorParallel(t *testing.T) {
 	}
 }
 
+// TestTemplateParallelism: spec.parallelism passes both sizes as given, on one node, with no
+// executor flag (vLLM's default for a world that fits the pod's GPUs is mp); without it the
+// args are exactly what they were before the field, so no existing model's pods roll.
+func TestTemplateParallelism(t *testing.T) {
+	const model = "Qwen/Qwen3-0.6B"
+	before := []string{model, "--port", "8000", "--served-model-name", model}
+	for _, tc := range []struct {
+		gpus int32
+		p    *crd.Parallelism
+		want []string
+	}{
+		{1, nil, before},
+		{6, nil, append(slices.Clip(before), "--tensor-parallel-size", "6")},
+		{6, &crd.Parallelism{TensorParallelSize: 2, PipelineParallelSize: 3}, append(slices.Clip(before), "--tensor-parallel-size", "2", "--pipeline-parallel-size", "3")},
+		{3, &crd.Parallelism{TensorParallelSize: 1, PipelineParallelSize: 3}, append(slices.Clip(before), "--tensor-parallel-size", "1", "--pipeline-parallel-size", "3")},
+		{1, &crd.Parallelism{TensorParallelSize: 1, PipelineParallelSize: 1}, append(slices.Clip(before), "--tensor-parallel-size", "1", "--pipeline-parallel-size", "1")},
+	} {
+		ext := &crd.SpecExtensions{Parallelism: tc.p, EngineArgs: []string{"--max-model-len", "8192"}}
+		ps, c := templateOf(t, tc.gpus, ext)
+		if want := append(tc.want, ext.EngineArgs...); !slices.Equal(c.Args, want) {
+			t.Errorf("gpus %d, parallelism %+v: args %q, want %q", tc.gpus, tc.p, c.Args, want)
+		}
+		if g := c.Resources.Limits[crd.DefaultGPUResource]; g.Value() != int64(tc.gpus) || len(ps.Containers) != 1 {
+			t.Errorf("gpus %d, parallelism %+v: one container asking %s GPUs, want the replica's %d", tc.gpus, tc.p, g.String(), tc.gpus)
+		}
+	}
+}
+
+// TestParallelismRollsOnce: setting, changing and removing spec.parallelism each update the
+// Deployment's args once (one rollout), and the reconcile is at rest after each.
+func TestParallelismRollsOnce(t *testing.T) {
+	w := newWorld(2)
+	w.isvc.Spec.GPUsPerReplica = ptr.To[int32](6)
+	w.apply(w.reconcile().Actions)
+	w.podsReady()
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("not converged: %s", verbs(out.Actions))
+	}
+	withoutArgs := slices.Clone(w.obs.Deployment.Spec.Template.Spec.Containers[0].Args)
+	for _, tc := range []struct {
+		p          *crd.Parallelism
+		tensor, pp string
+	}{
+		{&crd.Parallelism{TensorParallelSize: 2, PipelineParallelSize: 3}, "2", "3"},
+		{&crd.Parallelism{TensorParallelSize: 1, PipelineParallelSize: 6}, "1", "6"},
+		{nil, "6", ""},
+	} {
+		w.ext.Parallelism, w.isvc.Generation = tc.p, w.isvc.Generation+1
+		gen := w.obs.Deployment.Generation
+		out := w.reconcile()
+		if got := verbs(out.Actions); got != "update Deployment" {
+			t.Fatalf("parallelism %+v: %s, want one Deployment update", tc.p, got)
+		}
+		w.apply(out.Actions)
+		if out := w.reconcile(); len(out.Actions) != 0 {
+			t.Fatalf("parallelism %+v: a second round: %s", tc.p, verbs(out.Actions))
+		}
+		w.podsReady()
+		if out := w.reconcile(); len(out.Actions) != 0 {
+			t.Fatalf("parallelism %+v: pods ready, then %s", tc.p, verbs(out.Actions))
+		}
+		d := w.obs.Deployment
+		args := d.Spec.Template.Spec.Containers[0].Args
+		tp, _ := argValue(args, "--tensor-parallel-size")
+		pp, _ := argValue(args, "--pipeline-parallel-size")
+		if d.Generation != gen+1 || tp != tc.tensor || pp != tc.pp {
+			t.Fatalf("parallelism %+v: generation %d -> %d, tensor %q pipeline %q (args %q)", tc.p, gen, d.Generation, tp, pp, args)
+		}
+	}
+	if got := w.obs.Deployment.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, withoutArgs) {
+		t.Fatalf("removed: args %q, want the ones before %q", got, withoutArgs)
+	}
+}
+
 func TestTemplateModelPositional(t *testing.T) {
 	_, c := templateOf(t, 1, &crd.SpecExtensions{})
 	if len(c.Args) == 0 || c.Args[0] != "Qwen/Qwen3-0.6B" || slices.Contains(c.Args, "--model") {
