@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -276,10 +275,7 @@ func (c *Controller) observeMetrics(isvc *crd.InferenceService, ext *crd.SpecExt
 			ready++
 		}
 	}
-	desired := int64(isvc.Spec.Replicas)
-	if d := obs.Deployment; d != nil && reconcile.ControlledBy(d, isvc) {
-		desired = int64(ptr.Deref(d.Spec.Replicas, isvc.Spec.Replicas)) // what the HPA chose
-	}
+	desired := reconcile.DesiredPods(isvc, ext, obs) // what the HPA chose; a group's every pod
 	snap := metrics.Snapshot{
 		Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(st.Phase),
 		DesiredReplicas: isvc.Spec.Replicas, ReadyReplicas: st.ReadyReplicas,

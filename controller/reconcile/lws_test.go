@@ -155,6 +155,21 @@ func TestMultiNodeChildren(t *testing.T) {
 	}
 }
 
+// TestMultiNodeParallelism: spec.parallelism splits a multi-node replica in multiNode's
+// defaults' place; the pods' GPUs stay the replica's over its nodes.
+func TestMultiNodeParallelism(t *testing.T) {
+	w := multiNodeWorld()
+	w.ext.Parallelism = &crd.Parallelism{TensorParallelSize: 4, PipelineParallelSize: 4}
+	l := DesiredChildren(w.isvc, &w.ext, w.f).LeaderWorkerSet
+	leader := lwsContainer(t, l, "leaderTemplate")
+	if want := "'--tensor-parallel-size' '4' '--pipeline-parallel-size' '4' '--distributed-executor-backend' 'ray'"; !strings.Contains(leader.Args[0], want) {
+		t.Errorf("leader script %q lacks %q", leader.Args[0], want)
+	}
+	if g := leader.Resources.Limits["nvidia.com/gpu"]; g.Value() != 8 {
+		t.Errorf("leader asks %s GPUs, want 8 (16 over 2 nodes)", g.String())
+	}
+}
+
 // TestMultiNodeSwitch: single-node to multi-node and back replaces the child that runs the
 // pods; the Service, HPA and PDB follow.
 func TestMultiNodeSwitch(t *testing.T) {
@@ -298,5 +313,24 @@ func TestIsGroupStatefulSet(t *testing.T) {
 		if got := IsGroupStatefulSet("big", name); got != want {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
+	}
+}
+
+// The GPU metrics count a multi-node model's every pod: groups (the LeaderWorkerSet's, the
+// HPA's choice) times the nodes of each.
+func TestDesiredPods(t *testing.T) {
+	w := multiNodeWorld()
+	w.apply(w.reconcile().Actions)
+	if got, want := DesiredPods(w.isvc, &w.ext, w.obs), int64(w.isvc.Spec.Replicas)*int64(w.ext.Nodes()); got != want {
+		t.Fatalf("desired pods %d, want %d", got, want)
+	}
+	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, int64(5), "spec", "replicas") // the HPA's
+	if got, want := DesiredPods(w.isvc, &w.ext, w.obs), 5*int64(w.ext.Nodes()); got != want {
+		t.Fatalf("desired pods %d after the HPA's scale, want %d", got, want)
+	}
+	one := newWorld(3)
+	one.apply(one.reconcile().Actions)
+	if got := DesiredPods(one.isvc, &one.ext, one.obs); got != 3 {
+		t.Fatalf("one node: %d", got)
 	}
 }
