@@ -225,3 +225,62 @@ func podAdapters(ip string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// TestNewPodReadyOnlyWithItsAdapters: a pod added by scaling takes traffic (is Ready, so in the
+// Service's endpoints) only once it serves the model's adapters: a request for an adapter never
+// reaches a pod that answers it 404. Loading an adapter takes the local world's 1 s, so a pod
+// Ready before its load is seen by the poll below.
+func TestNewPodReadyOnlyWithItsAdapters(t *testing.T) {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	w := useWebhookCRD(t)
+	f := filepath.Join(t.TempDir(), "gate.yaml")
+	if err := os.WriteFile(f, []byte("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: gate}\nspec:\n  baseModel: Qwen/Qwen3-8B\n  replicas: 1\n  gpusPerReplica: 1\n  adapters:\n  - {name: sql, storageURI: \"hf://org/sql-lora\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, w.cache, "apply", "-n", ns, "-f", f)
+	testenv.Eventually(t, 90*time.Second, "the first pod serves sql", func() error {
+		ready, err := readyModelPods(t, ns, "gate")
+		if err != nil || len(ready) != 1 {
+			return fmt.Errorf("%d ready pods (%v)", len(ready), err)
+		}
+		if got, err := podAdapters(ready[0].Status.PodIP); err != nil || got["sql"] == "" {
+			return fmt.Errorf("serves %v (%v)", got, err)
+		}
+		return nil
+	})
+	env.Kubectl(t, w.cache, "scale", "inferenceservices.v1beta1.ai.example.com/gate", "-n", ns, "--replicas=2")
+	// Poll until both pods are Ready with sql; any Ready pod without it is the defect.
+	var bare map[string]time.Time = map[string]time.Time{} // pod -> first seen Ready without sql
+	deadline := time.Now().Add(90 * time.Second)
+	for polls := 0; ; polls++ {
+		if time.Now().After(deadline) || polls > 20000 {
+			t.Fatal("two pods never served sql")
+		}
+		ready, err := readyModelPods(t, ns, "gate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		serving := 0
+		for _, p := range ready {
+			got, err := podAdapters(p.Status.PodIP)
+			switch {
+			case err == nil && got["sql"] != "":
+				serving++
+				if at, ok := bare[p.Name]; ok {
+					t.Errorf("pod %s was Ready for %.2fs before it served sql", p.Name, time.Since(at).Seconds())
+					delete(bare, p.Name)
+				}
+			case bare[p.Name].IsZero():
+				bare[p.Name] = time.Now()
+			}
+		}
+		if serving == 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(bare) > 0 {
+		t.Errorf("pods Ready without sql: %v", bare)
+	}
+}

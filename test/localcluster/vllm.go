@@ -76,6 +76,10 @@ type serverConfig struct {
 	// DownloadTime is fetching a Hugging Face model the HF_HOME volume does not hold yet;
 	// default 0 (instant, but still recorded in Weights).
 	DownloadTime time.Duration
+	// AdapterLoadTime is how long POST /v1/load_lora_adapter takes (fetching and reading the
+	// adapter's weights) before it answers; default 1s. Adapters listed by --lora-modules load
+	// before the port opens.
+	AdapterLoadTime time.Duration
 	// CrashRun is how long a crashloop server serves, and an oomkilled one loads, before
 	// it dies; default 1s.
 	CrashRun time.Duration
@@ -108,6 +112,7 @@ func (c serverConfig) withDefaults() serverConfig {
 	def(&c.TokenTime, 20*time.Millisecond)
 	def(&c.PrefillTime, time.Millisecond)
 	def(&c.CrashRun, time.Second)
+	def(&c.AdapterLoadTime, time.Second)
 	def(&c.HealthDelayPerRequest, 10*time.Millisecond)
 	if c.GPUMemory == 0 {
 		c.GPUMemory = 80 * gib

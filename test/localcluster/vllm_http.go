@@ -244,6 +244,10 @@ func (s *modelServer) loraRoute(w http.ResponseWriter, r *http.Request, load boo
 		return
 	}
 	if load {
+		if !s.wait(s.cfg.AdapterLoadTime) { // the process is stopping
+			vllmError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the server is shutting down", nil)
+			return
+		}
 		if msg, typ, code := s.addLoRA(req.Name, req.Path, ""); msg != "" {
 			vllmError(w, code, typ, msg, nil)
 			return
