@@ -7,13 +7,18 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
@@ -93,14 +98,15 @@ func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *c
 	return out
 }
 
-// servingPods are the ready, running pods of isvc's own Deployment that have an IP, by name;
-// for a multi-node model, its LeaderWorkerSet's leaders (the workers serve no API).
+// servingPods are the running pods of isvc's own Deployment whose server is ready and that have
+// an IP, by name; for a multi-node model, its LeaderWorkerSet's leaders (the workers serve no
+// API). ContainersReady, not Ready: the adapters gate holds Ready until they are loaded.
 func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.Pod {
 	if l := obs.LeaderWorkerSet; l != nil && reconcile.ControlledBy(l, isvc) {
 		var pods []*corev1.Pod
 		for _, p := range obs.Pods {
 			if p.Labels[reconcile.LWSNameLabel] != l.GetName() || p.Labels[reconcile.LWSWorkerLabel] != "0" ||
-				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.PodReady(p) {
+				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ContainersReady(p) {
 				continue
 			}
 			pods = append(pods, p)
@@ -122,7 +128,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 	for _, p := range obs.Pods {
 		ref := metav1.GetControllerOfNoCopy(p)
 		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[reconcile.InstanceLabel] != isvc.Name ||
-			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.PodReady(p) {
+			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ContainersReady(p) {
 			continue
 		}
 		pods = append(pods, p)
@@ -323,4 +329,28 @@ func (a *attempts) forget(k queue.Key) {
 	defer a.mu.Unlock()
 	a.n -= len(a.m[k])
 	delete(a.m, k)
+}
+
+// applyAdapterGates writes each pod's adapters gate condition with a strategic merge patch of
+// pods/status, conditions merging by type: the kubelet's own conditions are left as they are.
+// It returns how many it wrote; a pod gone meanwhile is no error.
+func (c *Controller) applyAdapterGates(ctx context.Context, gates []reconcile.PodGate, now metav1.Time) (int, error) {
+	var errs []error
+	written := 0
+	for _, g := range gates {
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: reconcile.AdaptersGate, Status: g.Status, Reason: g.Reason, LastTransitionTime: now,
+		}}}})
+		if err != nil {
+			return written, err
+		}
+		_, err = c.kube.CoreV1().Pods(g.Namespace).Patch(ctx, g.Pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		switch {
+		case err == nil:
+			written++
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("pod %s/%s: adapters gate: %w", g.Namespace, g.Pod, err))
+		}
+	}
+	return written, errors.Join(errs...)
 }

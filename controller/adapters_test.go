@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/modelserver"
@@ -160,7 +161,7 @@ func (w adapterWorld) pod(name, ip string) *corev1.Pod {
 			Labels:          map[string]string{reconcile.InstanceLabel: w.isvc.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: w.rs.Name, UID: w.rs.UID, Controller: ptr.To(true)}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+			Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
 }
 
@@ -439,5 +440,35 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	}
 	if calls := srv.take(); calls != "127.0.0.1 GET /v1/models \n127.0.0.1 POST /v1/load_lora_adapter sql" {
 		t.Fatalf("after a restart: model server calls:\n%s", calls)
+	}
+}
+
+// The gate is written as one condition of pods/status, beside the kubelet's, and a pod gone
+// meanwhile is no error.
+func TestApplyAdapterGates(t *testing.T) {
+	p := &corev1.Pod{}
+	p.Name, p.Namespace = "p", "ns"
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
+	kube := kubefake.NewClientset(p)
+	c := &Controller{kube: kube}
+	now := metav1.Now()
+	n, err := c.applyAdapterGates(context.Background(), []reconcile.PodGate{
+		{Namespace: "ns", Pod: "p", Status: corev1.ConditionTrue, Reason: reconcile.GateAdaptersLoaded},
+		{Namespace: "ns", Pod: "gone", Status: corev1.ConditionTrue, Reason: reconcile.GateAdaptersLoaded},
+	}, now)
+	if err != nil || n != 1 {
+		t.Fatalf("wrote %d: %v", n, err)
+	}
+	got, err := kube.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, cd := range got.Status.Conditions {
+		kinds = append(kinds, string(cd.Type)+"="+string(cd.Status))
+	}
+	sort.Strings(kinds)
+	if fmt.Sprint(kinds) != "[ContainersReady=True ai.example.com/adapters-loaded=True]" {
+		t.Fatalf("conditions %v", kinds)
 	}
 }

@@ -92,6 +92,9 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if called > 0 {
 		adapterWait = recheckAfterActing
 	}
+	// A gate written changes the pod, whose event syncs again; a failed write is retried then.
+	_, gateErr := c.applyAdapterGates(ctx, out.AdapterGates, now)
+	applyErr = errors.Join(applyErr, gateErr)
 	var extra []reconcile.Cause
 	for _, m := range conflicts {
 		extra = append(extra, reconcile.Cause{Rank: reconcile.RankConflict, Reason: reconcile.ReasonChildConflict, Message: m})

@@ -88,7 +88,7 @@ func ownedAnnotations(a map[string]string) map[string]string {
 }
 
 func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes}
+	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes, ReadinessGates: ps.ReadinessGates}
 	for i := range ps.Containers {
 		if c := &ps.Containers[i]; c.Name == ContainerName {
 			out.Containers = []corev1.Container{{

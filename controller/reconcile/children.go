@@ -178,6 +178,9 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 			},
 		},
 	}
+	if len(ext.Adapters) > 0 {
+		d.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: AdaptersGate}}
+	}
 	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
 	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) > 0 {
 		d.Annotations[EnvAnnotation] = envNames(env)

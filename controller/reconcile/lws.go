@@ -124,6 +124,7 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 	wc := &worker.Spec.Containers[0]
 	wc.Args, wc.Ports = []string{workerScript(ext)}, nil
 	wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe = nil, nil, nil
+	worker.Spec.ReadinessGates = nil // workers serve no adapters
 
 	u := newChildUnstructured(isvc, lwsAPIVersion, KindLeaderWorkerSet)
 	for k, v := range d.Labels {

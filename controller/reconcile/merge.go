@@ -223,6 +223,9 @@ func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
 			return true
 		}
 	}
+	if HasAdaptersGate(&lt.Spec) != HasAdaptersGate(&wt.Spec) {
+		return true
+	}
 	// Volumes the operator adds only for some specs go when the spec no longer asks for them:
 	// the cache with spec.cache, and an earlier version's adapter list.
 	for _, name := range optionalVolumes {
@@ -266,6 +269,14 @@ func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
 	t.Labels = mergeLabels(t.Labels, want.Labels)
 	t.Spec.PriorityClassName = want.Spec.PriorityClassName
 	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks
+	// The adapters gate is the operator's; others' readiness gates stay.
+	t.Spec.ReadinessGates = slices.DeleteFunc(t.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == AdaptersGate })
+	if HasAdaptersGate(&want.Spec) {
+		t.Spec.ReadinessGates = append(t.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: AdaptersGate})
+	}
+	if len(t.Spec.ReadinessGates) == 0 {
+		t.Spec.ReadinessGates = nil
+	}
 	wc := want.Spec.Containers[0]
 	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName }); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)

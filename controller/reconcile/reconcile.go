@@ -179,6 +179,9 @@ type Output struct {
 	// spec no longer wants, loads of wanted ones a pod lacks. A load that failed is planned
 	// again (Failed is reported, not a reason to stop): the I/O layer spaces the attempts.
 	AdapterSteps []AdapterStep
+	// AdapterGates are the adapters readiness gate conditions to write on pods' status, where
+	// they change.
+	AdapterGates []PodGate
 	// Recheck, when positive, is how long until Status changes with time alone (a started
 	// pod's readiness window ends with no event to say so).
 	Recheck time.Duration
@@ -300,6 +303,7 @@ func Reconcile(in Input) Output {
 
 	plan := planAdapters(in.Ext.Adapters, in.Adapters)
 	out.AdapterSteps = plan.steps
+	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, in.Observed.Pods)
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
 	for _, p := range out.Predecessors {
