@@ -1,5 +1,6 @@
-// What the fake vLLM knows about a model without any weights: its size from its name,
-// whether Hugging Face gates it, and a weights cache shared by the servers of one kubelet.
+// What the fake vLLM knows about a model without any weights: its shape from the catalog
+// (vllm_geometry.go) or else its size from its name, whether Hugging Face gates it, and a
+// weights cache shared by the servers of one kubelet.
 
 package main
 
@@ -64,8 +65,12 @@ func modelParams(model string) float64 {
 // take about 700 GB, which is what fits 16 H100s.
 var fp8Checkpoints = []string{"deepseek-v3", "deepseek-r1", "kimi-k2"}
 
-// weightBytes is the checkpoint's size: bf16, or FP8 for the models published so.
+// weightBytes is what the weights take on the GPUs: the catalog's figure, else bf16 from the
+// name's size, or FP8 for the models published so.
 func weightBytes(model string) int64 {
+	if g, ok := geometryOf(model); ok {
+		return g.weights
+	}
 	name := strings.ToLower(model[strings.LastIndex(model, "/")+1:])
 	for _, p := range fp8Checkpoints {
 		if strings.HasPrefix(name, p) {
@@ -100,8 +105,12 @@ func hfRepoID(s string) bool {
 	return true
 }
 
-// architecture is the class vLLM resolves from the model's config.json.
+// architecture is the class vLLM resolves from the model's config.json: the catalog's, else a
+// guess from the name.
 func architecture(model string) string {
+	if g, ok := geometryOf(model); ok {
+		return g.arch
+	}
 	l := strings.ToLower(model)
 	for _, a := range []struct{ key, arch string }{
 		{"mixtral", "MixtralForCausalLM"}, {"mistral", "MistralForCausalLM"},
@@ -116,8 +125,13 @@ func architecture(model string) string {
 	return "LlamaForCausalLM"
 }
 
-// defaultMaxModelLen is the context length of the model's config.
+// defaultMaxModelLen is the context vLLM derives from the model's config: the catalog's, else
+// a guess from the name.
 func defaultMaxModelLen(model string) int {
+	if g, ok := geometryOf(model); ok {
+		n, _ := g.derivedMaxLen()
+		return n
+	}
 	l := strings.ToLower(model)
 	switch {
 	case strings.Contains(l, "llama-3.1"), strings.Contains(l, "llama-3.2"), strings.Contains(l, "llama-3.3"):

@@ -180,10 +180,19 @@ func (s *modelServer) run() {
 		_, cacheVolume, _ = mountFor(sp.Mounts, home)
 	}
 	weights := weightBytes(model)
+	geo, known := geometryOf(model) // unknown models skip the checks on a model's shape
 	s.api("INFO", "model.py:547", "Resolved architecture: %s", architecture(model))
 	maxLen := a.maxModelLen
 	if maxLen == 0 {
 		maxLen = defaultMaxModelLen(model)
+	} else if known {
+		if msg, warning, ok := geo.maxLenTooLong(maxLen); !ok {
+			if !envTrue(sp.Env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]) {
+				s.failConfig("ModelConfig", maxLenError(msg, warning))
+				return
+			}
+			s.api("WARNING", "model.py:2106", "%s %s", msg, warning)
+		}
 	}
 	s.api("INFO", "model.py:1510", "Using max model len %d", maxLen)
 	s.api("INFO", "scheduler.py:205", "Chunked prefill is enabled with max_num_batched_tokens=2048.")
@@ -195,6 +204,12 @@ func (s *modelServer) run() {
 			"    raise RuntimeError(",
 		}, "RuntimeError: Failed to infer device type")
 		return
+	}
+	if known && a.tp > 0 { // VllmConfig checks the model against its parallel config
+		if msg := geo.parallelError(a.tp); msg != "" {
+			s.failConfig("VllmConfig", msg)
+			return
+		}
 	}
 	gpus := sp.GPUs
 	if s.rayGPUs > 0 {
@@ -215,11 +230,18 @@ func (s *modelServer) run() {
 		return
 	}
 	s.core("INFO", "core.py:644", "Waiting for init message from front-end.")
+	dtype, quant := "torch.bfloat16", "None"
+	if known {
+		dtype = geo.dtype
+		if geo.quant != "" {
+			quant = geo.quant
+		}
+	}
 	s.core("INFO", "core.py:77", "Initializing a V1 LLM engine (v%s) with config: model='%s', speculative_config=None, tokenizer='%s', "+
-		"trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, "+
-		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
+		"trust_remote_code=False, dtype=%s, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, "+
+		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=%s, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
 		"seed=0, served_model_name=%s, enable_prefix_caching=True, chunked_prefill_enabled=True",
-		vllmVersion, model, model, maxLen, a.tp, a.pp, strings.Join(a.served, ","))
+		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, strings.Join(a.served, ","))
 	if sp.GPUFault != faultNone {
 		s.failGPUStart(sp.GPUFault)
 		return
@@ -242,6 +264,11 @@ func (s *modelServer) run() {
 			r, world, r/a.tp, r%a.tp, r%a.tp)
 	}
 	s.core("INFO", "gpu_model_runner.py:2602", "Starting to load model %s...", model)
+	if known && a.pp > 1 {
+		if parts, uneven := ppPartition(geo.layers, a.pp); uneven {
+			s.core("INFO", "utils.py:106", "Hidden layers were unevenly partitioned: [%s]. This can be manually overridden using the VLLM_PP_LAYER_PARTITION environment variable", joinInts(parts))
+		}
+	}
 
 	if !local && !s.cfg.Weights.has(cacheVolume, model) {
 		t0 := time.Now()
@@ -315,20 +342,21 @@ func (s *modelServer) run() {
 		s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
 		return
 	}
-	kvTokens := int(free * int64(world) / kvBytesPerToken)
+	// the cache is checked against one max_model_len request before its size is reported
+	kv := kvCacheOf(geo, known, a.tp, a.pp, maxLen, free)
 	s.core("INFO", "gpu_worker.py:298", "Available KV cache memory: %s GiB", gibs(free))
-	s.core("INFO", "kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(kvTokens))
-	s.core("INFO", "kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx", thousands(maxLen), float64(kvTokens)/float64(maxLen))
-	if kvTokens < maxLen {
+	if kv.short {
 		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
 		s.raw(corePrefix(), "Traceback (most recent call last):",
 			`  File "`+pyLib+`/vllm/v1/core/kv_cache_utils.py", line 706, in check_enough_kv_cache_memory`,
 			"    raise ValueError(",
-			fmt.Sprintf("ValueError: To serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed, which is larger than the available KV cache memory (%s GiB). Based on the available memory, the estimated maximum model length is %d. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
-				maxLen, gibs(int64(maxLen)*kvBytesPerToken/int64(world)), gibs(free), kvTokens))
+			kvShortError(maxLen, kv, free))
 		s.failPython(engineInitFailed, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
 		return
 	}
+	kvTokens := kv.tokens
+	s.core("INFO", "kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(kvTokens))
+	s.core("INFO", "kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx", thousands(maxLen), float64(kvTokens)/float64(maxLen))
 	s.core("INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(t0).Seconds())
 	s.api("INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: %d", kvTokens/16)
 	s.eng = newEngine(a.maxNumSeqs, s.cfg.MaxWaiting, kvTokens, maxLen)
