@@ -139,13 +139,13 @@ func decisive(raw []string) string {
 	// with at least one `File "..."` line; a tail may begin inside them).
 	var exceptions []string
 	inFrames := false
-	for _, l := range lines {
+	for i, l := range lines {
 		indented := l[0] == ' ' || l[0] == '\t'
 		switch {
 		case indented:
 			inFrames = inFrames || strings.HasPrefix(strings.TrimSpace(l), "File \"") || strings.HasPrefix(strings.TrimSpace(l), "raise ")
 		case inFrames:
-			exceptions = append(exceptions, l)
+			exceptions = append(exceptions, pydanticCause(l, lines[i+1:]))
 			inFrames = false
 		}
 	}
@@ -160,6 +160,25 @@ func decisive(raw []string) string {
 		}
 	}
 	return bounded(strings.TrimSpace(lines[len(lines)-1]))
+}
+
+// pydanticCause is the error a pydantic ValidationError wraps, which vLLM's config classes
+// raise for their own checks: "pydantic_core._pydantic_core.ValidationError: 1 validation error
+// for VllmConfig" says nothing, the next line "  Value error, Total number of attention heads
+// (32) must be divisible by tensor parallel size (3). [type=value_error, ...]" says why. Other
+// exception lines are themselves.
+func pydanticCause(exc string, rest []string) string {
+	if !strings.Contains(exc, "ValidationError: ") || len(rest) == 0 {
+		return exc
+	}
+	msg, ok := strings.CutPrefix(strings.TrimSpace(rest[0]), "Value error, ")
+	if !ok {
+		return exc
+	}
+	if i := strings.LastIndex(msg, " [type="); i > 0 {
+		msg = msg[:i]
+	}
+	return "ValueError: " + msg
 }
 
 // bounded cuts s to MaxLastWords bytes on a character boundary.
