@@ -79,6 +79,7 @@ func run() int {
 		serve       = flag.Bool("kubelet-serve", true, "fake kubelet: containers of vLLM images (and kubelet.fake/ images) run the fake vLLM server on their pod IP, with real probes and logs; false: every container follows the schedule model (the cheapest, for runs of thousands of pods)")
 		loadTime    = flag.Duration("vllm-load-time", 0, "fake vLLM server: time to load a model's weights, its port closed meanwhile (0: the server's default)")
 		tokenTime   = flag.Duration("vllm-token-time", 0, "fake vLLM server: time per generated token (0: the server's default)")
+		download    = flag.Duration("vllm-download-time", 0, "fake vLLM server: time to download a model's weights that its HF_HOME volume does not hold yet (0: instant)")
 		adapterLoad = flag.Duration("vllm-adapter-load-time", 0, "fake vLLM server: time POST /v1/load_lora_adapter takes to fetch and load an adapter (0: the server's default, 1s)")
 		maxNumSeqs  = flag.Int("vllm-max-num-seqs", 0, "fake vLLM server: engine slots when the container passes no --max-num-seqs (0: vLLM's 256)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
@@ -118,7 +119,7 @@ func run() int {
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
-			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad}}, *hpaSync, *ctrlQPS); err != nil {
+			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download}}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
