@@ -100,13 +100,13 @@ func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *c
 
 // servingPods are the running pods of isvc's own Deployment whose server is ready and that have
 // an IP, by name; for a multi-node model, its LeaderWorkerSet's leaders (the workers serve no
-// API). ContainersReady, not Ready: the adapters gate holds Ready until they are loaded.
+// API). Server-ready, not Ready: the adapters gate holds Ready until they are loaded.
 func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.Pod {
 	if l := obs.LeaderWorkerSet; l != nil && reconcile.ControlledBy(l, isvc) {
 		var pods []*corev1.Pod
 		for _, p := range obs.Pods {
 			if p.Labels[reconcile.LWSNameLabel] != l.GetName() || p.Labels[reconcile.LWSWorkerLabel] != "0" ||
-				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ContainersReady(p) {
+				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ServerReady(p) {
 				continue
 			}
 			pods = append(pods, p)
@@ -128,7 +128,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 	for _, p := range obs.Pods {
 		ref := metav1.GetControllerOfNoCopy(p)
 		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[reconcile.InstanceLabel] != isvc.Name ||
-			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ContainersReady(p) {
+			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ServerReady(p) {
 			continue
 		}
 		pods = append(pods, p)

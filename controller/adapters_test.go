@@ -203,7 +203,7 @@ func TestObserveAdaptersAsksOnlyReadyPodsOfItsDeploymentAtTheirIP(t *testing.T) 
 	c := newAdapterController(srv.client(), &now)
 
 	notReady := w.pod("not-ready", "127.0.0.3")
-	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	notReady.Status.Conditions[0].Status, notReady.Status.Conditions[1].Status = corev1.ConditionFalse, corev1.ConditionFalse
 	foreign := w.pod("foreign", "127.0.0.4")
 	foreign.OwnerReferences[0].UID = "someone-elses-rs"
 	noIP := w.pod("no-ip", "")

@@ -35,11 +35,16 @@ type PodGate struct {
 	Reason         string
 }
 
-// ContainersReady reports the pod's ContainersReady condition: its server answers its
-// readiness probe, whatever the readiness gates say.
-func ContainersReady(p *corev1.Pod) bool {
+// ServerReady reports whether the pod's model server answers its readiness probe: for a pod
+// with the adapters gate its ContainersReady condition, whatever the gate says (the cache keeps
+// it only for those); for others Ready.
+func ServerReady(p *corev1.Pod) bool {
+	want := corev1.PodReady
+	if HasAdaptersGate(&p.Spec) {
+		want = corev1.ContainersReady
+	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.ContainersReady {
+		if c.Type == want {
 			return c.Status == corev1.ConditionTrue
 		}
 	}
@@ -81,7 +86,7 @@ func adapterGates(want []crd.Adapter, observed []PodAdapters, pods []*corev1.Pod
 		cur := gateStatus(p)
 		next, reason := cur, ""
 		switch o := byPod[p.Name]; {
-		case !ContainersReady(p):
+		case !ServerReady(p):
 			if cur == corev1.ConditionTrue {
 				next, reason = corev1.ConditionFalse, GateServerNotReady
 			}

@@ -57,3 +57,24 @@ func TestAdapterGates(t *testing.T) {
 		}
 	}
 }
+
+// The cache keeps what the gate is decided from: the pod's readiness gates, ContainersReady and
+// the gate's condition; a pod without the gate keeps neither condition.
+func TestStripPodKeepsTheAdaptersGate(t *testing.T) {
+	p := gatedPod("p", true, corev1.ConditionFalse)
+	p.Spec.Containers = []corev1.Container{{Name: ContainerName}}
+	got, _ := StripPod(p.DeepCopy())
+	s := got.(*corev1.Pod)
+	if !HasAdaptersGate(&s.Spec) || !ServerReady(s) || gateStatus(s) != corev1.ConditionFalse {
+		t.Fatalf("stripped: gates %v conditions %v", s.Spec.ReadinessGates, s.Status.Conditions)
+	}
+	if g := adapterGates([]crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql"}}, []PodAdapters{{Pod: "p", Loaded: []LoadedAdapter{{Name: "sql", Path: "org/sql"}}}}, []*corev1.Pod{s}); len(g) != 1 || g[0].Status != corev1.ConditionTrue {
+		t.Fatalf("gate on the cached pod: %v", g)
+	}
+	plain := gatedPod("q", true, "")
+	plain.Spec.ReadinessGates = nil
+	got, _ = StripPod(plain)
+	if c := got.(*corev1.Pod).Status.Conditions; len(c) != 0 {
+		t.Fatalf("a pod without the gate keeps %v", c)
+	}
+}

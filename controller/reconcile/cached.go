@@ -158,15 +158,16 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 		}
 		maps.Copy(p.Labels, group)
 	}
-	// Scheduling gates say a pod is queued for admission (usually none: nil costs nothing).
-	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates}
+	// Scheduling gates say a pod is queued for admission, readiness gates that the adapters gate
+	// is the operator's to open (usually none: nil costs nothing).
+	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates, ReadinessGates: p.Spec.ReadinessGates}
 	st := &p.Status
 	qos := corev1.PodQOSClass("")
 	if st.Reason == "Evicted" {
 		qos = st.QOSClass // what the eviction message advises on; kept only where it is read
 	}
 	*st = corev1.PodStatus{
-		Phase: st.Phase, Reason: st.Reason, Message: st.Message, PodIP: st.PodIP, Conditions: readConditions(st.Conditions),
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, PodIP: st.PodIP, Conditions: readConditions(st.Conditions, HasAdaptersGate(&p.Spec)),
 		ContainerStatuses: st.ContainerStatuses, QOSClass: qos,
 	}
 	if prev != nil && prev.UID != p.UID {
@@ -214,12 +215,14 @@ func startedSince(prev *corev1.Pod, c *corev1.ContainerStatus, now time.Time) st
 	return ""
 }
 
-// readConditions keeps the two pod conditions the controller reads: PodScheduled (why a pod
-// is unschedulable) and Ready.
-func readConditions(cs []corev1.PodCondition) []corev1.PodCondition {
+// readConditions keeps the pod conditions the controller reads: PodScheduled (why a pod is
+// unschedulable), Ready, and for a pod with the adapters gate ContainersReady (its server
+// answers) and the gate's own.
+func readConditions(cs []corev1.PodCondition, gated bool) []corev1.PodCondition {
 	var out []corev1.PodCondition // a new array: the decoded one is released with the rest
 	for _, c := range cs {
-		if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady {
+		if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady ||
+			gated && (c.Type == corev1.ContainersReady || c.Type == AdaptersGate) {
 			if out == nil {
 				out = make([]corev1.PodCondition, 0, 2)
 			}
