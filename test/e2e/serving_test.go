@@ -74,3 +74,40 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 		return nil
 	})
 }
+
+// TestRestartLoadsNotDownloads: without spec.cache, a restarted container finds the weights its
+// pod downloaded (HF_HOME on an emptyDir, which outlives a container): its log loads them, it
+// does not download them again, as the container's own filesystem would make it.
+func TestRestartLoadsNotDownloads(t *testing.T) {
+	ns := env.Namespace(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: restart}
+spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1}
+`)
+	env.WaitPhase(t, ns, "restart", crd.PhaseReady, 90*time.Second)
+	pods, err := readyModelPods(t, ns, "restart")
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("%d ready pods (%v)", len(pods), err)
+	}
+	pod := pods[0].Name
+	const downloaded = "Time spent downloading weights"
+	if out := env.Kubectl(t, "logs", "-n", ns, pod); !strings.Contains(out, downloaded) {
+		t.Fatalf("the first run did not download:\n%s", out)
+	}
+	// A new behaviour restarts the container in place (the fake kubelet's restart).
+	env.Kubectl(t, "annotate", "pod", "-n", ns, pod, "kubelet.fake/behavior=slow-ready-1")
+	testenv.Eventually(t, 90*time.Second, "the restarted container loads", func() error {
+		out, err := kubectlErr(t, nil, "logs", "-n", ns, pod)
+		if err != nil || !strings.Contains(out, "Application startup complete.") {
+			return fmt.Errorf("not serving yet (%v)", err)
+		}
+		if n := env.Kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n == "0" {
+			return fmt.Errorf("not restarted yet")
+		}
+		if strings.Contains(out, downloaded) {
+			return fmt.Errorf("the restarted container downloaded the weights again:\n%s", out)
+		}
+		return nil
+	})
+}

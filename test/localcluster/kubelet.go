@@ -89,6 +89,11 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 	if k.cfg.server.Ray == nil {
 		k.cfg.server.Ray = newRayCluster() // every fake node's pods are one network
 	}
+	if k.cfg.server.Weights == nil {
+		// What each volume holds: a restarted container finds what its pod's emptyDir or a PVC
+		// kept, and only that (the container's own filesystem starts empty).
+		k.cfg.server.Weights = newWeightsCache()
+	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	for i := 0; i < nodeCount; i++ {
@@ -189,6 +194,7 @@ func (k *kubelet) stopWorker(uid types.UID) {
 		w.cancel()
 		delete(k.workers, uid)
 	}
+	k.cfg.server.Weights.forgetPrefix("emptyDir:" + string(uid) + "/") // the pod's emptyDirs go with it
 }
 
 // stopSecondsAnnotation on a pod is how long its containers take to exit after SIGTERM (a job

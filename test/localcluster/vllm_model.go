@@ -199,5 +199,20 @@ func (c *weightsCache) forget(volume string) {
 	}
 }
 
+// forgetPrefix drops every model held on the volumes whose identity starts with prefix (a
+// deleted pod's emptyDirs).
+func (c *weightsCache) forgetPrefix(prefix string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.held {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.held, k)
+		}
+	}
+}
+
 // gibs formats bytes as vLLM prints GiB.
 func gibs(b int64) string { return strconv.FormatFloat(float64(b)/float64(gib), 'f', 2, 64) }
