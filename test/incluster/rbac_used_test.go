@@ -410,6 +410,27 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	waitCalled(t, wire, "every child created", with("create", kinds...)...)
 
+	// The adapters readiness gate: the model's pods wait behind it (no server answers here, so
+	// no adapter is ever seen); with the adapters removed, the pods still running are let
+	// through (pods/status) while the Deployment rolls to pods without the gate.
+	testenv.Eventually(t, 2*time.Minute, "a gated pod whose server is ready", func() error {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=m"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if reconcile.HasAdaptersGate(&p.Spec) && c.Type == corev1.ContainersReady && c.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("none of %d pods", len(pods.Items))
+	})
+	updateISVC(t, ns, "m", isvc, ext("", "/m"))
+	waitCalled(t, wire, "the adapters gate opened", access{resource: "pods/status", verb: "patch"})
+	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m"))
+
 	// A model spanning two nodes: a LeaderWorkerSet created, a drifted one re-read and updated
 	// after a conflict, and deleted when the model goes back to one node.
 	lws := access{group: "leaderworkerset.x-k8s.io", resource: "leaderworkersets"}
