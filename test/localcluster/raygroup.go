@@ -1,10 +1,11 @@
 // Multi-node groups (a LeaderWorkerSet's pods) running vLLM's documented multi-node launch,
 // examples/online_serving/multi-node-serving.sh: the Ray cluster a group's processes form, as
 // far as they can tell. A worker's `multi-node-serving.sh worker` joins the Ray head of its
-// group's leader, at the address LWS_LEADER_ADDRESS resolves to through the cluster DNS (clusterdns.go); the
-// leader's `multi-node-serving.sh leader` starts the head and blocks until the cluster has its
-// size, then `exec vllm serve` runs the fake vLLM server on the cluster's GPUs. Everything
-// waits on the registry's change channels: no polling.
+// group's leader at the address LWS_LEADER_ADDRESS resolves to through the cluster DNS
+// (clusterdns.go); the leader's `multi-node-serving.sh leader` starts the head and blocks until
+// the cluster has its size, then `exec vllm serve` runs the fake vLLM server on the cluster's
+// GPUs. Waits are on the registry's change channels, and a worker's on Ray's 5 s retry too (a
+// name that does not resolve yet announces nothing).
 
 package main
 
