@@ -1,5 +1,5 @@
-// Runtime LoRA adapters, the I/O on both sides of the decision: before Reconcile, each ready pod
-// of a model with adapters is asked what it serves (GET /v1/models); after it, the load and
+// Runtime LoRA adapters, the I/O on both sides of the decision: before Reconcile, each pod whose
+// server is ready (ContainersReady: the adapters gate holds Ready) of a model with adapters is asked what it serves (GET /v1/models); after it, the load and
 // unload calls Reconcile planned are made, each failure remembered for the next observation and
 // its retry spaced out.
 
@@ -52,7 +52,7 @@ const (
 	maxAttempts = 10000
 )
 
-// observeAdapters asks each ready pod of isvc what it serves, only for a model whose spec
+// observeAdapters asks each server-ready pod of isvc what it serves, only for a model whose spec
 // has adapters or whose status lists some (or with attempts still remembered): other models
 // cost nothing. Nil means not observed. Only a pod of the model's own Deployment, by the
 // controller references the caches hold, is dialled, at its status.podIP.

@@ -13,7 +13,7 @@ import (
 // LoRA adapters are loaded at run time through each ready pod's /v1/load_lora_adapter and
 // /v1/unload_lora_adapter (the server runs with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True), so a
 // change of spec.adapters rolls no pod and a new pod gets them once it is ready. The controller's
-// I/O layer asks each ready pod what it serves (Input.Adapters); Reconcile plans the calls
+// I/O layer asks each pod whose server is ready (servingPods) what it serves (Input.Adapters); Reconcile plans the calls
 // (Output.AdapterSteps) and reports only what every answering pod lists.
 
 // LoadedAdapter is one LoRA adapter a model server lists on /v1/models.

@@ -70,7 +70,7 @@ type Input struct {
 	Features Features
 	Observed Observed
 	Now      metav1.Time
-	// Adapters is what each ready pod answered on /v1/models, from the controller's I/O layer;
+	// Adapters is what each server-ready pod answered on /v1/models, from the controller's I/O layer;
 	// nil when not observed (the model has no adapters, or no client is configured).
 	Adapters []PodAdapters
 }
