@@ -45,6 +45,11 @@ const (
 	// name, which the model's own ClusterIP Service already holds, so LWS skips it and
 	// LWS_LEADER_ADDRESS never resolves (LWS v0.8 CreateHeadlessServiceIfNotExists).
 	lwsSubdomainPerReplica = "UniquePerReplica"
+	// lwsRollStep is a rollout's surge and unavailability, a Deployment's defaults: a new group
+	// starts beside the old ones and, under four groups, none goes before a new one is ready.
+	// LWS's own defaults (maxSurge 0, maxUnavailable 1) take a group down first: an outage
+	// of the whole reload for a model of one group.
+	lwsRollStep = "25%"
 	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
 	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 )
@@ -135,6 +140,8 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 		"replicas":      int64(isvc.Spec.Replicas),
 		"startupPolicy": lwsLeaderCreated,
 		"networkConfig": map[string]interface{}{"subdomainPolicy": lwsSubdomainPerReplica},
+		"rolloutStrategy": map[string]interface{}{"type": "RollingUpdate", "rollingUpdateConfiguration": map[string]interface{}{
+			"maxSurge": lwsRollStep, "maxUnavailable": lwsRollStep, "partition": int64(0)}},
 		"leaderWorkerTemplate": map[string]interface{}{
 			"size":           int64(ext.Nodes()),
 			"restartPolicy":  lwsRecreateGroup,
@@ -184,7 +191,8 @@ func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {
 		return true
 	}
-	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}, {"networkConfig", "subdomainPolicy"}} {
+	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}, {"networkConfig", "subdomainPolicy"},
+		{"rolloutStrategy", "rollingUpdateConfiguration", "maxSurge"}, {"rolloutStrategy", "rollingUpdateConfiguration", "maxUnavailable"}} {
 		l, _, _ := unstructured.NestedString(live.Object, append([]string{"spec"}, f...)...)
 		w, _, _ := unstructured.NestedString(want.Object, append([]string{"spec"}, f...)...)
 		if l != w {
@@ -230,6 +238,17 @@ func setLWS(out, want *unstructured.Unstructured, sc Scale) {
 	}
 	nc["subdomainPolicy"] = lwsSubdomainPerReplica
 	spec["networkConfig"] = nc
+	rs, _, _ := unstructured.NestedMap(spec, "rolloutStrategy")
+	if rs == nil {
+		rs = map[string]interface{}{"type": "RollingUpdate"}
+	}
+	ru, _, _ := unstructured.NestedMap(rs, "rollingUpdateConfiguration")
+	if ru == nil {
+		ru = map[string]interface{}{}
+	}
+	ru["maxSurge"], ru["maxUnavailable"] = lwsRollStep, lwsRollStep
+	rs["rollingUpdateConfiguration"] = ru
+	spec["rolloutStrategy"] = rs
 	lwt["size"], lwt["restartPolicy"] = wlwt["size"], wlwt["restartPolicy"]
 	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
 		t, _ := lwsTemplate(out, name)

@@ -39,7 +39,9 @@ func lwsContainer(t *testing.T, l *unstructured.Unstructured, tmpl string) corev
 func lwsDefaults(t *testing.T, l *unstructured.Unstructured) {
 	t.Helper()
 	spec := l.Object["spec"].(map[string]interface{})
-	spec["rolloutStrategy"] = map[string]interface{}{"type": "RollingUpdate", "rollingUpdateConfiguration": map[string]interface{}{"maxSurge": int64(0), "maxUnavailable": int64(1)}}
+	if _, ok := spec["rolloutStrategy"]; !ok { // as LWS's webhook: only when unset
+		spec["rolloutStrategy"] = map[string]interface{}{"type": "RollingUpdate", "rollingUpdateConfiguration": map[string]interface{}{"maxSurge": int64(0), "maxUnavailable": int64(1), "partition": int64(0)}}
+	}
 	if _, ok := spec["networkConfig"]; !ok { // LWS's webhook defaults it only when unset
 		spec["networkConfig"] = map[string]interface{}{"subdomainPolicy": "Shared"}
 	}
@@ -120,6 +122,18 @@ func TestMultiNodeChildren(t *testing.T) {
 	}
 	if p, _, _ := unstructured.NestedString(w.obs.LeaderWorkerSet.Object, "spec", "networkConfig", "subdomainPolicy"); p != "UniquePerReplica" {
 		t.Fatalf("subdomain policy %q", p)
+	}
+	// LWS's own rollout step (maxSurge 0, maxUnavailable 1: a group down first, an outage for
+	// a model of one group) is corrected to a surge; the partition LWS defaulted stays.
+	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, map[string]interface{}{"maxSurge": int64(0), "maxUnavailable": int64(1), "partition": int64(0)},
+		"spec", "rolloutStrategy", "rollingUpdateConfiguration")
+	if out := w.reconcile(); verbs(out.Actions) != "update LeaderWorkerSet" {
+		t.Fatalf("LWS's default rollout step: %s", verbs(out.Actions))
+	} else {
+		w.apply(out.Actions)
+	}
+	if ru, _, _ := unstructured.NestedMap(w.obs.LeaderWorkerSet.Object, "spec", "rolloutStrategy", "rollingUpdateConfiguration"); ru["maxSurge"] != "25%" || ru["maxUnavailable"] != "25%" || ru["partition"] != int64(0) {
+		t.Fatalf("rollout step %v", ru)
 	}
 	// The HPA's count is kept.
 	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, int64(5), "spec", "replicas")

@@ -225,6 +225,25 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		}
 		return nil
 	})
+	// A rollout with room for one more group (16 of 32 GPUs used) keeps both groups serving:
+	// a new group is ready before an old one goes. LWS's own default (maxSurge 0,
+	// maxUnavailable 1) takes a group down first.
+	rolled := time.Now()
+	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"env":[{"name":"ROLLOUT","value":"1"}]}}`)
+	fewest := 2
+	testenv.Eventually(t, 3*time.Minute, "mid rolled to the new template, 2 groups ready", func() error {
+		ready, current := readyLeaders(t, ns, "mid", "ROLLOUT")
+		fewest = min(fewest, ready)
+		if current != 2 {
+			return fmt.Errorf("%d ready leaders, %d of them current", ready, current)
+		}
+		return nil
+	})
+	t.Logf("rolled 2 groups in %.1fs, never fewer than %d ready", time.Since(rolled).Seconds(), fewest)
+	if fewest < 2 {
+		t.Errorf("the rollout took ready groups down to %d of 2, with room for a surge group", fewest)
+	}
+
 	scaled := time.Now()
 	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 	testenv.Eventually(t, 3*time.Minute, "mid Ready with 3 groups", func() error {
@@ -329,4 +348,23 @@ func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
 			t.Fatalf("worker %s: LWS_LEADER_ADDRESS %q resolves to %v (%v), want its leader's %s", p.Name, addr, ips, err, want)
 		}
 	}
+}
+
+// readyLeaders counts the model's ready group leaders, and those among them whose container
+// has the variable env (the rollout's new template).
+func readyLeaders(t *testing.T, ns, name, env string) (ready, current int) {
+	t.Helper()
+	for _, p := range groupPods(t, ns, name) {
+		if p.Labels[reconcile.LWSWorkerLabel] != "0" || p.DeletionTimestamp != nil || !reconcile.PodReady(&p) {
+			continue
+		}
+		ready++
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == env {
+				current++
+				break
+			}
+		}
+	}
+	return ready, current
 }
