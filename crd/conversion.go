@@ -234,7 +234,11 @@ func cloneAdapters(a []Adapter) []Adapter {
 	if a == nil {
 		return nil
 	}
-	return append([]Adapter{}, a...)
+	out := append([]Adapter{}, a...)
+	for i := range out {
+		out[i].Rank = clonePtr(out[i].Rank)
+	}
+	return out
 }
 
 func cloneStrings(s []string) []string {

@@ -139,7 +139,10 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		MaxItems:    ptr.To[int64](MaxAdapters),
 		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
 			Type: "object", Description: "A LoRA adapter.", Required: []string{"name", "storageURI"},
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": adapterName, "storageURI": uri},
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": adapterName, "storageURI": uri, "rank": {
+				Type: "integer", Format: "int32", Minimum: ptr.To[float64](1), Maximum: ptr.To[float64](MaxAdapterRank),
+				Description: fmt.Sprintf("The adapter's LoRA rank (r in its adapter_config.json), 1 to %d. vLLM refuses an adapter of a larger rank than its --max-lora-rank (16 by default); the operator starts the server with the smallest rank vLLM offers that fits every listed adapter, so raising the largest above 16 restarts the pods once. Unset: 16 at most.", MaxAdapterRank),
+			}},
 		}},
 		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleAdapterNamesUnique, Message: RuleAdapterNamesUniqueMsg}},
 	}

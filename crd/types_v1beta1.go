@@ -141,7 +141,12 @@ type Adapter struct {
 	Name string `json:"name"`
 	// StorageURI is where the adapter's weights are (hf://, s3://, a path).
 	StorageURI string `json:"storageURI"`
+	// Rank is the adapter's LoRA rank, from which the server's --max-lora-rank is sized.
+	Rank *int32 `json:"rank,omitempty"`
 }
+
+// MaxAdapterRank is the largest rank vLLM v0.11 serves (LoRAConfig's MaxLoRARanks).
+const MaxAdapterRank = 512
 
 // Autoscaling bounds the HorizontalPodAutoscaler.
 type Autoscaling struct {

@@ -136,7 +136,7 @@ func planAdapters(want []crd.Adapter, pods []PodAdapters) adapterPlan {
 			}
 			p.steps = append(p.steps, AdapterStep{Pod: pod.Pod, IP: pod.IP, Load: true, Name: w.name, Path: w.path})
 			if msg := pod.Failed[w.name]; msg != "" {
-				failed = append(failed, "adapter "+w.name+" on pod "+pod.Pod+": "+msg)
+				failed = append(failed, "adapter "+w.name+" on pod "+pod.Pod+": "+msg+rankAdvice(msg))
 			} else {
 				loading = append(loading, w.name+" on pod "+pod.Pod)
 			}
@@ -186,4 +186,13 @@ func (p *adapterPlan) setCondition(st *crd.InferenceServiceStatus, isvc *crd.Inf
 		Type: crd.ConditionAdaptersReady, Status: p.cond.status, Reason: p.cond.reason, Message: p.cond.detail,
 		ObservedGeneration: isvc.Generation, LastTransitionTime: now,
 	})
+}
+
+// rankAdvice is the way out of vLLM's refusal of an adapter of a larger rank than the server
+// started with (PEFTHelper.validate_legal): the rank stated in the spec sizes --max-lora-rank.
+func rankAdvice(serverMsg string) string {
+	if !strings.Contains(serverMsg, "is greater than max_lora_rank") {
+		return ""
+	}
+	return " (state the adapter's rank, r in its adapter_config.json, in spec.adapters[].rank: the operator then starts the server with a --max-lora-rank that holds it)"
 }

@@ -292,8 +292,39 @@ func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string 
 	}
 	if len(ext.Adapters) > 0 {
 		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+		if r := maxLoRARank(ext.Adapters); r > 0 {
+			args = append(args, "--max-lora-rank", strconv.Itoa(r))
+		}
 	}
 	return append(args, ext.EngineArgs...)
+}
+
+// loraRanks are the --max-lora-rank values vLLM v0.11 offers (config/lora.py MaxLoRARanks).
+var loraRanks = []int{1, 8, 16, 32, 64, 128, 256, 320, 512}
+
+// defaultLoRARank is vLLM's --max-lora-rank default.
+const defaultLoRARank = 16
+
+// maxLoRARank is the smallest rank vLLM offers that holds every adapter's stated rank, or 0
+// while vLLM's default does: adapters of rank 16 or less (most) then change no argument, so
+// adding one rolls no pod. vLLM refuses to load an adapter of a larger rank than it started
+// with, and sizes its LoRA buffers at start.
+func maxLoRARank(adapters []crd.Adapter) int {
+	top := 0
+	for _, a := range adapters {
+		if a.Rank != nil {
+			top = max(top, int(*a.Rank))
+		}
+	}
+	if top <= defaultLoRARank {
+		return 0
+	}
+	for _, r := range loraRanks {
+		if r >= top {
+			return r
+		}
+	}
+	return loraRanks[len(loraRanks)-1]
 }
 
 // desiredEnv is the operator's variables, then the user's; nil when there are none.

@@ -212,3 +212,33 @@ func TestHTTPRouteRewritesPrefix(t *testing.T) {
 		}
 	}
 }
+
+// --max-lora-rank fits the adapters' stated ranks, rounded up to a rank vLLM offers, and is
+// left to vLLM's default 16 while that holds them (so such adapters change no argument).
+func TestTemplateMaxLoRARank(t *testing.T) {
+	for _, tc := range []struct {
+		ranks []int32 // 0: unset
+		want  string  // "" no flag
+	}{
+		{[]int32{0}, ""},
+		{[]int32{8, 16}, ""},
+		{[]int32{8, 17}, "32"},
+		{[]int32{64, 0}, "64"},
+		{[]int32{300}, "320"},
+		{[]int32{512}, "512"},
+	} {
+		ext := &crd.SpecExtensions{}
+		for i, r := range tc.ranks {
+			a := crd.Adapter{Name: fmt.Sprint("a", i), StorageURI: "hf://o/a"}
+			if r > 0 {
+				a.Rank = &r
+			}
+			ext.Adapters = append(ext.Adapters, a)
+		}
+		_, c := templateOf(t, 1, ext)
+		got, _ := argValue(c.Args, "--max-lora-rank")
+		if got != tc.want {
+			t.Errorf("ranks %v: --max-lora-rank %q, want %q", tc.ranks, got, tc.want)
+		}
+	}
+}

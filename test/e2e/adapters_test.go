@@ -40,6 +40,12 @@ func TestAdaptersLoadedAtRunTime(t *testing.T) {
 			spec += "  adapters:\n"
 			for _, a := range adapters {
 				name, uri, _ := strings.Cut(a, "=")
+				uri, rank, ranked := strings.Cut(uri, " rank=")
+				if ranked {
+					uri += fmt.Sprintf("\", rank: %s", rank)
+					spec += fmt.Sprintf("  - {name: %s, storageURI: \"%s}\n", name, uri)
+					continue
+				}
 				spec += fmt.Sprintf("  - {name: %s, storageURI: %q}\n", name, uri)
 			}
 		}
@@ -147,6 +153,27 @@ func TestAdaptersLoadedAtRunTime(t *testing.T) {
 		}
 		return nil
 	})
+
+	// An adapter of rank 64 (the local hub's -r64): vLLM started with its default
+	// --max-lora-rank 16 refuses it, and the condition says how to state the rank; stated, the
+	// pods restart with --max-lora-rank 64 and serve it.
+	apply(2, "sql=hf://org/sql-lora", "wide=hf://org/wide-lora-r64")
+	testenv.Eventually(t, 60*time.Second, "a rank over the server's --max-lora-rank, reported with the way out", func() error {
+		b, err := getV1beta1(t, ns, "lora")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(b.Status.Conditions, crd.ConditionAdaptersReady)
+		if c == nil || c.Reason != reconcile.ReasonAdapterLoadFailed ||
+			!strings.Contains(c.Message, "LoRA rank 64 is greater than max_lora_rank 16") || !strings.Contains(c.Message, "spec.adapters[].rank") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		t.Logf("AdaptersReady: %s", c.Message)
+		return nil
+	})
+	apply(2, "sql=hf://org/sql-lora", "wide=hf://org/wide-lora-r64 rank=64")
+	served("rank 64 stated: both adapters served", 2, map[string]string{"sql": "org/sql-lora", "wide": "org/wide-lora-r64"})
+
 	fams, err := env.op.Scrape()
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ type serveArgs struct {
 	enableLoRA      bool
 	loraModules     []loraModule
 	maxLoras        int
+	maxLoRARank     int
 	apiKeys         []string
 	accessLog       bool
 	logRequests     bool
@@ -864,7 +865,7 @@ func loraFieldsError(j any) string {
 // every option whose value differs from its default, in the parser's order, model_tag first.
 func (p *argParser) result(ns map[string]any) *serveArgs {
 	a := &serveArgs{prog: p.prog, model: "Qwen/Qwen3-0.6B", port: 8000, tp: 1, pp: 1, maxNumSeqs: 256,
-		gpuUtil: 0.9, maxLoras: 1, accessLog: true}
+		gpuUtil: 0.9, maxLoras: 1, maxLoRARank: 16, accessLog: true}
 	if m, ok := ns["model"].(string); ok {
 		a.model, a.modelFlag = m, true
 	}
@@ -898,6 +899,8 @@ func (p *argParser) result(ns map[string]any) *serveArgs {
 			a.maxNumSeqs, a.maxNumSeqsSet = intOf(v, a.maxNumSeqs), true
 		case "max_loras":
 			a.maxLoras = intOf(v, a.maxLoras)
+		case "max_lora_rank":
+			a.maxLoRARank = intOf(v, a.maxLoRARank)
 		case "max_model_len":
 			a.maxModelLen = max(intOf(v, 0), 0)
 		case "gpu_memory_utilization":

@@ -42,6 +42,8 @@ func TestParseServeArgsRefuses(t *testing.T) {
 			"vllm serve: error: argument --dtype: invalid choice: 'fp64' (choose from auto, bfloat16, float, float16, float32, half)"},
 		{"bad int choice", []string{"m", "--block-size", "5"},
 			"vllm serve: error: argument --block-size: invalid choice: '5' (choose from 1, 8, 16, 32, 64, 128)"},
+		{"max-lora-rank not one of vLLM's", []string{"m", "--max-lora-rank", "24"},
+			"vllm serve: error: argument --max-lora-rank: invalid choice: '24' (choose from 1, 8, 16, 32, 64, 128, 256, 320, 512)"},
 		{"None is no choice", []string{"m", "--task", "None"},
 			"vllm serve: error: argument --task: invalid choice: 'None' (choose from auto, classify, draft, embed, embedding, generate, reward, score, transcription, None)"},
 		{"bad reasoning parser", []string{"m", "--reasoning-parser", "r1"},

@@ -217,7 +217,7 @@ func serveOptions() []serveOption {
 		{flags: []string{"--enable-lora", "--no-enable-lora"}, dest: "enable_lora", action: actBoolOpt, def: "None"},
 		{flags: []string{"--enable-lora-bias", "--no-enable-lora-bias"}, dest: "enable_lora_bias", action: actBoolOpt, def: "False"},
 		{flags: []string{"--max-loras"}, dest: "max_loras", action: actStore, value: vInt, def: "1"},
-		{flags: []string{"--max-lora-rank"}, dest: "max_lora_rank", action: actStore, value: vInt, def: "16"},
+		{flags: []string{"--max-lora-rank"}, dest: "max_lora_rank", action: actStore, value: vInt, choices: []string{"1", "8", "16", "32", "64", "128", "256", "320", "512"}, def: "16"},
 		{flags: []string{"--lora-extra-vocab-size"}, dest: "lora_extra_vocab_size", action: actStore, value: vInt, def: "256"},
 		{flags: []string{"--lora-dtype"}, dest: "lora_dtype", action: actStore, value: vStr, choices: []string{"auto", "bfloat16", "float16"}, def: "'auto'"},
 		{flags: []string{"--max-cpu-loras"}, dest: "max_cpu_loras", action: actStore, value: vOptInt, def: "None"},

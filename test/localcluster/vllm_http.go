@@ -219,7 +219,11 @@ func (s *modelServer) addLoRA(name, path, base string) (msg, typ string, code in
 	}
 	_, _, mounted := mountFor(s.spec.Mounts, path)
 	if !(strings.HasPrefix(path, "/") && mounted) && !hfRepoID(path) {
-		return fmt.Sprintf("Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
+		// The worker's FileNotFoundError, as the engine core carries it back (v1/engine/core.py).
+		return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
+	}
+	if msg := s.args.loraRankError(adapterRank(path)); msg != "" {
+		return msg, "BadRequestError", http.StatusBadRequest
 	}
 	isBase := false
 	for _, n := range s.args.served {

@@ -356,7 +356,10 @@ func TestVllmLoRA(t *testing.T) {
 	}{
 		{"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`, 200, "Success: LoRA adapter 'chat' added successfully."},
 		{"/v1/load_lora_adapter", `{"lora_name":"chat","lora_path":"/adapters/chat"}`, 400, "The lora adapter 'chat' has already been loaded."},
-		{"/v1/load_lora_adapter", `{"lora_name":"y","lora_path":"/elsewhere/y"}`, 404, "Loading lora y failed: No adapter found for /elsewhere/y"},
+		{"/v1/load_lora_adapter", `{"lora_name":"y","lora_path":"/elsewhere/y"}`, 404, "Call to add_lora method failed: Loading lora y failed: No adapter found for /elsewhere/y"},
+		// Ranks: PEFT's default 8 and a stated 16 fit vLLM's default --max-lora-rank 16; 64 does not.
+		{"/v1/load_lora_adapter", `{"lora_name":"r16","lora_path":"org/sql-lora-r16"}`, 200, "Success: LoRA adapter 'r16' added successfully."},
+		{"/v1/load_lora_adapter", `{"lora_name":"r64","lora_path":"org/sql-lora-r64"}`, 400, `"message":"Call to add_lora method failed: LoRA rank 64 is greater than max_lora_rank 16.","param":null,"type":"BadRequestError"`},
 		{"/v1/unload_lora_adapter", `{"lora_name":"nope"}`, 404, "The lora adapter 'nope' cannot be found."},
 		{"/v1/unload_lora_adapter", `{"lora_name":"chat"}`, 200, "Success: LoRA adapter 'chat' removed successfully."},
 	} {
@@ -366,6 +369,13 @@ func TestVllmLoRA(t *testing.T) {
 	}
 	if code, body := vtCall("POST", url+"/v1/completions", `{"model":"sql","prompt":"x","max_tokens":1}`); code != 200 {
 		t.Fatalf("completion on an adapter: %d %s", code, body)
+	}
+
+	// A larger --max-lora-rank takes it; one vLLM does not offer is argparse's invalid choice.
+	_, _, url = vtStart(t, modelServerSpec{Args: append(args, "--max-lora-rank", "64"), Mounts: mounts, Env: env}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	if code, body := vtCall("POST", url+"/v1/load_lora_adapter", `{"lora_name":"r64","lora_path":"org/sql-lora-r64"}`); code != 200 {
+		t.Fatalf("rank 64 under --max-lora-rank 64: %d %s", code, body)
 	}
 
 	_, _, url = vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}, Env: env}, serverConfig{})
