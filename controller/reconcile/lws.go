@@ -185,7 +185,8 @@ func lwsReplicas(u *unstructured.Unstructured) int32 {
 // compared.
 func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	la, wa := live.GetAnnotations(), want.GetAnnotations()
-	if !hasLabels(live.GetLabels(), want.GetLabels()) || la[ReplicasAnnotation] != wa[ReplicasAnnotation] || la[EnvAnnotation] != wa[EnvAnnotation] {
+	if !hasLabels(live.GetLabels(), want.GetLabels()) || la[ReplicasAnnotation] != wa[ReplicasAnnotation] || la[EnvAnnotation] != wa[EnvAnnotation] ||
+		la[RaisedAnnotation] != wa[RaisedAnnotation] {
 		return true
 	}
 	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {

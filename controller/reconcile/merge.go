@@ -196,7 +196,7 @@ func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
 
 func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] ||
-		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] {
+		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] || live.Annotations[RaisedAnnotation] != want.Annotations[RaisedAnnotation] {
 		return true
 	}
 	if _, change := wantedReplicas(live, sc); change {
@@ -257,8 +257,10 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 // has none.
 func setOwnedAnnotations(have, want map[string]string) map[string]string {
 	have = mergeLabels(have, want)
-	if _, ok := want[EnvAnnotation]; !ok {
-		delete(have, EnvAnnotation)
+	for _, k := range []string{EnvAnnotation, RaisedAnnotation} {
+		if _, ok := want[k]; !ok {
+			delete(have, k)
+		}
 	}
 	return have
 }

@@ -207,6 +207,8 @@ func Reconcile(in Input) Output {
 		return out
 	}
 	liveD := in.Observed.Deployment
+	hold := decideRaise(anchorAnnotations(liveD, in.Observed.LeaderWorkerSet), sc, in.Observed.Pods, DefaultRaiseHold, in.Now.Time)
+	hold.apply(want)
 	var anchor metav1.Object // the live child the others hang on: the Deployment or the LeaderWorkerSet
 	if wantD := want.Deployment; wantD != nil {
 		switch {
@@ -319,6 +321,9 @@ func Reconcile(in Input) Output {
 	case in.Features.KEDAUnserved:
 		autoscaler = autoscaler.withKEDAUnserved()
 	}
+	if n := hold.note(); n != "" && autoscaler.present {
+		autoscaler.message = joinMessage(n, autoscaler.message)
+	}
 	autoscaler.set(&out.Status, isvc, in.Now)
 	admitted := decideAdmission(in)
 	admitted.set(&out.Status, isvc, in.Now)
@@ -329,7 +334,11 @@ func Reconcile(in Input) Output {
 	if WantsGroupFailures(in) {
 		groupsRecheck = groupFailuresRecheck
 	}
-	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck} {
+	var holdRecheck time.Duration
+	if !hold.until.IsZero() {
+		holdRecheck = hold.until.Sub(in.Now.Time)
+	}
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck} {
 		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
 			out.Recheck = r
 		}
