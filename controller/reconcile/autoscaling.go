@@ -49,13 +49,20 @@ type autoscaling struct {
 // version: False with the HPA's reason and message when it cannot read its metric or is held
 // at its maximum above target, True while it reads it, Unknown until it says, and Unknown
 // while no pod has served for HPASyncGrace and the HPA's failure dates from before the first
-// one did. recheck is when that grace ends (0: none pending).
+// one did, unless the isvc already says False for the same reason (a rollout's new pods change
+// nothing for the HPA). recheck is when that grace ends (0: none pending).
 func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler, pods []*corev1.Pod, now time.Time) (a autoscaling, recheck time.Duration) {
 	if want == nil {
 		return autoscaling{}, 0
 	}
 	a = decideFromHPA(isvc, live)
 	if a.status != metav1.ConditionFalse || a.reason == ReasonTooManyReplicas {
+		return a, 0
+	}
+	// Already reported False for this reason: new pods (a rollout) change nothing for the HPA,
+	// and an Unknown between two Falses would be two writes and a second Warning.
+	if c := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionAutoscalingActive); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == a.reason {
 		return a, 0
 	}
 	first, ok := firstReady(pods)

@@ -331,3 +331,29 @@ func TestFirstReadyIsALeader(t *testing.T) {
 		t.Fatalf("first ready %s %v, want the leader's", at, ok)
 	}
 }
+
+// TestAutoscalingBlindThroughRollout: an HPA already reported blind stays False when a
+// rollout replaces every pod (the earliest ready pod is then new): nothing changed for the
+// HPA, so no Unknown between two Falses, no second write and no second Warning.
+func TestAutoscalingBlindThroughRollout(t *testing.T) {
+	w := servingWorld(t)
+	st := hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: no metrics returned from custom metrics API", "", -1)
+	st.Conditions[1].LastTransitionTime = metav1.NewTime(w.now().Add(-time.Hour))
+	w.setHPAStatus(st)
+	w.obs.Pods = []*corev1.Pod{readyPod("qwen3-0", w.now().Add(-time.Hour))}
+	blind := Reconcile(Input{ISVC: w.isvc, Observed: w.cached(), Now: w.now()})
+	if c := meta.FindStatusCondition(blind.Status.Conditions, conditionAutoscaling); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("before the rollout: %+v", c)
+	}
+	w.isvc.Status = blind.Status
+
+	w.obs.Pods = []*corev1.Pod{readyPod("qwen3-new-0", w.now().Add(-5*time.Second))}
+	out := Reconcile(Input{ISVC: w.isvc, Observed: w.cached(), Now: w.now()})
+	c := meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "FailedGetPodsMetric" {
+		t.Fatalf("a rollout's new pod moved a blind HPA's condition to %+v", c)
+	}
+	if _, warn := AutoscalingWarning(&w.isvc.Status, &out.Status); warn {
+		t.Fatal("a second Warning for the same blindness")
+	}
+}
