@@ -45,11 +45,6 @@ const (
 	// name, which the model's own ClusterIP Service already holds, so LWS skips it and
 	// LWS_LEADER_ADDRESS never resolves (LWS v0.8 CreateHeadlessServiceIfNotExists).
 	lwsSubdomainPerReplica = "UniquePerReplica"
-	// lwsRollStep is a rollout's surge and unavailability, a Deployment's defaults: a new group
-	// starts beside the old ones and, under four groups, none goes before a new one is ready.
-	// LWS's own defaults (maxSurge 0, maxUnavailable 1) take a group down first: an outage
-	// of the whole reload for a model of one group.
-	lwsRollStep = "25%"
 	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
 	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 )
@@ -131,6 +126,7 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 	wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe = nil, nil, nil
 	worker.Spec.ReadinessGates = nil // workers serve no adapters
 
+	surge, unavailable := lwsRollStep(int64(isvc.Spec.Replicas))
 	u := newChildUnstructured(isvc, lwsAPIVersion, KindLeaderWorkerSet)
 	for k, v := range d.Labels {
 		unstructured.SetNestedField(u.Object, v, "metadata", "labels", k)
@@ -141,7 +137,7 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 		"startupPolicy": lwsLeaderCreated,
 		"networkConfig": map[string]interface{}{"subdomainPolicy": lwsSubdomainPerReplica},
 		"rolloutStrategy": map[string]interface{}{"type": "RollingUpdate", "rollingUpdateConfiguration": map[string]interface{}{
-			"maxSurge": lwsRollStep, "maxUnavailable": lwsRollStep, "partition": int64(0)}},
+			"maxSurge": surge, "maxUnavailable": unavailable, "partition": int64(0)}},
 		"leaderWorkerTemplate": map[string]interface{}{
 			"size":           int64(ext.Nodes()),
 			"restartPolicy":  lwsRecreateGroup,
@@ -192,8 +188,11 @@ func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {
 		return true
 	}
-	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}, {"networkConfig", "subdomainPolicy"},
-		{"rolloutStrategy", "rollingUpdateConfiguration", "maxSurge"}, {"rolloutStrategy", "rollingUpdateConfiguration", "maxUnavailable"}} {
+	ru, _, _ := unstructured.NestedMap(live.Object, "spec", "rolloutStrategy", "rollingUpdateConfiguration")
+	if surge, unavailable := lwsRollStep(int64(lwsReplicas(live))); ru["maxSurge"] != surge || ru["maxUnavailable"] != unavailable {
+		return true
+	}
+	for _, f := range [][]string{{"startupPolicy"}, {"leaderWorkerTemplate", "restartPolicy"}, {"networkConfig", "subdomainPolicy"}} {
 		l, _, _ := unstructured.NestedString(live.Object, append([]string{"spec"}, f...)...)
 		w, _, _ := unstructured.NestedString(want.Object, append([]string{"spec"}, f...)...)
 		if l != w {
@@ -247,7 +246,7 @@ func setLWS(out, want *unstructured.Unstructured, sc Scale) {
 	if ru == nil {
 		ru = map[string]interface{}{}
 	}
-	ru["maxSurge"], ru["maxUnavailable"] = lwsRollStep, lwsRollStep
+	ru["maxSurge"], ru["maxUnavailable"] = lwsRollStep(int64(n))
 	rs["rollingUpdateConfiguration"] = ru
 	spec["rolloutStrategy"] = rs
 	lwt["size"], lwt["restartPolicy"] = wlwt["size"], wlwt["restartPolicy"]
@@ -447,4 +446,20 @@ func DesiredPods(isvc *crd.InferenceService, ext *crd.SpecExtensions, obs Observ
 		replicas = int64(lwsReplicas(l))
 	}
 	return replicas * int64(ext.Nodes())
+}
+
+// lwsRollStep is a rollout's maxSurge and maxUnavailable for a LeaderWorkerSet of replicas
+// groups. LWS's default (surge 0, unavailable 1) takes a group down first. From two groups,
+// a Deployment's 25% each: a new group starts beside the old ones (the surge rounds up to at
+// least 1) and under four groups none goes before one is ready (the unavailability rounds
+// down to 0), though LWS v0.8 releases its surge group while the last old group reloads, so
+// the tail runs one group short (rollingUpdateParameters' wantReplicas). A percentage, as LWS
+// copies maxUnavailable into its StatefulSet, whose validation refuses an integer 0. One
+// group cannot surge in LWS v0.8 (wantReplicas keeps 1), and with unavailability 0 its
+// partition never moves: there a rollout is the reload outage LWS's default makes.
+func lwsRollStep(replicas int64) (maxSurge, maxUnavailable interface{}) {
+	if replicas >= 2 {
+		return "25%", "25%"
+	}
+	return int64(0), int64(1)
 }

@@ -123,8 +123,8 @@ func TestMultiNodeChildren(t *testing.T) {
 	if p, _, _ := unstructured.NestedString(w.obs.LeaderWorkerSet.Object, "spec", "networkConfig", "subdomainPolicy"); p != "UniquePerReplica" {
 		t.Fatalf("subdomain policy %q", p)
 	}
-	// LWS's own rollout step (maxSurge 0, maxUnavailable 1: a group down first, an outage for
-	// a model of one group) is corrected to a surge; the partition LWS defaulted stays.
+	// LWS's own rollout step (maxSurge 0, maxUnavailable 1: a group down first) is corrected to
+	// a surge for two groups; the partition LWS defaulted stays.
 	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, map[string]interface{}{"maxSurge": int64(0), "maxUnavailable": int64(1), "partition": int64(0)},
 		"spec", "rolloutStrategy", "rollingUpdateConfiguration")
 	if out := w.reconcile(); verbs(out.Actions) != "update LeaderWorkerSet" {
@@ -140,6 +140,19 @@ func TestMultiNodeChildren(t *testing.T) {
 	if out := w.reconcile(); len(out.Actions) != 0 {
 		t.Fatalf("fights the HPA: %s", verbs(out.Actions))
 	}
+	// Scaled to one group, which LWS v0.8 cannot surge (its partition would never move with
+	// unavailability 0): LWS's own step, the HPA's count kept.
+	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, int64(1), "spec", "replicas")
+	if out := w.reconcile(); verbs(out.Actions) != "update LeaderWorkerSet" {
+		t.Fatalf("one group: %s", verbs(out.Actions))
+	} else {
+		w.apply(out.Actions)
+	}
+	if ru, _, _ := unstructured.NestedMap(w.obs.LeaderWorkerSet.Object, "spec", "rolloutStrategy", "rollingUpdateConfiguration"); ru["maxSurge"] != int64(0) || ru["maxUnavailable"] != int64(1) || lwsReplicas(w.obs.LeaderWorkerSet) != 1 {
+		t.Fatalf("one group: rollout step %v, %d groups", ru, lwsReplicas(w.obs.LeaderWorkerSet))
+	}
+	unstructured.SetNestedField(w.obs.LeaderWorkerSet.Object, int64(5), "spec", "replicas")
+	w.apply(w.reconcile().Actions)
 	// A hand edit of the worker's image is reverted; LWS's fields and others' variables stay.
 	pt, _ := lwsTemplate(w.obs.LeaderWorkerSet, "workerTemplate")
 	pt.Spec.Containers[0].Image = "vllm/vllm-openai:hacked"

@@ -225,23 +225,30 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		}
 		return nil
 	})
-	// A rollout with room for one more group (16 of 32 GPUs used) keeps both groups serving:
-	// a new group is ready before an old one goes. LWS's own default (maxSurge 0,
-	// maxUnavailable 1) takes a group down first.
+	// A rollout with room for one more group (16 of 32 GPUs used) starts a surge group beside
+	// the two serving ones, so all but LWS's last step serves at full strength: LWS's own
+	// default (maxSurge 0, maxUnavailable 1) takes a group down first and runs one short for
+	// the whole rollout. (LWS v0.8 releases the surge while the last old group reloads.)
 	rolled := time.Now()
 	kubectl("patch", "isvc", "mid", "-n", ns, "--type=merge", "-p", `{"spec":{"env":[{"name":"ROLLOUT","value":"1"}]}}`)
-	fewest := 2
+	fewest, most := 2, 0
+	var under time.Duration // time seen with fewer than 2 ready groups
+	last := time.Now()
 	testenv.Eventually(t, 3*time.Minute, "mid rolled to the new template, 2 groups ready", func() error {
 		ready, current := readyLeaders(t, ns, "mid", "ROLLOUT")
-		fewest = min(fewest, ready)
-		if current != 2 {
+		fewest, most = min(fewest, ready), max(most, ready)
+		if ready < 2 {
+			under += time.Since(last)
+		}
+		last = time.Now()
+		if current != 2 || ready != 2 {
 			return fmt.Errorf("%d ready leaders, %d of them current", ready, current)
 		}
 		return nil
 	})
-	t.Logf("rolled 2 groups in %.1fs, never fewer than %d ready", time.Since(rolled).Seconds(), fewest)
-	if fewest < 2 {
-		t.Errorf("the rollout took ready groups down to %d of 2, with room for a surge group", fewest)
+	t.Logf("rolled 2 groups in %.1fs: at most %d groups ready, at least %d, under 2 for about %.1fs", time.Since(rolled).Seconds(), most, fewest, under.Seconds())
+	if most < 3 || fewest < 1 {
+		t.Errorf("the rollout ran between %d and %d ready groups: want a surge group serving beside the 2 and never none", fewest, most)
 	}
 
 	scaled := time.Now()
