@@ -77,9 +77,11 @@ func run() int {
 		terminated  = flag.Duration("kubelet-terminated-for", time.Second, "fake kubelet: how long a crashed container shows as terminated (Error/OOMKilled) before CrashLoopBackOff, and ErrImagePull before ImagePullBackOff")
 		hpaSync     = flag.Duration("hpa-sync-period", 5*time.Second, "horizontal-pod-autoscaler sync period")
 		serve       = flag.Bool("kubelet-serve", true, "fake kubelet: containers of vLLM images (and kubelet.fake/ images) run the fake vLLM server on their pod IP, with real probes and logs; false: every container follows the schedule model (the cheapest, for runs of thousands of pods)")
-		loadTime    = flag.Duration("vllm-load-time", 0, "fake vLLM server: time to load a model's weights, its port closed meanwhile (0: the server's default)")
+		loadTime    = flag.Duration("vllm-load-time", 0, "fake vLLM server: time to load a model's weights, its port closed meanwhile (0: each GPU's share read at 2 GB/s under --vllm-time-scale, at least 100ms)")
 		tokenTime   = flag.Duration("vllm-token-time", 0, "fake vLLM server: time per generated token (0: the server's default)")
-		download    = flag.Duration("vllm-download-time", 0, "fake vLLM server: time to download a model's weights that its HF_HOME volume does not hold yet (0: instant)")
+		download    = flag.Duration("vllm-download-time", 0, "fake vLLM server: time to download a model's weights that its HF_HOME volume does not hold yet (0: modelled from their size, --vllm-download-mb-per-s and --vllm-time-scale)")
+		timeScale   = flag.Float64("vllm-time-scale", 0.01, "fake vLLM server: the test's seconds per real second for modelled download and load times")
+		downloadBW  = flag.Float64("vllm-download-mb-per-s", 500, "fake vLLM server: megabytes per real second a pod downloads weights at")
 		adapterLoad = flag.Duration("vllm-adapter-load-time", 0, "fake vLLM server: time POST /v1/load_lora_adapter takes to fetch and load an adapter (0: the server's default, 1s)")
 		maxNumSeqs  = flag.Int("vllm-max-num-seqs", 0, "fake vLLM server: engine slots when the container passes no --max-num-seqs (0: vLLM's 256)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
@@ -119,7 +121,8 @@ func run() int {
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
-			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download}}, *hpaSync, *ctrlQPS); err != nil {
+			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
+				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6}}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}

@@ -69,13 +69,25 @@ type exitStatus struct {
 // serverConfig is what every fake model server of one kubelet shares. Every zero field
 // takes the default its comment names, so a zero serverConfig works.
 type serverConfig struct {
-	LoadTime  time.Duration // loading the weights and warming up; default 100ms
+	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
+	// read at LoadBandwidth, under TimeScale, at least 100ms.
+	LoadTime  time.Duration
 	TokenTime time.Duration // per generated token; default 20ms
 	// PrefillTime is per prompt token (a word counts as one); default 1ms.
 	PrefillTime time.Duration
 	// DownloadTime is fetching a Hugging Face model the HF_HOME volume does not hold yet;
-	// default 0 (instant, but still recorded in Weights).
+	// default: its weights at DownloadBandwidth, under TimeScale.
 	DownloadTime time.Duration
+	// TimeScale is the test's seconds per real second for the modelled times; default 0.01,
+	// so Qwen3-8B's 16 GB download (32 s at 500 MB/s) takes 0.32 s and DeepSeek-V3's 671 GB
+	// (22 min) 13 s: long enough that a pod's minutes of loading are windows a test can see.
+	TimeScale float64
+	// DownloadBandwidth is bytes per real second a pod fetches weights from the Hub; default
+	// 500 MB/s (a node's share of a data-centre link to the Hub).
+	DownloadBandwidth float64
+	// LoadBandwidth is bytes per real second one GPU's rank reads its share of the weights
+	// from local disk into GPU memory; default 2 GB/s.
+	LoadBandwidth float64
 	// AdapterLoadTime is how long POST /v1/load_lora_adapter takes (fetching and reading the
 	// adapter's weights) before it answers; default 1s. Adapters listed by --lora-modules load
 	// before the port opens.
@@ -108,12 +120,19 @@ func (c serverConfig) withDefaults() serverConfig {
 			*d = v
 		}
 	}
-	def(&c.LoadTime, 100*time.Millisecond)
 	def(&c.TokenTime, 20*time.Millisecond)
 	def(&c.PrefillTime, time.Millisecond)
 	def(&c.CrashRun, time.Second)
 	def(&c.AdapterLoadTime, time.Second)
 	def(&c.HealthDelayPerRequest, 10*time.Millisecond)
+	deff := func(f *float64, v float64) {
+		if *f <= 0 {
+			*f = v
+		}
+	}
+	deff(&c.TimeScale, 0.01)
+	deff(&c.DownloadBandwidth, 500e6)
+	deff(&c.LoadBandwidth, 2e9)
 	if c.GPUMemory == 0 {
 		c.GPUMemory = 80 * gib
 	}
@@ -322,4 +341,25 @@ func (l *containerLog) Render(o logOptions) string {
 		out = out[:o.LimitBytes]
 	}
 	return out
+}
+
+// scaled is bytes moved at bandwidth (bytes per real second), in the test's time.
+func (c serverConfig) scaled(bytes int64, bandwidth float64) time.Duration {
+	return time.Duration(float64(bytes) / bandwidth * c.TimeScale * float64(time.Second))
+}
+
+// downloadTime is how long fetching weights bytes takes: DownloadTime, else modelled.
+func (c serverConfig) downloadTime(weights int64) time.Duration {
+	if c.DownloadTime > 0 {
+		return c.DownloadTime
+	}
+	return c.scaled(weights, c.DownloadBandwidth)
+}
+
+// loadTime is how long loading perGPU bytes on each GPU takes: LoadTime, else modelled.
+func (c serverConfig) loadTime(perGPU int64) time.Duration {
+	if c.LoadTime > 0 {
+		return c.LoadTime
+	}
+	return max(100*time.Millisecond, c.scaled(perGPU, c.LoadBandwidth))
 }

@@ -150,7 +150,8 @@ func TestGeometryStartFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, log, _ := vtStart(t, tc.spec, serverConfig{})
+			// shapes, not times: a 671 GB download is 13 s at the default scale
+			s, log, _ := vtStart(t, tc.spec, serverConfig{DownloadTime: 10 * time.Millisecond})
 			st := vtExit(t, s, log)
 			text := log.Render(logOptions{TailLines: -1})
 			if st.Code != 1 || st.Reason != "Error" {
@@ -200,7 +201,7 @@ func TestGeometryServes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, log, url := vtStart(t, tc.spec, serverConfig{LoadTime: 10 * time.Millisecond})
+			_, log, url := vtStart(t, tc.spec, serverConfig{LoadTime: 10 * time.Millisecond, DownloadTime: 10 * time.Millisecond})
 			vtWaitStatus(t, "GET", url+"/health", "", 200)
 			text := log.Render(logOptions{TailLines: -1})
 			for _, w := range tc.want {

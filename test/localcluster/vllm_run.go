@@ -272,7 +272,7 @@ func (s *modelServer) run() {
 
 	if !local && !s.cfg.Weights.has(cacheVolume, model) {
 		t0 := time.Now()
-		if !s.wait(s.cfg.DownloadTime) {
+		if !s.wait(s.cfg.downloadTime(weights)) {
 			return
 		}
 		s.cfg.Weights.put(cacheVolume, model)
@@ -296,7 +296,7 @@ func (s *modelServer) run() {
 	if sp.Behavior.kind == bOOMKilled {
 		killShard = n / 2
 	}
-	load := s.cfg.LoadTime
+	load := s.cfg.loadTime(perGPU)
 	if sp.Behavior.kind == bSlowReady {
 		load = sp.Behavior.delay
 	}

@@ -570,3 +570,35 @@ func TestVllmDefaultSlots(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestVllmModelledStartTimes: without set times, a start downloads the weights at the
+// download bandwidth and loads each GPU's share at the load bandwidth, under the time scale;
+// a model ten times the size takes ten times as long, so a big model's start is a window.
+func TestVllmModelledStartTimes(t *testing.T) {
+	t.Parallel()
+	cfg := serverConfig{}.withDefaults()
+	small, big := weightBytes("Qwen/Qwen3-0.6B"), weightBytes("Qwen/Qwen3-8B")
+	if d := cfg.downloadTime(big); d != time.Duration(float64(big)/500e6*0.01*float64(time.Second)) || d < 250*time.Millisecond {
+		t.Errorf("Qwen3-8B (%d bytes) downloads in %v at 500 MB/s under 0.01", big, d)
+	}
+	if cfg.downloadTime(big) <= 10*cfg.downloadTime(small) {
+		t.Errorf("download not proportional to size: %v for %d bytes, %v for %d", cfg.downloadTime(big), big, cfg.downloadTime(small), small)
+	}
+	if l := cfg.loadTime(small); l != 100*time.Millisecond {
+		t.Errorf("a small model loads in %v, want the 100ms floor", l)
+	}
+	if set := (serverConfig{DownloadTime: time.Second, LoadTime: time.Millisecond}).withDefaults(); set.downloadTime(big) != time.Second || set.loadTime(big) != time.Millisecond {
+		t.Errorf("set times not kept: %v, %v", set.downloadTime(big), set.loadTime(big))
+	}
+
+	// A real start records the download in vLLM's words, at least the modelled time.
+	_, log, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}}, serverConfig{})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	m := regexp.MustCompile(`Time spent downloading weights for Qwen/Qwen3-8B: ([0-9.]+) seconds`).FindStringSubmatch(log.Render(logOptions{TailLines: -1}))
+	if m == nil {
+		t.Fatalf("no download line:\n%s", log.Render(logOptions{TailLines: 30}))
+	}
+	if s, _ := strconv.ParseFloat(m[1], 64); s < cfg.downloadTime(big).Seconds() {
+		t.Errorf("downloaded in %ss, under the modelled %v", m[1], cfg.downloadTime(big))
+	}
+}
