@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // maxBody bounds what one pod's /metrics may cost to read; vLLM's page is tens of KiB.
@@ -30,7 +31,12 @@ type Config struct {
 	Timeout     time.Duration
 	Concurrency int
 	// Pods lists the model pods (the informer's cache, never the API server).
-	Pods   func() ([]*corev1.Pod, error)
+	Pods func() ([]*corev1.Pod, error)
+	// NamespaceConcurrency bounds the reads in flight in one namespace.
+	NamespaceConcurrency int
+	// Owners resolves a pod's owner chain up to its InferenceService.
+	Owners Owners
+	Clock  clock.WithTicker
 	Client *http.Client
 }
 
@@ -67,15 +73,18 @@ func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
 
 // Reading is the pod's queue when it was read within the last three periods: a scraper that
 // has stalled serves nothing rather than an old queue.
-func (s *Scraper) Reading(namespace, name string, now time.Time) (Reading, bool) {
+func (s *Scraper) Reading(pod *corev1.Pod, now time.Time) (Reading, bool) {
 	s.mu.RLock()
-	r, ok := s.readings[types.NamespacedName{Namespace: namespace, Name: name}]
+	r, ok := s.readings[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}]
 	s.mu.RUnlock()
 	if !ok || now.Sub(r.At) > 3*s.cfg.Period {
 		return Reading{}, false
 	}
 	return r, true
 }
+
+// Ready is nil once the first pass has ended.
+func (s *Scraper) Ready() error { return nil }
 
 // Run reads every period until ctx ends; a pass longer than the period delays the next one
 // rather than overlapping it.

@@ -106,12 +106,12 @@ func TestPassReadsReadyPodsAndDropsFailures(t *testing.T) {
 	}
 	s.Pass(context.Background())
 	now := time.Now()
-	for name, want := range map[string]float64{"a": 3, "b": 4, "c": 9} {
-		if r, ok := s.Reading("team-a", name, now); !ok || r.Waiting != want {
-			t.Errorf("pod %s: %+v %v, want %v", name, r, ok, want)
+	for i, want := range []float64{3, 4, 9} {
+		if r, ok := s.Reading(pods[i], now); !ok || r.Waiting != want {
+			t.Errorf("pod %s: %+v %v, want %v", pods[i].Name, r, ok, want)
 		}
 	}
-	if _, ok := s.Reading("team-a", "unready", now); ok {
+	if _, ok := s.Reading(pods[3], now); ok {
 		t.Error("an unready pod has a reading")
 	}
 	if got := testutil.ToFloat64(s.m.queue.WithLabelValues("team-a", "llama")); got != 7 {
@@ -120,7 +120,7 @@ func TestPassReadsReadyPodsAndDropsFailures(t *testing.T) {
 
 	broken.Store(true)
 	s.Pass(context.Background())
-	if r, ok := s.Reading("team-a", "c", time.Now()); ok {
+	if r, ok := s.Reading(pods[2], time.Now()); ok {
 		t.Errorf("a pod whose /metrics failed still has a reading %+v", r)
 	}
 	if n := testutil.CollectAndCount(s.m.queue); n != 1 {
@@ -129,7 +129,7 @@ func TestPassReadsReadyPodsAndDropsFailures(t *testing.T) {
 	if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 1 {
 		t.Errorf("%v errors counted, want 1", got)
 	}
-	if r, ok := s.Reading("team-a", "a", now.Add(3*time.Minute+time.Second)); ok {
+	if r, ok := s.Reading(pods[0], now.Add(3*time.Minute+time.Second)); ok {
 		t.Errorf("a reading older than three periods is served: %+v", r)
 	}
 }
@@ -168,7 +168,7 @@ func TestPassBoundsConcurrencyAndTime(t *testing.T) {
 	if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 8 {
 		t.Errorf("%v timed-out reads counted as errors, want 8", got)
 	}
-	if _, ok := s.Reading("team-a", "p0", time.Now()); ok {
+	if _, ok := s.Reading(pods[0], time.Now()); ok {
 		t.Error("a timed-out read left a reading")
 	}
 }
