@@ -268,3 +268,39 @@ func TestReadyAfterFirstPass(t *testing.T) {
 		t.Error("ready before the healthy pod's reading")
 	}
 }
+
+func TestPick(t *testing.T) {
+	now := time.Unix(1000, 0)
+	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
+	l := limitsOf(8, 0) // 8 in all, 4 a namespace, 4 suspect, 2 suspect a namespace
+	if l != (limits{total: 8, namespace: 4, suspect: 4, namespaceSuspect: 2}) {
+		t.Fatalf("limitsOf(8, 0) = %+v", l)
+	}
+	var cands []candidate
+	for i := range 6 { // a tenant's silent pods, due longest
+		cands = append(cands, candidate{uid: types.UID(fmt.Sprint("quiet-", i)), namespace: "quiet", due: at(-100 + i), suspect: true})
+	}
+	for i := range 6 {
+		cands = append(cands, candidate{uid: types.UID(fmt.Sprint("a-", i)), namespace: "a", due: at(-10 + i)})
+	}
+	cands = append(cands,
+		candidate{uid: "b-running", namespace: "b", due: at(-50), running: true, suspect: true},
+		candidate{uid: "b-0", namespace: "b", due: at(-1), suspect: true},
+		candidate{uid: "later", namespace: "c", due: at(7)},
+		candidate{uid: "soon", namespace: "c", due: at(3)},
+	)
+	start, wakeAt := pick(cands, now, l)
+	want := []types.UID{"quiet-0", "quiet-1", "a-0", "a-1", "a-2", "a-3", "b-0"}
+	if fmt.Sprint(start) != fmt.Sprint(want) {
+		t.Errorf("started %v, want %v (2 of the silent namespace, 4 of a, b's second suspect within the global suspect bound)", start, want)
+	}
+	if !wakeAt.Equal(at(3)) {
+		t.Errorf("wake at %v, want the next due %v", wakeAt, at(3))
+	}
+	if start, _ := pick(cands, now, limits{total: 1, namespace: 1, suspect: 1, namespaceSuspect: 1}); len(start) != 0 {
+		t.Errorf("one slot, held by b's running read: started %v", start)
+	}
+	if start, _ := pick(cands[:12], now, limits{total: 2, namespace: 1, suspect: 1, namespaceSuspect: 1}); fmt.Sprint(start) != "[quiet-0 a-0]" {
+		t.Errorf("two slots, one a namespace: started %v", start)
+	}
+}
