@@ -272,35 +272,34 @@ func TestReadyAfterFirstPass(t *testing.T) {
 func TestPick(t *testing.T) {
 	now := time.Unix(1000, 0)
 	at := func(s int) time.Time { return now.Add(time.Duration(s) * time.Second) }
-	l := limitsOf(8, 0) // 8 in all, 4 a namespace, 4 suspect, 2 suspect a namespace
-	if l != (limits{total: 8, namespace: 4, suspect: 4, namespaceSuspect: 2}) {
-		t.Fatalf("limitsOf(8, 0) = %+v", l)
+	l := limitsOf(4, 0) // 4 answered reads, 2 a namespace; 16 reads of pods yet to answer, 2 a namespace
+	if l != (limits{total: 4, namespace: 2, suspect: 16, namespaceSuspect: 2}) {
+		t.Fatalf("limitsOf(4, 0) = %+v", l)
 	}
 	var cands []candidate
 	for i := range 6 { // a tenant's silent pods, due longest
-		cands = append(cands, candidate{uid: types.UID(fmt.Sprint("quiet-", i)), namespace: "quiet", due: at(-100 + i), suspect: true})
+		cands = append(cands, candidate{uid: types.UID(fmt.Sprint("quiet-", i)), namespace: "quiet", due: at(-100 + i), class: failed})
 	}
-	for i := range 6 {
+	for i := range 4 {
 		cands = append(cands, candidate{uid: types.UID(fmt.Sprint("a-", i)), namespace: "a", due: at(-10 + i)})
 	}
 	cands = append(cands,
-		candidate{uid: "b-running", namespace: "b", due: at(-50), running: true, suspect: true},
-		candidate{uid: "b-0", namespace: "b", due: at(-1), suspect: true},
+		candidate{uid: "b-running", namespace: "b", due: at(-50), running: true},
+		candidate{uid: "b-0", namespace: "b", due: at(-1)},
+		candidate{uid: "b-1", namespace: "b", due: at(-1)},
+		candidate{uid: "new-quiet", namespace: "quiet", due: at(0), class: fresh},
 		candidate{uid: "later", namespace: "c", due: at(7)},
 		candidate{uid: "soon", namespace: "c", due: at(3)},
 	)
 	start, wakeAt := pick(cands, now, l)
-	want := []types.UID{"quiet-0", "quiet-1", "a-0", "a-1", "a-2", "a-3", "b-0"}
+	want := []types.UID{"a-0", "a-1", "b-0", "new-quiet", "quiet-0"}
 	if fmt.Sprint(start) != fmt.Sprint(want) {
-		t.Errorf("started %v, want %v (2 of the silent namespace, 4 of a, b's second suspect within the global suspect bound)", start, want)
+		t.Errorf("started %v, want %v (2 of a; 1 of b beside its running read, then the answered pool is full; the new pod before the silent ones; 2 of quiet)", start, want)
 	}
 	if !wakeAt.Equal(at(3)) {
 		t.Errorf("wake at %v, want the next due %v", wakeAt, at(3))
 	}
-	if start, _ := pick(cands, now, limits{total: 1, namespace: 1, suspect: 1, namespaceSuspect: 1}); len(start) != 0 {
-		t.Errorf("one slot, held by b's running read: started %v", start)
-	}
-	if start, _ := pick(cands[:12], now, limits{total: 2, namespace: 1, suspect: 1, namespaceSuspect: 1}); fmt.Sprint(start) != "[quiet-0 a-0]" {
-		t.Errorf("two slots, one a namespace: started %v", start)
+	if start, _ := pick(cands[:10], now, limits{total: 1, namespace: 1, suspect: 1, namespaceSuspect: 1}); fmt.Sprint(start) != "[a-0 quiet-0]" {
+		t.Errorf("one slot a pool: started %v", start)
 	}
 }

@@ -47,8 +47,8 @@ type Config struct {
 
 // Scraper reads each model pod on its own period and keeps its last reading, keyed by the
 // pod's UID, until that pod's next attempt ends. A pod that does not answer costs its own
-// reads, not anyone else's: reads of pods that have not answered their last attempt are held
-// to half the slots, and each namespace to its own bound.
+// reads, not anyone else's: reads of pods that have not answered their last attempt have a
+// pool of their own, and each namespace its own bound in each pool.
 type Scraper struct {
 	cfg    Config
 	client *http.Client
@@ -59,8 +59,9 @@ type Scraper struct {
 
 	mu      sync.Mutex
 	pods    map[types.UID]*entry
-	round   map[types.UID]bool // pods the current round has still to attempt
+	round   map[types.UID]string // pods the current round has still to attempt, and their namespace
 	roundAt time.Time
+	slowNS  map[string]bool // namespaces with a failed attempt this round
 	unowned int
 
 	m      collectors
@@ -73,6 +74,7 @@ type entry struct {
 	due      time.Time
 	failures int  // attempts failed in a row
 	answered bool // its last attempt read a queue
+	tried    bool // it has had an attempt
 	running  bool
 	gone     bool // no longer a target; dropped when its running attempt ends
 	reading  Reading
@@ -117,8 +119,9 @@ func (s *Scraper) Reading(pod *corev1.Pod, now time.Time) (Reading, bool) {
 	return e.reading, true
 }
 
-// Ready is nil once every model pod listed at the start has had its first attempt end: until
-// then an HPA would see pods without readings that merely have not been read yet.
+// Ready is nil once the first round has ended (every model pod listed at the start has had an
+// attempt end, but in namespaces where one failed): until then an HPA would see pods without
+// readings that merely have not been read yet.
 func (s *Scraper) Ready() error {
 	if s.ready.Load() {
 		return nil
@@ -166,7 +169,14 @@ func (s *Scraper) dispatch(ctx context.Context, reads *sync.WaitGroup) time.Time
 	now := s.clock.Now()
 	cands := make([]candidate, 0, len(s.pods))
 	for uid, e := range s.pods {
-		cands = append(cands, candidate{uid: uid, namespace: e.target.Namespace, due: e.due, suspect: !e.answered, running: e.running})
+		c := candidate{uid: uid, namespace: e.target.Namespace, due: e.due, running: e.running, class: answered}
+		switch {
+		case !e.tried:
+			c.class = fresh
+		case !e.answered:
+			c.class = failed
+		}
+		cands = append(cands, c)
 	}
 	start, wakeAt := pick(cands, now, s.limits)
 	for _, uid := range start {
@@ -206,12 +216,14 @@ func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started 
 	if ctx.Err() != nil {
 		return // shutting down: a cut read says nothing of the pod
 	}
+	e.tried = true
 	if err != nil {
 		s.m.scrapes.WithLabelValues("error").Inc()
 		klog.V(2).InfoS("Reading a model pod's queue", "pod", klog.KRef(t.Namespace, t.Name), "err", err)
 		e.answered, e.reading = false, Reading{}
 		e.failures++
 		e.due = now.Add(backoff(s.cfg.Period, e.failures))
+		s.slowNS[t.Namespace] = true
 	} else {
 		s.m.scrapes.WithLabelValues("ok").Inc()
 		e.answered, e.reading, e.failures = true, Reading{Waiting: w, At: now}, 0
@@ -277,25 +289,28 @@ func (s *Scraper) refresh() {
 }
 
 // endRound ends the round when every pod it began with has had an attempt end (or is gone),
-// and begins the next with the pods there are now.
+// but for pods of namespaces where an attempt failed this round: their namespace's bound
+// paces them, and a tenant's silent pods must not hold the adapter unready. It then begins
+// the next round with the pods there are now.
 func (s *Scraper) endRound(now time.Time) {
-	if len(s.round) > 0 {
-		return
+	for _, ns := range s.round {
+		if !s.slowNS[ns] {
+			return
+		}
 	}
 	if s.round != nil {
 		s.m.passes.Inc()
 		s.m.passSeconds.Observe(now.Sub(s.roundAt).Seconds())
 		s.ready.Store(true)
 	}
-	s.round = make(map[types.UID]bool, len(s.pods))
+	s.round = make(map[types.UID]string, len(s.pods))
 	for uid, e := range s.pods {
 		if !e.gone {
-			s.round[uid] = true
+			s.round[uid] = e.target.Namespace
 		}
 	}
-	s.roundAt = now
+	s.roundAt, s.slowNS = now, map[string]bool{}
 	if len(s.round) == 0 { // nothing to read: the round is over as it begins
-		s.round = map[types.UID]bool{}
 		s.ready.Store(true)
 	}
 }

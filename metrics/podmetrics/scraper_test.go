@@ -176,42 +176,69 @@ func (c *inflight) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// TestReadsBoundConcurrencyAndTime: reads of pods that answered are held to the concurrency,
+// reads of pods yet to answer to their own pool, and each read is cut at the timeout.
 func TestReadsBoundConcurrencyAndTime(t *testing.T) {
+	var hang atomic.Bool
 	release := make(chan struct{})
 	slow := func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
+		if hang.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
 		}
 		page(1)(w, r)
 	}
 	counter := &inflight{next: http.DefaultTransport}
 	var pods []*corev1.Pod
-	for i := range 8 {
+	for i := range 12 {
 		p := servingPod(t, fmt.Sprint("p", i), "m", slow)
-		p.Namespace = fmt.Sprint("ns-", i) // apart, so only the global bound applies
+		p.Namespace = fmt.Sprint("ns-", i) // apart, so only the pools' bounds apply
 		pods = append(pods, p)
 	}
 	owners := owned(pods...)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	s, err := New(Config{Period: time.Minute, Timeout: 200 * time.Millisecond, Concurrency: 6, Clock: clk, Owners: owners, Client: &http.Client{Transport: counter},
+	const period = time.Minute
+	s, err := New(Config{Period: period, Timeout: 200 * time.Millisecond, Concurrency: 2, Clock: clk, Owners: owners, Client: &http.Client{Transport: counter},
 		Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
+	hang.Store(true) // first attempts hang: the pool of pods yet to answer, 4 x 2
 	run(t, s)
-	eventually(t, "every read cut at the timeout", func() error { // every read hangs
-		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 8 {
-			return fmt.Errorf("%v timed-out reads counted as errors, want 8", got)
+	eventually(t, "every first read cut at the timeout", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 12 {
+			return fmt.Errorf("%v timed-out reads counted as errors, want 12", got)
+		}
+		return nil
+	})
+	if p := counter.peak.Load(); p != 8 {
+		t.Errorf("peak %d reads in flight of pods yet to answer, want their pool's bound 8", p)
+	}
+	if _, ok := s.Reading(pods[0], clk.Now()); ok {
+		t.Error("a timed-out read left a reading")
+	}
+
+	hang.Store(false)
+	clk.Step(period) // retried: every pod answers
+	eventually(t, "every pod answered", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("ok")); got != 12 {
+			return fmt.Errorf("%v reads answered, want 12", got)
+		}
+		return nil
+	})
+	hang.Store(true)
+	counter.peak.Store(0)
+	clk.Step(period) // next reads hang: pods that answered hold only the concurrency
+	eventually(t, "every answered pod's next read cut at the timeout", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 24 {
+			return fmt.Errorf("%v timed-out reads counted as errors, want 24", got)
 		}
 		return nil
 	})
 	close(release)
-	// None has answered yet: they hold at most half the slots.
-	if p := counter.peak.Load(); p != 3 {
-		t.Errorf("peak %d reads in flight of pods yet to answer, want half the bound 6", p)
-	}
-	if _, ok := s.Reading(pods[0], clk.Now()); ok {
-		t.Error("a timed-out read left a reading")
+	if p := counter.peak.Load(); p != 2 {
+		t.Errorf("peak %d reads in flight of pods that answered, want the bound 2", p)
 	}
 }
