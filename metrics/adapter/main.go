@@ -58,8 +58,8 @@ func run() error {
 	fs := adapter.Flags()
 	fs.DurationVar(&o.period, "scrape-period", 10*time.Second, "How often every ready model pod's /metrics is read (the HPA controller syncs every 15s).")
 	fs.DurationVar(&o.timeout, "scrape-timeout", 2*time.Second, "How long one pod may take to answer before its reading is dropped.")
-	fs.IntVar(&o.concurrency, "scrape-concurrency", 8, "Reads in flight at once.")
-	fs.IntVar(&o.nsConcurrency, "scrape-namespace-concurrency", 0, "Reads in flight at once in one namespace (0: half of --scrape-concurrency).")
+	fs.IntVar(&o.concurrency, "scrape-concurrency", 8, "Reads in flight at once of pods that answered their last read; pods yet to answer (new, or failed) have four times as many of their own.")
+	fs.IntVar(&o.nsConcurrency, "scrape-namespace-concurrency", 0, "Reads in flight at once in one namespace, in each of those two pools (0: half of --scrape-concurrency).")
 	fs.BoolVar(&o.register, "register-apiservice", true, "Create the custom.metrics.k8s.io APIServices when absent and keep those this adapter created; never change another component's.")
 	fs.StringVar(&o.service, "apiservice-service", "inferenceservice-system/inferenceservice-metrics-adapter", "NAMESPACE/NAME of the Service the APIServices point at.")
 	fs.Int32Var(&o.port, "apiservice-port", 443, "The Service's port the aggregator dials.")
@@ -101,6 +101,7 @@ func run() error {
 	}
 	_, lwsErr := kube.Discovery().ServerResourcesForGroupVersion(podmetrics.LWSGroupVersion)
 	owners := podmetrics.NewOwnerCaches(md, lister, lwsErr == nil)
+	klog.InfoS("Reading only pods an InferenceService's children control", "leaderWorkerSetServed", lwsErr == nil)
 
 	scraper, err := podmetrics.New(podmetrics.Config{
 		Period: o.period, Timeout: o.timeout, Concurrency: o.concurrency, NamespaceConcurrency: o.nsConcurrency,

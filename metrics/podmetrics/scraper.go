@@ -26,14 +26,15 @@ type Reading struct {
 	At      time.Time
 }
 
-// Config bounds the reads: every model pod read once each Period, at most Concurrency
-// requests at once, each given up after Timeout.
+// Config bounds the reads: every model pod read once each Period, each read given up after
+// Timeout, at most Concurrency at once of pods that answered their last read (limitsOf: pods
+// yet to answer have a pool of their own).
 type Config struct {
 	Period      time.Duration
 	Timeout     time.Duration
 	Concurrency int
-	// NamespaceConcurrency bounds the reads in flight in one namespace (default half of
-	// Concurrency), so one tenant's pods cannot hold every slot.
+	// NamespaceConcurrency bounds one namespace's reads in flight in each pool (default half
+	// of Concurrency), so one tenant's pods cannot hold every slot.
 	NamespaceConcurrency int
 	// Pods lists the model pods (the informer's cache, never the API server).
 	Pods func() ([]*corev1.Pod, error)
