@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/logs"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -40,7 +43,7 @@ func main() {
 
 type options struct {
 	period, timeout, registerEvery time.Duration
-	concurrency                    int
+	concurrency, nsConcurrency     int
 	register                       bool
 	service                        string
 	port                           int32
@@ -55,7 +58,8 @@ func run() error {
 	fs := adapter.Flags()
 	fs.DurationVar(&o.period, "scrape-period", 10*time.Second, "How often every ready model pod's /metrics is read (the HPA controller syncs every 15s).")
 	fs.DurationVar(&o.timeout, "scrape-timeout", 2*time.Second, "How long one pod may take to answer before its reading is dropped.")
-	fs.IntVar(&o.concurrency, "scrape-concurrency", 8, "Reads in flight at once.")
+	fs.IntVar(&o.concurrency, "scrape-concurrency", 8, "Reads in flight at once of pods that answered their last read; pods yet to answer (new, or failed) have four times as many of their own.")
+	fs.IntVar(&o.nsConcurrency, "scrape-namespace-concurrency", 0, "Reads in flight at once in one namespace, in each of those two pools (0: half of --scrape-concurrency).")
 	fs.BoolVar(&o.register, "register-apiservice", true, "Create the custom.metrics.k8s.io APIServices when absent and keep those this adapter created; never change another component's.")
 	fs.StringVar(&o.service, "apiservice-service", "inferenceservice-system/inferenceservice-metrics-adapter", "NAMESPACE/NAME of the Service the APIServices point at.")
 	fs.Int32Var(&o.port, "apiservice-port", 443, "The Service's port the aggregator dials.")
@@ -90,18 +94,37 @@ func run() error {
 	podInformer := pods.Informer()
 	lister := pods.Lister()
 
+	// The owner chain of each pod, so only the operator's children's pods are read.
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, lwsErr := kube.Discovery().ServerResourcesForGroupVersion(podmetrics.LWSGroupVersion)
+	owners := podmetrics.NewOwnerCaches(md, lister, lwsErr == nil)
+	klog.InfoS("Reading only pods an InferenceService's children control", "leaderWorkerSetServed", lwsErr == nil)
+
 	scraper, err := podmetrics.New(podmetrics.Config{
-		Period: o.period, Timeout: o.timeout, Concurrency: o.concurrency,
-		Pods: func() ([]*corev1.Pod, error) { return lister.List(labels.Everything()) },
+		Period: o.period, Timeout: o.timeout, Concurrency: o.concurrency, NamespaceConcurrency: o.nsConcurrency,
+		Pods:   func() ([]*corev1.Pod, error) { return lister.List(labels.Everything()) },
+		Owners: owners,
 	}, registerer{})
 	if err != nil {
 		return err
 	}
 	adapter.WithCustomMetrics(&custommetrics.Provider{Pods: lister, Readings: scraper, Now: time.Now})
+	server, err := adapter.Server()
+	if err != nil {
+		return err
+	}
+	// Not ready until every model pod has been read once: an HPA reading sooner sees none.
+	if err := server.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("scrape-first-pass", func(*http.Request) error { return scraper.Ready() })); err != nil {
+		return err
+	}
 
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
-		return fmt.Errorf("pod cache never synced")
+	owners.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, owners.HasSynced) {
+		return fmt.Errorf("pod and owner caches never synced")
 	}
 	go scraper.Run(ctx)
 	if o.register {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,7 +28,7 @@ var podsResource = schema.GroupResource{Resource: "pods"}
 
 // Readings is what the scraper last read of a pod.
 type Readings interface {
-	Reading(namespace, name string, now time.Time) (podmetrics.Reading, bool)
+	Reading(pod *corev1.Pod, now time.Time) (podmetrics.Reading, bool)
 }
 
 // Provider answers the HPA with the readings of the pods its selector picks; a pod without a
@@ -46,10 +47,11 @@ func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName,
 	if info.GroupResource != podsResource || info.Metric != Metric {
 		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
-	if _, err := p.Pods.Pods(name.Namespace).Get(name.Name); err != nil {
+	pod, err := p.Pods.Pods(name.Namespace).Get(name.Name)
+	if err != nil {
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
-	r, ok := p.Readings.Reading(name.Namespace, name.Name, p.Now())
+	r, ok := p.Readings.Reading(pod, p.Now())
 	if !ok {
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
@@ -69,7 +71,7 @@ func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, sele
 	now := p.Now()
 	list := &custom_metrics.MetricValueList{Items: make([]custom_metrics.MetricValue, 0, len(pods))}
 	for _, pod := range pods {
-		if r, ok := p.Readings.Reading(pod.Namespace, pod.Name, now); ok {
+		if r, ok := p.Readings.Reading(pod, now); ok {
 			list.Items = append(list.Items, value(pod.Namespace, pod.Name, r))
 		}
 	}

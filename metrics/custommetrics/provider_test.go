@@ -17,10 +17,11 @@ import (
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
 )
 
-type readings map[string]float64
+// readings is keyed by pod UID, as the scraper's are.
+type readings map[types.UID]float64
 
-func (r readings) Reading(namespace, name string, now time.Time) (podmetrics.Reading, bool) {
-	v, ok := r[namespace+"/"+name]
+func (r readings) Reading(pod *corev1.Pod, now time.Time) (podmetrics.Reading, bool) {
+	v, ok := r[pod.UID]
 	return podmetrics.Reading{Waiting: v, At: now.Add(-time.Second)}, ok
 }
 
@@ -35,7 +36,7 @@ func lister(t *testing.T, pods ...*corev1.Pod) corelisters.PodLister {
 }
 
 func pod(ns, name, model string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{podmetrics.InstanceLabel: model}}}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), Labels: map[string]string{podmetrics.InstanceLabel: model}}}
 }
 
 var waiting = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: Metric}

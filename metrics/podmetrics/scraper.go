@@ -2,16 +2,19 @@ package podmetrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // maxBody bounds what one pod's /metrics may cost to read; vLLM's page is tens of KiB.
@@ -23,118 +26,304 @@ type Reading struct {
 	At      time.Time
 }
 
-// Config bounds the reads: one pass over every ready model pod each Period, at most
-// Concurrency requests at once, each given up after Timeout.
+// Config bounds the reads: every model pod read once each Period, each read given up after
+// Timeout, at most Concurrency at once of pods that answered their last read (limitsOf: pods
+// yet to answer have a pool of their own).
 type Config struct {
 	Period      time.Duration
 	Timeout     time.Duration
 	Concurrency int
+	// NamespaceConcurrency bounds one namespace's reads in flight in each pool (default half
+	// of Concurrency), so one tenant's pods cannot hold every slot.
+	NamespaceConcurrency int
 	// Pods lists the model pods (the informer's cache, never the API server).
-	Pods   func() ([]*corev1.Pod, error)
+	Pods func() ([]*corev1.Pod, error)
+	// Owners resolves a pod's owner chain to its InferenceService (ServedBy); pods it does
+	// not resolve are never read.
+	Owners Owners
+	// Clock schedules the reads and stamps them; the real clock when nil.
+	Clock  clock.WithTicker
 	Client *http.Client
 }
 
-// Scraper reads every ready model pod's queue on its period and keeps the last reading of each.
+// Scraper reads each model pod on its own period and keeps its last reading, keyed by the
+// pod's UID, until that pod's next attempt ends. A pod that does not answer costs its own
+// reads, not anyone else's: reads of pods that have not answered their last attempt have a
+// pool of their own, and each namespace its own bound in each pool.
 type Scraper struct {
-	cfg      Config
-	client   *http.Client
-	mu       sync.RWMutex
-	readings map[types.NamespacedName]Reading
-	m        collectors
-	models   map[[2]string]bool // the (namespace, model) series set last pass
+	cfg    Config
+	client *http.Client
+	clock  clock.WithTicker
+	limits limits
+	wake   chan struct{} // an attempt ended: slots are free
+	ready  atomic.Bool
+
+	mu      sync.Mutex
+	pods    map[types.UID]*entry
+	round   map[types.UID]string // pods the current round has still to attempt, and their namespace
+	roundAt time.Time
+	slowNS  map[string]bool // namespaces with a failed attempt this round
+	unowned int
+
+	m      collectors
+	models map[[2]string]bool // the (namespace, model) queue series set last refresh
+}
+
+// entry is one pod's schedule and reading.
+type entry struct {
+	target   Target
+	due      time.Time
+	failures int  // attempts failed in a row
+	answered bool // its last attempt read a queue
+	tried    bool // it has had an attempt
+	running  bool
+	gone     bool // no longer a target; dropped when its running attempt ends
+	reading  Reading
 }
 
 // New returns a Scraper whose metrics are registered with reg.
 func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
-	if cfg.Period <= 0 || cfg.Timeout <= 0 || cfg.Concurrency <= 0 || cfg.Pods == nil {
-		return nil, fmt.Errorf("podmetrics: period, timeout, concurrency and pods are required")
+	if cfg.Period <= 0 || cfg.Timeout <= 0 || cfg.Concurrency <= 0 || cfg.Pods == nil || cfg.Owners == nil || cfg.NamespaceConcurrency < 0 {
+		return nil, fmt.Errorf("podmetrics: period, timeout, concurrency, pods and owners are required")
 	}
 	client := cfg.Client
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{
-			// One kept connection per pod: a pass reuses it instead of a handshake per read.
+			// One kept connection per pod: a period's read reuses it instead of a handshake.
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     3 * cfg.Period,
 			DisableCompression:  true,
 		}}
 	}
-	s := &Scraper{cfg: cfg, client: client, readings: map[types.NamespacedName]Reading{}, m: newCollectors(), models: map[[2]string]bool{}}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	s := &Scraper{cfg: cfg, client: client, clock: clk, limits: limitsOf(cfg.Concurrency, cfg.NamespaceConcurrency),
+		wake: make(chan struct{}, 1), pods: map[types.UID]*entry{}, m: newCollectors(), models: map[[2]string]bool{}}
 	if err := s.m.register(reg); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Reading is the pod's queue when it was read within the last three periods: a scraper that
-// has stalled serves nothing rather than an old queue.
-func (s *Scraper) Reading(namespace, name string, now time.Time) (Reading, bool) {
-	s.mu.RLock()
-	r, ok := s.readings[types.NamespacedName{Namespace: namespace, Name: name}]
-	s.mu.RUnlock()
-	if !ok || now.Sub(r.At) > 3*s.cfg.Period {
+// Reading is the pod's queue from its last attempt, when that attempt answered and was
+// within the last three periods: a scraper that has stalled serves nothing rather than an old
+// queue. It is keyed by UID: a pod recreated under its name (a StatefulSet's) starts without.
+func (s *Scraper) Reading(pod *corev1.Pod, now time.Time) (Reading, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.pods[pod.UID]
+	if !ok || e.gone || !e.answered || now.Sub(e.reading.At) > 3*s.cfg.Period {
 		return Reading{}, false
 	}
-	return r, true
+	return e.reading, true
 }
 
-// Run reads every period until ctx ends; a pass longer than the period delays the next one
-// rather than overlapping it.
+// Ready is nil once the first round has ended (every model pod listed at the start has had an
+// attempt end, but in namespaces where one failed): until then an HPA would see pods without
+// readings that merely have not been read yet.
+func (s *Scraper) Ready() error {
+	if s.ready.Load() {
+		return nil
+	}
+	return errors.New("the first pass over the model pods has not ended")
+}
+
+// Run reads until ctx ends: pods are listed again every quarter period, and each is read when
+// its period comes round and a slot within the bounds is free.
 func (s *Scraper) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Period)
-	defer t.Stop()
+	refresh := s.clock.NewTicker(max(s.cfg.Period/4, time.Millisecond))
+	defer refresh.Stop()
+	var reads sync.WaitGroup
+	defer reads.Wait() // ctx has ended: every read is being cut
+	s.refresh()
 	for {
-		s.Pass(ctx)
+		wakeAt := s.dispatch(ctx, &reads)
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if !wakeAt.IsZero() {
+			timer = s.clock.NewTimer(wakeAt.Sub(s.clock.Now()))
+			fire = timer.C()
+		}
 		select {
 		case <-ctx.Done():
+		case <-refresh.C():
+			s.refresh()
+		case <-fire:
+		case <-s.wake:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-type result struct {
-	target  Target
-	reading Reading
-	err     error
+// dispatch starts the reads that are due and fit the bounds, and returns when the next
+// not-yet-due read is (zero: none); a due read waiting for a slot starts when one frees.
+func (s *Scraper) dispatch(ctx context.Context, reads *sync.WaitGroup) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	cands := make([]candidate, 0, len(s.pods))
+	for uid, e := range s.pods {
+		c := candidate{uid: uid, namespace: e.target.Namespace, due: e.due, running: e.running, class: answered}
+		switch {
+		case !e.tried:
+			c.class = fresh
+		case !e.answered:
+			c.class = failed
+		}
+		cands = append(cands, c)
+	}
+	start, wakeAt := pick(cands, now, s.limits)
+	for _, uid := range start {
+		e := s.pods[uid]
+		e.running = true
+		reads.Add(1)
+		go func(t Target, started time.Time) {
+			defer reads.Done()
+			s.attempt(ctx, uid, t, started)
+		}(e.target, now)
+	}
+	return wakeAt
 }
 
-// Pass reads every ready model pod once and replaces the readings: a pod that failed to answer
-// or is no longer ready has none.
-func (s *Scraper) Pass(ctx context.Context) {
-	start := time.Now()
+// attempt reads one pod and records what it read: the reading is served from now until the
+// pod's next attempt ends.
+func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started time.Time) {
+	w, err := s.read(ctx, t.URL)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}()
+	e, ok := s.pods[uid]
+	if !ok {
+		return
+	}
+	e.running = false
+	if e.gone {
+		delete(s.pods, uid)
+		return
+	}
+	if ctx.Err() != nil {
+		return // shutting down: a cut read says nothing of the pod
+	}
+	e.tried = true
+	if err != nil {
+		s.m.scrapes.WithLabelValues("error").Inc()
+		klog.V(2).InfoS("Reading a model pod's queue", "pod", klog.KRef(t.Namespace, t.Name), "err", err)
+		e.answered, e.reading = false, Reading{}
+		e.failures++
+		e.due = now.Add(backoff(s.cfg.Period, e.failures))
+		s.slowNS[t.Namespace] = true
+	} else {
+		s.m.scrapes.WithLabelValues("ok").Inc()
+		e.answered, e.reading, e.failures = true, Reading{Waiting: w, At: now}, 0
+		e.due = started.Add(s.cfg.Period)
+	}
+	delete(s.round, uid)
+	s.endRound(now)
+}
+
+// backoff is how long a pod that failed n attempts in a row waits for its next: a period,
+// doubling to at most four, so pods that never answer cost less each round.
+func backoff(period time.Duration, n int) time.Duration {
+	if n > 3 {
+		n = 3
+	}
+	return period << (n - 1)
+}
+
+// refresh lists the model pods: new ones are due now, those gone are dropped, and the queue
+// series follow the readings.
+func (s *Scraper) refresh() {
 	pods, err := s.cfg.Pods()
 	if err != nil {
 		klog.ErrorS(err, "Listing model pods")
 		return
 	}
-	var targets []Target
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	seen := make(map[types.UID]bool, len(pods))
+	s.unowned = 0
 	for _, p := range pods {
-		if t, ok := TargetOf(p); ok {
-			targets = append(targets, t)
-		}
-	}
-	results := s.readAll(ctx, targets)
-	if ctx.Err() != nil {
-		return // shutting down: a half pass would drop good readings
-	}
-
-	next := make(map[types.NamespacedName]Reading, len(results))
-	queues := map[[2]string]float64{}
-	for _, r := range results {
-		model := [2]string{r.target.Namespace, r.target.Model}
-		if r.err != nil {
-			s.m.scrapes.WithLabelValues("error").Inc()
-			klog.V(2).InfoS("Reading a model pod's queue", "pod", klog.KRef(r.target.Namespace, r.target.Name), "err", r.err)
+		t, ok := TargetOf(p)
+		if !ok {
 			continue
 		}
-		s.m.scrapes.WithLabelValues("ok").Inc()
-		next[types.NamespacedName{Namespace: r.target.Namespace, Name: r.target.Name}] = r.reading
-		queues[model] += r.reading.Waiting
+		model, ok := ServedBy(p, s.cfg.Owners)
+		if !ok {
+			s.unowned++
+			continue
+		}
+		t.Model = model
+		seen[p.UID] = true
+		if e, ok := s.pods[p.UID]; ok {
+			e.target, e.gone = t, false
+		} else {
+			s.pods[p.UID] = &entry{target: t, due: now}
+		}
 	}
-	s.mu.Lock()
-	s.readings = next
-	s.mu.Unlock()
+	for uid, e := range s.pods {
+		if seen[uid] {
+			continue
+		}
+		if e.running {
+			e.gone = true
+		} else {
+			delete(s.pods, uid)
+		}
+		delete(s.round, uid)
+	}
+	s.endRound(now)
+	s.setSeries(len(seen))
+}
 
+// endRound ends the round when every pod it began with has had an attempt end (or is gone),
+// but for pods of namespaces where an attempt failed this round: their namespace's bound
+// paces them, and a tenant's silent pods must not hold the adapter unready. It then begins
+// the next round with the pods there are now.
+func (s *Scraper) endRound(now time.Time) {
+	for _, ns := range s.round {
+		if !s.slowNS[ns] {
+			return
+		}
+	}
+	if s.round != nil {
+		s.m.passes.Inc()
+		s.m.passSeconds.Observe(now.Sub(s.roundAt).Seconds())
+		s.ready.Store(true)
+	}
+	s.round = make(map[types.UID]string, len(s.pods))
+	for uid, e := range s.pods {
+		if !e.gone {
+			s.round[uid] = e.target.Namespace
+		}
+	}
+	s.roundAt, s.slowNS = now, map[string]bool{}
+	if len(s.round) == 0 { // nothing to read: the round is over as it begins
+		s.ready.Store(true)
+	}
+}
+
+// setSeries sets each model's queue from the readings held now.
+func (s *Scraper) setSeries(targets int) {
+	queues := map[[2]string]float64{}
+	for _, e := range s.pods {
+		if e.answered && !e.gone {
+			queues[[2]string{e.target.Namespace, e.target.Model}] += e.reading.Waiting
+		}
+	}
 	for model, q := range queues {
 		s.m.queue.WithLabelValues(model[0], model[1]).Set(q)
 	}
@@ -147,32 +336,8 @@ func (s *Scraper) Pass(ctx context.Context) {
 	for model := range queues {
 		s.models[model] = true
 	}
-	s.m.targets.Set(float64(len(targets)))
-	s.m.passes.Inc()
-	s.m.passSeconds.Observe(time.Since(start).Seconds())
-}
-
-// readAll reads the targets with at most Concurrency requests in flight.
-func (s *Scraper) readAll(ctx context.Context, targets []Target) []result {
-	results := make([]result, len(targets))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(s.cfg.Concurrency, len(targets)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				w, err := s.read(ctx, targets[i].URL)
-				results[i] = result{target: targets[i], reading: Reading{Waiting: w, At: time.Now()}, err: err}
-			}
-		}()
-	}
-	for i := range targets {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return results
+	s.m.targets.Set(float64(targets))
+	s.m.unowned.Set(float64(s.unowned))
 }
 
 func (s *Scraper) read(ctx context.Context, url string) (float64, error) {
@@ -200,6 +365,7 @@ type collectors struct {
 	queue       *prometheus.GaugeVec
 	scrapes     *prometheus.CounterVec
 	targets     prometheus.Gauge
+	unowned     prometheus.Gauge
 	passes      prometheus.Counter
 	passSeconds prometheus.Histogram
 }
@@ -214,17 +380,19 @@ func newCollectors() collectors {
 			Help: "Reads of a model pod's /metrics, by result (ok, error: refused, timed out, not 200, or no vllm:num_requests_waiting)."},
 			[]string{"result"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "scrape_targets",
-			Help: "Ready model pods read in the last pass."}),
+			Help: "Ready model pods that an InferenceService's children control, read each period."}),
+		unowned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "unowned_pods",
+			Help: "Ready pods carrying the operator's labels that no InferenceService's children control: never read."}),
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scrape_passes_total",
-			Help: "Passes over every ready model pod; its rate is the scrape period achieved."}),
+			Help: "Rounds in which every model pod had an attempt end; its rate is the scrape period achieved (pods that do not answer are retried less often and lengthen it)."}),
 		passSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "scrape_pass_duration_seconds",
-			Help:    "How long one pass over every ready model pod took; above the period, readings age.",
+			Help:    "How long one round over every model pod took; each pod's reading is served as soon as it is read.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10)}),
 	}
 }
 
 func (c collectors) register(reg prometheus.Registerer) error {
-	for _, col := range []prometheus.Collector{c.queue, c.scrapes, c.targets, c.passes, c.passSeconds} {
+	for _, col := range []prometheus.Collector{c.queue, c.scrapes, c.targets, c.unowned, c.passes, c.passSeconds} {
 		if err := reg.Register(col); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func modelPod(name, model, ip string, port int32, ready bool) *corev1.Pod {
@@ -40,12 +41,14 @@ func TestTargetOf(t *testing.T) {
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	noPort := modelPod("p", "m", "127.1.0.5", 8000, true)
 	noPort.Spec.Containers = noPort.Spec.Containers[:1]
+	ready := modelPod("p", "m", "127.1.0.5", 8000, true)
+	owned(ready) // the cache keeps its controller
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
 		want string
 	}{
-		{"ready", modelPod("p", "m", "127.1.0.5", 8000, true), "http://127.1.0.5:8000/metrics"},
+		{"ready", ready, "http://127.1.0.5:8000/metrics"},
 		{"IPv6", modelPod("p", "m", "fd00::5", 8000, true), "http://[fd00::5]:8000/metrics"},
 		{"not ready", modelPod("p", "m", "127.1.0.5", 8000, false), ""},
 		{"no IP yet", modelPod("p", "m", "", 8000, true), ""},
@@ -64,6 +67,9 @@ func TestTargetOf(t *testing.T) {
 			stripped, _ := StripPod(tc.pod)
 			if again, _ := TargetOf(stripped.(*corev1.Pod)); again != got {
 				t.Fatalf("after StripPod: %+v, want %+v", again, got)
+			}
+			if a, b := metav1.GetControllerOfNoCopy(tc.pod), metav1.GetControllerOfNoCopy(stripped.(*corev1.Pod)); (a == nil) != (b == nil) || a != nil && a.UID != b.UID {
+				t.Fatalf("after StripPod the controller is %v, want %v", b, a)
 			}
 		})
 	}
@@ -85,7 +91,15 @@ func page(waiting int) http.HandlerFunc {
 	}
 }
 
-func TestPassReadsReadyPodsAndDropsFailures(t *testing.T) {
+// run starts s until the test ends.
+func run(t *testing.T, s *Scraper) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func TestReadsReadyPodsAndDropsFailures(t *testing.T) {
 	var broken atomic.Bool
 	pods := []*corev1.Pod{
 		servingPod(t, "a", "llama", page(3)),
@@ -99,76 +113,132 @@ func TestPassReadsReadyPodsAndDropsFailures(t *testing.T) {
 		}),
 		modelPod("unready", "qwen", "127.0.0.1", 1, false),
 	}
+	owners := owned(pods...)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	const period = time.Minute
 	reg := prometheus.NewPedanticRegistry()
-	s, err := New(Config{Period: time.Minute, Timeout: time.Second, Concurrency: 2, Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, reg)
+	s, err := New(Config{Period: period, Timeout: time.Second, Concurrency: 2, Clock: clk, Owners: owners,
+		Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Pass(context.Background())
-	now := time.Now()
-	for name, want := range map[string]float64{"a": 3, "b": 4, "c": 9} {
-		if r, ok := s.Reading("team-a", name, now); !ok || r.Waiting != want {
-			t.Errorf("pod %s: %+v %v, want %v", name, r, ok, want)
+	run(t, s)
+	eventually(t, "every ready pod read", func() error {
+		for i, want := range []float64{3, 4, 9} {
+			if r, ok := s.Reading(pods[i], clk.Now()); !ok || r.Waiting != want {
+				return fmt.Errorf("pod %s: %+v %v, want %v", pods[i].Name, r, ok, want)
+			}
 		}
-	}
-	if _, ok := s.Reading("team-a", "unready", now); ok {
+		return s.Ready()
+	})
+	if _, ok := s.Reading(pods[3], clk.Now()); ok {
 		t.Error("an unready pod has a reading")
-	}
-	if got := testutil.ToFloat64(s.m.queue.WithLabelValues("team-a", "llama")); got != 7 {
-		t.Errorf("llama's queue %v, want 7", got)
 	}
 
 	broken.Store(true)
-	s.Pass(context.Background())
-	if r, ok := s.Reading("team-a", "c", time.Now()); ok {
-		t.Errorf("a pod whose /metrics failed still has a reading %+v", r)
-	}
-	if n := testutil.CollectAndCount(s.m.queue); n != 1 {
-		t.Errorf("%d queue series, want only llama's once qwen has no reading", n)
-	}
-	if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 1 {
-		t.Errorf("%v errors counted, want 1", got)
-	}
-	if r, ok := s.Reading("team-a", "a", now.Add(3*time.Minute+time.Second)); ok {
+	clk.Step(period) // each pod's next read, and a refresh of the series
+	eventually(t, "the failed pod's reading dropped at its next attempt", func() error {
+		if r, ok := s.Reading(pods[2], clk.Now()); ok {
+			return fmt.Errorf("a pod whose /metrics failed still has a reading %+v", r)
+		}
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 1 {
+			return fmt.Errorf("%v errors counted, want 1", got)
+		}
+		return nil
+	})
+	clk.Step(period / 4) // a refresh sets the series from the readings now held
+	eventually(t, "the queue series follow the readings", func() error {
+		if n := testutil.CollectAndCount(s.m.queue); n != 1 {
+			return fmt.Errorf("%d queue series, want only llama's once qwen has no reading", n)
+		}
+		if got := testutil.ToFloat64(s.m.queue.WithLabelValues("team-a", "llama")); got != 7 {
+			return fmt.Errorf("llama's queue %v, want 7", got)
+		}
+		return nil
+	})
+	if r, ok := s.Reading(pods[0], clk.Now().Add(3*period+time.Second)); ok {
 		t.Errorf("a reading older than three periods is served: %+v", r)
 	}
 }
 
-func TestPassBoundsConcurrencyAndTime(t *testing.T) {
-	var inFlight, peak atomic.Int32
+// inflight counts the requests a client has under way, on the client's side: a server
+// notices a cancelled request later than the client frees its slot.
+type inflight struct {
+	now, peak atomic.Int32
+	next      http.RoundTripper
+}
+
+func (c *inflight) RoundTrip(r *http.Request) (*http.Response, error) {
+	n := c.now.Add(1)
+	defer c.now.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestReadsBoundConcurrencyAndTime: reads of pods that answered are held to the concurrency,
+// reads of pods yet to answer to their own pool, and each read is cut at the timeout.
+func TestReadsBoundConcurrencyAndTime(t *testing.T) {
+	var hang atomic.Bool
 	release := make(chan struct{})
 	slow := func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
+		if hang.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
 			}
-		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
 		}
 		page(1)(w, r)
 	}
+	counter := &inflight{next: http.DefaultTransport}
 	var pods []*corev1.Pod
-	for i := range 8 {
-		pods = append(pods, servingPod(t, fmt.Sprint("p", i), "m", slow))
+	for i := range 12 {
+		p := servingPod(t, fmt.Sprint("p", i), "m", slow)
+		p.Namespace = fmt.Sprint("ns-", i) // apart, so only the pools' bounds apply
+		pods = append(pods, p)
 	}
-	s, err := New(Config{Period: time.Minute, Timeout: 200 * time.Millisecond, Concurrency: 3, Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, prometheus.NewRegistry())
+	owners := owned(pods...)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	const period = time.Minute
+	s, err := New(Config{Period: period, Timeout: 200 * time.Millisecond, Concurrency: 2, Clock: clk, Owners: owners, Client: &http.Client{Transport: counter},
+		Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Pass(context.Background()) // every read hangs: each is cut at the timeout
-	close(release)
-	if p := peak.Load(); p != 3 {
-		t.Errorf("peak %d reads in flight, want the bound 3", p)
+	hang.Store(true) // first attempts hang: the pool of pods yet to answer, 4 x 2
+	run(t, s)
+	eventually(t, "every first read cut at the timeout", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 12 {
+			return fmt.Errorf("%v timed-out reads counted as errors, want 12", got)
+		}
+		return nil
+	})
+	if p := counter.peak.Load(); p != 8 {
+		t.Errorf("peak %d reads in flight of pods yet to answer, want their pool's bound 8", p)
 	}
-	if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 8 {
-		t.Errorf("%v timed-out reads counted as errors, want 8", got)
-	}
-	if _, ok := s.Reading("team-a", "p0", time.Now()); ok {
+	if _, ok := s.Reading(pods[0], clk.Now()); ok {
 		t.Error("a timed-out read left a reading")
+	}
+
+	hang.Store(false)
+	clk.Step(period) // retried: every pod answers
+	eventually(t, "every pod answered", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("ok")); got != 12 {
+			return fmt.Errorf("%v reads answered, want 12", got)
+		}
+		return nil
+	})
+	hang.Store(true)
+	counter.peak.Store(0)
+	clk.Step(period) // next reads hang: pods that answered hold only the concurrency
+	eventually(t, "every answered pod's next read cut at the timeout", func() error {
+		if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 24 {
+			return fmt.Errorf("%v timed-out reads counted as errors, want 24", got)
+		}
+		return nil
+	})
+	close(release)
+	if p := counter.peak.Load(); p != 2 {
+		t.Errorf("peak %d reads in flight of pods that answered, want the bound 2", p)
 	}
 }

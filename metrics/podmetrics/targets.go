@@ -68,8 +68,8 @@ func serverPort(pod *corev1.Pod) (int32, bool) {
 	return 0, false
 }
 
-// StripPod is the informer's transform: a model pod as far as TargetOf and label selectors
-// read it, so the cache holds a few hundred bytes per pod instead of its whole spec.
+// StripPod is the informer's transform: a model pod as far as TargetOf, ServedBy and label
+// selectors read it, so the cache holds a few hundred bytes per pod instead of its whole spec.
 func StripPod(obj interface{}) (interface{}, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -85,6 +85,10 @@ func StripPod(obj interface{}) (interface{}, error) {
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Status: corev1.PodStatus{PodIP: pod.Status.PodIP},
+	}
+	// The controller reference only: ServedBy walks it (a leader pod is a worker's owner).
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -172,4 +178,150 @@ func sameSpec(a, b *unstructured.Unstructured) bool {
 	x, _, _ := unstructured.NestedMap(a.Object, "spec")
 	y, _, _ := unstructured.NestedMap(b.Object, "spec")
 	return fmt.Sprint(x) == fmt.Sprint(y) && fmt.Sprint(a.GetLabels()) == fmt.Sprint(b.GetLabels())
+}
+
+// TestMetricsAdapterReadsOnlyTheOperatorsPods: a pod that copies a model pod's labels and spec
+// but that no InferenceService's children control (a tenant's impostor) is ready and serves
+// vLLM's /metrics, yet the adapter never reads it: the model's HPA query lists its own pods only,
+// and the impostor by name has no metric. The owner chain is resolved on the real API server's
+// ReplicaSet and Deployment, through the adapter's own RBAC.
+func TestMetricsAdapterReadsOnlyTheOperatorsPods(t *testing.T) {
+	ns := env.Namespace(t)
+	adapter := startMetricsAdapter(t)
+	adapter.waitAvailable(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata: {name: real}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
+`)
+	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/real", testenv.Timeout(2*time.Minute))
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=real"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the model's pods: %v, %v", pods, err)
+	}
+	model := pods.Items[0]
+	// Impostors: the model pod's spec and labels (but the ReplicaSet's pod-template-hash, or
+	// the ReplicaSet would adopt it), one beside the model and one in a tenant's own namespace.
+	tenant := ns + "-tenant"
+	env.Kubectl(t, "create", "namespace", tenant)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "namespace", tenant, "--wait=false")
+	})
+	labels := map[string]string{}
+	for k, v := range model.Labels {
+		if k != "pod-template-hash" {
+			labels[k] = v
+		}
+	}
+	for _, where := range []string{ns, tenant} {
+		impostor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "impostor", Namespace: where, Labels: labels}, Spec: *model.Spec.DeepCopy()}
+		impostor.Spec.NodeName = ""
+		impostor.Spec.ServiceAccountName, impostor.Spec.DeprecatedServiceAccount = "", ""
+		if _, err := env.Kube.CoreV1().Pods(where).Create(context.Background(), impostor, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.Kubectl(t, "wait", "-n", where, "--for=condition=Ready", "pod/impostor", testenv.Timeout(2*time.Minute))
+	}
+
+	// Two scrape rounds after the impostors are ready: they would have been read by then.
+	tlsCfg, err := rest.TLSConfigFor(env.Cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := func() float64 {
+		fams, err := adapter.Scrape(tlsCfg)
+		if err != nil {
+			return -1
+		}
+		return operator.SumCounter(fams, "inferenceservice_metrics_adapter_scrape_passes_total", nil)
+	}
+	from := passes()
+	testenv.Eventually(t, time.Minute, "two scrape rounds since the impostors are ready", func() error {
+		if n := passes(); n < from+2 {
+			return fmt.Errorf("%v rounds, want %v", n, from+2)
+		}
+		return nil
+	})
+	query := func(namespace string) string {
+		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + namespace + "/pods/*/num_requests_waiting?labelSelector=ai.example.com%2Finferenceservice%3Dreal"
+	}
+	testenv.Eventually(t, 30*time.Second, "the model's HPA query answered by its own pod only", func() error {
+		out, _, err := env.Cluster.Kubectl(context.Background(), "get", "--raw", query(ns))
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, `"name":"impostor"`) {
+			t.Fatalf("the impostor pod's reading is served to the model's HPA: %s", out)
+		}
+		if !strings.Contains(out, `"name":"`+model.Name+`"`) {
+			return fmt.Errorf("no reading of %s yet: %s", model.Name, out)
+		}
+		return nil
+	})
+	if out, _, err := env.Cluster.Kubectl(context.Background(), "get", "--raw", query(tenant)); err != nil || strings.Contains(out, "impostor") {
+		t.Fatalf("the tenant's impostor: %s, %v", out, err)
+	}
+	// Its readiness includes the first scrape round, passed by now.
+	c := tlsCfg.Clone()
+	c.InsecureSkipVerify = true // the adapter's self-signed serving certificate
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: c}}).Get("https://" + adapter.Addr + "/readyz?verbose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[+]scrape-first-pass ok") {
+		t.Fatalf("/readyz: %s\n%s", resp.Status, body)
+	}
+	t.Logf("the model's pod %s read; the impostors, ready and serving /metrics, never", model.Name)
+}
+
+// TestMetricsAdapterReadsLeaderWorkerSetLeaders: a multi-node model's pods are the
+// LeaderWorkerSet controller's (pod -> StatefulSet -> LeaderWorkerSet -> InferenceService, and
+// a worker's StatefulSet is its leader pod's): the adapter, started with the LeaderWorkerSet API
+// served, resolves that chain on the real objects and serves the leaders' queue to the HPA.
+func TestMetricsAdapterReadsLeaderWorkerSetLeaders(t *testing.T) {
+	startLWS(t)
+	w := useWebhookCRD(t) // restarts the operator, which now discovers LeaderWorkerSet
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	adapter := startMetricsAdapter(t)
+	adapter.waitAvailable(t)
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: big}
+spec:
+  baseModel: deepseek-ai/DeepSeek-V3
+  replicas: 1
+  gpusPerReplica: 16
+  multiNode: {nodes: 2}
+`)
+	testenv.Eventually(t, 3*time.Minute, "big Ready with its group", func() error {
+		i, says := isvcSays(t, ns, "big")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("%s", says)
+		}
+		return nil
+	})
+	var leader string
+	for _, p := range groupPods(t, ns, "big") {
+		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+			leader = p.Name
+		}
+	}
+	if leader == "" {
+		t.Fatal("no leader pod")
+	}
+	testenv.Eventually(t, time.Minute, "the leader's queue served", func() error {
+		out, _, err := env.Cluster.Kubectl(context.Background(), "get", "--raw", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+
+			"/pods/*/num_requests_waiting?labelSelector=ai.example.com%2Finferenceservice%3Dbig")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, `"name":"`+leader+`"`) {
+			return fmt.Errorf("no reading of %s yet: %s", leader, out)
+		}
+		return nil
+	})
+	t.Logf("leader %s read through its StatefulSet and LeaderWorkerSet", leader)
 }

@@ -17,14 +17,21 @@ import (
 )
 
 // TestMetricsAdapterRBACExactlyWhatIsCalled runs the metrics adapter with its ServiceAccount
-// through a recording proxy over each of its code paths (the pod cache, by a streaming list or,
-// refused once, a list; an APIService created, read back, and put back after a hand edit) and fails on a request its RBAC does not grant and
+// through a recording proxy over each of its code paths (the pod cache and the owner caches, by
+// a streaming list or, refused once, a list; an APIService created, read back, and put back after a hand edit) and fails on a request its RBAC does not grant and
 // on a rule of its ClusterRole no request used.
 func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	for _, f := range []string{"service_account.yaml", "rbac.yaml"} {
 		env.Kubectl(t, "apply", "-f", filepath.Join(env.Root, "manifests", "metrics-adapter", f))
 	}
+	// LeaderWorkerSet served (a stand-in CRD), so the owner caches list its kinds too.
+	standins := filepath.Join(env.Root, "test", "e2e", "testdata", "standin_crds.yaml")
+	env.Kubectl(t, "apply", "-f", standins)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", standins)
+	})
+	env.Kubectl(t, "wait", "--for=condition=Established", "crd/leaderworkersets.leaderworkerset.x-k8s.io", "--timeout=60s")
 	kubeconfig, err := env.Cluster.ServiceAccountKubeconfig(ctx, systemNamespace, "inferenceservice-metrics-adapter")
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +63,13 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	t.Cleanup(a.Kill)
 
-	waitCalled(t, wire, "the pod cache and the registration",
+	waitCalled(t, wire, "the pod and owner caches and the registration",
 		access{resource: "pods", verb: "list"},
+		access{group: "apps", resource: "replicasets", verb: "list"},
+		access{group: "apps", resource: "deployments", verb: "list"},
+		access{group: "apps", resource: "statefulsets", verb: "list"},
+		access{group: "leaderworkerset.x-k8s.io", resource: "leaderworkersets", verb: "list"},
+		access{group: "ai.example.com", resource: "inferenceservices", verb: "list"},
 		access{group: "apiregistration.k8s.io", resource: "apiservices", verb: "get", name: "v1beta2.custom.metrics.k8s.io"},
 		access{group: "apiregistration.k8s.io", resource: "apiservices", verb: "create"})
 	// A hand edit of its own APIService: put back with an update.
