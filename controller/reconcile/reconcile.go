@@ -279,6 +279,10 @@ func Reconcile(in Input) Output {
 		setPDB(upd, wantP)
 		out.update("PodDisruptionBudget", upd, live)
 	}
+	// Switching to KEDA: its webhook refuses a ScaledObject for a Deployment that an HPA it does
+	// not own targets, and a pass's actions run concurrently, so the create waits for a pass
+	// that no longer sees our HPA (its delete event brings that pass).
+	holdSO := in.Observed.ScaledObject == nil && in.Observed.HPA != nil && ControlledBy(in.Observed.HPA, isvc)
 	for _, o := range []struct {
 		on         bool
 		kind       string
@@ -286,8 +290,7 @@ func Reconcile(in Input) Output {
 	}{
 		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
 		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
-		// After the HPA's delete, when switching to KEDA: KEDA refuses a second autoscaler.
-		{in.Features.ScaledObjects, KindScaledObject, in.Observed.ScaledObject, wantSO},
+		{in.Features.ScaledObjects && !holdSO, KindScaledObject, in.Observed.ScaledObject, wantSO},
 	} {
 		if o.on && decideChild(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()
