@@ -208,12 +208,22 @@ func Reconcile(in Input) Output {
 	}
 	liveD := in.Observed.Deployment
 	var anchor metav1.Object // the live child the others hang on: the Deployment or the LeaderWorkerSet
+	var queueCause *Cause
 	if wantD := want.Deployment; wantD != nil {
+		var move queueMove
+		if liveD != nil && ControlledBy(liveD, isvc) {
+			if move = decideQueueMove(isvc, liveD); move.hold {
+				wantD = withQueueOf(wantD, liveD)
+			}
+			queueCause = move.cause
+		}
 		switch {
 		case liveD == nil:
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
 		case !ControlledBy(liveD, isvc):
 			out.conflict(isvc, "Deployment", liveD)
+		case move.recreate:
+			out.add(Delete, "Deployment", liveD) // its delete event brings the pass that creates it anew
 		case deploymentDrifted(liveD, wantD, sc):
 			upd := liveD.DeepCopy()
 			setDeployment(upd, wantD, sc)
@@ -309,6 +319,9 @@ func Reconcile(in Input) Output {
 	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, in.Observed.Pods)
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
+	if queueCause != nil {
+		out.Causes = append(out.Causes, *queueCause)
+	}
 	for _, p := range out.Predecessors {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}
