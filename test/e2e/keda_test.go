@@ -167,6 +167,24 @@ func TestKEDAScaledObject(t *testing.T) {
 		}
 		return nil
 	})
+	// The HPA's delete and the ScaledObject's create are two passes, so never sent together:
+	// KEDA's webhook refuses a ScaledObject while an HPA it does not own scales the Deployment.
+	// A pass's writes are told in one Normal Event.
+	testenv.Eventually(t, 30*time.Second, "the Event of the ScaledObject's create, alone", func() error {
+		evs, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Type == "Normal" && strings.Contains(e.Note, "Created ScaledObject queue") {
+				if strings.Contains(e.Note, "HorizontalPodAutoscaler") {
+					t.Fatalf("the ScaledObject created in the pass that deletes the HPA: %s: %s", e.Reason, e.Note)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no Event of the ScaledObject's create yet")
+	})
 	spec, _ := json.Marshal(so.Object["spec"])
 	want := `{"maxReplicaCount":6,"minReplicaCount":1,"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"queue"},` +
 		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"` + ns + `\",ai_example_com_inferenceservice=\"queue\"})",` +
