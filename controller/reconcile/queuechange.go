@@ -24,31 +24,26 @@ const RankQueueChange = RankServing + 80
 // queueMove is what the Deployment's update does with the queue label.
 type queueMove struct {
 	// hold keeps the live label: the rest of the update goes without it.
-	hold bool
-	// recreate deletes the Deployment: the queue is removed and no pod is left, and Kueue
-	// refuses the label's removal, so only a new Deployment is outside Kueue.
-	recreate bool
-	cause    *Cause
+	hold  bool
+	cause *Cause
 }
 
 // decideQueueMove compares the live Deployment's queue with spec.queueName: the same, or a new
 // queue while no pod is ready, goes through in the update; otherwise the label is held and the
-// status says how to move it (spec.replicas: 0, then up again).
+// status says how to move it (spec.replicas: 0, then up again). A removed queue is never
+// taken off: only a new Deployment is outside Kueue, and the operator deletes no Deployment
+// (its RBAC has no delete), so the status tells the user to delete it at 0.
 func decideQueueMove(isvc *crd.InferenceService, live *appsv1.Deployment) queueMove {
 	have, want := live.Labels[QueueLabel], isvc.Spec.QueueName
-	switch {
-	case have == want:
+	if have == want || want != "" && live.Status.ReadyReplicas == 0 {
 		return queueMove{}
-	case want != "" && live.Status.ReadyReplicas == 0:
-		return queueMove{}
-	case want == "" && isvc.Spec.Replicas == 0 && live.Status.Replicas == 0 && live.Status.ReadyReplicas == 0:
-		return queueMove{recreate: true}
 	}
 	var msg string
 	switch {
 	case want == "":
 		msg = "spec.queueName removed: Kueue refuses removing a Deployment's queue, so its pods stay in LocalQueue " + have +
-			"; the other changes are applied. To leave Kueue: set spec.replicas: 0; once no pod is left the operator recreates the Deployment without a queue; then scale up again"
+			"; the other changes are applied. To leave Kueue: set spec.replicas: 0, and once its pods are gone delete the Deployment (kubectl delete deployment " +
+			live.Name + " -n " + live.Namespace + "): the operator creates it anew without a queue; then scale up again"
 	case have == "":
 		msg = "spec.queueName " + want + ": Kueue refuses adding a queue to a Deployment with ready pods, so its pods stay outside Kueue" +
 			"; the other changes are applied. To queue it: set spec.replicas: 0, and once no pod is ready, scale up again"

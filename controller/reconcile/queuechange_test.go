@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // TestQueueChangeLetsOtherChangesLand: a serving model's queueName and image changed in one
 // edit: the Deployment's update carries the image and keeps the live queue (Kueue refuses a
 // queue change while any pod is ready), and the status says how to move it; with no pod ready
-// the queue moves; a removed queue recreates the Deployment once scaled to 0 and empty.
+// the queue moves; a removed queue is held, and the status names the Deployment to delete at 0.
 func TestQueueChangeLetsOtherChangesLand(t *testing.T) {
 	w := newWorld(2)
 	w.isvc.Spec.QueueName = "q1"
@@ -55,7 +56,8 @@ func TestQueueChangeLetsOtherChangesLand(t *testing.T) {
 		t.Fatalf("queue %s (template %s), want q2", d.Labels[QueueLabel], d.Spec.Template.Labels[QueueLabel])
 	}
 
-	// Removed: held while pods run; recreated once scaled to 0 and empty.
+	// Removed: held, at any count (Kueue refuses the removal); the status names the Deployment
+	// to delete, and a new one, without a queue, is created in its place.
 	w.podsReady()
 	w.isvc.Spec.QueueName = ""
 	if out := w.reconcile(); len(out.Actions) != 0 || !hasReason(out, ReasonQueueChangeWaiting) {
@@ -65,10 +67,10 @@ func TestQueueChangeLetsOtherChangesLand(t *testing.T) {
 	w.apply(w.reconcile().Actions)
 	noneReady(w)
 	out = w.reconcile()
-	if got := verbs(out.Actions); got != "delete Deployment" {
-		t.Fatalf("queue removed, scaled to 0 and empty: %s", got)
+	if len(out.Actions) != 0 || !hasReason(out, ReasonQueueChangeWaiting) || !strings.Contains(fmt.Sprint(out.Causes), "kubectl delete deployment qwen3 -n default") {
+		t.Fatalf("queue removed at 0: %s, causes %v", verbs(out.Actions), out.Causes)
 	}
-	w.apply(out.Actions)
+	w.obs.Deployment = nil // the user deletes it
 	out = w.reconcile()
 	if got := verbs(out.Actions); !strings.HasPrefix(got, "create Deployment") {
 		t.Fatalf("after the delete: %s", got)

@@ -222,8 +222,6 @@ func Reconcile(in Input) Output {
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
 		case !ControlledBy(liveD, isvc):
 			out.conflict(isvc, "Deployment", liveD)
-		case move.recreate:
-			out.add(Delete, "Deployment", liveD) // its delete event brings the pass that creates it anew
 		case deploymentDrifted(liveD, wantD, sc):
 			upd := liveD.DeepCopy()
 			setDeployment(upd, wantD, sc)

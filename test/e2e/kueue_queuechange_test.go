@@ -156,4 +156,58 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 	})
 	env.WaitPhase(t, ns, "chat", crd.PhaseReady, time.Minute)
 	waitAdmitted(t, ns, "chat", "Admitted", "2 pods admitted by ClusterQueue "+cq)
+
+	// Out of Kueue: its webhook refuses removing the label, so the isvc says to delete the
+	// Deployment at 0, once its pods are gone; the operator creates it anew without a queue, and
+	// its pods are not gated.
+	old, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "chat", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=json", "-p", `[{"op":"remove","path":"/spec/queueName"},{"op":"replace","path":"/spec/replicas","value":0}]`)
+	i = waitReason(t, ns, "chat", reconcile.ReasonQueueChangeWaiting, time.Minute)
+	if c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionProgressing); c == nil || !strings.Contains(c.Message, "kubectl delete deployment chat -n "+ns) {
+		t.Fatalf("Progressing does not say how to leave Kueue: %+v", c)
+	}
+	testenv.Eventually(t, 2*time.Minute, "the model's pods gone", func() error {
+		_, _, ready, err := deployment()
+		if err != nil {
+			return err
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=chat"})
+		if err != nil {
+			return err
+		}
+		if ready != 0 || len(pods.Items) != 0 {
+			return fmt.Errorf("%d ready, %d pods", ready, len(pods.Items))
+		}
+		return nil
+	})
+	env.Kubectl(t, "delete", "deployment", "chat", "-n", ns)
+	testenv.Eventually(t, time.Minute, "a new Deployment without a queue", func() error {
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "chat", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.UID == old.UID || d.Labels[reconcile.QueueLabel] != "" {
+			return fmt.Errorf("Deployment uid %s (old %s), queue %q", d.UID, old.UID, d.Labels[reconcile.QueueLabel])
+		}
+		return nil
+	})
+	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	testenv.Eventually(t, 2*time.Minute, "2 ready pods outside Kueue", func() error {
+		pods, err := readyModelPods(t, ns, "chat")
+		if err != nil {
+			return err
+		}
+		if len(pods) != 2 {
+			return fmt.Errorf("%d ready pods", len(pods))
+		}
+		for _, p := range pods {
+			if q, ok := p.Labels[reconcile.QueueLabel]; ok {
+				return fmt.Errorf("pod %s in queue %q", p.Name, q)
+			}
+		}
+		return nil
+	})
 }
