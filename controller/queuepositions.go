@@ -1,13 +1,17 @@
 // A queued model's position, I/O before the decision: Kueue tells it only through its
-// visibility API, which has no watch. A LocalQueue's pending Workloads are read at most once per
-// queuePositionsPeriod for every model waiting in it, and only for models with pods Kueue has
-// not reserved quota for (reconcile.WantsQueuePositions); the decision rechecks them while
-// they wait.
+// visibility API, which has no watch. Each LocalQueue's pending Workloads are read in the
+// background, at most once per queuePositionsPeriod and one read at a time per queue, for the
+// models waiting in it, and only for models with pods Kueue has not reserved quota for
+// (reconcile.WantsQueuePositions). A reconcile never waits for a read: it takes the queue's
+// last answer, so a hung visibility API costs the queue its positions, never a worker; a read
+// that moves the positions enqueues the models that asked, and the decision rechecks them
+// while they wait.
 
 package controller
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -18,19 +22,32 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
 )
 
 const (
-	queuePositionsPeriod  = 5 * time.Second
+	queuePositionsPeriod = 5 * time.Second
+	// queuePositionsTimeout bounds one read, so a hung visibility API holds one goroutine per
+	// queue at most this long.
 	queuePositionsTimeout = 5 * time.Second
 	// queuePositionsForget drops the reads of queues nobody waits in any more.
 	queuePositionsForget = time.Minute
 )
 
-// queuePositions are the last reads, by "namespace/localqueue".
+// queuePositions are the LocalQueues' reads, by "namespace/localqueue". mu guards the map and
+// the entries' fields, never a read.
 type queuePositions struct {
-	mu    sync.Mutex
-	reads map[string]queueRead
+	mu     sync.Mutex
+	queues map[string]*queueReads
+}
+
+// queueReads is one LocalQueue's reading state.
+type queueReads struct {
+	last    queueRead          // the last answer (at zero: none yet)
+	started time.Time          // when the latest read began
+	reading bool               // a read is in flight: no second one starts
+	asked   time.Time          // when a model last asked, for forgetting the queue
+	waiting map[queue.Key]bool // models that asked since the last answer, enqueued by the next
 }
 
 // queueRead is one read of a LocalQueue's pending Workloads: positions by Workload name, nil
@@ -41,12 +58,12 @@ type queueRead struct {
 }
 
 // observeQueuePositions sets the position of each of workloads Kueue has not reserved quota
-// for and its visibility API lists; the others keep none, so the status claims none.
+// for and its visibility API last listed; the others keep none, so the status claims none.
 func (c *Controller) observeQueuePositions(ctx context.Context, isvc *crd.InferenceService, workloads map[types.UID]reconcile.Workload, now time.Time) {
 	if !reconcile.WantsQueuePositions(isvc, c.features, workloads) {
 		return
 	}
-	positions := c.pendingWorkloads(ctx, isvc.Namespace, isvc.Spec.QueueName, now)
+	positions := c.pendingWorkloads(queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}, isvc.Spec.QueueName, now)
 	for uid, w := range workloads {
 		if p, ok := positions[w.Name]; ok && w.ClusterQueue == "" {
 			w.Position = &p
@@ -55,22 +72,41 @@ func (c *Controller) observeQueuePositions(ctx context.Context, isvc *crd.Infere
 	}
 }
 
-// pendingWorkloads is the LocalQueue's pending Workloads' positions, read again once
-// queuePositionsPeriod old; nil when the read failed.
-func (c *Controller) pendingWorkloads(ctx context.Context, namespace, localQueue string, now time.Time) map[string]reconcile.QueuePosition {
+// pendingWorkloads is the model's LocalQueue's pending Workloads' positions as last read (nil
+// before the first answer, or when it failed); a read starts in the background when none is
+// in flight and the last began queuePositionsPeriod ago.
+func (c *Controller) pendingWorkloads(model queue.Key, localQueue string, now time.Time) map[string]reconcile.QueuePosition {
 	s := &c.queuePositions
 	s.mu.Lock()
-	defer s.mu.Unlock() // one read at a time: the other models of the queue wait for it
-	key := namespace + "/" + localQueue
-	if r, ok := s.reads[key]; ok && now.Sub(r.at) < queuePositionsPeriod {
-		return r.positions
-	}
-	for k, r := range s.reads {
-		if now.Sub(r.at) > queuePositionsForget {
-			delete(s.reads, k)
+	defer s.mu.Unlock()
+	for k, q := range s.queues {
+		if !q.reading && now.Sub(q.asked) > queuePositionsForget {
+			delete(s.queues, k)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, queuePositionsTimeout)
+	if s.queues == nil {
+		s.queues = map[string]*queueReads{}
+	}
+	key := model.Namespace + "/" + localQueue
+	q := s.queues[key]
+	if q == nil {
+		q = &queueReads{waiting: map[queue.Key]bool{}}
+		s.queues[key] = q
+	}
+	q.asked = now
+	q.waiting[model] = true
+	if !q.reading && (q.started.IsZero() || now.Sub(q.started) >= queuePositionsPeriod) {
+		q.reading, q.started = true, now
+		go c.readQueue(q, model.Namespace, localQueue, now)
+	}
+	return q.last.positions
+}
+
+// readQueue reads one LocalQueue's pending Workloads, bounded by queuePositionsTimeout and not
+// by any reconcile's context (none waits for it), keeps the answer, and enqueues the models
+// that asked when the positions moved.
+func (c *Controller) readQueue(q *queueReads, namespace, localQueue string, started time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), queuePositionsTimeout)
 	defer cancel()
 	summary, err := c.dyn.Resource(reconcile.KueueLocalQueueVisibilityGVR).Namespace(namespace).Get(ctx, localQueue, metav1.GetOptions{}, "pendingworkloads")
 	var positions map[string]reconcile.QueuePosition
@@ -79,11 +115,18 @@ func (c *Controller) pendingWorkloads(ctx context.Context, namespace, localQueue
 	} else {
 		positions = positionsOf(summary)
 	}
-	if s.reads == nil {
-		s.reads = map[string]queueRead{}
+	s := &c.queuePositions
+	s.mu.Lock()
+	moved := q.last.at.IsZero() || !maps.Equal(q.last.positions, positions)
+	q.last, q.reading = queueRead{at: started, positions: positions}, false
+	waiting := q.waiting
+	q.waiting = map[queue.Key]bool{}
+	s.mu.Unlock()
+	if moved {
+		for k := range waiting {
+			c.queue.Add(k)
+		}
 	}
-	s.reads[key] = queueRead{at: now, positions: positions}
-	return positions
 }
 
 // positionsOf reads a PendingWorkloadsSummary: each item's name and positions.

@@ -8,6 +8,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 	"unique"
 
@@ -121,7 +122,8 @@ type scope struct {
 	workloadInf cache.SharedIndexInformer
 }
 
-// byPodOwner indexes Workloads by the namespace/UID of the pod that owns them.
+// byPodOwner indexes Workloads by the namespace/UID of each pod that owns them (every pod of
+// a group).
 const byPodOwner = "podOwner"
 
 func podOwnerIndex(obj interface{}) ([]string, error) {
@@ -129,10 +131,12 @@ func podOwnerIndex(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if uid, _, ok := reconcile.WorkloadOf(u); ok {
-		return []string{u.GetNamespace() + "/" + string(uid)}, nil
+	uids, _, _ := reconcile.WorkloadOf(u)
+	keys := make([]string, 0, len(uids))
+	for _, uid := range uids {
+		keys = append(keys, u.GetNamespace()+"/"+string(uid))
 	}
-	return nil, nil
+	return keys, nil
 }
 
 // byClusterQueue indexes pods' Workloads by the ClusterQueue that admitted them.
@@ -631,7 +635,7 @@ func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]reconc
 		}
 		for _, o := range objs {
 			if u, ok := o.(*unstructured.Unstructured); ok {
-				if owner, w, ok := reconcile.WorkloadOf(u); ok && owner == uid {
+				if owners, w, ok := reconcile.WorkloadOf(u); ok && slices.Contains(owners, uid) {
 					out[uid] = w
 				}
 			}

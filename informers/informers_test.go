@@ -186,9 +186,9 @@ func TestStripWorkloadKeepsWhatTheDiagnosisReads(t *testing.T) {
 	if _, ok := s.Object["spec"]; ok {
 		t.Fatalf("spec kept: %v", s.Object)
 	}
-	uid, w, ok := reconcile.WorkloadOf(s)
-	if !ok || uid != "pod-uid" || w.Name != "pod-m-abc-1" || w.ClusterQueue != "team-a" || w.Pending != "insufficient unused quota" || s.GetResourceVersion() != "7" {
-		t.Fatalf("stripped: %v %q %+v %v", ok, uid, w, s.Object)
+	uids, w, ok := reconcile.WorkloadOf(s)
+	if !ok || len(uids) != 1 || uids[0] != "pod-uid" || w.Name != "pod-m-abc-1" || w.ClusterQueue != "team-a" || w.Pending != "insufficient unused quota" || s.GetResourceVersion() != "7" {
+		t.Fatalf("stripped: %v %q %+v %v", ok, uids, w, s.Object)
 	}
 	keys, _ := podOwnerIndex(s)
 	if len(keys) != 1 || keys[0] != "team-a/pod-uid" {

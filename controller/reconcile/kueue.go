@@ -33,16 +33,17 @@ type Workload struct {
 	Position *QueuePosition
 }
 
-// WorkloadOf reads a Kueue Workload owned by a pod: the pod's UID and what the diagnosis needs;
-// ok is false for a Workload of anything else (a Job's).
-func WorkloadOf(u *unstructured.Unstructured) (pod types.UID, w Workload, ok bool) {
+// WorkloadOf reads a Kueue Workload owned by pods: their UIDs and what the diagnosis needs;
+// ok is false for a Workload of anything else (a Job's). A pod group's Workload (a
+// LeaderWorkerSet group's: Kueue makes one per group) is owned by every pod of the group.
+func WorkloadOf(u *unstructured.Unstructured) (pods []types.UID, w Workload, ok bool) {
 	for _, r := range u.GetOwnerReferences() {
 		if r.Kind == "Pod" && r.APIVersion == "v1" {
-			pod, ok = r.UID, true
+			pods = append(pods, r.UID)
 		}
 	}
-	if !ok {
-		return "", Workload{}, false
+	if len(pods) == 0 {
+		return nil, Workload{}, false
 	}
 	w.Name = u.GetName()
 	w.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
@@ -53,7 +54,7 @@ func WorkloadOf(u *unstructured.Unstructured) (pod types.UID, w Workload, ok boo
 			w.Pending, _ = m["message"].(string)
 		}
 	}
-	return pod, w, true
+	return pods, w, true
 }
 
 // KueueGate is the scheduling gate Kueue's pod webhook sets and its admission removes.

@@ -25,12 +25,23 @@ func workloadObject(owner string, status map[string]any) *unstructured.Unstructu
 func TestWorkloadOf(t *testing.T) {
 	pending := map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending",
 		"message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed. Pending the preemption of 1 workload(s)"}}}
-	uid, w, ok := WorkloadOf(workloadObject("Pod", pending))
-	if !ok || uid != "qwen3-7b6cd-a" || w.Name != "pod-qwen3-7b6cd-a-1f2e3" || !strings.HasSuffix(w.Pending, "Pending the preemption of 1 workload(s)") {
-		t.Fatalf("pod's Workload: %v %q %+v", ok, uid, w)
+	uids, w, ok := WorkloadOf(workloadObject("Pod", pending))
+	if !ok || len(uids) != 1 || uids[0] != "qwen3-7b6cd-a" || w.Name != "pod-qwen3-7b6cd-a-1f2e3" || !strings.HasSuffix(w.Pending, "Pending the preemption of 1 workload(s)") {
+		t.Fatalf("pod's Workload: %v %q %+v", ok, uids, w)
 	}
 	if _, _, ok := WorkloadOf(workloadObject("Job", pending)); ok {
 		t.Fatal("a Job's Workload read as a pod's")
+	}
+	// A LeaderWorkerSet group's Workload, as Kueue v0.17.0 writes it: owned by the
+	// LeaderWorkerSet and by every pod of the group.
+	group := workloadObject("Pod", pending)
+	group.SetOwnerReferences([]metav1.OwnerReference{
+		{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "big", UID: "lws"},
+		{APIVersion: "v1", Kind: "Pod", Name: "big-0", UID: "leader"},
+		{APIVersion: "v1", Kind: "Pod", Name: "big-0-1", UID: "worker"},
+	})
+	if uids, _, ok := WorkloadOf(group); !ok || len(uids) != 2 || uids[0] != "leader" || uids[1] != "worker" {
+		t.Fatalf("a group's Workload: owned by %v (%v), want both pods", uids, ok)
 	}
 	reserved := map[string]any{"admission": map[string]any{"clusterQueue": "team-a"},
 		"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "True", "message": "Quota reserved in ClusterQueue team-a"}}}

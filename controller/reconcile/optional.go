@@ -85,6 +85,8 @@ func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructure
 	u.Object["spec"] = map[string]interface{}{
 		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{InstanceLabel: isvc.Name}},
 		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{isvc.Namespace}},
+		// The model's label on its series: KEDA's query selects the model by it (QueueQuery).
+		"podTargetLabels": []interface{}{InstanceLabel},
 		"endpoints": []interface{}{map[string]interface{}{
 			"port": PortName, "path": metricsPath, "interval": "15s", "scheme": "http",
 		}},

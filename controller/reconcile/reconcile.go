@@ -210,7 +210,15 @@ func Reconcile(in Input) Output {
 	hold := decideRaise(anchorAnnotations(liveD, in.Observed.LeaderWorkerSet), sc, in.Observed.Pods, DefaultRaiseHold, in.Now.Time)
 	hold.apply(want)
 	var anchor metav1.Object // the live child the others hang on: the Deployment or the LeaderWorkerSet
+	var queueCause *Cause
 	if wantD := want.Deployment; wantD != nil {
+		var move queueMove
+		if liveD != nil && ControlledBy(liveD, isvc) {
+			if move = decideQueueMove(isvc, liveD); move.hold {
+				wantD = withQueueOf(wantD, liveD)
+			}
+			queueCause = move.cause
+		}
 		switch {
 		case liveD == nil:
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
@@ -281,6 +289,10 @@ func Reconcile(in Input) Output {
 		setPDB(upd, wantP)
 		out.update("PodDisruptionBudget", upd, live)
 	}
+	// Switching to KEDA: its webhook refuses a ScaledObject for a Deployment that an HPA it does
+	// not own targets, and a pass's actions run concurrently, so the create waits for a pass
+	// that no longer sees our HPA (its delete event brings that pass).
+	holdSO := in.Observed.ScaledObject == nil && in.Observed.HPA != nil && ControlledBy(in.Observed.HPA, isvc)
 	for _, o := range []struct {
 		on         bool
 		kind       string
@@ -288,8 +300,7 @@ func Reconcile(in Input) Output {
 	}{
 		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
 		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
-		// After the HPA's delete, when switching to KEDA: KEDA refuses a second autoscaler.
-		{in.Features.ScaledObjects, KindScaledObject, in.Observed.ScaledObject, wantSO},
+		{in.Features.ScaledObjects && !holdSO, KindScaledObject, in.Observed.ScaledObject, wantSO},
 	} {
 		if o.on && decideChild(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()
@@ -308,6 +319,9 @@ func Reconcile(in Input) Output {
 	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, in.Observed.Pods)
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
+	if queueCause != nil {
+		out.Causes = append(out.Causes, *queueCause)
+	}
 	for _, p := range out.Predecessors {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}

@@ -17,14 +17,18 @@ import (
 // QueueSeries is the series vLLM exports the queue as, one per served model name.
 const QueueSeries = "vllm:" + QueueMetric
 
+// InstanceSeriesLabel is InstanceLabel as Prometheus names it on a pod's series: the
+// ServiceMonitor's podTargetLabels and pod discovery's __meta_kubernetes_pod_label_* both
+// turn every character outside [a-zA-Z0-9_] into an underscore.
+const InstanceSeriesLabel = "ai_example_com_inferenceservice"
+
 // QueueQuery is the PromQL a ScaledObject asks: the queue summed over the model's pods (and
-// over model_name, the base model and its adapters). The pod label is the pod's name, as
-// ServiceMonitors, PodMonitors and pod discovery all set it; the Deployment's pods are named
-// <name>-<template hash>-<suffix>, or <name>-<hash and suffix> when a long name is
-// truncated, so only a sibling <name>-<x> of 47 or more characters could also match. Names
-// are DNS-1035 labels: nothing in them needs escaping, in the regular expression or in PromQL.
+// over model_name, the base model and its adapters), selected by the model's own label, which
+// the model's ServiceMonitor carries onto its series. Not by pod name: a sibling model's
+// LeaderWorkerSet leader <name>-<x>-0 is named as this model's pods could be. Names are
+// DNS-1035 labels: nothing in them needs escaping in PromQL.
 func QueueQuery(namespace, name string) string {
-	return `sum(` + QueueSeries + `{namespace="` + namespace + `",pod=~"` + name + `-[a-z0-9]+(-[a-z0-9]+)?"})`
+	return `sum(` + QueueSeries + `{namespace="` + namespace + `",` + InstanceSeriesLabel + `="` + name + `"})`
 }
 
 // kedaPrometheusTrigger is KEDA's scaler type for a PromQL query.

@@ -93,7 +93,7 @@ func TestScaledObjectShape(t *testing.T) {
 	}
 	spec, _ := json.Marshal(so.Object["spec"])
 	want := `{"maxReplicaCount":9,"minReplicaCount":1,"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"qwen3"},` +
-		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"default\",pod=~\"qwen3-[a-z0-9]+(-[a-z0-9]+)?\"})",` +
+		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"default\",ai_example_com_inferenceservice=\"qwen3\"})",` +
 		`"serverAddress":"` + kedaProm + `","threshold":"5"},"metricType":"AverageValue","type":"prometheus"}]}`
 	if string(spec) != want {
 		t.Fatalf("spec\n got %s\nwant %s", spec, want)
@@ -182,9 +182,11 @@ func TestScaledObjectConverges(t *testing.T) {
 	}
 }
 
-// TestSwitchToKEDA: a model scaled by our HPA, restarted with KEDA: the HPA is deleted before
-// the ScaledObject is created (KEDA's webhook refuses a second autoscaler on one Deployment);
-// someone else's ScaledObject of the same name is a conflict, not overwritten.
+// TestSwitchToKEDA: a model scaled by our HPA, restarted with KEDA: the HPA is deleted, and
+// the ScaledObject is created only in a later pass, once the cache no longer holds the HPA
+// (a pass's actions run concurrently, and KEDA's webhook refuses a ScaledObject whose
+// Deployment an HPA it does not own already targets); someone else's ScaledObject of the same
+// name is a conflict, not overwritten.
 func TestSwitchToKEDA(t *testing.T) {
 	w := converged(t, 3)
 	if w.obs.HPA == nil {
@@ -192,8 +194,16 @@ func TestSwitchToKEDA(t *testing.T) {
 	}
 	w.f = kedaOn
 	out := w.reconcile()
-	if got := verbs(out.Actions); got != "delete HorizontalPodAutoscaler, create ScaledObject" {
-		t.Fatalf("switching to KEDA: %s", got)
+	if got := verbs(out.Actions); got != "delete HorizontalPodAutoscaler" {
+		t.Fatalf("switching to KEDA, while our HPA is cached: %s", got)
+	}
+	if c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionAutoscalingActive); c == nil || c.Reason != ReasonKEDANotReported {
+		t.Fatalf("AutoscalingActive while the HPA goes: %+v", c)
+	}
+	w.applyKEDA(t, out.Actions)
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "create ScaledObject" {
+		t.Fatalf("switching to KEDA, the HPA gone: %s", got)
 	}
 	w.applyKEDA(t, out.Actions)
 	if out := w.reconcile(); len(out.Actions) != 0 || w.obs.HPA != nil {
@@ -307,5 +317,21 @@ func TestScaledObjectScaleDownDelay(t *testing.T) {
 	w.applyKEDA(t, w.reconcile().Actions)
 	if _, found, _ := unstructured.NestedFieldNoCopy(w.obs.ScaledObject.Object, "spec", "advanced"); found {
 		t.Fatal("the delay removed, advanced stays")
+	}
+}
+
+// TestQueueQuerySelectsByTheModelsLabel: the trigger selects the model's series by its own
+// label, as the model's ServiceMonitor carries it onto them (podTargetLabels, sanitized as
+// prometheus-operator and pod discovery do), never by a pod-name pattern, which a sibling's
+// LeaderWorkerSet leader (llama-70b-0 for llama) also matches.
+func TestQueueQuerySelectsByTheModelsLabel(t *testing.T) {
+	q := QueueQuery("team-a", "llama")
+	if want := `sum(vllm:num_requests_waiting{namespace="team-a",ai_example_com_inferenceservice="llama"})`; q != want {
+		t.Fatalf("query\n got %s\nwant %s", q, want)
+	}
+	sm := desiredServiceMonitor(newWorld(1).isvc)
+	labels, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "podTargetLabels")
+	if len(labels) != 1 || labels[0] != InstanceLabel {
+		t.Fatalf("the ServiceMonitor's podTargetLabels %v, want [%s]", labels, InstanceLabel)
 	}
 }

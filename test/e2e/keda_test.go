@@ -167,9 +167,27 @@ func TestKEDAScaledObject(t *testing.T) {
 		}
 		return nil
 	})
+	// The HPA's delete and the ScaledObject's create are two passes, so never sent together:
+	// KEDA's webhook refuses a ScaledObject while an HPA it does not own scales the Deployment.
+	// A pass's writes are told in one Normal Event.
+	testenv.Eventually(t, 30*time.Second, "the Event of the ScaledObject's create, alone", func() error {
+		evs, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Type == "Normal" && strings.Contains(e.Note, "Created ScaledObject queue") {
+				if strings.Contains(e.Note, "HorizontalPodAutoscaler") {
+					t.Fatalf("the ScaledObject created in the pass that deletes the HPA: %s: %s", e.Reason, e.Note)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no Event of the ScaledObject's create yet")
+	})
 	spec, _ := json.Marshal(so.Object["spec"])
 	want := `{"maxReplicaCount":6,"minReplicaCount":1,"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"queue"},` +
-		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"` + ns + `\",pod=~\"queue-[a-z0-9]+(-[a-z0-9]+)?\"})",` +
+		`"triggers":[{"metadata":{"query":"sum(vllm:num_requests_waiting{namespace=\"` + ns + `\",ai_example_com_inferenceservice=\"queue\"})",` +
 		`"serverAddress":"` + kedaPrometheus + `","threshold":"5"},"metricType":"AverageValue","type":"prometheus"}]}`
 	if string(spec) != want {
 		t.Fatalf("ScaledObject spec\n got %s\nwant %s", spec, want)
@@ -181,16 +199,6 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 	if ref := metav1.GetControllerOf(so); ref == nil || ref.UID != isvc.UID || ref.Kind != crd.Kind {
 		t.Fatalf("ScaledObject controller %+v", ref)
-	}
-	// The Deployment's pods match the query's pod pattern.
-	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ai.example.com/inferenceservice=queue"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("pods: %v %d", err, len(pods.Items))
-	}
-	for _, p := range pods.Items {
-		if parts := strings.Split(p.Name, "-"); len(parts) != 3 || parts[0] != "queue" {
-			t.Errorf("pod %s is not named as the query expects", p.Name)
-		}
 	}
 	// No KEDA runs: the status claims nothing.
 	testenv.Eventually(t, 30*time.Second, "AutoscalingActive Unknown until KEDA reports", func() error {
@@ -296,20 +304,35 @@ func mustGetSO(t *testing.T, ns string) *unstructured.Unstructured {
 }
 
 // startModelPrometheus runs a real Prometheus scraping each pod's /metrics every second, with
-// the namespace and pod labels a ServiceMonitor gives the series, until the test ends.
+// the labels the operator's ServiceMonitor gives the series (namespace, pod, and the model's own
+// label as its podTargetLabels relabel it: prometheus-operator's sanitized name), until the
+// test ends.
 func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 	t.Helper()
 	var static []any
 	for _, p := range pods {
 		static = append(static, map[string]any{
 			"targets": []any{net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port))},
-			"labels":  map[string]any{"namespace": p.Namespace, "pod": p.Name},
+			"labels": map[string]any{"namespace": p.Namespace, "pod": p.Name,
+				prometheusLabelName(reconcile.InstanceLabel): p.Labels[reconcile.InstanceLabel]},
 		})
 	}
 	return runPrometheus(t, t.TempDir(), map[string]any{
 		"global":         map[string]any{"scrape_interval": "1s"},
 		"scrape_configs": []any{map[string]any{"job_name": "models", "static_configs": static}},
 	})
+}
+
+// prometheusLabelName is a Kubernetes label key as Prometheus's pod discovery
+// (__meta_kubernetes_pod_label_<name>) and prometheus-operator's podTargetLabels write it:
+// every character but [a-zA-Z0-9_] becomes an underscore.
+func prometheusLabelName(k string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, k)
 }
 
 // podsOf is the pod label of each sample.
@@ -323,30 +346,39 @@ func podsOf(s []sample) []string {
 }
 
 // TestQueueQueriesOnPrometheus: on a real Prometheus scraping real model pods, the KEDA
-// trigger's query covers exactly the model's pods (not those of a model whose name extends
-// it), and prometheus-adapter's rule, expanded as the adapter expands it for an HPA's pods,
-// gives one value per pod, under the pod's name.
+// trigger's query covers exactly the model's pods, not those of a sibling whose name extends
+// it (queue-b runs on a LeaderWorkerSet, whose leader is named queue-b-0, as a pod of queue
+// could be), and prometheus-adapter's rule, expanded as the adapter expands it for an HPA's
+// pods, gives one value per pod, under the pod's name.
 func TestQueueQueriesOnPrometheus(t *testing.T) {
+	startLWS(t)
+	w := useWebhookCRD(t) // restarts the operator, which now discovers LeaderWorkerSet
 	ns := env.Namespace(t)
-	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	applyYAMLWith(t, w.cache, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: queue}
 spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
 ---
-apiVersion: ai.example.com/v1alpha1
+apiVersion: ai.example.com/v1beta1
 kind: InferenceService
 metadata: {name: queue-b}
-spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
+spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {nodes: 2}}
 `)
 	env.WaitPhase(t, ns, "queue", crd.PhaseReady, 90*time.Second)
-	env.WaitPhase(t, ns, "queue-b", crd.PhaseReady, 90*time.Second)
+	env.WaitPhase(t, ns, "queue-b", crd.PhaseReady, 3*time.Minute)
 	mine, err := readyModelPods(t, ns, "queue")
 	if err != nil || len(mine) != 2 {
 		t.Fatalf("%d ready pods of queue (%v), want 2", len(mine), err)
 	}
-	sibling, err := readyModelPods(t, ns, "queue-b")
-	if err != nil || len(sibling) != 1 {
-		t.Fatalf("%d ready pods of queue-b (%v), want 1", len(sibling), err)
+	var sibling []corev1.Pod
+	for _, p := range groupPods(t, ns, "queue-b") {
+		if p.Labels[reconcile.LWSWorkerLabel] == "0" && p.Status.PodIP != "" {
+			sibling = append(sibling, p) // the leader serves the API and the metrics
+		}
+	}
+	if len(sibling) != 1 || sibling[0].Name != "queue-b-0" {
+		t.Fatalf("queue-b's leaders %v, want queue-b-0", podNames(sibling))
 	}
 	prom := startModelPrometheus(t, append(slices.Clone(mine), sibling...))
 	want := []string{mine[0].Name, mine[1].Name}
@@ -420,4 +452,12 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 		return nil
 	})
 	t.Logf("KEDA: %s; prometheus-adapter for the HPA: %s -> %v", q, adapterQuery.String(), s)
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
 }

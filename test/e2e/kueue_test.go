@@ -217,14 +217,15 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 
 	// 6. What Kueue refuses the operator: the queue of a serving model. Kueue's Deployment
 	// webhook keeps kueue.x-k8s.io/queue-name immutable while the Deployment has ready pods, so
-	// the operator's update is denied; the isvc names the webhook and the field, and the model
-	// keeps serving. The way through: scale to 0, change the queue, scale back.
+	// the operator holds the queue back (other changes would still land) and the isvc says how
+	// to move it; the model keeps serving. The way through: scale to 0, then back up
+	// (TestKueueQueueChangeLetsOtherChangesLand).
 	applyYAML(t, ns, "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: batch}\nspec: {clusterQueue: team-a}\n")
 	env.Kubectl(t, "patch", "isvc", "-n", ns, isvc, "--type=merge", "-p", `{"spec":{"queueName":"batch"}}`)
-	i = waitReason(t, ns, isvc, "AdmissionDenied", time.Minute)
-	step("queueName changed on the serving model: refused by Kueue")
-	if msg := readyMessage(i); !strings.Contains(msg, `admission webhook "vdeployment.kb.io" denied the request`) || !strings.Contains(msg, "kueue.x-k8s.io/queue-name") {
-		t.Errorf("the isvc does not name Kueue's refusal: %q", msg)
+	i = waitReason(t, ns, isvc, reconcile.ReasonQueueChangeWaiting, time.Minute)
+	step("queueName changed on the serving model: held, as Kueue would refuse it")
+	if c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionProgressing); c == nil || !strings.Contains(c.Message, "LocalQueue team-a") {
+		t.Errorf("the isvc does not say the queue change waits: %+v", c)
 	}
 	if i.Status.ReadyReplicas != 4 {
 		t.Errorf("the model stopped serving: %d ready", i.Status.ReadyReplicas)
