@@ -158,6 +158,24 @@ func asServiceAccount(t *testing.T, ns, name string) dynamic.Interface {
 	return dyn
 }
 
+// noAdapterAPIServices waits until neither of the adapter's APIServices exists, else marks the
+// test failed and goes on.
+func noAdapterAPIServices(t *testing.T, ctx context.Context) bool {
+	t.Helper()
+	return within(t, 2*time.Minute, "no APIService of the adapter's left", func() error {
+		var left []string
+		for _, name := range customMetrics {
+			if _, err := env.Dyn.Resource(apiServicesGVR).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				left = append(left, fmt.Sprintf("%s (%v)", name, err))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+}
+
 // apiServiceNames lists every APIService by name, one a line, but the one the chart's CRD adds
 // (kept on uninstall with the CRD, crds.keep).
 func apiServiceNames(t *testing.T) string {
@@ -274,18 +292,7 @@ func TestHelmInstallInAnotherNamespace(t *testing.T) {
 	if _, _, err := h.Run(ctx, env.Root, "uninstall", release, "--wait", "--timeout", testenv.Scaled(2*time.Minute).String()); err != nil {
 		t.Errorf("helm uninstall: %v", err)
 	}
-	within(t, 2*time.Minute, "no APIService of the adapter's left", func() error {
-		var left []string
-		for _, name := range customMetrics {
-			if _, err := apiServices.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				left = append(left, fmt.Sprintf("%s (%v)", name, err))
-			}
-		}
-		if len(left) > 0 {
-			return fmt.Errorf("left: %v", left)
-		}
-		return nil
-	})
+	noAdapterAPIServices(t, ctx)
 	if after := apiServiceNames(t); after != before {
 		t.Errorf("APIServices after uninstall:\n%s\nwant those before install:\n%s", after, before)
 	}
@@ -309,4 +316,30 @@ func TestHelmInstallInAnotherNamespace(t *testing.T) {
 			return fmt.Errorf("phase %s, conditions %v", n.Status.Phase, n.Status.Conditions)
 		})
 	}
+}
+
+// TestHelmMetricSourceSwitchRemovesAPIServices: switching autoscaling.metricSource away from
+// the adapter (helm upgrade) removes the adapter and, with it, the APIServices it registered
+// at run time, which would otherwise point at a Service that no longer exists.
+func TestHelmMetricSourceSwitchRemovesAPIServices(t *testing.T) {
+	bin, err := Bin(testenv.Ctx(t, 15*time.Minute), env.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
+	t.Cleanup(func() {
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+		for _, name := range customMetrics {
+			_ = env.Dyn.Resource(apiServicesGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	ctx := testenv.Ctx(t, 8*time.Minute)
+	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	a := runAdapter(t, systemNamespace)
+	if !within(t, 2*time.Minute, "custom.metrics.k8s.io Available", func() error { return available(ctx, customMetrics[0]) }) {
+		return
+	}
+	a.Kill()
+	helmCmd(t, h, "upgrade", release, Dir, "--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	noAdapterAPIServices(t, ctx)
 }
