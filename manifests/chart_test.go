@@ -231,6 +231,7 @@ func TestChartMatchesManifests(t *testing.T) {
 		{name: "v1beta1", values: []string{"--set", "conversionWebhook.enabled=true"}, dirs: []string{"overlays/v1beta1"}},
 		{name: "prometheus-adapter", values: []string{"--set", "autoscaling.metricSource=prometheus-adapter"}, dirs: []string{"overlays/prometheus-adapter"}},
 		{name: "keda", values: []string{"--set", "autoscaling.metricSource=keda"}, dirs: []string{"overlays/keda"}},
+		{name: "cert-manager", values: []string{"--set", "metricsAdapter.certManager=true"}, dirs: []string{"overlays/cert-manager"}},
 		{name: "monitoring", values: []string{"--set", "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true"},
 			dirs: []string{".", "monitoring"}},
 		{name: "monitoring insecure", values: []string{"--set", "metrics.secure=false,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true"},
@@ -273,7 +274,7 @@ func TestChartMatchesManifests(t *testing.T) {
 // optional part on.
 func TestChartLint(t *testing.T) {
 	h := helm(t)
-	for _, values := range [][]string{nil, {"--set", "conversionWebhook.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true,autoscaling.metricSource=keda", "--set-json", `watchNamespaces=["a"]`}} {
+	for _, values := range [][]string{nil, {"--set", "conversionWebhook.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,metrics.readerBinding.enabled=true,autoscaling.metricSource=keda,metricsAdapter.certManager=true", "--set-json", `watchNamespaces=["a"]`}} {
 		out := runHelm(t, h, append([]string{"lint", "--strict", chartDir}, values...)...)
 		if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") || !strings.Contains(out, "0 chart(s) failed") {
 			t.Errorf("helm lint %v:\n%s", values, out)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
+	"github.com/example/inferenceservice-operator/metrics/servingcert"
 )
 
 func main() {
@@ -47,7 +48,13 @@ type options struct {
 	register                       bool
 	service                        string
 	port                           int32
+	owner                          string
+	certSecret                     string
+	issueCert                      bool
 }
+
+// serviceName is the Service (and ServiceAccount) the install names the adapter's.
+const serviceName = "inferenceservice-metrics-adapter"
 
 func run() error {
 	logs.InitLogs()
@@ -61,8 +68,11 @@ func run() error {
 	fs.IntVar(&o.concurrency, "scrape-concurrency", 8, "Reads in flight at once of pods that answered their last read; pods yet to answer (new, or failed) have four times as many of their own.")
 	fs.IntVar(&o.nsConcurrency, "scrape-namespace-concurrency", 0, "Reads in flight at once in one namespace, in each of those two pools (0: half of --scrape-concurrency).")
 	fs.BoolVar(&o.register, "register-apiservice", true, "Create the custom.metrics.k8s.io APIServices when absent and keep those this adapter created; never change another component's.")
-	fs.StringVar(&o.service, "apiservice-service", "inferenceservice-system/inferenceservice-metrics-adapter", "NAMESPACE/NAME of the Service the APIServices point at.")
+	fs.StringVar(&o.service, "apiservice-service", "", "NAMESPACE/NAME of the Service the APIServices point at. Empty: "+serviceName+" in the adapter's own namespace ($POD_NAMESPACE, the downward API), wherever it is installed.")
 	fs.Int32Var(&o.port, "apiservice-port", 443, "The Service's port the aggregator dials.")
+	fs.StringVar(&o.owner, "apiservice-owner", serviceName, "The install's ClusterRole that owns the APIServices (and the serving certificate's Secret) the adapter creates, so the garbage collector removes them when the install is removed.")
+	fs.StringVar(&o.certSecret, "serving-cert-secret", serviceName+"-tls", "Secret in the Service's namespace holding the serving certificate every replica serves (tls.crt, tls.key) and its CA (ca.crt), the APIServices' caBundle. Empty: each replica serves a self-signed certificate and the APIServices skip TLS verification (the shipped admission policy refuses that).")
+	fs.BoolVar(&o.issueCert, "issue-serving-cert", true, "The adapter creates the serving certificate's Secret and renews it 30 days before it expires; false: another issuer writes it (cert-manager, manifests/overlays/cert-manager) and the adapter only reads it.")
 	fs.DurationVar(&o.registerEvery, "apiservice-resync", time.Minute, "How often the APIServices are checked again (one restored by hand, or freed by another component).")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -70,7 +80,7 @@ func run() error {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	backend, err := backendOf(o.service, o.port)
+	backend, err := backendOf(o.service, os.Getenv("POD_NAMESPACE"), o.port)
 	if err != nil {
 		return err
 	}
@@ -121,6 +131,21 @@ func run() error {
 		return err
 	}
 
+	reg := &registration{kube: kube, backend: backend, ownerName: o.owner, certDir: adapter.SecureServing.ServerCert.CertDirectory}
+	if o.certSecret != "" {
+		if reg.certDir == "" {
+			return fmt.Errorf("--serving-cert-secret needs --cert-dir, where the certificate is written for the server to load")
+		}
+		reg.certs = &servingcert.Source{Secrets: kube.CoreV1(), Namespace: backend.Namespace, Name: o.certSecret,
+			DNSNames: servingcert.DNSNames(backend.Namespace, backend.Name), Issue: o.issueCert, Now: time.Now}
+		// Served from the first request on: the server loads these files, and reloads them
+		// when a renewal rewrites them.
+		if err := reg.refreshCert(ctx); err != nil {
+			return err
+		}
+		adapter.SecureServing.ServerCert.CertKey.CertFile, adapter.SecureServing.ServerCert.CertKey.KeyFile = reg.certFile, reg.keyFile
+	}
+
 	factory.Start(ctx.Done())
 	owners.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, owners.HasSynced) {
@@ -132,14 +157,22 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		go keepRegistered(ctx, dyn, backend, o.registerEvery)
+		reg.dyn = dyn
+		go reg.keep(ctx, o.registerEvery)
 	}
 	klog.InfoS("Serving custom.metrics.k8s.io", "metric", custommetrics.Metric, "scrapePeriod", o.period, "concurrency", o.concurrency)
 	return adapter.Run(ctx)
 }
 
-// backendOf reads --apiservice-service and --apiservice-port.
-func backendOf(service string, port int32) (custommetrics.Backend, error) {
+// backendOf reads --apiservice-service (empty: the adapter's Service in podNamespace) and
+// --apiservice-port.
+func backendOf(service, podNamespace string, port int32) (custommetrics.Backend, error) {
+	if service == "" {
+		if podNamespace == "" {
+			return custommetrics.Backend{}, fmt.Errorf("no namespace for the APIServices' Service: set POD_NAMESPACE from the downward API (metadata.namespace), or --apiservice-service")
+		}
+		service = podNamespace + "/" + serviceName
+	}
 	ns, name, ok := strings.Cut(service, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return custommetrics.Backend{}, fmt.Errorf("--apiservice-service %q: want NAMESPACE/NAME", service)
@@ -170,37 +203,105 @@ var apiServiceInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 
 func init() { legacyregistry.RawMustRegister(apiServiceInfo) }
 
-// keepRegistered checks the APIServices now and every period: a version another component
-// serves is logged once per change and shown on /metrics, never replaced.
-func keepRegistered(ctx context.Context, dyn dynamic.Interface, b custommetrics.Backend, every time.Duration) {
-	last := map[string]string{}
-	for {
-		regs, err := custommetrics.Register(ctx, dyn, b)
+// registration keeps the serving certificate and the APIServices: the pair is read (issued,
+// renewed) and written for the server, the owner's UID read, and the APIServices registered.
+type registration struct {
+	kube      kubernetes.Interface
+	dyn       dynamic.Interface
+	backend   custommetrics.Backend
+	ownerName string
+	// certs is nil where each replica serves its own self-signed certificate.
+	certs             *servingcert.Source
+	certDir           string
+	certFile, keyFile string
+	last              map[string]string
+}
+
+// owner is the install's ClusterRole, which the garbage collector removes the adapter's
+// objects with; absent, the install is being removed and nothing is registered.
+func (r *registration) owner(ctx context.Context) (metav1.OwnerReference, error) {
+	cr, err := r.kube.RbacV1().ClusterRoles().Get(ctx, r.ownerName, metav1.GetOptions{})
+	if err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("owner ClusterRole %s: %w", r.ownerName, err)
+	}
+	return metav1.OwnerReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: cr.Name, UID: cr.UID}, nil
+}
+
+// refreshCert reads the serving certificate's Secret (issuing or renewing it where the adapter
+// is the issuer) and writes the pair where the server loads it.
+func (r *registration) refreshCert(ctx context.Context) error {
+	if r.certs.Issue {
+		owner, err := r.owner(ctx)
 		if err != nil {
-			klog.ErrorS(err, "Registering custom.metrics.k8s.io")
+			return err
 		}
-		for _, r := range regs {
-			by := "self"
-			if r.Action == "left" {
-				by = r.ServedBy
-			}
-			if last[r.Name] != by {
-				if by == "self" {
-					klog.InfoS("APIService registered", "apiservice", r.Name, "action", r.Action)
-				} else {
-					klog.InfoS("APIService served by another component: left untouched; the HPAs read that component's metric", "apiservice", r.Name, "servedBy", by)
-				}
-				if old, ok := last[r.Name]; ok {
-					apiServiceInfo.DeleteLabelValues(r.Name, old)
-				}
-				apiServiceInfo.WithLabelValues(r.Name, by).Set(1)
-				last[r.Name] = by
-			}
+		r.certs.Owner = &owner
+	}
+	pair, action, err := r.certs.Get(ctx)
+	if err != nil {
+		return err
+	}
+	certFile, keyFile, changed, err := servingcert.WriteFiles(r.certDir, pair)
+	if err != nil {
+		return err
+	}
+	if action != "unchanged" || changed {
+		klog.InfoS("Serving certificate", "secret", r.certs.Namespace+"/"+r.certs.Name, "action", action, "filesChanged", changed)
+	}
+	r.certFile, r.keyFile, r.backend.CABundle = certFile, keyFile, pair.CA
+	return nil
+}
+
+// keep checks the certificate and the APIServices now and every period: a version another
+// component serves is logged once per change and shown on /metrics, never replaced.
+func (r *registration) keep(ctx context.Context, every time.Duration) {
+	r.last = map[string]string{}
+	for {
+		if err := r.pass(ctx); err != nil {
+			klog.ErrorS(err, "Registering custom.metrics.k8s.io")
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
 		}
+	}
+}
+
+func (r *registration) pass(ctx context.Context) error {
+	if r.certs != nil {
+		if err := r.refreshCert(ctx); err != nil {
+			return err
+		}
+	}
+	owner, err := r.owner(ctx)
+	if err != nil {
+		return err
+	}
+	regs, err := custommetrics.Register(ctx, r.dyn, r.backend, owner)
+	r.report(regs)
+	return err
+}
+
+// report logs and shows who serves each version, once per change.
+func (r *registration) report(regs []custommetrics.Registration) {
+	for _, reg := range regs {
+		by := "self"
+		if reg.Action == "left" {
+			by = reg.ServedBy
+		}
+		if r.last[reg.Name] == by {
+			continue
+		}
+		if by == "self" {
+			klog.InfoS("APIService registered", "apiservice", reg.Name, "action", reg.Action)
+		} else {
+			klog.InfoS("APIService served by another component: left untouched; the HPAs read that component's metric", "apiservice", reg.Name, "servedBy", by)
+		}
+		if old, ok := r.last[reg.Name]; ok {
+			apiServiceInfo.DeleteLabelValues(reg.Name, old)
+		}
+		apiServiceInfo.WithLabelValues(reg.Name, by).Set(1)
+		r.last[reg.Name] = by
 	}
 }

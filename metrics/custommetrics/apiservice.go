@@ -2,6 +2,7 @@ package custommetrics
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"reflect"
 
@@ -29,10 +30,14 @@ const (
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
-// Backend is the Service the aggregator sends the API's requests to.
+// Backend is the Service the aggregator sends the API's requests to, and the CA its serving
+// certificate is verified against.
 type Backend struct {
 	Namespace, Name string
 	Port            int32
+	// CABundle (PEM) becomes the APIServices' caBundle; empty, they skip TLS verification
+	// (each replica's own self-signed certificate), which the shipped admission policy refuses.
+	CABundle []byte
 }
 
 // Registration is what Register found and did for one version.
@@ -46,11 +51,14 @@ type Registration struct {
 
 // Register makes the aggregator send custom.metrics.k8s.io to backend: each version's
 // APIService is created when absent and kept in shape when this adapter made it; one made by
-// anything else (prometheus-adapter, another operator) is left exactly as it is.
-func Register(ctx context.Context, client dynamic.Interface, backend Backend) ([]Registration, error) {
+// anything else (prometheus-adapter, another operator) is left exactly as it is. Each one it
+// makes is owned by owner, a cluster-scoped object of the install (its ClusterRole), so the
+// garbage collector removes them with the install: helm uninstall, kubectl delete -k, or a
+// switch of metric source, none of which knows about objects made at run time.
+func Register(ctx context.Context, client dynamic.Interface, backend Backend, owner metav1.OwnerReference) ([]Registration, error) {
 	var out []Registration
 	for _, v := range Versions {
-		want := desired(v.Version, v.Priority, backend)
+		want := desired(v.Version, v.Priority, backend, owner)
 		reg, err := registerOne(ctx, client.Resource(apiServices), want)
 		if err != nil {
 			return out, fmt.Errorf("APIService %s: %w", want.GetName(), err)
@@ -81,12 +89,13 @@ func registerOne(ctx context.Context, c dynamic.NamespaceableResourceInterface, 
 	}
 	spec, _, _ := unstructured.NestedMap(got.Object, "spec")
 	wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
-	if equalSpec(spec, wantSpec) {
+	if equalSpec(spec, wantSpec) && reflect.DeepEqual(got.GetOwnerReferences(), want.GetOwnerReferences()) {
 		reg.Action = "unchanged"
 		return reg, nil
 	}
 	updated := got.DeepCopy()
 	updated.Object["spec"] = wantSpec
+	updated.SetOwnerReferences(want.GetOwnerReferences())
 	if _, err := c.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return reg, err
 	}
@@ -107,28 +116,34 @@ func servedBy(apiService *unstructured.Unstructured) string {
 	return ns + "/" + name
 }
 
-func desired(version string, priority int64, b Backend) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]interface{}{
+func desired(version string, priority int64, b Backend, owner metav1.OwnerReference) *unstructured.Unstructured {
+	spec := map[string]interface{}{
+		"group":                Group,
+		"version":              version,
+		"groupPriorityMinimum": int64(100),
+		"versionPriority":      priority,
+		"service": map[string]interface{}{
+			"namespace": b.Namespace,
+			"name":      b.Name,
+			"port":      int64(b.Port),
+		},
+	}
+	if len(b.CABundle) > 0 {
+		// The aggregator verifies the adapter's certificate for <service>.<namespace>.svc.
+		spec["caBundle"] = base64.StdEncoding.EncodeToString(b.CABundle)
+	} else {
+		// Each replica serves its own self-signed certificate, as metrics-server does.
+		spec["insecureSkipTLSVerify"] = true
+	}
+	u := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "apiregistration.k8s.io/v1",
 		"kind":       "APIService",
 		"metadata": map[string]interface{}{
 			"name":   version + "." + Group,
 			"labels": map[string]interface{}{ManagedByLabel: ManagedByValue},
 		},
-		"spec": map[string]interface{}{
-			"group":                Group,
-			"version":              version,
-			"groupPriorityMinimum": int64(100),
-			"versionPriority":      priority,
-			"service": map[string]interface{}{
-				"namespace": b.Namespace,
-				"name":      b.Name,
-				"port":      int64(b.Port),
-			},
-			// Every replica serves with its own self-signed certificate, as metrics-server
-			// does; the aggregator still authenticates itself to the adapter with its client
-			// certificate, which the adapter verifies against the request-header CA.
-			"insecureSkipTLSVerify": true,
-		},
+		"spec": spec,
 	}}
+	u.SetOwnerReferences([]metav1.OwnerReference{owner})
+	return u
 }

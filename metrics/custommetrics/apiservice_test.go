@@ -13,7 +13,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-var ours = Backend{Namespace: "inferenceservice-system", Name: "inferenceservice-metrics-adapter", Port: 443}
+var (
+	ours  = Backend{Namespace: "inferenceservice-system", Name: "inferenceservice-metrics-adapter", Port: 443, CABundle: []byte("-----BEGIN CERTIFICATE-----\n")}
+	owner = metav1.OwnerReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "inferenceservice-metrics-adapter", UID: "uid-1"}
+)
 
 func fakeClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -32,7 +35,7 @@ func writes(c *dynamicfake.FakeDynamicClient) []string {
 
 func TestRegisterCreatesThenKeeps(t *testing.T) {
 	c := fakeClient()
-	regs, err := Register(context.Background(), c, ours)
+	regs, err := Register(context.Background(), c, ours, owner)
 	if err != nil || len(regs) != 2 || regs[0].Action != "created" || regs[1].Action != "created" {
 		t.Fatalf("first Register: %+v, %v", regs, err)
 	}
@@ -45,7 +48,7 @@ func TestRegisterCreatesThenKeeps(t *testing.T) {
 	}
 
 	c.ClearActions()
-	if regs, err := Register(context.Background(), c, ours); err != nil || regs[0].Action != "unchanged" {
+	if regs, err := Register(context.Background(), c, ours, owner); err != nil || regs[0].Action != "unchanged" {
 		t.Fatalf("second Register: %+v, %v", regs, err)
 	}
 	if w := writes(c); len(w) != 0 {
@@ -58,7 +61,7 @@ func TestRegisterCreatesThenKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ClearActions()
-	if regs, err := Register(context.Background(), c, ours); err != nil || regs[0].Action != "updated" {
+	if regs, err := Register(context.Background(), c, ours, owner); err != nil || regs[0].Action != "updated" {
 		t.Fatalf("after a hand edit: %+v, %v", regs, err)
 	}
 }
@@ -70,7 +73,7 @@ func TestRegisterLeavesAnotherComponentsAPIService(t *testing.T) {
 		"spec":     map[string]interface{}{"group": Group, "version": "v1beta2", "service": map[string]interface{}{"namespace": "monitoring", "name": "prometheus-adapter"}},
 	}}
 	c := fakeClient(foreign)
-	regs, err := Register(context.Background(), c, ours)
+	regs, err := Register(context.Background(), c, ours, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func TestRegisterLosesTheCreateRace(t *testing.T) {
 		}
 		return true, nil, errAlreadyExists(obj.(*unstructured.Unstructured).GetName())
 	})
-	regs, err := Register(context.Background(), c, ours)
+	regs, err := Register(context.Background(), c, ours, owner)
 	if err != nil || regs[0].Action != "unchanged" {
 		t.Fatalf("%+v, %v; want the other replica's registration read back as unchanged", regs, err)
 	}
@@ -100,4 +103,49 @@ func TestRegisterLosesTheCreateRace(t *testing.T) {
 
 func errAlreadyExists(name string) error {
 	return apierrors.NewAlreadyExists(schema.GroupResource{Group: "apiregistration.k8s.io", Resource: "apiservices"}, name)
+}
+
+// What it registers is verified by the install's CA and owned by the install's ClusterRole, so
+// the garbage collector removes it with the install; a reinstalled ClusterRole (a new UID) is
+// taken as the new owner, and without a CA the API is registered unverified.
+func TestRegisterOwnedAndVerified(t *testing.T) {
+	c := fakeClient()
+	if _, err := Register(context.Background(), c, ours, owner); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *unstructured.Unstructured {
+		u, err := c.Resource(apiServices).Get(context.Background(), "v1beta1.custom.metrics.k8s.io", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	u := get()
+	if refs := u.GetOwnerReferences(); len(refs) != 1 || refs[0] != owner {
+		t.Fatalf("owners %v, want %v", refs, owner)
+	}
+	ca, _, _ := unstructured.NestedString(u.Object, "spec", "caBundle")
+	if _, insecure := u.Object["spec"].(map[string]interface{})["insecureSkipTLSVerify"]; ca != "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==" || insecure {
+		t.Fatalf("caBundle %q, insecureSkipTLSVerify set %v", ca, insecure)
+	}
+
+	reinstalled := owner
+	reinstalled.UID = "uid-2"
+	regs, err := Register(context.Background(), c, ours, reinstalled)
+	if err != nil || regs[0].Action != "updated" || regs[1].Action != "updated" {
+		t.Fatalf("after a reinstall: %+v, %v", regs, err)
+	}
+	if refs := get().GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-2" {
+		t.Fatalf("owners after a reinstall %v", refs)
+	}
+
+	noCA := ours
+	noCA.CABundle = nil
+	if _, err := Register(context.Background(), c, noCA, reinstalled); err != nil {
+		t.Fatal(err)
+	}
+	spec := get().Object["spec"].(map[string]interface{})
+	if _, ok := spec["caBundle"]; ok || spec["insecureSkipTLSVerify"] != true {
+		t.Fatalf("without a CA: spec %v", spec)
+	}
 }

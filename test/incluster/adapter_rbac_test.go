@@ -18,8 +18,10 @@ import (
 
 // TestMetricsAdapterRBACExactlyWhatIsCalled runs the metrics adapter with its ServiceAccount
 // through a recording proxy over each of its code paths (the pod cache and the owner caches, by
-// a streaming list or, refused once, a list; an APIService created, read back, and put back after a hand edit) and fails on a request its RBAC does not grant and
-// on a rule of its ClusterRole no request used.
+// a streaming list or, refused once, a list; its owner ClusterRole read; the serving
+// certificate's Secret created, and renewed after a hand edit broke it; an APIService created,
+// read back, and put back after a hand edit) and fails on a request its RBAC does not grant and
+// on a rule of its ClusterRole or Role no request used.
 func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	for _, f := range []string{"service_account.yaml", "rbac.yaml"} {
@@ -49,6 +51,7 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 		for _, v := range []string{"v1beta2", "v1beta1"} {
 			_ = apiServices.Delete(context.Background(), v+".custom.metrics.k8s.io", metav1.DeleteOptions{})
 		}
+		_ = env.Kube.CoreV1().Secrets(systemNamespace).Delete(context.Background(), "inferenceservice-metrics-adapter-tls", metav1.DeleteOptions{})
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,13 +66,16 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	t.Cleanup(a.Kill)
 
-	waitCalled(t, wire, "the pod and owner caches and the registration",
+	waitCalled(t, wire, "the pod and owner caches, the certificate and the registration",
 		access{resource: "pods", verb: "list"},
 		access{group: "apps", resource: "replicasets", verb: "list"},
 		access{group: "apps", resource: "deployments", verb: "list"},
 		access{group: "apps", resource: "statefulsets", verb: "list"},
 		access{group: "leaderworkerset.x-k8s.io", resource: "leaderworkersets", verb: "list"},
 		access{group: "ai.example.com", resource: "inferenceservices", verb: "list"},
+		access{group: "rbac.authorization.k8s.io", resource: "clusterroles", verb: "get", name: "inferenceservice-metrics-adapter"},
+		access{resource: "secrets", verb: "get", name: "inferenceservice-metrics-adapter-tls"},
+		access{resource: "secrets", verb: "create"},
 		access{group: "apiregistration.k8s.io", resource: "apiservices", verb: "get", name: "v1beta2.custom.metrics.k8s.io"},
 		access{group: "apiregistration.k8s.io", resource: "apiservices", verb: "create"})
 	// A hand edit of its own APIService: put back with an update.
@@ -83,6 +89,11 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A hand edit that breaks the certificate's Secret: issued again with an update.
+	env.Kubectl(t, "patch", "secret", "-n", systemNamespace, "inferenceservice-metrics-adapter-tls", "--type=json", "-p", `[{"op":"replace","path":"/data/tls.crt","value":"eA=="}]`)
+	waitCalled(t, wire, "the broken certificate renewed",
+		access{resource: "secrets", verb: "update", name: "inferenceservice-metrics-adapter-tls"})
 
 	a.Kill() // its watches end, so the proxy has their status
 	ours := readRules(t, "manifests", "metrics-adapter", "rbac.yaml")

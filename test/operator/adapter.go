@@ -84,8 +84,14 @@ type Adapter struct {
 
 // StartAdapter runs bin serving on 127.0.0.1:port with kubeconfig for every client (lister,
 // delegated authentication and authorization), its certificates in certDir, and waits until
-// /readyz answers.
+// /readyz answers. It runs as the default install's pod: in inferenceservice-system.
 func StartAdapter(ctx context.Context, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*Adapter, error) {
+	return StartAdapterEnv(ctx, []string{"POD_NAMESPACE=inferenceservice-system"}, bin, logPath, kubeconfig, certDir, port, args...)
+}
+
+// StartAdapterEnv is StartAdapter with env (NAME=value, e.g. the pod's downward API) added to
+// the inherited environment.
+func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*Adapter, error) {
 	full := append([]string{
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
@@ -99,6 +105,7 @@ func StartAdapter(ctx context.Context, bin, logPath, kubeconfig, certDir string,
 		return nil, err
 	}
 	cmd := exec.Command(bin, full...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
