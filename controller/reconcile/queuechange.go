@@ -9,6 +9,7 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -75,4 +76,49 @@ func withLabel(labels map[string]string, key, value string) map[string]string {
 		out[key] = value
 	}
 	return out
+}
+
+// decideLWSQueueMove is decideQueueMove for a multi-node model: Kueue v0.17.0's
+// LeaderWorkerSet webhook makes the queue label immutable outright (ValidateImmutableField),
+// so a LeaderWorkerSet changes queue only by being made anew. At spec.replicas 0 with no
+// ready group the operator deletes it, and the next pass creates it in the new queue (or
+// none); until then the live label is held, the other changes land, and the status says how.
+func decideLWSQueueMove(isvc *crd.InferenceService, live *unstructured.Unstructured) (move queueMove, recreate bool) {
+	have, want := live.GetLabels()[QueueLabel], isvc.Spec.QueueName
+	if have == want {
+		return queueMove{}, false
+	}
+	ready, _, _ := unstructured.NestedInt64(live.Object, "status", "readyReplicas")
+	if isvc.Spec.Replicas == 0 && lwsReplicas(live) == 0 && ready == 0 {
+		return queueMove{}, true
+	}
+	what := "spec.queueName " + want
+	if want == "" {
+		what = "spec.queueName removed"
+	}
+	from := "its groups stay in LocalQueue " + have
+	if have == "" {
+		from = "its groups stay outside Kueue"
+	}
+	msg := what + ": Kueue makes a LeaderWorkerSet's queue immutable, so " + from +
+		"; the other changes are applied. To move it: set spec.replicas: 0; once no group is left the operator deletes the LeaderWorkerSet " +
+		live.GetName() + " and creates it anew in the new queue; then scale up again"
+	return queueMove{hold: true, cause: &Cause{RankQueueChange, ReasonQueueChangeWaiting, msg}}, false
+}
+
+// withLWSQueueOf is a copy of want with live's queue label on the LeaderWorkerSet and both pod
+// templates; want is left as it is.
+func withLWSQueueOf(want, live *unstructured.Unstructured) *unstructured.Unstructured {
+	held := want.DeepCopy()
+	q := live.GetLabels()[QueueLabel]
+	held.SetLabels(withLabel(held.GetLabels(), QueueLabel, q))
+	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
+		t, ok := lwsTemplate(held, name)
+		if !ok {
+			continue
+		}
+		t.Labels = withLabel(t.Labels, QueueLabel, q)
+		unstructured.SetNestedField(held.Object, templateToUnstructured(&t), "spec", "leaderWorkerTemplate", name)
+	}
+	return held
 }

@@ -94,3 +94,59 @@ func hasReason(out Output, reason string) bool {
 	}
 	return false
 }
+
+// A multi-node model's queue: Kueue makes a LeaderWorkerSet's queue label immutable, so the
+// label is held while the other changes land, and at replicas 0 with no group left the
+// LeaderWorkerSet is deleted and made anew in the new queue.
+func TestLWSQueueChangeLetsOtherChangesLand(t *testing.T) {
+	w := multiNodeWorld()
+	w.isvc.Spec.QueueName = "q1"
+	w.apply(w.reconcile().Actions)
+	lwsDefaults(t, w.obs.LeaderWorkerSet)
+	if out := w.reconcile(); len(out.Actions) != 0 {
+		t.Fatalf("not converged: %s", verbs(out.Actions))
+	}
+
+	w.isvc.Spec.QueueName, w.isvc.Spec.Image = "q2", "vllm/vllm-openai:v0.11.1"
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update LeaderWorkerSet" || !hasReason(out, ReasonQueueChangeWaiting) {
+		t.Fatalf("queue and image changed: %s, reasons %v", got, out.Causes)
+	}
+	w.apply(out.Actions)
+	l := w.obs.LeaderWorkerSet
+	leader := lwsContainer(t, l, "leaderTemplate")
+	pt, _ := lwsTemplate(l, "workerTemplate")
+	if leader.Image != "vllm/vllm-openai:v0.11.1" || l.GetLabels()[QueueLabel] != "q1" || pt.Labels[QueueLabel] != "q1" {
+		t.Fatalf("the update: image %s, queue %s (worker template %s); want the new image, the queue held at q1",
+			leader.Image, l.GetLabels()[QueueLabel], pt.Labels[QueueLabel])
+	}
+	out = w.reconcile()
+	if len(out.Actions) != 0 {
+		t.Fatalf("held queue not converged: %s", verbs(out.Actions))
+	}
+	said := false
+	for _, c := range out.Causes {
+		said = said || c.Reason == ReasonQueueChangeWaiting && strings.Contains(c.Message, "LocalQueue q1") && strings.Contains(c.Message, "spec.replicas: 0")
+	}
+	if !said {
+		t.Fatalf("causes %v", out.Causes)
+	}
+
+	// At 0, no group left: deleted, then created in q2.
+	w.isvc.Spec.Replicas = 0
+	w.apply(w.reconcile().Actions)
+	if n := lwsReplicas(w.obs.LeaderWorkerSet); n != 0 {
+		t.Fatalf("scaled to %d groups, want 0", n)
+	}
+	if got := verbs(w.reconcile().Actions); got != "delete LeaderWorkerSet" {
+		t.Fatalf("at 0 with a queue to move: %s", got)
+	}
+	w.apply(w.reconcile().Actions)
+	if w.obs.LeaderWorkerSet != nil {
+		t.Fatal("the LeaderWorkerSet was not deleted")
+	}
+	w.apply(w.reconcile().Actions)
+	if l := w.obs.LeaderWorkerSet; l == nil || l.GetLabels()[QueueLabel] != "q2" {
+		t.Fatalf("made anew: %v", l)
+	}
+}

@@ -238,7 +238,17 @@ func Reconcile(in Input) Output {
 		}
 	} else {
 		wantL, liveL := want.LeaderWorkerSet, in.Observed.LeaderWorkerSet
+		recreate := false
+		if liveL != nil && ControlledBy(liveL, isvc) {
+			var move queueMove
+			if move, recreate = decideLWSQueueMove(isvc, liveL); move.hold {
+				wantL = withLWSQueueOf(wantL, liveL)
+			}
+			queueCause = move.cause
+		}
 		switch {
+		case recreate:
+			out.add(Delete, KindLeaderWorkerSet, liveL) // made anew in the new queue next pass
 		case liveL == nil:
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: KindLeaderWorkerSet, Object: wantL, Scale: sc})
 		case !ControlledBy(liveL, isvc):
