@@ -121,6 +121,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	reg := &registration{kube: kube, backend: backend, ownerName: o.owner, certDir: adapter.SecureServing.ServerCert.CertDirectory}
+	if o.certSecret != "" {
+		if reg.certDir == "" {
+			return fmt.Errorf("--serving-cert-secret needs --cert-dir, where the certificate is written for the server to load")
+		}
+		reg.certs = &servingcert.Source{Secrets: kube.CoreV1(), Namespace: backend.Namespace, Name: o.certSecret,
+			DNSNames: servingcert.DNSNames(backend.Namespace, backend.Name), Issue: o.issueCert, Now: time.Now}
+		// Served from the first request on: the server loads these files (set before
+		// adapter.Server builds its serving config), and reloads them when a renewal rewrites them.
+		if err := reg.refreshCert(ctx); err != nil {
+			return err
+		}
+		adapter.SecureServing.ServerCert.CertKey.CertFile, adapter.SecureServing.ServerCert.CertKey.KeyFile = reg.certFile, reg.keyFile
+	}
+
 	adapter.WithCustomMetrics(&custommetrics.Provider{Pods: lister, Readings: scraper, Now: time.Now})
 	server, err := adapter.Server()
 	if err != nil {
@@ -129,21 +144,6 @@ func run() error {
 	// Not ready until every model pod has been read once: an HPA reading sooner sees none.
 	if err := server.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("scrape-first-pass", func(*http.Request) error { return scraper.Ready() })); err != nil {
 		return err
-	}
-
-	reg := &registration{kube: kube, backend: backend, ownerName: o.owner, certDir: adapter.SecureServing.ServerCert.CertDirectory}
-	if o.certSecret != "" {
-		if reg.certDir == "" {
-			return fmt.Errorf("--serving-cert-secret needs --cert-dir, where the certificate is written for the server to load")
-		}
-		reg.certs = &servingcert.Source{Secrets: kube.CoreV1(), Namespace: backend.Namespace, Name: o.certSecret,
-			DNSNames: servingcert.DNSNames(backend.Namespace, backend.Name), Issue: o.issueCert, Now: time.Now}
-		// Served from the first request on: the server loads these files, and reloads them
-		// when a renewal rewrites them.
-		if err := reg.refreshCert(ctx); err != nil {
-			return err
-		}
-		adapter.SecureServing.ServerCert.CertKey.CertFile, adapter.SecureServing.ServerCert.CertKey.KeyFile = reg.certFile, reg.keyFile
 	}
 
 	factory.Start(ctx.Done())
