@@ -44,7 +44,9 @@ func TestRaiseServesBeforeTheHPADecides(t *testing.T) {
 	})
 
 	raised := time.Now()
-	env.Kubectl(t, "patch", "-n", ns, "isvc/raise", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
+	// Named with its version: a test before this one may have served v1beta1 (useWebhookCRD), and
+	// kubectl's cached discovery would still prefer it.
+	env.Kubectl(t, "patch", "-n", ns, "inferenceservices.v1alpha1.ai.example.com/raise", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
 	var served time.Time
 	testenv.Eventually(t, 2*time.Minute, "6 pods ready", func() error {
 		d, err := deployment(t, ns, "raise")
