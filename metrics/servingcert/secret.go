@@ -110,6 +110,10 @@ func fromData(d map[string][]byte) Pair {
 // them from there.
 func WriteFiles(dir string, p Pair) (certFile, keyFile string, changed bool, err error) {
 	certFile, keyFile = filepath.Join(dir, CertKey), filepath.Join(dir, KeyKey)
+	// --cert-dir need not exist yet (the generic API server creates it only for a self-signed pair).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", false, err
+	}
 	// The key first: a reader between the two renames sees the old certificate with the new
 	// key, which does not load, and keeps serving the previous pair.
 	for _, f := range []struct {

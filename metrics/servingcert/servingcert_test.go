@@ -169,7 +169,7 @@ func TestSourceExternalIssuer(t *testing.T) {
 }
 
 func TestWriteFilesOnlyOnChange(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "certs") // not made yet, as --cert-dir on a first start
 	p := issued(t, Pair{}, t0, names)
 	certFile, keyFile, changed, err := WriteFiles(dir, p)
 	if err != nil || !changed {

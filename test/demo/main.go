@@ -49,7 +49,9 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("DEMO_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	}
 
 	step("Building and starting the local cluster (the first build takes several minutes)")
 	// Two engine slots a model server (vLLM's default is 256), so the autoscaling step's small
@@ -118,11 +120,11 @@ func run(ctx context.Context, keep bool) error {
 			return err
 		}
 	}
-	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18 (idle, it may keep 3)")
+	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18 with the raise held as its minimum (6) until the new pods have served 5 minutes")
 	for _, a := range [][]string{
 		{"patch", "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
-		{"wait", "--for=jsonpath={.spec.minReplicas}=3", "hpa/qwen3", "--timeout=60s"},
-		{"wait", "--for=condition=Ready", "isvc/qwen3", "--timeout=60s"},
+		{"wait", "--for=jsonpath={.spec.minReplicas}=6", "hpa/qwen3", "--timeout=60s"},
+		{"wait", "--for=jsonpath={.status.readyReplicas}=6", "isvc/qwen3", "--timeout=120s"},
 		{"get", "isvc,deploy,hpa"},
 	} {
 		if err := kubectl(a...); err != nil {

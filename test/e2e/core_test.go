@@ -149,7 +149,8 @@ func TestSeedRun(t *testing.T) {
 	})
 	t.Logf("steady state: 0 writes over %s and three reconciles or more (%v writes before)", 3*env.resync, before)
 
-	// 3. replicas 3 -> 6: Deployment 6, HPA 3..18, then Ready with 6.
+	// 3. replicas 3 -> 6: Deployment 6, HPA 3..18 with the raise held as its minimum (6) until
+	// the new pods have served, then Ready with 6.
 	env.Kubectl(t, "patch", "-n", ns, "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`)
 	testenv.Eventually(t, 30*time.Second, "deployment and hpa updated", func() error {
 		d, err := deployment(t, ns, "qwen3")
@@ -160,7 +161,7 @@ func TestSeedRun(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if *d.Spec.Replicas != 6 || *h.Spec.MinReplicas != 3 || h.Spec.MaxReplicas != 18 {
+		if *d.Spec.Replicas != 6 || *h.Spec.MinReplicas != 6 || h.Spec.MaxReplicas != 18 {
 			return fmt.Errorf("deployment %d, hpa %d..%d", *d.Spec.Replicas, *h.Spec.MinReplicas, h.Spec.MaxReplicas)
 		}
 		return nil

@@ -287,7 +287,9 @@ func TestMetricsAdapterReadsLeaderWorkerSetLeaders(t *testing.T) {
 	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
 	adapter := startMetricsAdapter(t)
 	adapter.waitAvailable(t)
-	applyYAML(t, ns, `apiVersion: ai.example.com/v1beta1
+	// Through the webhook CRD's own kubectl cache: the default one must never learn v1beta1,
+	// which later tests no longer serve.
+	applyYAMLWith(t, w.cache, ns, `apiVersion: ai.example.com/v1beta1
 kind: InferenceService
 metadata: {name: big}
 spec:

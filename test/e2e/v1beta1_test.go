@@ -171,18 +171,19 @@ spec:
 	})
 
 	// kubectl scale on v1beta1: refused while autoscaling is set (the XOR rule), then fixed
-	// replicas after switching, with the HPA bounds of the seed.
+	// replicas after switching, with the HPA bounds of the seed (2..12), the raise from 1 to 4
+	// held as the minimum until those pods have served (raisehold.go).
 	if out, err := kubectlErr(t, nil, w.cache, "scale", "inferenceservices.v1beta1.ai.example.com/lora", "-n", ns, "--replicas=4"); err == nil || !strings.Contains(out, crd.RuleReplicasXorAutoscalingMs) {
 		t.Fatalf("kubectl scale of an autoscaled isvc: want the XOR rule's refusal, got %v: %s", err, out)
 	}
 	kubectl("patch", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns, "--type=merge", "-p", `{"spec":{"autoscaling":null,"replicas":1}}`)
 	kubectl("scale", "inferenceservices.v1beta1.ai.example.com/lora", "-n", ns, "--replicas=4")
-	testenv.Eventually(t, 60*time.Second, "HPA 2..12 after kubectl scale --replicas=4", func() error {
+	testenv.Eventually(t, 60*time.Second, "HPA 4..12 after kubectl scale --replicas=4", func() error {
 		h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "lora", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 12 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != reconcile.TargetQueueLength {
+		if *h.Spec.MinReplicas != 4 || h.Spec.MaxReplicas != 12 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != reconcile.TargetQueueLength {
 			return fmt.Errorf("HPA %d..%d", *h.Spec.MinReplicas, h.Spec.MaxReplicas)
 		}
 		return nil
