@@ -49,7 +49,7 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("DEMO_KEEP") == "" {
+	if !keep { // with -keep the logs (operator, metrics adapter) stay for a look after a failure
 		defer os.RemoveAll(dir)
 	}
 
