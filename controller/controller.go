@@ -1,10 +1,12 @@
 // Package controller is the I/O around the decision, steps 2 and 4 of the pipeline (informers
 // -> queue -> controller sync -> reconcile -> controller apply): event handlers map informer
-// events to keys, sync reads the caches and calls reconcile.Reconcile, apply writes the
-// actions with the one conflict-retry path, the status-write policy decides, holds and writes
-// status, and the finalizer deregisters the gateway route. Subpackages: reconcile (the pure
-// decision), clients (the request budget and the write fence's wiring), leader (election and
-// the fence), endpoints (HTTP), memlimit (the heap's soft limit).
+// events to keys, sync reads the caches and the evidence and calls reconcile.Reconcile, apply
+// writes the actions with the one conflict-retry path, the status-write policy decides, holds
+// and writes status, and the finalizer deregisters the gateway route. Subpackages: reconcile
+// (the pure decision), evidence (what the diagnosis reads beyond the caches, remembered
+// between syncs), modelserver (the model server's adapter API), clients (the request budget
+// and the write fence's wiring), leader (election and the fence), endpoints (HTTP), memlimit
+// (the heap's soft limit), walk (the kubectl-isvc plugin's troubleshooting walk).
 package controller
 
 import (
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/evidence"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/metrics"
@@ -66,7 +69,8 @@ type Caches interface {
 	TroubledNodes() map[string]*corev1.Node
 	// PodsOnNode are the cached pods bound to node, and the pending ones when pending is set.
 	PodsOnNode(node string, pending bool) []*corev1.Pod
-	// Nodes are every cached node, stripped to its GPU facts; nil when nodes are not watched.
+	// Nodes are every cached node, stripped to its GPU facts; nil when nodes are not watched
+	// (evidence.Nodes: the GPU survey reads them).
 	Nodes() []*corev1.Node
 }
 
@@ -133,16 +137,8 @@ type Controller struct {
 	// modelServers and attempts load LoRA adapters into model pods (adapters.go).
 	modelServers ModelServers
 	attempts     attempts
-	// lastWords are the crashed containers' log lines already read (podlogs.go).
-	lastWords lastWords
-	// podEvents are the Events of pods still being created, already read (podevents.go).
-	podEvents podEvents
-	// gpuSurvey is the cluster's GPUs per node, shared by every model short of them (gpusurvey.go).
-	gpuSurvey gpuSurvey
-	// queuePositions are the LocalQueues' pending Workloads last read (queuepositions.go).
-	queuePositions queuePositions
-	// groupFailures are multi-node models' refused pod creations last read (groupfailures.go).
-	groupFailures groupFailures
+	// evidence reads what the diagnosis needs beyond the caches, and remembers it (evidence/).
+	evidence *evidence.Reader
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
@@ -160,8 +156,21 @@ func New(cfg Config) *Controller {
 		isvcs:    cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)),
 		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
 		budgetContended: cfg.BudgetContended, progressHold: cfg.ProgressHold, deregisterTimeout: cfg.DeregisterTimeout,
-		modelServers: cfg.ModelServers,
+		modelServers: cfg.ModelServers, evidence: evidence.New(evidenceConfig(cfg)),
 	}
+}
+
+// evidenceConfig wires the evidence reader to the controller's clients, caches and queue; a
+// Metrics that counts reads (metrics.Metrics) counts the reader's.
+func evidenceConfig(cfg Config) evidence.Config {
+	ec := evidence.Config{Kube: cfg.Kube, Dynamic: cfg.Dynamic, Nodes: cfg.Caches, Queue: cfg.Queue}
+	if m, ok := cfg.Metrics.(interface{ PodLogRead(result string) }); ok {
+		ec.CountLogRead = m.PodLogRead
+	}
+	if m, ok := cfg.Metrics.(interface{ PodEventRead(result string) }); ok {
+		ec.CountEventRead = m.PodEventRead
+	}
+	return ec
 }
 
 // Run reconciles with the given number of workers until ctx is done, then waits for in-flight

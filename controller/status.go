@@ -210,11 +210,23 @@ func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *cr
 }
 
 // withDiagnosisRecheck is o, rechecked sooner when the status changes with time alone within
-// recheck (reconcile.Output.Recheck): a started pod's readiness window ends with no event to
-// announce it, and the resync may be minutes away.
+// recheck (soonest of reconcile.Output.Recheck and the adapters' and evidence's waits): a
+// started pod's readiness window ends with no event to announce it, and the resync may be
+// minutes away.
 func withDiagnosisRecheck(o queue.Outcome, recheck time.Duration) queue.Outcome {
 	if recheck <= 0 || o.Requeue || o.RequeueAfter > 0 && o.RequeueAfter <= recheck {
 		return o
 	}
 	return queue.After(recheck)
+}
+
+// soonest is the shortest positive wait of ds; 0 when none is positive.
+func soonest(ds ...time.Duration) time.Duration {
+	var out time.Duration
+	for _, d := range ds {
+		if d > 0 && (out == 0 || d < out) {
+			out = d
+		}
+	}
+	return out
 }

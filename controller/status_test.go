@@ -168,6 +168,24 @@ func TestWithDiagnosisRecheck(t *testing.T) {
 	}
 }
 
+// One recheck at the soonest of the waits is the three nested rechecks sync made before the
+// evidence was one read: same outcome for every order of waits.
+func TestSoonestRecheckIsTheNestedOnes(t *testing.T) {
+	waits := []time.Duration{0, 2 * time.Second, 10 * time.Second, 2 * time.Minute}
+	for _, o := range []queue.Outcome{queue.Done(), queue.After(time.Second), queue.After(10 * time.Second), queue.After(time.Minute), queue.Backoff()} {
+		for _, a := range waits {
+			for _, b := range waits {
+				for _, c := range waits {
+					nested := withDiagnosisRecheck(withDiagnosisRecheck(withDiagnosisRecheck(o, a), b), c)
+					if got := withDiagnosisRecheck(o, soonest(a, b, c)); got != nested {
+						t.Errorf("%+v with waits %v %v %v: got %+v, nested %+v", o, a, b, c, got, nested)
+					}
+				}
+			}
+		}
+	}
+}
+
 // A 403 from an admission webhook or policy is the admission's refusal, named so; RBAC's stays
 // Forbidden (the install to fix).
 func TestCauseOfTellsAdmissionFromRBAC(t *testing.T) {

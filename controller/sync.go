@@ -1,5 +1,6 @@
-// The sync pipeline, the queue's handler: read the caches, decide with reconcile.Reconcile,
-// apply, then leave the status to the status-write policy (status.go).
+// The sync pipeline, the queue's handler: read the caches and, in one call, the evidence beyond
+// them (package evidence), decide with reconcile.Reconcile, apply, then leave the status to the
+// status-write policy (status.go).
 
 package controller
 
@@ -24,8 +25,8 @@ import (
 	"github.com/example/inferenceservice-operator/queue"
 )
 
-// sync is the queue's handler: read from the caches, decide with the pure Reconcile, apply,
-// write status only when it changed. It returns what the queue should do next, or the error
+// sync is the queue's handler: read from the caches and the evidence, decide with the pure
+// Reconcile, apply, write status only when it changed. It returns what the queue should do next, or the error
 // the queue retries with backoff.
 func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, error) {
 	obj, ok, err := c.caches.InferenceService(key.Namespace, key.Name)
@@ -37,9 +38,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.holds.forget(key)
 		c.namesakes.forgetAll(key.Namespace, key.Name)
 		c.attempts.forget(key)
-		c.lastWords.forget(key)
-		c.podEvents.forget(key)
-		c.groupFailures.forget(key)
+		c.evidence.Forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -75,12 +74,8 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		return queue.Done(), err
 	}
 	obs.Nodes = c.caches.TroubledNodes()
-	var eventsWait time.Duration
-	obs.PodEvents, eventsWait = c.observePodEvents(ctx, key, isvc, obs, now)
-	c.observeQueuePositions(ctx, isvc, obs.Workloads, now.Time)
-	obs.GPUSurvey = c.observeGPUSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
-	obs.GroupFailures = c.observeGroupFailures(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
-	obs.LastWords = c.withLastWords(ctx, key, isvc, obs, now)
+	ev, evidenceWait := c.evidence.Read(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
+	ev.AddTo(&obs)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
 	out := reconcile.Reconcile(in)
@@ -130,7 +125,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	// register once per generation.
 	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
 		if held, next := c.deferStatus(key, isvc, &st); held {
-			return withDiagnosisRecheck(withDiagnosisRecheck(withDiagnosisRecheck(next, out.Recheck), adapterWait), eventsWait), nil
+			return withDiagnosisRecheck(next, soonest(out.Recheck, adapterWait, evidenceWait)), nil
 		}
 	}
 	c.holds.forget(key)
@@ -145,7 +140,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// namesake may go away: look again with backoff.
 		return queue.Backoff(), nil
 	}
-	return withDiagnosisRecheck(withDiagnosisRecheck(withDiagnosisRecheck(queue.Done(), out.Recheck), adapterWait), eventsWait), nil
+	return withDiagnosisRecheck(queue.Done(), soonest(out.Recheck, adapterWait, evidenceWait)), nil
 }
 
 const recheckAfterActing = 2 * time.Second

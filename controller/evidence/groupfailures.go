@@ -1,15 +1,14 @@
-// A multi-node model's refused pod creations, I/O before the decision: a StatefulSet whose pod
-// a ResourceQuota or a LimitRange refuses says so only in FailedCreate Events (it has no
-// ReplicaFailure condition, unlike a ReplicaSet). For a model with fewer pods than its groups
-// need (reconcile.WantsGroupFailures), the namespace's FailedCreate Events of StatefulSets are
+// A multi-node model's refused pod creations: a StatefulSet whose pod a ResourceQuota or a
+// LimitRange refuses says so only in FailedCreate Events (it has no ReplicaFailure condition,
+// unlike a ReplicaSet). For a model with fewer pods than its groups need
+// (reconcile.WantsGroupFailures), the namespace's FailedCreate Events of StatefulSets are
 // listed at most once per groupFailuresPeriod, and the fresh ones of the model's StatefulSets
 // handed to Reconcile; a model whose pods all exist reads nothing.
 
-package controller
+package evidence
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,56 +28,30 @@ const (
 	maxGroupEvents    = 200
 )
 
-// groupFailures remembers, per InferenceService, the last read.
-type groupFailures struct {
-	mu sync.Mutex
-	m  map[queue.Key]groupRead
-}
-
-type groupRead struct {
-	at       time.Time
-	failures map[string]string
-}
-
-func (g *groupFailures) forget(k queue.Key) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.m, k)
-}
-
-// observeGroupFailures returns the latest fresh FailedCreate message of each of the model's
+// groupFailures returns the latest fresh FailedCreate message of each of the model's
 // StatefulSets; nil when not wanted or not read.
-func (c *Controller) observeGroupFailures(ctx context.Context, key queue.Key, in reconcile.Input) map[string]string {
-	g := &c.groupFailures
+func (r *Reader) groupFailures(ctx context.Context, key queue.Key, in reconcile.Input) map[string]string {
 	if !reconcile.WantsGroupFailures(in) {
-		g.forget(key)
+		r.groups.forget(key)
 		return nil
 	}
 	now := in.Now.Time
-	g.mu.Lock()
-	r, ok := g.m[key]
-	g.mu.Unlock()
-	if ok && now.Sub(r.at) < groupFailuresPeriod {
-		return r.failures
+	if failures, ok := r.groups.fresh(key, now, groupFailuresPeriod); ok {
+		return failures
 	}
-	r = groupRead{at: now, failures: c.readGroupFailures(ctx, in.Observed.LeaderWorkerSet.GetNamespace(), in.Observed.LeaderWorkerSet.GetName(), now)}
-	g.mu.Lock()
-	if g.m == nil {
-		g.m = map[queue.Key]groupRead{}
-	}
-	g.m[key] = r
-	g.mu.Unlock()
-	return r.failures
+	failures := r.readGroupFailures(ctx, in.Observed.LeaderWorkerSet.GetNamespace(), in.Observed.LeaderWorkerSet.GetName(), now)
+	r.groups.put(key, now, failures)
+	return failures
 }
 
 // readGroupFailures lists the namespace's FailedCreate Events of StatefulSets and keeps, per
 // StatefulSet of the LeaderWorkerSet lws, the message of the latest seen within
 // groupFailureFresh; nil when the read failed (the status then says what the pods say).
-func (c *Controller) readGroupFailures(ctx context.Context, namespace, lws string, now time.Time) map[string]string {
+func (r *Reader) readGroupFailures(ctx context.Context, namespace, lws string, now time.Time) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, eventReadTimeout)
 	defer cancel()
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "StatefulSet"), fields.OneTermEqualSelector("reason", "FailedCreate"))
-	list, err := c.kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel.String(), Limit: maxGroupEvents})
+	list, err := r.kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel.String(), Limit: maxGroupEvents})
 	if err != nil {
 		klog.V(2).InfoS("FailedCreate Events of a multi-node model's StatefulSets not read", "namespace", namespace, "leaderWorkerSet", lws, "err", err)
 		return nil

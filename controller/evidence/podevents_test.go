@@ -1,4 +1,4 @@
-package controller
+package evidence
 
 import (
 	"context"
@@ -20,13 +20,6 @@ import (
 	"github.com/example/inferenceservice-operator/queue"
 )
 
-type eventCounts struct {
-	*fakeMetrics
-	reads map[string]int
-}
-
-func (m *eventCounts) PodEventRead(result string) { m.reads[result]++ }
-
 func creating(name string, scheduled time.Time) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
 		Spec: corev1.PodSpec{NodeName: "node-1"},
@@ -43,13 +36,14 @@ func TestPodEventsReadOncePerPeriod(t *testing.T) {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "default"}, InvolvedObject: corev1.ObjectReference{UID: "p-a"},
 		Type: corev1.EventTypeWarning, Reason: "FailedMount", Message: "MountVolume.SetUp failed", FirstTimestamp: metav1.NewTime(t0), LastTimestamp: metav1.NewTime(t0)}
 	kube := fake.NewSimpleClientset(ev)
-	counts := &eventCounts{fakeMetrics: &fakeMetrics{}, reads: map[string]int{}}
-	c := &Controller{kube: kube, metrics: counts, features: reconcile.Features{CreatingEvidenceAfter: 2 * time.Minute}}
+	reads := map[string]int{}
+	r := New(Config{Kube: kube, CountEventRead: func(result string) { reads[result]++ }})
 	isvc := &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default"}}
 	key := queue.Key{Namespace: "default", Name: "m"}
 	obs := reconcile.Observed{Pods: []*corev1.Pod{creating("p-e", t0), creating("p-d", t0), creating("p-c", t0), creating("p-b", t0), creating("p-a", t0)}}
 	observe := func(at time.Duration) map[types.UID][]reconcile.PodEvent {
-		got, _ := c.observePodEvents(context.Background(), key, isvc, obs, metav1.NewTime(t0.Add(at)))
+		got, _ := r.podEvents(context.Background(), key, reconcile.Input{ISVC: isvc, Observed: obs, Now: metav1.NewTime(t0.Add(at)),
+			Features: reconcile.Features{CreatingEvidenceAfter: 2 * time.Minute}})
 		return got
 	}
 	lists := func() (n int, selectors []string) {
@@ -81,12 +75,12 @@ func TestPodEventsReadOncePerPeriod(t *testing.T) {
 	kube.PrependReactor("list", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", fmt.Errorf("denied"))
 	})
-	if got := observe(8 * time.Minute); got["p-a"] != nil || counts.reads["forbidden"] != 3 || counts.reads["ok"] != 6 {
-		t.Fatalf("refused: %v, counts %v", got, counts.reads)
+	if got := observe(8 * time.Minute); got["p-a"] != nil || reads["forbidden"] != 3 || reads["ok"] != 6 {
+		t.Fatalf("refused: %v, counts %v", got, reads)
 	}
 	obs.Pods = nil
 	observe(9 * time.Minute)
-	if _, ok := c.podEvents.get(key, "p-a"); ok {
+	if last, _ := r.events.get(key); last.v["p-a"].v != nil || len(last.v) != 0 {
 		t.Fatal("a pod no longer being created is still remembered")
 	}
 }

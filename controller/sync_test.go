@@ -16,9 +16,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/example/inferenceservice-operator/controller/evidence"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
+
+// sync's path through the evidence (package evidence reads it; its tests pin the reads): what
+// it reads reaches the status and the Warning Event, and a resync reads and writes nothing.
 
 // logEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
 // log of the run asked for, or with code when set, and records the reads.
@@ -92,6 +96,7 @@ func newCrashWorld(t *testing.T) *crashWorld {
 	f.ctrl.kube = kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
 	counts := &logCounts{fakeMetrics: f.metrics, reads: map[string]int{}}
 	f.ctrl.metrics = counts
+	f.ctrl.evidence = evidence.New(evidenceConfig(Config{Kube: f.ctrl.kube, Dynamic: f.dyn, Caches: f.ctrl.caches, Queue: f.ctrl.queue, Metrics: counts}))
 	return &crashWorld{fixture: f, logs: logs, counts: counts, w: w}
 }
 
@@ -175,7 +180,7 @@ func TestLastWordsReadOncePerRestart(t *testing.T) {
 	if ev := c.drainEvents(); len(ev) != 0 {
 		t.Fatalf("events %q", ev)
 	}
-	if c.counts.reads[LogReadOK] != 2 || len(c.counts.reads) != 1 {
+	if c.counts.reads[evidence.ReadOK] != 2 || len(c.counts.reads) != 1 {
 		t.Fatalf("reads counted %v", c.counts.reads)
 	}
 }
@@ -232,15 +237,18 @@ func TestLastWordsForbidden(t *testing.T) {
 	if reads := c.logs.take(); len(reads) != 1 {
 		t.Fatalf("the next restart's reads: %q", reads)
 	}
-	if c.counts.reads[LogReadForbidden] != 2 || c.counts.reads[LogReadOK] != 0 {
+	if c.counts.reads[evidence.ReadForbidden] != 2 || c.counts.reads[evidence.ReadOK] != 0 {
 		t.Fatalf("reads counted %v", c.counts.reads)
 	}
-	// Healthy again: nothing is remembered.
+	// Healthy again: nothing is remembered (evidence's TestLastWordsForbidden looks inside),
+	// so the same run crashing into view again is read again.
 	c.caches.pods = nil
 	if _, err := c.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(c.ctrl.lastWords.m); n != 0 {
-		t.Fatalf("%d models remembered without a crash", n)
+	c.crash(2, true)
+	c.syncStored(t)
+	if reads := c.logs.take(); len(reads) != 1 {
+		t.Fatalf("a run read before the model was healthy, read again: %q", reads)
 	}
 }

@@ -1,14 +1,13 @@
-// The cluster's GPUs per node, I/O before the decision, read only for a model the scheduler
-// finds short of GPUs (reconcile.WantsGPUSurvey), to tell a fragmented cluster from a full one:
-// the nodes come from the node cache, the GPUs in use from one list of the cluster's bound,
-// unfinished pods served from the API server's watch cache. One survey serves every model for
-// gpuSurveyPeriod, so a thousand models short of GPUs cost one list a minute.
+// The cluster's GPUs per node, read only for a model the scheduler finds short of GPUs
+// (reconcile.WantsGPUSurvey), to tell a fragmented cluster from a full one: the nodes come from
+// the node cache, the GPUs in use from one list of the cluster's bound, unfinished pods served
+// from the API server's watch cache. One survey serves every model for gpuSurveyPeriod, so a
+// thousand models short of GPUs cost one list a minute.
 
-package controller
+package evidence
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,69 +24,65 @@ const (
 	boundUnfinished = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 )
 
-// gpuSurvey is the last survey: GPUs in use per node and resource, when it was taken, and
-// whether it failed (a refused list: the namespaced install cannot list pods cluster-wide).
-type gpuSurvey struct {
-	mu     sync.Mutex
-	at     time.Time
+// gpuUse is a survey: GPUs in use per node and resource, or failed (a refused list: the
+// namespaced install cannot list pods cluster-wide).
+type gpuUse struct {
 	inUse  map[string]map[corev1.ResourceName]int64
 	failed bool
 }
 
-// observeGPUSurvey returns the schedulable nodes' GPUs of the model's resource when the model
-// is short of GPUs and nodes are watched; nil otherwise, or when the pods cannot be listed.
-func (c *Controller) observeGPUSurvey(ctx context.Context, in reconcile.Input) []reconcile.NodeGPUs {
+// gpuSurvey returns the schedulable nodes' GPUs of the model's resource when the model is
+// short of GPUs and nodes are watched; nil otherwise, or when the pods cannot be listed.
+func (r *Reader) gpuSurvey(ctx context.Context, in reconcile.Input) []reconcile.NodeGPUs {
 	if !reconcile.WantsGPUSurvey(in) {
 		return nil
 	}
-	nodes := c.caches.Nodes()
+	nodes := r.nodes.Nodes()
 	if nodes == nil {
 		return nil
 	}
-	inUse, ok := c.gpusInUse(ctx, in.Now.Time)
+	inUse, ok := r.gpusInUse(ctx, in.Now.Time)
 	if !ok {
 		return nil
 	}
-	r := in.ISVC.Spec.GPUResourceName()
+	res := in.ISVC.Spec.GPUResourceName()
 	var out []reconcile.NodeGPUs
 	for _, n := range nodes {
-		q, has := n.Status.Allocatable[r]
+		q, has := n.Status.Allocatable[res]
 		if !has || !reconcile.Schedulable(n) {
 			continue
 		}
-		out = append(out, reconcile.NodeGPUs{Node: n.Name, Allocatable: q.Value(), InUse: inUse[n.Name][r]})
+		out = append(out, reconcile.NodeGPUs{Node: n.Name, Allocatable: q.Value(), InUse: inUse[n.Name][res]})
 	}
 	return out
 }
 
 // gpusInUse is the survey's GPUs in use per node, taken again once it is gpuSurveyPeriod old.
-func (c *Controller) gpusInUse(ctx context.Context, now time.Time) (map[string]map[corev1.ResourceName]int64, bool) {
-	s := &c.gpuSurvey
-	s.mu.Lock()
-	defer s.mu.Unlock() // one survey at a time: the other workers wait for it, not repeat it
-	if !s.at.IsZero() && now.Sub(s.at) < gpuSurveyPeriod {
+func (r *Reader) gpusInUse(ctx context.Context, now time.Time) (map[string]map[corev1.ResourceName]int64, bool) {
+	r.surveyMu.Lock()
+	defer r.surveyMu.Unlock() // one survey at a time: the other workers wait for it, not repeat it
+	if s, ok := r.survey.fresh(struct{}{}, now, gpuSurveyPeriod); ok {
 		return s.inUse, !s.failed
 	}
 	ctx, cancel := context.WithTimeout(ctx, gpuSurveyTimeout)
 	defer cancel()
-	list, err := c.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: boundUnfinished, ResourceVersion: "0"})
-	s.at, s.failed = now, err != nil
+	list, err := r.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: boundUnfinished, ResourceVersion: "0"})
 	if err != nil {
 		klog.V(2).InfoS("GPUs in use not surveyed; a model short of GPUs is reported InsufficientGPU", "err", err)
-		s.inUse = nil
+		r.survey.put(struct{}{}, now, gpuUse{failed: true})
 		return nil, false
 	}
 	inUse := map[string]map[corev1.ResourceName]int64{}
 	for i := range list.Items {
 		p := &list.Items[i]
-		for r, q := range podRequests(p) {
+		for res, q := range podRequests(p) {
 			if inUse[p.Spec.NodeName] == nil {
 				inUse[p.Spec.NodeName] = map[corev1.ResourceName]int64{}
 			}
-			inUse[p.Spec.NodeName][r] += q
+			inUse[p.Spec.NodeName][res] += q
 		}
 	}
-	s.inUse = inUse
+	r.survey.put(struct{}{}, now, gpuUse{inUse: inUse})
 	return inUse, true
 }
 

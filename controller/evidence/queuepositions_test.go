@@ -1,7 +1,6 @@
-package controller
+package evidence
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/queue"
 )
 
 // pendingSummary is a PendingWorkloadsSummary as Kueue's visibility API returns it.
@@ -43,13 +44,15 @@ func pendingItem(name string, inLQ, inCQ int64) map[string]any {
 // LocalQueue's pendingworkloads, shared by the models of that queue for a period; an admitted
 // Workload gets none, and a failed read leaves them all without one.
 func TestQueuePositionsRead(t *testing.T) {
-	isvc := newISVCObject(2)
+	isvc := newISVC()
 	isvc.Spec.QueueName = "q"
-	f := newFixture(t, isvc, nil)
-	f.ctrl.features = reconcile.Features{KueueWorkloads: true, KueueVisibility: true}
+	features := reconcile.Features{KueueWorkloads: true, KueueVisibility: true}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	q := queue.New(queue.DefaultConfig("test"), nil)
+	r := New(Config{Dynamic: dyn, Queue: q})
 	var reads atomic.Int32
 	var fail atomic.Bool
-	f.dyn.PrependReactor("get", "localqueues", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	dyn.PrependReactor("get", "localqueues", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "pendingworkloads" || a.GetNamespace() != "default" || a.(clienttesting.GetAction).GetName() != "q" {
 			t.Errorf("unexpected read %s %s/%s", a.GetSubresource(), a.GetNamespace(), a.(clienttesting.GetAction).GetName())
 		}
@@ -65,18 +68,14 @@ func TestQueuePositionsRead(t *testing.T) {
 	// observe syncs at now until the read of the period has answered, as the model's rechecks would.
 	observe := func(now time.Time, want int32) map[types.UID]reconcile.Workload {
 		t.Helper()
-		var ws map[types.UID]reconcile.Workload
 		eventually(t, 10*time.Second, "the queue's read answered", func() error {
-			ws = workloads()
-			f.ctrl.observeQueuePositions(context.Background(), isvc, ws, now)
-			if n := reads.Load(); n != want || queueReading(f.ctrl, "default/q") {
-				return fmt.Errorf("%d reads, one in flight: %v", n, queueReading(f.ctrl, "default/q"))
+			r.queuePositions(isvc, features, workloads(), now)
+			if n := reads.Load(); n != want || queueReading(r, "default", "q") {
+				return fmt.Errorf("%d reads, one in flight: %v", n, queueReading(r, "default", "q"))
 			}
 			return nil
 		})
-		ws = workloads()
-		f.ctrl.observeQueuePositions(context.Background(), isvc, ws, now)
-		return ws
+		return r.queuePositions(isvc, features, workloads(), now)
 	}
 	ws := observe(t0, 1)
 	if p := ws["b"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 1, InClusterQueue: 3}) {
@@ -85,7 +84,7 @@ func TestQueuePositionsRead(t *testing.T) {
 	if ws["a"].Position != nil {
 		t.Fatalf("an admitted Workload given a position: %+v", ws["a"].Position)
 	}
-	if n := f.ctrl.queue.Len(); n != 1 {
+	if n := q.Len(); n != 1 {
 		t.Fatalf("the model waiting in the queue not enqueued by the answer: %d queued", n)
 	}
 	observe(t0.Add(time.Second), 1) // within the period: no second read
@@ -95,18 +94,16 @@ func TestQueuePositionsRead(t *testing.T) {
 		t.Fatalf("after a failed read: position %+v", ws["b"].Position)
 	}
 	// Nothing pending: no read.
-	f.ctrl.observeQueuePositions(context.Background(), isvc, map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
+	r.queuePositions(isvc, features, map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
 	if reads.Load() != 2 {
 		t.Fatalf("read with nothing pending")
 	}
 }
 
 // queueReading reports whether a read of the queue is in flight.
-func queueReading(c *Controller, key string) bool {
-	c.queuePositions.mu.Lock()
-	defer c.queuePositions.mu.Unlock()
-	q := c.queuePositions.queues[key]
-	return q != nil && q.reading
+func queueReading(r *Reader, namespace, name string) bool {
+	s, ok := r.queues.get(localQueue{namespace, name})
+	return ok && s.v.reading
 }
 
 // TestQueuePositionsHungVisibilityAPI: Kueue's visibility server accepts the reads and never
@@ -144,14 +141,13 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs before srv.Close: the hung handlers return
 
-	isvc := newISVCObject(1)
-	f := newFixture(t, isvc, nil)
-	f.ctrl.features = reconcile.Features{KueueWorkloads: true, KueueVisibility: true}
+	isvc := newISVC()
+	features := reconcile.Features{KueueWorkloads: true, KueueVisibility: true}
 	dyn, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl.dyn = dyn
+	r := New(Config{Dynamic: dyn, Queue: queue.New(queue.DefaultConfig("test"), nil)})
 	models := make([]*crd.InferenceService, queues)
 	for i := range models {
 		m := isvc.DeepCopy()
@@ -166,7 +162,7 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 		go func() {
 			defer close(done)
 			for _, m := range models {
-				f.ctrl.observeQueuePositions(context.Background(), m, workloads(m), now)
+				r.queuePositions(m, features, workloads(m), now)
 			}
 		}()
 		return done
@@ -201,8 +197,7 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 	eventually(t, 2*queuePositionsTimeout+10*time.Second, "every model's position", func() error {
 		now := t0.Add(time.Minute)
 		for _, m := range models {
-			ws := workloads(m)
-			f.ctrl.observeQueuePositions(context.Background(), m, ws, now)
+			ws := r.queuePositions(m, features, workloads(m), now)
 			if p := ws["p"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 2, InClusterQueue: 5}) {
 				return fmt.Errorf("%s: position %+v", m.Name, p)
 			}

@@ -1,4 +1,4 @@
-package controller
+package evidence
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func TestReadGroupFailures(t *testing.T) {
 		selector = a.(clienttesting.ListAction).GetListRestrictions().Fields.String()
 		return false, nil, nil
 	})
-	c := &Controller{kube: kube}
-	got := c.readGroupFailures(context.Background(), "default", "big", now)
+	r := New(Config{Kube: kube})
+	got := r.readGroupFailures(context.Background(), "default", "big", now)
 	want := map[string]string{"big": "exceeded quota: gpus", "big-1": "exceeded quota: gpus (worker)"}
 	if len(got) != len(want) || got["big"] != want["big"] || got["big-1"] != want["big-1"] {
 		t.Fatalf("got %v, want %v", got, want)

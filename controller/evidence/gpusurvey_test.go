@@ -1,4 +1,4 @@
-package controller
+package evidence
 
 import (
 	"context"
@@ -40,8 +40,7 @@ func TestGPUSurvey(t *testing.T) {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Unschedulable: cordoned},
 			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}
 	}
-	caches := &fakeCaches{nodes: map[string]*corev1.Node{"n0": node("n0", false), "n1": node("n1", false), "n2": node("n2", true)}}
-	c := &Controller{kube: kube, caches: caches}
+	r := New(Config{Kube: kube, Nodes: nodeList{node("n0", false), node("n1", false), node("n2", true)}})
 	isvc := &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default"}, Spec: crd.InferenceServiceSpec{Model: "m", Replicas: 1, GPUsPerReplica: ptr.To[int32](4)}}
 	short := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m-1", Namespace: "default"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable."}}}}
@@ -61,24 +60,24 @@ func TestGPUSurvey(t *testing.T) {
 		kube.ClearActions()
 		return n
 	}
-	if got := c.observeGPUSurvey(context.Background(), in(0)); got != nil || lists() != 0 {
+	if got := r.gpuSurvey(context.Background(), in(0)); got != nil || lists() != 0 {
 		t.Fatalf("surveyed for a model not short of GPUs: %v", got)
 	}
-	got := c.observeGPUSurvey(context.Background(), in(0, short))
+	got := r.gpuSurvey(context.Background(), in(0, short))
 	if fmt.Sprint(sortedSurvey(got)) != "[{n0 8 6} {n1 8 5}]" || lists() != 1 {
 		t.Fatalf("survey %v", got)
 	}
-	c.observeGPUSurvey(context.Background(), in(30*time.Second, short))
+	r.gpuSurvey(context.Background(), in(30*time.Second, short))
 	if n := lists(); n != 0 {
 		t.Fatalf("%d lists within the period", n)
 	}
 	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("cluster-wide list denied"))
 	})
-	if got := c.observeGPUSurvey(context.Background(), in(2*time.Minute, short)); got != nil || lists() != 1 {
+	if got := r.gpuSurvey(context.Background(), in(2*time.Minute, short)); got != nil || lists() != 1 {
 		t.Fatalf("refused: %v", got)
 	}
-	if got := c.observeGPUSurvey(context.Background(), in(2*time.Minute+time.Second, short)); got != nil || lists() != 0 {
+	if got := r.gpuSurvey(context.Background(), in(2*time.Minute+time.Second, short)); got != nil || lists() != 0 {
 		t.Fatalf("a refusal retried within the period: %v", got)
 	}
 }
@@ -87,3 +86,8 @@ func sortedSurvey(s []reconcile.NodeGPUs) []reconcile.NodeGPUs {
 	slices.SortFunc(s, func(a, b reconcile.NodeGPUs) int { return strings.Compare(a.Node, b.Node) })
 	return s
 }
+
+// nodeList is the node cache.
+type nodeList []*corev1.Node
+
+func (n nodeList) Nodes() []*corev1.Node { return n }
