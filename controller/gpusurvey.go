@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 const (
@@ -52,7 +53,7 @@ func (c *Controller) observeGPUSurvey(ctx context.Context, in reconcile.Input) [
 	var out []reconcile.NodeGPUs
 	for _, n := range nodes {
 		q, has := n.Status.Allocatable[r]
-		if !has || !reconcile.Schedulable(n) {
+		if !has || !kinds.Schedulable(n) {
 			continue
 		}
 		out = append(out, reconcile.NodeGPUs{Node: n.Name, Allocatable: q.Value(), InUse: inUse[n.Name][r]})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -54,12 +55,12 @@ type queueReads struct {
 // when the read failed.
 type queueRead struct {
 	at        time.Time
-	positions map[string]reconcile.QueuePosition
+	positions map[string]kinds.QueuePosition
 }
 
 // observeQueuePositions sets the position of each of workloads Kueue has not reserved quota
 // for and its visibility API last listed; the others keep none, so the status claims none.
-func (c *Controller) observeQueuePositions(ctx context.Context, isvc *crd.InferenceService, workloads map[types.UID]reconcile.Workload, now time.Time) {
+func (c *Controller) observeQueuePositions(ctx context.Context, isvc *crd.InferenceService, workloads map[types.UID]kinds.Workload, now time.Time) {
 	if !reconcile.WantsQueuePositions(isvc, c.features, workloads) {
 		return
 	}
@@ -75,7 +76,7 @@ func (c *Controller) observeQueuePositions(ctx context.Context, isvc *crd.Infere
 // pendingWorkloads is the model's LocalQueue's pending Workloads' positions as last read (nil
 // before the first answer, or when it failed); a read starts in the background when none is
 // in flight and the last began queuePositionsPeriod ago.
-func (c *Controller) pendingWorkloads(model queue.Key, localQueue string, now time.Time) map[string]reconcile.QueuePosition {
+func (c *Controller) pendingWorkloads(model queue.Key, localQueue string, now time.Time) map[string]kinds.QueuePosition {
 	s := &c.queuePositions
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,7 +110,7 @@ func (c *Controller) readQueue(q *queueReads, namespace, localQueue string, star
 	ctx, cancel := context.WithTimeout(context.Background(), queuePositionsTimeout)
 	defer cancel()
 	summary, err := c.dyn.Resource(reconcile.KueueLocalQueueVisibilityGVR).Namespace(namespace).Get(ctx, localQueue, metav1.GetOptions{}, "pendingworkloads")
-	var positions map[string]reconcile.QueuePosition
+	var positions map[string]kinds.QueuePosition
 	if err != nil {
 		klog.V(2).InfoS("Queue positions not read; a waiting model's status names none", "namespace", namespace, "localQueue", localQueue, "err", err)
 	} else {
@@ -130,9 +131,9 @@ func (c *Controller) readQueue(q *queueReads, namespace, localQueue string, star
 }
 
 // positionsOf reads a PendingWorkloadsSummary: each item's name and positions.
-func positionsOf(summary *unstructured.Unstructured) map[string]reconcile.QueuePosition {
+func positionsOf(summary *unstructured.Unstructured) map[string]kinds.QueuePosition {
 	items, _, _ := unstructured.NestedSlice(summary.Object, "items")
-	out := make(map[string]reconcile.QueuePosition, len(items))
+	out := make(map[string]kinds.QueuePosition, len(items))
 	for _, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
@@ -142,7 +143,7 @@ func positionsOf(summary *unstructured.Unstructured) map[string]reconcile.QueueP
 		lq, _, _ := unstructured.NestedInt64(m, "positionInLocalQueue")
 		cq, _, _ := unstructured.NestedInt64(m, "positionInClusterQueue")
 		if name != "" {
-			out[name] = reconcile.QueuePosition{InLocalQueue: int32(lq), InClusterQueue: int32(cq)}
+			out[name] = kinds.QueuePosition{InLocalQueue: int32(lq), InClusterQueue: int32(cq)}
 		}
 	}
 	return out

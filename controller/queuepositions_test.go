@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // pendingSummary is a PendingWorkloadsSummary as Kueue's visibility API returns it.
@@ -59,13 +60,13 @@ func TestQueuePositionsRead(t *testing.T) {
 		}
 		return true, pendingSummary(pendingItem("wb", 1, 3), pendingItem("other", 0, 0)), nil
 	})
-	workloads := func() map[types.UID]reconcile.Workload {
-		return map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "short"}}
+	workloads := func() map[types.UID]kinds.Workload {
+		return map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "short"}}
 	}
 	// observe syncs at now until the read of the period has answered, as the model's rechecks would.
-	observe := func(now time.Time, want int32) map[types.UID]reconcile.Workload {
+	observe := func(now time.Time, want int32) map[types.UID]kinds.Workload {
 		t.Helper()
-		var ws map[types.UID]reconcile.Workload
+		var ws map[types.UID]kinds.Workload
 		eventually(t, 10*time.Second, "the queue's read answered", func() error {
 			ws = workloads()
 			f.ctrl.observeQueuePositions(context.Background(), isvc, ws, now)
@@ -79,7 +80,7 @@ func TestQueuePositionsRead(t *testing.T) {
 		return ws
 	}
 	ws := observe(t0, 1)
-	if p := ws["b"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 1, InClusterQueue: 3}) {
+	if p := ws["b"].Position; p == nil || *p != (kinds.QueuePosition{InLocalQueue: 1, InClusterQueue: 3}) {
 		t.Fatalf("pending Workload's position: %+v", p)
 	}
 	if ws["a"].Position != nil {
@@ -95,7 +96,7 @@ func TestQueuePositionsRead(t *testing.T) {
 		t.Fatalf("after a failed read: position %+v", ws["b"].Position)
 	}
 	// Nothing pending: no read.
-	f.ctrl.observeQueuePositions(context.Background(), isvc, map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
+	f.ctrl.observeQueuePositions(context.Background(), isvc, map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
 	if reads.Load() != 2 {
 		t.Fatalf("read with nothing pending")
 	}
@@ -158,8 +159,8 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 		m.Name, m.Spec.QueueName = fmt.Sprintf("m%d", i), fmt.Sprintf("q%d", i)
 		models[i] = m
 	}
-	workloads := func(m *crd.InferenceService) map[types.UID]reconcile.Workload {
-		return map[types.UID]reconcile.Workload{"p": {Name: "w-" + m.Spec.QueueName, Pending: "quota"}}
+	workloads := func(m *crd.InferenceService) map[types.UID]kinds.Workload {
+		return map[types.UID]kinds.Workload{"p": {Name: "w-" + m.Spec.QueueName, Pending: "quota"}}
 	}
 	round := func(now time.Time) <-chan struct{} {
 		done := make(chan struct{})
@@ -203,7 +204,7 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 		for _, m := range models {
 			ws := workloads(m)
 			f.ctrl.observeQueuePositions(context.Background(), m, ws, now)
-			if p := ws["p"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 2, InClusterQueue: 5}) {
+			if p := ws["p"].Position; p == nil || *p != (kinds.QueuePosition{InLocalQueue: 2, InClusterQueue: 5}) {
 				return fmt.Errorf("%s: position %+v", m.Name, p)
 			}
 		}

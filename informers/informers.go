@@ -34,11 +34,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
-// byInstance indexes objects by namespace/reconcile.InstanceLabel: a reconcile then reads its own
+// byInstance indexes objects by namespace/kinds.InstanceLabel: a reconcile then reads its own
 // pods, not a scan of every pod in the namespace (O(1), not O(N), per reconcile).
 const byInstance = "instance"
 
@@ -63,14 +63,14 @@ type Options struct {
 	// Optional are children kinds from CRDs that may be absent (ServiceMonitors, HTTPRoutes):
 	// watched, label-scoped like the others, only when listed.
 	Optional []schema.GroupVersionResource
-	// Workloads watches Kueue's Workloads (reconcile.KueueWorkloadGVR), not label-scoped since
+	// Workloads watches Kueue's Workloads (kinds.KueueWorkloadGVR), not label-scoped since
 	// Kueue makes them, stripped to what WorkloadOf reads and indexed by the pod owning them
 	// and by the ClusterQueue that admitted them.
 	Workloads bool
 	// Nodes watches the cluster's Nodes, stripped to their GPU facts, for the diagnosis of
 	// models failing on nodes whose GPUs are unhealthy (needs list and watch on nodes).
 	Nodes bool
-	// ClusterQueues watches Kueue's ClusterQueues (reconcile.KueueClusterQueueGVR), cluster-wide,
+	// ClusterQueues watches Kueue's ClusterQueues (kinds.KueueClusterQueueGVR), cluster-wide,
 	// stripped to what they borrow from their cohort.
 	ClusterQueues bool
 }
@@ -91,7 +91,7 @@ type Set struct {
 const byTrouble = "trouble"
 
 func troubleIndex(obj interface{}) ([]string, error) {
-	if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+	if n, ok := obj.(*corev1.Node); ok && kinds.NodeTroubled(n) {
 		return []string{"troubled"}, nil
 	}
 	return nil, nil
@@ -131,7 +131,7 @@ func podOwnerIndex(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	uids, _, _ := reconcile.WorkloadOf(u)
+	uids, _, _ := kinds.WorkloadOf(u)
 	keys := make([]string, 0, len(uids))
 	for _, uid := range uids {
 		keys = append(keys, u.GetNamespace()+"/"+string(uid))
@@ -147,13 +147,13 @@ func clusterQueueIndex(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if _, w, ok := reconcile.WorkloadOf(u); ok && w.ClusterQueue != "" {
+	if _, w, ok := kinds.WorkloadOf(u); ok && w.ClusterQueue != "" {
 		return []string{w.ClusterQueue}, nil
 	}
 	return nil, nil
 }
 
-// StripClusterQueue keeps of a ClusterQueue what reconcile.ClusterQueueOf reads: its name and
+// StripClusterQueue keeps of a ClusterQueue what kinds.ClusterQueueOf reads: its name and
 // the resources it borrows, so its usage moving within its own quota is no event.
 func StripClusterQueue(obj interface{}) (interface{}, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -165,7 +165,7 @@ func StripClusterQueue(obj interface{}) (interface{}, error) {
 	out.SetUID(u.GetUID())
 	out.SetResourceVersion(u.GetResourceVersion())
 	var flavors []any
-	for _, b := range reconcile.ClusterQueueOf(u).Borrowed {
+	for _, b := range kinds.ClusterQueueOf(u).Borrowed {
 		flavors = append(flavors, map[string]any{"name": b.Flavor, "resources": []any{map[string]any{"name": b.Resource, "borrowed": b.Amount}}})
 	}
 	if len(flavors) > 0 {
@@ -174,7 +174,7 @@ func StripClusterQueue(obj interface{}) (interface{}, error) {
 	return out, nil
 }
 
-// StripWorkload keeps of a Workload what reconcile.WorkloadOf reads: a Job's shrinks to its
+// StripWorkload keeps of a Workload what kinds.WorkloadOf reads: a Job's shrinks to its
 // name, a pod's keeps its pod owner, its ClusterQueue and its QuotaReserved condition.
 func StripWorkload(obj interface{}) (interface{}, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -220,7 +220,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		res = crd.Resource
 	}
 	s := &Set{scopes: map[string]*scope{}}
-	managed := labels.SelectorFromSet(labels.Set{reconcile.ManagedByLabel: reconcile.ManagedByValue}).String()
+	managed := labels.SelectorFromSet(labels.Set{kinds.ManagedByLabel: kinds.ManagedByValue}).String()
 	for _, ns := range namespaces {
 		sc := &scope{}
 		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, cache.Indexers{}, nil).Informer()
@@ -235,19 +235,19 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.deploy = sc.children.InformerFor(&appsv1.Deployment{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredDeploymentInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.deploy.SetTransform(pack(reconcile.StripDeployment)))
+		must(sc.deploy.SetTransform(pack(kinds.StripDeployment)))
 		sc.rs = sc.children.InformerFor(&appsv1.ReplicaSet{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return appsinformers.NewFilteredReplicaSetInformer(c, ns, r, cache.Indexers{byInstance: instanceIndex}, tweak)
 		})
-		must(sc.rs.SetTransform(pack(reconcile.StripReplicaSet)))
+		must(sc.rs.SetTransform(pack(kinds.StripReplicaSet)))
 		sc.svc = sc.children.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredServiceInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.svc.SetTransform(pack(reconcile.StripService)))
+		must(sc.svc.SetTransform(pack(kinds.StripService)))
 		sc.hpa = sc.children.InformerFor(&autoscalingv2.HorizontalPodAutoscaler{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return autoscalinginformers.NewFilteredHorizontalPodAutoscalerInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
-		must(sc.hpa.SetTransform(pack(reconcile.StripHPA)))
+		must(sc.hpa.SetTransform(pack(kinds.StripHPA)))
 		sc.cm = sc.children.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredConfigMapInformer(c, ns, r, cache.Indexers{}, tweak)
 		})
@@ -266,7 +266,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 					prev, _ = unpack[corev1.Pod](o)
 				}
 			}
-			return reconcile.StripPodSeen(obj, prev, time.Now())
+			return kinds.StripPodSeen(obj, prev, time.Now())
 		})))
 		sc.optional = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, tweak)
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
@@ -283,7 +283,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		if opts.Workloads {
 			// No resync: a Workload's news is its own change.
 			sc.workloads = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
-			sc.workloadInf = sc.workloads.ForResource(reconcile.KueueWorkloadGVR).Informer()
+			sc.workloadInf = sc.workloads.ForResource(kinds.KueueWorkloadGVR).Informer()
 			must(sc.workloadInf.AddIndexers(cache.Indexers{byPodOwner: podOwnerIndex, byClusterQueue: clusterQueueIndex}))
 			must(sc.workloadInf.SetTransform(StripWorkload))
 		}
@@ -295,11 +295,11 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		s.nodeInf = s.nodes.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewNodeInformer(c, r, cache.Indexers{byTrouble: troubleIndex})
 		})
-		must(s.nodeInf.SetTransform(reconcile.StripNode))
+		must(s.nodeInf.SetTransform(kinds.StripNode))
 	}
 	if opts.ClusterQueues {
 		s.clusterQueues = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-		s.cqInf = s.clusterQueues.ForResource(reconcile.KueueClusterQueueGVR).Informer()
+		s.cqInf = s.clusterQueues.ForResource(kinds.KueueClusterQueueGVR).Informer()
 		must(s.cqInf.SetTransform(StripClusterQueue))
 	}
 	return s
@@ -439,7 +439,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 				o, ok1 := old.(*unstructured.Unstructured)
 				n, ok2 := obj.(*unstructured.Unstructured)
 				// Stripped to its borrowing: only a change of it is news.
-				if ok1 && ok2 && !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(o), reconcile.ClusterQueueOf(n)) {
+				if ok1 && ok2 && !equality.Semantic.DeepEqual(kinds.ClusterQueueOf(o), kinds.ClusterQueueOf(n)) {
 					h.ClusterQueue(n.GetName())
 				}
 			},
@@ -460,7 +460,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 	}
 	_, err := s.nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
-			if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+			if n, ok := obj.(*corev1.Node); ok && kinds.NodeTroubled(n) {
 				h.Node(n)
 			}
 		},
@@ -468,7 +468,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 			o, ok1 := old.(*corev1.Node)
 			n, ok2 := obj.(*corev1.Node)
 			// Stripped, a node changes only when its GPU facts do: heartbeats are not news.
-			if !ok1 || !ok2 || !reconcile.NodeTroubled(o) && !reconcile.NodeTroubled(n) {
+			if !ok1 || !ok2 || !kinds.NodeTroubled(o) && !kinds.NodeTroubled(n) {
 				return
 			}
 			if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Status, n.Status) {
@@ -479,7 +479,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if n, ok := obj.(*corev1.Node); ok && reconcile.NodeTroubled(n) {
+			if n, ok := obj.(*corev1.Node); ok && kinds.NodeTroubled(n) {
 				h.Node(n)
 			}
 		},
@@ -622,12 +622,12 @@ func (s *Set) Pod(namespace, name string) (*corev1.Pod, bool, error) {
 
 // Workloads returns the Kueue Workloads of the given pods, by pod UID; nil when Workloads
 // are not watched.
-func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]reconcile.Workload {
+func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]kinds.Workload {
 	sc, ok := s.scopeFor(namespace)
 	if !ok || sc.workloadInf == nil {
 		return nil
 	}
-	out := map[types.UID]reconcile.Workload{}
+	out := map[types.UID]kinds.Workload{}
 	for _, uid := range pods {
 		objs, err := sc.workloadInf.GetIndexer().ByIndex(byPodOwner, namespace+"/"+string(uid))
 		if err != nil {
@@ -635,7 +635,7 @@ func (s *Set) Workloads(namespace string, pods []types.UID) map[types.UID]reconc
 		}
 		for _, o := range objs {
 			if u, ok := o.(*unstructured.Unstructured); ok {
-				if owners, w, ok := reconcile.WorkloadOf(u); ok && slices.Contains(owners, uid) {
+				if owners, w, ok := kinds.WorkloadOf(u); ok && slices.Contains(owners, uid) {
 					out[uid] = w
 				}
 			}
@@ -664,13 +664,13 @@ func byLabel[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, read fu
 	return out, nil
 }
 
-// ReplicaSets lists the cached ReplicaSets of one InferenceService (by reconcile.InstanceLabel),
+// ReplicaSets lists the cached ReplicaSets of one InferenceService (by kinds.InstanceLabel),
 // decoded for the caller.
 func (s *Set) ReplicaSets(namespace, instance string) ([]*appsv1.ReplicaSet, error) {
 	return byLabel(s, func(sc *scope) cache.SharedIndexInformer { return sc.rs }, unpack[appsv1.ReplicaSet], namespace, instance)
 }
 
-// Pods lists the cached Pods of one InferenceService (by reconcile.InstanceLabel), decoded for
+// Pods lists the cached Pods of one InferenceService (by kinds.InstanceLabel), decoded for
 // the caller.
 func (s *Set) Pods(namespace, instance string) ([]*corev1.Pod, error) {
 	return byLabel(s, func(sc *scope) cache.SharedIndexInformer { return sc.pod }, unpack[corev1.Pod], namespace, instance)
@@ -689,19 +689,19 @@ func (s *Set) ResourceQuotas() []*corev1.ResourceQuota {
 
 // ClusterQueue returns a Kueue ClusterQueue's borrowing, by name; absent when ClusterQueues
 // are not watched or it is not cached.
-func (s *Set) ClusterQueue(name string) (reconcile.ClusterQueue, bool) {
+func (s *Set) ClusterQueue(name string) (kinds.ClusterQueue, bool) {
 	if s.cqInf == nil || name == "" {
-		return reconcile.ClusterQueue{}, false
+		return kinds.ClusterQueue{}, false
 	}
 	obj, ok, err := s.cqInf.GetIndexer().GetByKey(name)
 	if err != nil || !ok {
-		return reconcile.ClusterQueue{}, false
+		return kinds.ClusterQueue{}, false
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return reconcile.ClusterQueue{}, false
+		return kinds.ClusterQueue{}, false
 	}
-	return reconcile.ClusterQueueOf(u), true
+	return kinds.ClusterQueueOf(u), true
 }
 
 // AdmittedBy returns the cached pods' Workloads (stripped) a ClusterQueue admitted, in every
@@ -725,7 +725,7 @@ func (s *Set) AdmittedBy(clusterQueue string) []metav1.Object {
 	return out
 }
 
-// TroubledNodes returns the cached nodes with GPU trouble (reconcile.NodeTroubled), by name;
+// TroubledNodes returns the cached nodes with GPU trouble (kinds.NodeTroubled), by name;
 // nil when nodes are not watched. Callers must not modify them.
 func (s *Set) TroubledNodes() map[string]*corev1.Node {
 	if s.nodeInf == nil {

@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 func managed(name, ns string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, "ai.example.com/inferenceservice": name},
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, "ai.example.com/inferenceservice": name},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 }
 
@@ -154,7 +154,7 @@ func TestStripInferenceServiceAndHPA(t *testing.T) {
 	}
 	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3},
 		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 2}}
-	if _, err := reconcile.StripHPA(h); err != nil {
+	if _, err := kinds.StripHPA(h); err != nil {
 		t.Fatal(err)
 	}
 	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
@@ -186,7 +186,7 @@ func TestStripWorkloadKeepsWhatTheDiagnosisReads(t *testing.T) {
 	if _, ok := s.Object["spec"]; ok {
 		t.Fatalf("spec kept: %v", s.Object)
 	}
-	uids, w, ok := reconcile.WorkloadOf(s)
+	uids, w, ok := kinds.WorkloadOf(s)
 	if !ok || len(uids) != 1 || uids[0] != "pod-uid" || w.Name != "pod-m-abc-1" || w.ClusterQueue != "team-a" || w.Pending != "insufficient unused quota" || s.GetResourceVersion() != "7" {
 		t.Fatalf("stripped: %v %q %+v %v", ok, uids, w, s.Object)
 	}
@@ -225,13 +225,13 @@ func TestStripClusterQueueAndIndex(t *testing.T) {
 	if _, ok := s.Object["spec"]; ok {
 		t.Fatalf("spec kept: %v", s.Object)
 	}
-	if !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(s), reconcile.ClusterQueueOf(cq)) || s.GetResourceVersion() != "9" {
-		t.Fatalf("borrowing lost: %+v from %v", reconcile.ClusterQueueOf(s), s.Object)
+	if !equality.Semantic.DeepEqual(kinds.ClusterQueueOf(s), kinds.ClusterQueueOf(cq)) || s.GetResourceVersion() != "9" {
+		t.Fatalf("borrowing lost: %+v from %v", kinds.ClusterQueueOf(s), s.Object)
 	}
 	// More used, the same borrowed: the stripped forms are equal.
 	busier := cq.DeepCopy()
 	_ = unstructured.SetNestedField(busier.Object, int64(11), "status", "admittedWorkloads")
-	if b, _ := StripClusterQueue(busier); !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(b.(*unstructured.Unstructured)), reconcile.ClusterQueueOf(s)) {
+	if b, _ := StripClusterQueue(busier); !equality.Semantic.DeepEqual(kinds.ClusterQueueOf(b.(*unstructured.Unstructured)), kinds.ClusterQueueOf(s)) {
 		t.Fatal("usage within quota changed the cached form")
 	}
 
