@@ -23,6 +23,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -105,7 +106,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 	if l := obs.LeaderWorkerSet; l != nil && reconcile.ControlledBy(l, isvc) {
 		var pods []*corev1.Pod
 		for _, p := range obs.Pods {
-			if p.Labels[reconcile.LWSNameLabel] != l.GetName() || p.Labels[reconcile.LWSWorkerLabel] != "0" ||
+			if p.Labels[kinds.LWSNameLabel] != l.GetName() || p.Labels[kinds.LWSWorkerLabel] != "0" ||
 				p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ServerReady(p) {
 				continue
 			}
@@ -127,7 +128,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 	var pods []*corev1.Pod
 	for _, p := range obs.Pods {
 		ref := metav1.GetControllerOfNoCopy(p)
-		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[reconcile.InstanceLabel] != isvc.Name ||
+		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[kinds.InstanceLabel] != isvc.Name ||
 			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ServerReady(p) {
 			continue
 		}
@@ -339,7 +340,7 @@ func (c *Controller) applyAdapterGates(ctx context.Context, gates []reconcile.Po
 	written := 0
 	for _, g := range gates {
 		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type: reconcile.AdaptersGate, Status: g.Status, Reason: g.Reason, LastTransitionTime: now,
+			Type: kinds.AdaptersGate, Status: g.Status, Reason: g.Reason, LastTransitionTime: now,
 		}}}})
 		if err != nil {
 			return written, err

@@ -24,6 +24,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -158,7 +159,7 @@ func (w adapterWorld) ext(adapters ...string) *crd.SpecExtensions {
 func (w adapterWorld) pod(name, ip string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.isvc.Namespace, UID: types.UID(name + "-uid"),
-			Labels:          map[string]string{reconcile.InstanceLabel: w.isvc.Name},
+			Labels:          map[string]string{kinds.InstanceLabel: w.isvc.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: w.rs.Name, UID: w.rs.UID, Controller: ptr.To(true)}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
 			Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
@@ -210,7 +211,7 @@ func TestObserveAdaptersAsksOnlyReadyPodsOfItsDeploymentAtTheirIP(t *testing.T) 
 	deleting := w.pod("deleting", "127.0.0.5")
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
 	relabelled := w.pod("relabelled", "127.0.0.6")
-	relabelled.Labels[reconcile.InstanceLabel] = "other"
+	relabelled.Labels[kinds.InstanceLabel] = "other"
 	obs := w.observed(w.pod("p2", "127.0.0.2"), notReady, foreign, noIP, deleting, relabelled, w.pod("p1", "127.0.0.1"))
 
 	got := c.observeAdapters(context.Background(), adapterKey, w.isvc, w.ext("sql"), &crd.StatusExtensions{}, obs)

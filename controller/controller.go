@@ -30,6 +30,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/evidence"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
 )
@@ -60,9 +61,9 @@ type Caches interface {
 	// Pod is one cached pod of a model, by name.
 	Pod(namespace, name string) (*corev1.Pod, bool, error)
 	// Workloads are the Kueue Workloads of pods, by pod UID; nil when they are not watched.
-	Workloads(namespace string, pods []types.UID) map[types.UID]reconcile.Workload
+	Workloads(namespace string, pods []types.UID) map[types.UID]kinds.Workload
 	// ClusterQueue is a Kueue ClusterQueue's borrowing, by name; absent when not watched.
-	ClusterQueue(name string) (reconcile.ClusterQueue, bool)
+	ClusterQueue(name string) (kinds.ClusterQueue, bool)
 	// AdmittedBy are the cached pods' Workloads a ClusterQueue admitted.
 	AdmittedBy(clusterQueue string) []metav1.Object
 	// TroubledNodes are the nodes with GPU trouble by name; nil when nodes are not watched.

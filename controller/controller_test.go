@@ -26,6 +26,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
 )
@@ -96,9 +97,9 @@ func (f *fakeCaches) Pod(_, name string) (*corev1.Pod, bool, error) {
 	}
 	return nil, false, nil
 }
-func (f *fakeCaches) Workloads(string, []types.UID) map[types.UID]reconcile.Workload { return nil }
-func (f *fakeCaches) ClusterQueue(string) (reconcile.ClusterQueue, bool) {
-	return reconcile.ClusterQueue{}, false
+func (f *fakeCaches) Workloads(string, []types.UID) map[types.UID]kinds.Workload { return nil }
+func (f *fakeCaches) ClusterQueue(string) (kinds.ClusterQueue, bool) {
+	return kinds.ClusterQueue{}, false
 }
 func (f *fakeCaches) AdmittedBy(string) []metav1.Object { return nil }
 
@@ -298,7 +299,7 @@ func TestSyncRecoversARelabelledChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if live.Labels["app.kubernetes.io/managed-by"] != reconcile.ManagedByValue || *live.Spec.Replicas != 2 {
+	if live.Labels["app.kubernetes.io/managed-by"] != kinds.ManagedByValue || *live.Spec.Replicas != 2 {
 		t.Fatalf("not restored: labels %v replicas %d", live.Labels, *live.Spec.Replicas)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // WatchedVersion resolves --api-version: auto picks v1beta1 when the API server serves it
@@ -69,12 +70,12 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 			"resource", reconcile.LeaderWorkerSetGVR.String())
 	}
 	// Kueue's Workloads say why a gated pod waits; watched whenever Kueue is installed.
-	if f.KueueWorkloads, err = served(disco, reconcile.KueueWorkloadGVR); err != nil {
+	if f.KueueWorkloads, err = served(disco, kinds.KueueWorkloadGVR); err != nil {
 		return f, nil, err
 	}
 	if f.KueueWorkloads {
 		// What an admitted model's ClusterQueue borrows, and where a waiting one stands.
-		if f.KueueClusterQueues, err = served(disco, reconcile.KueueClusterQueueGVR); err != nil {
+		if f.KueueClusterQueues, err = served(disco, kinds.KueueClusterQueueGVR); err != nil {
 			return f, nil, err
 		}
 		pending := reconcile.KueueLocalQueueVisibilityGVR

@@ -12,6 +12,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -90,7 +91,7 @@ func metaOf(obj interface{}) (metav1.Object, error) {
 func (c *Controller) enqueueOwner(obj metav1.Object) {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.Kind != crd.Kind || !reconcile.IsOurGroup(ref.APIVersion) {
-		if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
+		if name, ok := obj.GetLabels()[kinds.InstanceLabel]; ok {
 			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
 		}
 		return
@@ -113,7 +114,7 @@ func (c *Controller) enqueueDeploymentOwner(obj metav1.Object) {
 
 // enqueuePodOwner maps a Pod to its ReplicaSet's Deployment's InferenceService.
 func (c *Controller) enqueuePodOwner(obj metav1.Object) {
-	if name, ok := obj.GetLabels()[reconcile.InstanceLabel]; ok {
+	if name, ok := obj.GetLabels()[kinds.InstanceLabel]; ok {
 		// The instance label is ours and immutable on the template; pods of a rollout in
 		// progress may belong to a ReplicaSet the cache has not seen yet.
 		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})

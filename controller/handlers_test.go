@@ -25,6 +25,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -49,12 +50,12 @@ func TestHandlersMapEventsToKeys(t *testing.T) {
 		"a child":                                {h.Child, &corev1.Service{ObjectMeta: owned("qwen3", "1")}, 1},
 		"a child of a deleted namesake wakes it": {h.Child, &corev1.Service{ObjectMeta: owned("qwen3", "old")}, 1},
 		"a foreign child with our instance label": {h.Child, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default",
-			Labels: map[string]string{reconcile.InstanceLabel: "qwen3"}}}, 1},
+			Labels: map[string]string{kinds.InstanceLabel: "qwen3"}}}, 1},
 		"a foreign child without it":         {h.Child, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "default"}}, 0},
 		"a tombstone":                        {h.Child, cache.DeletedFinalStateUnknown{Obj: &corev1.Service{ObjectMeta: owned("qwen3", "1")}}, 1},
 		"a ReplicaSet of our Deployment":     {h.ReplicaSet, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-1", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "qwen3", UID: "deploy-uid", Controller: ptr.To(true)}}}}, 1},
 		"a ReplicaSet of another Deployment": {h.ReplicaSet, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-1", Namespace: "default", OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "qwen3", UID: "other", Controller: ptr.To(true)}}}}, 0},
-		"a pod":                              {h.Pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Labels: map[string]string{reconcile.InstanceLabel: "qwen3"}}}, 1},
+		"a pod":                              {h.Pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Labels: map[string]string{kinds.InstanceLabel: "qwen3"}}}, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj := c.obj

@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
 )
@@ -221,7 +222,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		for _, w := range obs.Workloads {
 			if cq, ok := c.caches.ClusterQueue(w.ClusterQueue); ok {
 				if obs.ClusterQueues == nil {
-					obs.ClusterQueues = map[string]reconcile.ClusterQueue{}
+					obs.ClusterQueues = map[string]kinds.ClusterQueue{}
 				}
 				obs.ClusterQueues[cq.Name] = cq
 			}

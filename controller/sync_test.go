@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/example/inferenceservice-operator/controller/evidence"
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // sync's path through the evidence (package evidence reads it; its tests pin the reads): what
@@ -109,7 +109,7 @@ func (c *crashWorld) crash(n int32, backingOff bool) {
 	finished := t0.Add(time.Duration(n)*time.Minute - 5*time.Second)
 	run := &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", ContainerID: fmt.Sprintf("containerd://run-%d", n),
 		StartedAt: metav1.NewTime(finished.Add(-10 * time.Second)), FinishedAt: metav1.NewTime(finished)}
-	cs := corev1.ContainerStatus{Name: reconcile.ContainerName, RestartCount: n, State: corev1.ContainerState{Terminated: run}}
+	cs := corev1.ContainerStatus{Name: kinds.ContainerName, RestartCount: n, State: corev1.ContainerState{Terminated: run}}
 	if backingOff {
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 		cs.LastTerminationState.Terminated = run

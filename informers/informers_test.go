@@ -7,7 +7,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,12 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 func managed(name, ns string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, "ai.example.com/inferenceservice": name},
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, "ai.example.com/inferenceservice": name},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 }
 
@@ -139,113 +138,6 @@ func TestNamespaceScope(t *testing.T) {
 	}
 	if _, ok, _ := s.InferenceService("ns1", "a"); !ok {
 		t.Fatal("isvc in scope not cached")
-	}
-}
-
-func TestStripInferenceServiceAndHPA(t *testing.T) {
-	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
-	u.SetAnnotations(map[string]string{LastAppliedAnnotation: "{...}", "keep": "me"})
-	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
-	if _, err := StripInferenceService(u); err != nil {
-		t.Fatal(err)
-	}
-	if a := u.GetAnnotations(); len(a) != 1 || a["keep"] != "me" || u.GetManagedFields() != nil {
-		t.Fatalf("annotations %v, managedFields %v", a, u.GetManagedFields())
-	}
-	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3},
-		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: 2}}
-	if _, err := reconcile.StripHPA(h); err != nil {
-		t.Fatal(err)
-	}
-	if h.Status.CurrentReplicas != 0 || h.Spec.MaxReplicas != 3 {
-		t.Fatalf("hpa %+v", h)
-	}
-}
-
-func TestStripWorkloadKeepsWhatTheDiagnosisReads(t *testing.T) {
-	wl := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-		"metadata": map[string]any{"name": "pod-m-abc-1", "namespace": "team-a", "uid": "wl-uid", "resourceVersion": "7",
-			"labels":          map[string]any{"kueue.x-k8s.io/job-uid": "pod-uid"},
-			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "m-abc", "uid": "pod-uid", "controller": true}}},
-		"spec": map[string]any{"queueName": "team-a", "podSets": []any{map[string]any{"name": "main", "count": int64(1)}}},
-		"status": map[string]any{"admission": map[string]any{"clusterQueue": "team-a"}, "conditions": []any{
-			map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient unused quota", "lastTransitionTime": "2026-12-04T00:00:00Z"},
-			map[string]any{"type": "Admitted", "status": "False", "message": "x"},
-		}},
-	}}
-	before := wl.DeepCopy()
-	out, err := StripWorkload(wl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !equality.Semantic.DeepEqual(wl, before) {
-		t.Fatal("the informer's object was modified")
-	}
-	s := out.(*unstructured.Unstructured)
-	if _, ok := s.Object["spec"]; ok {
-		t.Fatalf("spec kept: %v", s.Object)
-	}
-	uids, w, ok := reconcile.WorkloadOf(s)
-	if !ok || len(uids) != 1 || uids[0] != "pod-uid" || w.Name != "pod-m-abc-1" || w.ClusterQueue != "team-a" || w.Pending != "insufficient unused quota" || s.GetResourceVersion() != "7" {
-		t.Fatalf("stripped: %v %q %+v %v", ok, uids, w, s.Object)
-	}
-	keys, _ := podOwnerIndex(s)
-	if len(keys) != 1 || keys[0] != "team-a/pod-uid" {
-		t.Fatalf("index %v", keys)
-	}
-	job := before.DeepCopy()
-	job.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "eval", UID: "job-uid"}})
-	sj, _ := StripWorkload(job)
-	if keys, _ := podOwnerIndex(sj); len(keys) != 0 || len(sj.(*unstructured.Unstructured).Object) > 3 {
-		t.Fatalf("a Job's Workload kept: %v %v", keys, sj)
-	}
-}
-
-// A ClusterQueue is cached as its borrowing only (its usage moving within its own quota is
-// then no update), and a pod's admitted Workload is indexed by the ClusterQueue that admitted
-// it, so a change of borrowing reaches the models it admitted.
-func TestStripClusterQueueAndIndex(t *testing.T) {
-	cq := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-		"metadata": map[string]any{"name": "team-a", "uid": "cq-uid", "resourceVersion": "9", "generation": int64(2)},
-		"spec":     map[string]any{"cohortName": "gpus", "namespaceSelector": map[string]any{}},
-		"status": map[string]any{"admittedWorkloads": int64(10), "flavorsUsage": []any{map[string]any{"name": "gpu", "resources": []any{
-			map[string]any{"name": "nvidia.com/gpu", "total": "18", "borrowed": "2"}, map[string]any{"name": "cpu", "total": "3", "borrowed": "0"}}}}},
-	}}
-	before := cq.DeepCopy()
-	out, err := StripClusterQueue(cq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !equality.Semantic.DeepEqual(cq, before) {
-		t.Fatal("the informer's object was modified")
-	}
-	s := out.(*unstructured.Unstructured)
-	if _, ok := s.Object["spec"]; ok {
-		t.Fatalf("spec kept: %v", s.Object)
-	}
-	if !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(s), reconcile.ClusterQueueOf(cq)) || s.GetResourceVersion() != "9" {
-		t.Fatalf("borrowing lost: %+v from %v", reconcile.ClusterQueueOf(s), s.Object)
-	}
-	// More used, the same borrowed: the stripped forms are equal.
-	busier := cq.DeepCopy()
-	_ = unstructured.SetNestedField(busier.Object, int64(11), "status", "admittedWorkloads")
-	if b, _ := StripClusterQueue(busier); !equality.Semantic.DeepEqual(reconcile.ClusterQueueOf(b.(*unstructured.Unstructured)), reconcile.ClusterQueueOf(s)) {
-		t.Fatal("usage within quota changed the cached form")
-	}
-
-	wl := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": "pod-m-abc-1", "namespace": "team-a",
-			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "m-abc", "uid": "pod-uid"}}},
-		"status": map[string]any{"admission": map[string]any{"clusterQueue": "team-a"}},
-	}}
-	if keys, _ := clusterQueueIndex(wl); len(keys) != 1 || keys[0] != "team-a" {
-		t.Fatalf("index %v", keys)
-	}
-	unstructured.RemoveNestedField(wl.Object, "status")
-	if keys, _ := clusterQueueIndex(wl); len(keys) != 0 {
-		t.Fatalf("a pending Workload indexed under %v", keys)
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // A model's objects as the API server serves them (testdata/model, read from the bench
@@ -33,11 +33,11 @@ var modelKinds = []struct {
 	indexed bool
 }{
 	{"isvc.json", DecodeInferenceService, false, false},
-	{"deploy.json", reconcile.StripDeployment, true, false},
-	{"rs.json", reconcile.StripReplicaSet, true, true},
-	{"pod.json", func(obj any) (any, error) { return reconcile.StripPodSeen(obj, nil, time.Now()) }, true, true},
-	{"svc.json", reconcile.StripService, true, false},
-	{"hpa.json", reconcile.StripHPA, true, false},
+	{"deploy.json", kinds.StripDeployment, true, false},
+	{"rs.json", kinds.StripReplicaSet, true, true},
+	{"pod.json", func(obj any) (any, error) { return kinds.StripPodSeen(obj, nil, time.Now()) }, true, true},
+	{"svc.json", kinds.StripService, true, false},
+	{"hpa.json", kinds.StripHPA, true, false},
 }
 
 func cachedForm(k int) cache.TransformFunc {

@@ -11,7 +11,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // packed is a stripped child as the cache keeps it: its key, its instance and node (what the
@@ -21,7 +21,7 @@ import (
 // and index entries, TestCachedBytesPerModel), and the caches are most of the operator's heap.
 type packed struct {
 	key      string // namespace/name
-	instance string // reconcile.InstanceLabel's value; empty without it
+	instance string // kinds.InstanceLabel's value; empty without it
 	node     string // a pod's spec.nodeName
 	raw      []byte
 }
@@ -59,7 +59,7 @@ func pack(strip cache.TransformFunc) cache.TransformFunc {
 		if err != nil {
 			return nil, fmt.Errorf("packing %T %s/%s: %w", obj, o.GetNamespace(), o.GetName(), err)
 		}
-		p := &packed{key: o.GetNamespace() + "/" + o.GetName(), instance: o.GetLabels()[reconcile.InstanceLabel], raw: raw}
+		p := &packed{key: o.GetNamespace() + "/" + o.GetName(), instance: o.GetLabels()[kinds.InstanceLabel], raw: raw}
 		if pod, ok := obj.(*corev1.Pod); ok {
 			p.node = pod.Spec.NodeName
 		}
@@ -154,6 +154,6 @@ func instanceOf(obj interface{}) (namespace, instance string, ok bool) {
 	if err != nil {
 		return "", "", false
 	}
-	instance, ok = acc.GetLabels()[reconcile.InstanceLabel]
+	instance, ok = acc.GetLabels()[kinds.InstanceLabel]
 	return acc.GetNamespace(), instance, ok
 }

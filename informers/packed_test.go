@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // A packed child reads back as its stripped form, field for field; the store keys and indexes
@@ -76,7 +76,7 @@ func TestPackReadsBackStripped(t *testing.T) {
 // The handlers hear typed objects: a resync's old and new are one decoded object, and a
 // tombstone carries the decoded object.
 func TestUnpackedHandler(t *testing.T) {
-	pk := pack(reconcile.StripService)
+	pk := pack(kinds.StripService)
 	obj, err := pk(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: "7"}})
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +122,9 @@ func TestPodsOnNodePacked(t *testing.T) {
 func TestPodStartedStampThroughPackedCache(t *testing.T) {
 	pod := func(started bool, rv string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: rv,
-			Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, reconcile.InstanceLabel: "m"}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: reconcile.ContainerName, ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: reconcile.ContainerName, Started: &started,
+			Labels: map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, kinds.InstanceLabel: "m"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: kinds.ContainerName, ReadinessProbe: &corev1.Probe{PeriodSeconds: 5}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: kinds.ContainerName, Started: &started,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(100, 0))}}}}}}
 	}
 	kube := fake.NewSimpleClientset(pod(false, "1"))
@@ -136,7 +136,7 @@ func TestPodStartedStampThroughPackedCache(t *testing.T) {
 	if !s.WaitForCacheSync(ctx) {
 		t.Fatal("no sync")
 	}
-	key := reconcile.StartedSinceAnnotation + reconcile.ContainerName
+	key := kinds.StartedSinceAnnotation + kinds.ContainerName
 	stamped := func(rv string) string {
 		t.Helper()
 		var got *corev1.Pod

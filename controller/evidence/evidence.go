@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -83,7 +84,7 @@ type Evidence struct {
 	// PodEvents are the Events of the pods reconcile.CreatingPods names, by pod UID.
 	PodEvents map[types.UID][]reconcile.PodEvent
 	// Workloads are the caches' Workloads, the pending ones with their queue positions.
-	Workloads map[types.UID]reconcile.Workload
+	Workloads map[types.UID]kinds.Workload
 	// GPUSurvey is the schedulable nodes' GPUs of the model's resource.
 	GPUSurvey []reconcile.NodeGPUs
 	// GroupFailures are the fresh FailedCreate messages of a multi-node model's StatefulSets.

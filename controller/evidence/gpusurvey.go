@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 const (
@@ -49,7 +50,7 @@ func (r *Reader) gpuSurvey(ctx context.Context, in reconcile.Input) []reconcile.
 	var out []reconcile.NodeGPUs
 	for _, n := range nodes {
 		q, has := n.Status.Allocatable[res]
-		if !has || !reconcile.Schedulable(n) {
+		if !has || !kinds.Schedulable(n) {
 			continue
 		}
 		out = append(out, reconcile.NodeGPUs{Node: n.Name, Allocatable: q.Value(), InUse: inUse[n.Name][res]})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -86,7 +87,7 @@ func stamp(at time.Time, line string) string { return at.Format(time.RFC3339Nano
 // previous run).
 func crashed(n int32, backingOff bool) reconcile.CrashedRun {
 	finished := t0.Add(time.Duration(n)*time.Minute - 5*time.Second)
-	return reconcile.CrashedRun{Namespace: "default", Pod: "qwen3-abc-1", PodUID: "pod-uid", Container: reconcile.ContainerName,
+	return reconcile.CrashedRun{Namespace: "default", Pod: "qwen3-abc-1", PodUID: "pod-uid", Container: kinds.ContainerName,
 		RunID: fmt.Sprintf("containerd://run-%d", n), Previous: backingOff, StartedAt: finished.Add(-10 * time.Second), FinishedAt: finished}
 }
 

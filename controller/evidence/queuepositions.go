@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -38,16 +39,16 @@ type localQueue struct{ namespace, name string }
 // queueReads is one LocalQueue's reading state; its memo entry is stamped with when the latest
 // read began.
 type queueReads struct {
-	positions map[string]reconcile.QueuePosition // the last answer, by Workload name; nil when it failed
-	answered  bool                               // an answer came
-	reading   bool                               // a read is in flight: no second one starts
-	asked     time.Time                          // when a model last asked, for forgetting the queue
-	waiting   map[queue.Key]bool                 // models that asked since the last answer, enqueued by the next
+	positions map[string]kinds.QueuePosition // the last answer, by Workload name; nil when it failed
+	answered  bool                           // an answer came
+	reading   bool                           // a read is in flight: no second one starts
+	asked     time.Time                      // when a model last asked, for forgetting the queue
+	waiting   map[queue.Key]bool             // models that asked since the last answer, enqueued by the next
 }
 
 // queuePositions returns workloads with the position set of each Kueue has not reserved quota
 // for and its visibility API last listed; the others keep none, so the status claims none.
-func (r *Reader) queuePositions(isvc *crd.InferenceService, f reconcile.Features, workloads map[types.UID]reconcile.Workload, now time.Time) map[types.UID]reconcile.Workload {
+func (r *Reader) queuePositions(isvc *crd.InferenceService, f reconcile.Features, workloads map[types.UID]kinds.Workload, now time.Time) map[types.UID]kinds.Workload {
 	if !reconcile.WantsQueuePositions(isvc, f, workloads) {
 		return workloads
 	}
@@ -65,7 +66,7 @@ func (r *Reader) queuePositions(isvc *crd.InferenceService, f reconcile.Features
 // pendingWorkloads is the model's LocalQueue's pending Workloads' positions as last read (nil
 // before the first answer, or when it failed); a read starts in the background when none is
 // in flight and the last began queuePositionsPeriod ago.
-func (r *Reader) pendingWorkloads(model queue.Key, name string, now time.Time) map[string]reconcile.QueuePosition {
+func (r *Reader) pendingWorkloads(model queue.Key, name string, now time.Time) map[string]kinds.QueuePosition {
 	r.queues.expire(func(s stamped[queueReads]) bool { return !s.v.reading && now.Sub(s.v.asked) > queuePositionsForget })
 	lq, start := localQueue{model.Namespace, name}, false
 	s := r.queues.update(lq, func(s stamped[queueReads], ok bool) stamped[queueReads] {
@@ -92,7 +93,7 @@ func (r *Reader) readQueue(lq localQueue) {
 	ctx, cancel := context.WithTimeout(context.Background(), queuePositionsTimeout)
 	defer cancel()
 	summary, err := r.dyn.Resource(reconcile.KueueLocalQueueVisibilityGVR).Namespace(lq.namespace).Get(ctx, lq.name, metav1.GetOptions{}, "pendingworkloads")
-	var positions map[string]reconcile.QueuePosition
+	var positions map[string]kinds.QueuePosition
 	if err != nil {
 		klog.V(2).InfoS("Queue positions not read; a waiting model's status names none", "namespace", lq.namespace, "localQueue", lq.name, "err", err)
 	} else {
@@ -114,9 +115,9 @@ func (r *Reader) readQueue(lq localQueue) {
 }
 
 // positionsOf reads a PendingWorkloadsSummary: each item's name and positions.
-func positionsOf(summary *unstructured.Unstructured) map[string]reconcile.QueuePosition {
+func positionsOf(summary *unstructured.Unstructured) map[string]kinds.QueuePosition {
 	items, _, _ := unstructured.NestedSlice(summary.Object, "items")
-	out := make(map[string]reconcile.QueuePosition, len(items))
+	out := make(map[string]kinds.QueuePosition, len(items))
 	for _, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
@@ -126,7 +127,7 @@ func positionsOf(summary *unstructured.Unstructured) map[string]reconcile.QueueP
 		lq, _, _ := unstructured.NestedInt64(m, "positionInLocalQueue")
 		cq, _, _ := unstructured.NestedInt64(m, "positionInClusterQueue")
 		if name != "" {
-			out[name] = reconcile.QueuePosition{InLocalQueue: int32(lq), InClusterQueue: int32(cq)}
+			out[name] = kinds.QueuePosition{InLocalQueue: int32(lq), InClusterQueue: int32(cq)}
 		}
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -62,11 +63,11 @@ func TestQueuePositionsRead(t *testing.T) {
 		}
 		return true, pendingSummary(pendingItem("wb", 1, 3), pendingItem("other", 0, 0)), nil
 	})
-	workloads := func() map[types.UID]reconcile.Workload {
-		return map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "short"}}
+	workloads := func() map[types.UID]kinds.Workload {
+		return map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "short"}}
 	}
 	// observe syncs at now until the read of the period has answered, as the model's rechecks would.
-	observe := func(now time.Time, want int32) map[types.UID]reconcile.Workload {
+	observe := func(now time.Time, want int32) map[types.UID]kinds.Workload {
 		t.Helper()
 		eventually(t, 10*time.Second, "the queue's read answered", func() error {
 			r.queuePositions(isvc, features, workloads(), now)
@@ -78,7 +79,7 @@ func TestQueuePositionsRead(t *testing.T) {
 		return r.queuePositions(isvc, features, workloads(), now)
 	}
 	ws := observe(t0, 1)
-	if p := ws["b"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 1, InClusterQueue: 3}) {
+	if p := ws["b"].Position; p == nil || *p != (kinds.QueuePosition{InLocalQueue: 1, InClusterQueue: 3}) {
 		t.Fatalf("pending Workload's position: %+v", p)
 	}
 	if ws["a"].Position != nil {
@@ -94,7 +95,7 @@ func TestQueuePositionsRead(t *testing.T) {
 		t.Fatalf("after a failed read: position %+v", ws["b"].Position)
 	}
 	// Nothing pending: no read.
-	r.queuePositions(isvc, features, map[types.UID]reconcile.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
+	r.queuePositions(isvc, features, map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, t0.Add(time.Hour))
 	if reads.Load() != 2 {
 		t.Fatalf("read with nothing pending")
 	}
@@ -154,8 +155,8 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 		m.Name, m.Spec.QueueName = fmt.Sprintf("m%d", i), fmt.Sprintf("q%d", i)
 		models[i] = m
 	}
-	workloads := func(m *crd.InferenceService) map[types.UID]reconcile.Workload {
-		return map[types.UID]reconcile.Workload{"p": {Name: "w-" + m.Spec.QueueName, Pending: "quota"}}
+	workloads := func(m *crd.InferenceService) map[types.UID]kinds.Workload {
+		return map[types.UID]kinds.Workload{"p": {Name: "w-" + m.Spec.QueueName, Pending: "quota"}}
 	}
 	round := func(now time.Time) <-chan struct{} {
 		done := make(chan struct{})
@@ -198,7 +199,7 @@ func TestQueuePositionsHungVisibilityAPI(t *testing.T) {
 		now := t0.Add(time.Minute)
 		for _, m := range models {
 			ws := r.queuePositions(m, features, workloads(m), now)
-			if p := ws["p"].Position; p == nil || *p != (reconcile.QueuePosition{InLocalQueue: 2, InClusterQueue: 5}) {
+			if p := ws["p"].Position; p == nil || *p != (kinds.QueuePosition{InLocalQueue: 2, InClusterQueue: 5}) {
 				return fmt.Errorf("%s: position %+v", m.Name, p)
 			}
 		}

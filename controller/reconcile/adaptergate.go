@@ -6,15 +6,11 @@
 package reconcile
 
 import (
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
-
-// AdaptersGate is the pod condition the gate waits for.
-const AdaptersGate corev1.PodConditionType = "ai.example.com/adapters-loaded"
 
 // Reasons of the gate's condition on a pod.
 const (
@@ -22,11 +18,6 @@ const (
 	GateAdaptersLoading = "AdaptersLoading"
 	GateServerNotReady  = "ServerNotReady"
 )
-
-// HasAdaptersGate reports whether a pod spec declares the adapters gate.
-func HasAdaptersGate(ps *corev1.PodSpec) bool {
-	return slices.ContainsFunc(ps.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == AdaptersGate })
-}
 
 // PodGate is the adapters gate's condition a pod's status is to carry.
 type PodGate struct {
@@ -40,7 +31,7 @@ type PodGate struct {
 // it only for those); for others Ready.
 func ServerReady(p *corev1.Pod) bool {
 	want := corev1.PodReady
-	if HasAdaptersGate(&p.Spec) {
+	if kinds.HasAdaptersGate(&p.Spec) {
 		want = corev1.ContainersReady
 	}
 	for _, c := range p.Status.Conditions {
@@ -53,7 +44,7 @@ func ServerReady(p *corev1.Pod) bool {
 
 func gateStatus(p *corev1.Pod) corev1.ConditionStatus {
 	for _, c := range p.Status.Conditions {
-		if c.Type == AdaptersGate {
+		if c.Type == kinds.AdaptersGate {
 			return c.Status
 		}
 	}
@@ -80,7 +71,7 @@ func adapterGates(want []crd.Adapter, observed []PodAdapters, pods []*corev1.Pod
 	}
 	var out []PodGate
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || !HasAdaptersGate(&p.Spec) {
+		if p.DeletionTimestamp != nil || !kinds.HasAdaptersGate(&p.Spec) {
 			continue
 		}
 		cur := gateStatus(p)

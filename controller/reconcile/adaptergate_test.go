@@ -7,10 +7,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 func gatedPod(name string, serverReady bool, gate corev1.ConditionStatus) *corev1.Pod {
-	p := &corev1.Pod{Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: AdaptersGate}}}}
+	p := &corev1.Pod{Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: kinds.AdaptersGate}}}}
 	p.Name, p.Namespace = name, "ns"
 	st := corev1.ConditionFalse
 	if serverReady {
@@ -18,7 +19,7 @@ func gatedPod(name string, serverReady bool, gate corev1.ConditionStatus) *corev
 	}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.ContainersReady, Status: st}}
 	if gate != "" {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: AdaptersGate, Status: gate})
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: kinds.AdaptersGate, Status: gate})
 	}
 	return p
 }
@@ -62,10 +63,10 @@ func TestAdapterGates(t *testing.T) {
 // the gate's condition; a pod without the gate keeps neither condition.
 func TestStripPodKeepsTheAdaptersGate(t *testing.T) {
 	p := gatedPod("p", true, corev1.ConditionFalse)
-	p.Spec.Containers = []corev1.Container{{Name: ContainerName}}
-	got, _ := StripPod(p.DeepCopy())
+	p.Spec.Containers = []corev1.Container{{Name: kinds.ContainerName}}
+	got, _ := kinds.StripPod(p.DeepCopy())
 	s := got.(*corev1.Pod)
-	if !HasAdaptersGate(&s.Spec) || !ServerReady(s) || gateStatus(s) != corev1.ConditionFalse {
+	if !kinds.HasAdaptersGate(&s.Spec) || !ServerReady(s) || gateStatus(s) != corev1.ConditionFalse {
 		t.Fatalf("stripped: gates %v conditions %v", s.Spec.ReadinessGates, s.Status.Conditions)
 	}
 	if g := adapterGates([]crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql"}}, []PodAdapters{{Pod: "p", Loaded: []LoadedAdapter{{Name: "sql", Path: "org/sql"}}}}, []*corev1.Pod{s}); len(g) != 1 || g[0].Status != corev1.ConditionTrue {
@@ -73,7 +74,7 @@ func TestStripPodKeepsTheAdaptersGate(t *testing.T) {
 	}
 	plain := gatedPod("q", true, "")
 	plain.Spec.ReadinessGates = nil
-	got, _ = StripPod(plain)
+	got, _ = kinds.StripPod(plain)
 	if c := got.(*corev1.Pod).Status.Conditions; len(c) != 0 {
 		t.Fatalf("a pod without the gate keeps %v", c)
 	}

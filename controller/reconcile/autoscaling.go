@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Reasons of the AutoscalingActive condition. True and False carry the HPA's own reasons
@@ -87,7 +88,7 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 func firstReady(pods []*corev1.Pod) (time.Time, bool) {
 	var first time.Time
 	for _, p := range pods {
-		if w, ok := p.Labels[LWSWorkerLabel]; ok && w != "0" {
+		if w, ok := p.Labels[kinds.LWSWorkerLabel]; ok && w != "0" {
 			continue
 		}
 		for _, c := range p.Status.Conditions {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +57,7 @@ func servingWorld(t *testing.T) *world {
 
 // readyPod is a model pod that turned ready at since (zero: not ready).
 func readyPod(name string, since time.Time) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{InstanceLabel: "qwen3"}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{kinds.InstanceLabel: "qwen3"}}}
 	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}
 	if !since.IsZero() {
 		ready.Status, ready.LastTransitionTime = corev1.ConditionTrue, metav1.NewTime(since)
@@ -272,7 +273,7 @@ func TestStripHPAKeepsConditionsAndQueue(t *testing.T) {
 	h := &autoscalingv2.HorizontalPodAutoscaler{Status: hpaStatus(corev1.ConditionTrue, "ValidMetricFound", "ok", ReasonTooManyReplicas, 7000)}
 	h.Status.ObservedGeneration = ptrTo[int64](3)
 	since := h.Status.Conditions[1].LastTransitionTime // ScalingActive's
-	o, _ := StripHPA(h)
+	o, _ := kinds.StripHPA(h)
 	got := o.(*autoscalingv2.HorizontalPodAutoscaler).Status
 	if len(got.Conditions) != 2 || got.Conditions[0].Reason != "ValidMetricFound" || got.Conditions[1].Message == "" || len(got.CurrentMetrics) != 1 {
 		t.Fatalf("dropped what is read: %+v", got)
@@ -319,14 +320,14 @@ func TestIdleAtTheHPAMinimumIsReady(t *testing.T) {
 func TestFirstReadyIsALeader(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	worker := readyPod("big-0-1", now.Add(-2*time.Minute))
-	worker.Labels = map[string]string{LWSWorkerLabel: "1"}
+	worker.Labels = map[string]string{kinds.LWSWorkerLabel: "1"}
 	leader := readyPod("big-0", time.Time{})
-	leader.Labels = map[string]string{LWSWorkerLabel: "0"}
+	leader.Labels = map[string]string{kinds.LWSWorkerLabel: "0"}
 	if at, ok := firstReady([]*corev1.Pod{worker, leader}); ok {
 		t.Fatalf("a worker counted as the first serving pod (%s)", at)
 	}
 	leader = readyPod("big-0", now.Add(-time.Minute))
-	leader.Labels = map[string]string{LWSWorkerLabel: "0"}
+	leader.Labels = map[string]string{kinds.LWSWorkerLabel: "0"}
 	if at, ok := firstReady([]*corev1.Pod{worker, leader}); !ok || !at.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("first ready %s %v, want the leader's", at, ok)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Names and values the operator puts on its children.
@@ -83,18 +84,18 @@ func childLabels(name string) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":     "vllm",
 		"app.kubernetes.io/instance": name,
-		ManagedByLabel:               ManagedByValue,
-		InstanceLabel:                name,
+		kinds.ManagedByLabel:         kinds.ManagedByValue,
+		kinds.InstanceLabel:          name,
 	}
 }
 
 func selectorLabels(name string) map[string]string {
-	return map[string]string{InstanceLabel: name}
+	return map[string]string{kinds.InstanceLabel: name}
 }
 
 // selectorString is selectorLabels(name) as a label selector: names are DNS labels, so
 // nothing needs escaping.
-func selectorString(name string) string { return InstanceLabel + "=" + name }
+func selectorString(name string) string { return kinds.InstanceLabel + "=" + name }
 
 // apiVersion is the owners' apiVersion, formatted once.
 var apiVersion = crd.GroupVersion.String()
@@ -179,7 +180,7 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 		},
 	}
 	if len(ext.Adapters) > 0 {
-		d.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: AdaptersGate}}
+		d.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: kinds.AdaptersGate}}
 	}
 	d.Annotations = map[string]string{ReplicasAnnotation: strconv.Itoa(int(isvc.Spec.Replicas))}
 	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) > 0 {
@@ -351,7 +352,7 @@ func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) corev1.Container {
 	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}, {Name: CacheVolume, MountPath: crd.CachePath}}
 	return corev1.Container{
-		Name:           ContainerName,
+		Name:           kinds.ContainerName,
 		Image:          spec.ImageOrDefault(),
 		Command:        serveCommand,
 		Args:           vllmArgs(spec, ext),
@@ -442,7 +443,7 @@ func buildResources(spec *crd.InferenceServiceSpec) corev1.ResourceRequirements 
 
 // leaderSelector is a multi-node model's Service selector: only a group's leader serves the API.
 func leaderSelector(name string) map[string]string {
-	return map[string]string{InstanceLabel: name, LWSWorkerLabel: "0"}
+	return map[string]string{kinds.InstanceLabel: name, kinds.LWSWorkerLabel: "0"}
 }
 
 func desiredService(b shared, multiNode bool) *corev1.Service {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Reasons found by the layer walk (Deployment -> ReplicaSet -> Pods), the runbook's table done
@@ -89,7 +90,7 @@ type evidence struct {
 	survey        []NodeGPUs
 	lastWords     map[string]string
 	gpusPerPod    int64 // what one pod asks: a multi-node replica's share of one node
-	workloads     map[types.UID]Workload
+	workloads     map[types.UID]kinds.Workload
 }
 
 func evidenceOf(in Input) evidence {
@@ -243,7 +244,7 @@ func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, 
 			continue
 		}
 		owned[string(rs.UID)] = true
-		rev, _ := strconv.ParseInt(rs.Annotations[RevisionAnnotation], 10, 64)
+		rev, _ := strconv.ParseInt(rs.Annotations[kinds.RevisionAnnotation], 10, 64)
 		switch {
 		case rev > best:
 			best = rev

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 func evictedPod(name string, ago time.Duration) *corev1.Pod {
@@ -32,7 +33,7 @@ func TestFrequentEviction(t *testing.T) {
 				for i := range n {
 					p := evictedPod(fmt.Sprintf("qwen3-7b6cd-e%d", i), time.Duration(10*(i+1))*time.Minute)
 					if cached {
-						sp, _ := StripPod(p.DeepCopy())
+						sp, _ := kinds.StripPod(p.DeepCopy())
 						p = sp.(*corev1.Pod)
 					}
 					w.obs.Pods = append(w.obs.Pods, p)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // starting is one message for every stage of a healthy start (scheduling, pulling, weights
@@ -111,7 +112,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 	}
 	best.until = until
 	if n, ok := ev.nodes[p.Spec.NodeName]; ok && onSickNode[best.reason] {
-		if trouble := nodeTrouble(n, isvc.Spec.GPUResourceName()); trouble != "" {
+		if trouble := kinds.NodeTrouble(n, isvc.Spec.GPUResourceName()); trouble != "" {
 			// Failing on a node whose GPUs are known bad: the node is the cause to act on.
 			advice := ": cordon the node and delete the pod so it runs elsewhere"
 			if best.reason == ReasonGPUError {
@@ -226,7 +227,7 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, words map[stri
 func readinessDue(p *corev1.Pod, cs *corev1.ContainerStatus) time.Time {
 	start := cs.State.Running.StartedAt.Time
 	since := start
-	if v, ok := p.Annotations[StartedSinceAnnotation+cs.Name]; ok {
+	if v, ok := p.Annotations[kinds.StartedSinceAnnotation+cs.Name]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(since) {
 			since = t
 		}

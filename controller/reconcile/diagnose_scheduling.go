@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Reasons of the scheduling layer beyond ReasonInsufficientGPU and ReasonUnschedulable.
@@ -36,7 +37,7 @@ const RankAdmission = 55
 
 // admissionMessage names the gates and, with spec.queueName, the LocalQueue the operator
 // labelled the pods with, then what Kueue's Workload for the pod says, when there is one.
-func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod, workloads map[types.UID]Workload) string {
+func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod, workloads map[types.UID]kinds.Workload) string {
 	gates := make([]string, len(p.Spec.SchedulingGates))
 	for i, g := range p.Spec.SchedulingGates {
 		gates[i] = g.Name

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -200,14 +201,14 @@ func TestLayerWalk(t *testing.T) {
 				}
 				w.obs.Pods = c.pods
 				if cached {
-					stripped, err := StripReplicaSet(rs.DeepCopy())
+					stripped, err := kinds.StripReplicaSet(rs.DeepCopy())
 					if err != nil {
 						t.Fatal(err)
 					}
 					w.obs.ReplicaSets = []*appsv1.ReplicaSet{stripped.(*appsv1.ReplicaSet)}
 					w.obs.Pods = nil
 					for _, p := range c.pods {
-						sp, err := StripPod(p.DeepCopy())
+						sp, err := kinds.StripPod(p.DeepCopy())
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -298,7 +299,7 @@ func startedPod(runningFor, seenFor time.Duration, probe *corev1.Probe) *corev1.
 		p.Spec.Containers = []corev1.Container{{Name: "vllm", ReadinessProbe: probe}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, runningFor)}
 		if seenFor > 0 {
-			p.Annotations = map[string]string{StartedSinceAnnotation + "vllm": t0.Add(-seenFor).Format(time.RFC3339Nano)}
+			p.Annotations = map[string]string{kinds.StartedSinceAnnotation + "vllm": t0.Add(-seenFor).Format(time.RFC3339Nano)}
 		}
 	})
 }
@@ -347,14 +348,14 @@ func TestReadinessWindowAsCached(t *testing.T) {
 		p.Spec.Containers = []corev1.Container{{Name: "vllm", Image: "vllm", ReadinessProbe: opReadiness}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{running(false, false, 30*time.Minute)}
 	})
-	prev, err := StripPodSeen(loading.DeepCopy(), nil, t0.Add(-time.Minute))
+	prev, err := kinds.StripPodSeen(loading.DeepCopy(), nil, t0.Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := loading.DeepCopy()
 	started.Status.ContainerStatuses = []corev1.ContainerStatus{running(true, false, 30*time.Minute)}
 	seenAt := t0.Add(-3 * time.Second)
-	cached, err := StripPodSeen(started, prev.(*corev1.Pod), seenAt)
+	cached, err := kinds.StripPodSeen(started, prev.(*corev1.Pod), seenAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,9 +374,9 @@ func TestReadinessWindowAsCached(t *testing.T) {
 // rollWorld is a Deployment rolling from ReplicaSet rev 1 ("old") to rev 2 ("new").
 func rollWorld(t *testing.T, replicas, ready int32) *world {
 	w, rs := walkWorld(t, replicas, ready)
-	rs.Annotations = map[string]string{RevisionAnnotation: "2"}
+	rs.Annotations = map[string]string{kinds.RevisionAnnotation: "2"}
 	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
-		Name: "qwen3-5f8aa", Namespace: "default", UID: "old-rs-uid", Annotations: map[string]string{RevisionAnnotation: "1"},
+		Name: "qwen3-5f8aa", Namespace: "default", UID: "old-rs-uid", Annotations: map[string]string{kinds.RevisionAnnotation: "1"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "qwen3", UID: "deploy-uid", Controller: ptr.To(true)}},
 	}}
 	// Listed first: the current ReplicaSet is told by its revision, not by its place.

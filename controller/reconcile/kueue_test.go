@@ -7,48 +7,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
-
-func workloadObject(owner string, status map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-		"metadata": map[string]any{"name": "pod-qwen3-7b6cd-a-1f2e3", "namespace": "default",
-			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": owner, "name": "qwen3-7b6cd-a", "uid": "qwen3-7b6cd-a", "controller": true}}},
-		"status": status,
-	}}
-}
-
-func TestWorkloadOf(t *testing.T) {
-	pending := map[string]any{"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-		"message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed. Pending the preemption of 1 workload(s)"}}}
-	uids, w, ok := WorkloadOf(workloadObject("Pod", pending))
-	if !ok || len(uids) != 1 || uids[0] != "qwen3-7b6cd-a" || w.Name != "pod-qwen3-7b6cd-a-1f2e3" || !strings.HasSuffix(w.Pending, "Pending the preemption of 1 workload(s)") {
-		t.Fatalf("pod's Workload: %v %q %+v", ok, uids, w)
-	}
-	if _, _, ok := WorkloadOf(workloadObject("Job", pending)); ok {
-		t.Fatal("a Job's Workload read as a pod's")
-	}
-	// A LeaderWorkerSet group's Workload, as Kueue v0.17.0 writes it: owned by the
-	// LeaderWorkerSet and by every pod of the group.
-	group := workloadObject("Pod", pending)
-	group.SetOwnerReferences([]metav1.OwnerReference{
-		{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "big", UID: "lws"},
-		{APIVersion: "v1", Kind: "Pod", Name: "big-0", UID: "leader"},
-		{APIVersion: "v1", Kind: "Pod", Name: "big-0-1", UID: "worker"},
-	})
-	if uids, _, ok := WorkloadOf(group); !ok || len(uids) != 2 || uids[0] != "leader" || uids[1] != "worker" {
-		t.Fatalf("a group's Workload: owned by %v (%v), want both pods", uids, ok)
-	}
-	reserved := map[string]any{"admission": map[string]any{"clusterQueue": "team-a"},
-		"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "True", "message": "Quota reserved in ClusterQueue team-a"}}}
-	if _, w, _ := WorkloadOf(workloadObject("Pod", reserved)); w.Pending != "" || w.ClusterQueue != "team-a" {
-		t.Fatalf("reserved: %+v", w)
-	}
-}
 
 // A gated pod's message carries what Kueue's Workload says, so `kubectl get isvc` tells a
 // queue short of quota, and a preemption under way, from a queue not yet looked at.
@@ -59,15 +22,15 @@ func TestWaitingForAdmissionInKueuesWords(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name      string
-		workloads map[types.UID]Workload
+		workloads map[types.UID]kinds.Workload
 		want      string
 	}{
 		{"no Workloads watched", nil, "held by scheduling gates kueue.x-k8s.io/admission"},
-		{"no Workload yet", map[types.UID]Workload{}, "kueue.x-k8s.io/admission"},
-		{"preempting", map[types.UID]Workload{"qwen3-7b6cd-a": {Name: "pod-a", Pending: "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed. Pending the preemption of 1 workload(s)"}},
+		{"no Workload yet", map[types.UID]kinds.Workload{}, "kueue.x-k8s.io/admission"},
+		{"preempting", map[types.UID]kinds.Workload{"qwen3-7b6cd-a": {Name: "pod-a", Pending: "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed. Pending the preemption of 1 workload(s)"}},
 			"held by scheduling gates kueue.x-k8s.io/admission; Kueue Workload pod-a: couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu, 2 more needed. Pending the preemption of 1 workload(s)"},
-		{"reserved", map[types.UID]Workload{"qwen3-7b6cd-a": {Name: "pod-a", ClusterQueue: "team-a"}}, "Kueue Workload pod-a: quota reserved in ClusterQueue team-a"},
-		{"another pod's Workload", map[types.UID]Workload{"other": {Name: "pod-b", Pending: "x"}}, "kueue.x-k8s.io/admission"},
+		{"reserved", map[types.UID]kinds.Workload{"qwen3-7b6cd-a": {Name: "pod-a", ClusterQueue: "team-a"}}, "Kueue Workload pod-a: quota reserved in ClusterQueue team-a"},
+		{"another pod's Workload", map[types.UID]kinds.Workload{"other": {Name: "pod-b", Pending: "x"}}, "kueue.x-k8s.io/admission"},
 	} {
 		w, _ := walkWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{gated}
@@ -115,14 +78,14 @@ func TestAdmittedCondition(t *testing.T) {
 	}
 	running := func(name string) *corev1.Pod { return pod(name, func(*corev1.Pod) {}) }
 	kueue := Features{KueueWorkloads: true, KueueVisibility: true, KueueClusterQueues: true}
-	borrowing := map[string]ClusterQueue{"team-a": {Name: "team-a", Borrowed: []Borrowed{{Flavor: "gpu", Resource: "nvidia.com/gpu", Amount: "2"}}}}
+	borrowing := map[string]kinds.ClusterQueue{"team-a": {Name: "team-a", Borrowed: []kinds.Borrowed{{Flavor: "gpu", Resource: "nvidia.com/gpu", Amount: "2"}}}}
 	for _, c := range []struct {
 		name      string
 		queue     string
 		features  Features
 		pods      []*corev1.Pod
-		workloads map[types.UID]Workload
-		cqs       map[string]ClusterQueue
+		workloads map[types.UID]kinds.Workload
+		cqs       map[string]kinds.ClusterQueue
 		status    metav1.ConditionStatus // "" for absent
 		reason    string
 		message   string
@@ -132,23 +95,23 @@ func TestAdmittedCondition(t *testing.T) {
 		{name: "not queued", features: kueue, pods: []*corev1.Pod{running("a")}},
 		{name: "no pods", queue: "q", features: kueue, status: metav1.ConditionUnknown, reason: ReasonNoPods},
 		{name: "waiting, position unknown", queue: "q", features: kueue, pods: []*corev1.Pod{running("a"), gated("b")},
-			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "insufficient quota"}},
+			workloads: map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", Pending: "insufficient quota"}},
 			status:    metav1.ConditionFalse, reason: ReasonWaitingForAdmission, message: "1 of 2 pods wait for admission in LocalQueue q", recheck: true},
 		{name: "waiting, nearest position", queue: "q", features: kueue, pods: []*corev1.Pod{gated("a"), gated("b")},
-			workloads: map[types.UID]Workload{"a": {Name: "wa", Position: &QueuePosition{3, 7}}, "b": {Name: "wb", Position: &QueuePosition{1, 2}}},
+			workloads: map[types.UID]kinds.Workload{"a": {Name: "wa", Position: &kinds.QueuePosition{InLocalQueue: 3, InClusterQueue: 7}}, "b": {Name: "wb", Position: &kinds.QueuePosition{InLocalQueue: 1, InClusterQueue: 2}}},
 			status:    metav1.ConditionFalse, reason: ReasonWaitingForAdmission,
 			message: "2 of 2 pods wait for admission in LocalQueue q; the nearest has 1 workload ahead of it in its LocalQueue, 2 workloads in its ClusterQueue", recheck: true},
 		{name: "gated without spec.queueName: no positions to read", features: kueue, pods: []*corev1.Pod{gated("a")},
 			status: metav1.ConditionFalse, reason: ReasonWaitingForAdmission, message: "1 of 1 pods wait for admission"},
 		{name: "preempting", queue: "q", features: kueue, pods: []*corev1.Pod{gated("a")},
-			workloads: map[types.UID]Workload{"a": {Name: "wa", Pending: "couldn't assign flavors ... Pending the preemption of 1 workload(s)"}},
+			workloads: map[types.UID]kinds.Workload{"a": {Name: "wa", Pending: "couldn't assign flavors ... Pending the preemption of 1 workload(s)"}},
 			status:    metav1.ConditionFalse, reason: ReasonPreempting, message: "Kueue is preempting other workloads to make room", recheck: true},
 		{name: "admitted", queue: "q", features: kueue, pods: []*corev1.Pod{running("a"), running("b")},
-			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", ClusterQueue: "team-a"}},
-			cqs:       map[string]ClusterQueue{"team-a": {Name: "team-a"}},
+			workloads: map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb", ClusterQueue: "team-a"}},
+			cqs:       map[string]kinds.ClusterQueue{"team-a": {Name: "team-a"}},
 			status:    metav1.ConditionTrue, reason: ReasonAdmitted, message: "2 pods admitted by ClusterQueue team-a"},
 		{name: "admitted on borrowed quota", queue: "q", features: kueue, pods: []*corev1.Pod{running("a")},
-			workloads: map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, cqs: borrowing,
+			workloads: map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}, cqs: borrowing,
 			status: metav1.ConditionTrue, reason: ReasonBorrowingQuota,
 			message: "1 pod admitted by ClusterQueue team-a; ClusterQueue team-a borrows 2 nvidia.com/gpu (flavor gpu) from its cohort, which may reclaim it by preemption"},
 	} {
@@ -178,38 +141,18 @@ func TestAdmittedCondition(t *testing.T) {
 
 // A pending pod's account in the Ready message carries its position where Kueue told it.
 func TestWaitingMessageNamesPosition(t *testing.T) {
-	got := kueueSays(Workload{Name: "wa", Pending: "couldn't assign flavors.", Position: &QueuePosition{0, 4}}, true)
+	got := kueueSays(kinds.Workload{Name: "wa", Pending: "couldn't assign flavors.", Position: &kinds.QueuePosition{InLocalQueue: 0, InClusterQueue: 4}}, true)
 	want := "; Kueue Workload wa: couldn't assign flavors (0 workloads ahead of it in its LocalQueue, 4 workloads in its ClusterQueue)"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
 
-func TestClusterQueueOf(t *testing.T) {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": "team-a"},
-		"status": map[string]any{"flavorsUsage": []any{
-			map[string]any{"name": "gpu", "resources": []any{
-				map[string]any{"name": "nvidia.com/gpu", "total": "18", "borrowed": "2"},
-				map[string]any{"name": "cpu", "total": "4", "borrowed": "0"},
-			}},
-			map[string]any{"name": "spot", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": "1"}}},
-		}},
-	}}
-	got := ClusterQueueOf(u)
-	if got.Name != "team-a" || len(got.Borrowed) != 1 || got.Borrowed[0] != (Borrowed{"gpu", "nvidia.com/gpu", "2"}) {
-		t.Fatalf("%+v", got)
-	}
-	if got := ClusterQueueOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "idle"}}}); len(got.Borrowed) != 0 {
-		t.Fatalf("no status: %+v", got)
-	}
-}
-
 func TestWantsQueuePositions(t *testing.T) {
 	isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{QueueName: "q"}}
 	on := Features{KueueWorkloads: true, KueueVisibility: true}
-	pending := map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb"}}
-	admitted := map[types.UID]Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}
+	pending := map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}, "b": {Name: "wb"}}
+	admitted := map[types.UID]kinds.Workload{"a": {Name: "wa", ClusterQueue: "team-a"}}
 	if !WantsQueuePositions(isvc, on, pending) {
 		t.Error("a pending Workload's position not wanted")
 	}

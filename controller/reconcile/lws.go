@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // A model whose replica spans several nodes (spec.multiNode) runs on a LeaderWorkerSet
@@ -25,15 +26,10 @@ import (
 // optional children, so the operator needs none of LWS's Go modules.
 var LeaderWorkerSetGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 
-// What LWS puts on the pods of a group, and its own fields the operator sets.
+// LWS's own fields the operator sets (the labels LWS puts on a group's pods are package kinds').
 const (
 	KindLeaderWorkerSet = "LeaderWorkerSet"
 	lwsAPIVersion       = "leaderworkerset.x-k8s.io/v1"
-	// LWSNameLabel, LWSGroupLabel and LWSWorkerLabel are LWS's pod labels: the set, the group
-	// (one replica) and the pod's index in it, 0 the leader.
-	LWSNameLabel   = "leaderworkerset.sigs.k8s.io/name"
-	LWSGroupLabel  = "leaderworkerset.sigs.k8s.io/group-index"
-	LWSWorkerLabel = "leaderworkerset.sigs.k8s.io/worker-index"
 	// lwsLeaderCreated creates the workers once the leader pod exists, not once it is ready:
 	// vLLM's leader is ready only after its workers joined.
 	lwsLeaderCreated = "LeaderCreated"
@@ -283,12 +279,12 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod, failures map[
 	seen := map[types.UID]bool{}
 	statefulSet := func(name string, uid types.UID) *appsv1.ReplicaSet {
 		return &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{Kind: "StatefulSet"}, ObjectMeta: metav1.ObjectMeta{
-			Name: name, UID: uid, Annotations: map[string]string{RevisionAnnotation: "1"},
+			Name: name, UID: uid, Annotations: map[string]string{kinds.RevisionAnnotation: "1"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: lws.GetName(), UID: lws.GetUID(), Controller: ptr.To(true)}},
 		}}
 	}
 	for _, p := range pods {
-		if p.Labels[LWSNameLabel] != lws.GetName() || p.DeletionTimestamp != nil {
+		if p.Labels[kinds.LWSNameLabel] != lws.GetName() || p.DeletionTimestamp != nil {
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && !seen[ref.UID] {
@@ -298,10 +294,10 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod, failures map[
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		g := groups[p.Labels[LWSGroupLabel]]
+		g := groups[p.Labels[kinds.LWSGroupLabel]]
 		if g == nil {
 			g = &group{}
-			groups[p.Labels[LWSGroupLabel]] = g
+			groups[p.Labels[kinds.LWSGroupLabel]] = g
 		}
 		g.pods++
 		if PodReady(p) {
@@ -346,7 +342,7 @@ func WantsGroupFailures(in Input) bool {
 	size, _, _ := unstructured.NestedInt64(l.Object, "spec", "leaderWorkerTemplate", "size")
 	var live int64
 	for _, p := range in.Observed.Pods {
-		if p.Labels[LWSNameLabel] == l.GetName() && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+		if p.Labels[kinds.LWSNameLabel] == l.GetName() && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
 			live++
 		}
 	}
@@ -388,7 +384,7 @@ func PodReady(p *corev1.Pod) bool {
 // IsLeaderOrSingle reports whether the pod serves the model's API: every pod of a Deployment,
 // the leader of a multi-node group.
 func IsLeaderOrSingle(p *corev1.Pod) bool {
-	w, ok := p.Labels[LWSWorkerLabel]
+	w, ok := p.Labels[kinds.LWSWorkerLabel]
 	return !ok || w == "0"
 }
 
@@ -418,16 +414,6 @@ func kindOf(d *appsv1.Deployment) string {
 		return KindLeaderWorkerSet
 	}
 	return "Deployment"
-}
-
-// lwsLabels are the LeaderWorkerSet labels of a pod, which the cache keeps: a multi-node
-// model's groups are read from them. nil for a Deployment's pod.
-func lwsLabels(l map[string]string) map[string]string {
-	name, ok := l[LWSNameLabel]
-	if !ok {
-		return nil
-	}
-	return map[string]string{LWSNameLabel: name, LWSGroupLabel: l[LWSGroupLabel], LWSWorkerLabel: l[LWSWorkerLabel]}
 }
 
 // DesiredPods is how many model pods the scaled child asks for now: the Deployment's replicas

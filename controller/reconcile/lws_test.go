@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // multiNodeWorld is a 16-GPU model on 2 nodes per replica, 2 replicas, on a cluster that
@@ -96,7 +97,7 @@ func TestMultiNodeChildren(t *testing.T) {
 		t.Errorf("worker %+v", worker)
 	}
 	svc := out.Actions[1].Object.(*corev1.Service)
-	if svc.Spec.Selector[LWSWorkerLabel] != "0" || svc.Spec.Selector[InstanceLabel] != "qwen3" {
+	if svc.Spec.Selector[kinds.LWSWorkerLabel] != "0" || svc.Spec.Selector[kinds.InstanceLabel] != "qwen3" {
 		t.Errorf("Service selector %v: leaders only", svc.Spec.Selector)
 	}
 	if ref := out.Actions[2].Object.(interface{ GetName() string }); ref == nil {
@@ -254,7 +255,7 @@ func groupPod(g, i int, mutate func(p *corev1.Pod)) *corev1.Pod {
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name),
-			Labels:          map[string]string{InstanceLabel: "qwen3", LWSNameLabel: "qwen3", LWSGroupLabel: fmt.Sprint(g), LWSWorkerLabel: fmt.Sprint(i)},
+			Labels:          map[string]string{kinds.InstanceLabel: "qwen3", kinds.LWSNameLabel: "qwen3", kinds.LWSGroupLabel: fmt.Sprint(g), kinds.LWSWorkerLabel: fmt.Sprint(i)},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: owner, UID: types.UID("sts-" + owner), Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: fmt.Sprintf("fake-node-%d", 2*g+i)},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},

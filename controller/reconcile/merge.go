@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Each child kind has a pair: xDrifted compares only the fields the operator owns (never what
@@ -213,7 +215,7 @@ func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
 		ptr.Deref(lt.Spec.EnableServiceLinks, true) != ptr.Deref(wt.Spec.EnableServiceLinks, true) {
 		return true
 	}
-	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName })
+	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == kinds.ContainerName })
 	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) ||
 		envDrifted(lt.Spec.Containers[i].Env, wt.Spec.Containers[0].Env, prevEnv) {
 		return true
@@ -223,7 +225,7 @@ func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
 			return true
 		}
 	}
-	if HasAdaptersGate(&lt.Spec) != HasAdaptersGate(&wt.Spec) {
+	if kinds.HasAdaptersGate(&lt.Spec) != kinds.HasAdaptersGate(&wt.Spec) {
 		return true
 	}
 	// Volumes the operator adds only for some specs go when the spec no longer asks for them:
@@ -272,15 +274,15 @@ func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
 	t.Spec.PriorityClassName = want.Spec.PriorityClassName
 	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks
 	// The adapters gate is the operator's; others' readiness gates stay.
-	t.Spec.ReadinessGates = slices.DeleteFunc(t.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == AdaptersGate })
-	if HasAdaptersGate(&want.Spec) {
-		t.Spec.ReadinessGates = append(t.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: AdaptersGate})
+	t.Spec.ReadinessGates = slices.DeleteFunc(t.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == kinds.AdaptersGate })
+	if kinds.HasAdaptersGate(&want.Spec) {
+		t.Spec.ReadinessGates = append(t.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: kinds.AdaptersGate})
 	}
 	if len(t.Spec.ReadinessGates) == 0 {
 		t.Spec.ReadinessGates = nil
 	}
 	wc := want.Spec.Containers[0]
-	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == ContainerName }); i < 0 {
+	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == kinds.ContainerName }); i < 0 {
 		t.Spec.Containers = append(t.Spec.Containers, wc)
 	} else {
 		c := &t.Spec.Containers[i]
@@ -305,7 +307,7 @@ func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
 		}
 		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == name })
 		for i := range t.Spec.Containers {
-			if c := &t.Spec.Containers[i]; c.Name == ContainerName {
+			if c := &t.Spec.Containers[i]; c.Name == kinds.ContainerName {
 				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == name })
 			}
 		}

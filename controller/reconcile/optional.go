@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Children whose CRDs may not be installed: a Prometheus Operator ServiceMonitor per model, a
@@ -83,10 +84,10 @@ const metricsPath = "/metrics"
 func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructured {
 	u := newChildUnstructured(isvc, "monitoring.coreos.com/v1", KindServiceMonitor)
 	u.Object["spec"] = map[string]interface{}{
-		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{InstanceLabel: isvc.Name}},
+		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{kinds.InstanceLabel: isvc.Name}},
 		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{isvc.Namespace}},
 		// The model's label on its series: KEDA's query selects the model by it (QueueQuery).
-		"podTargetLabels": []interface{}{InstanceLabel},
+		"podTargetLabels": []interface{}{kinds.InstanceLabel},
 		"endpoints": []interface{}{map[string]interface{}{
 			"port": PortName, "path": metricsPath, "interval": "15s", "scheme": "http",
 		}},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Observed is what the caches hold for one InferenceService. Every pointer is shared with an
@@ -53,10 +54,10 @@ type Observed struct {
 	LastWords map[string]string
 	// Workloads are the Kueue Workloads of the model's pods, by pod UID (WorkloadOf), read
 	// when Features.KueueWorkloads, with positions read for the pending ones.
-	Workloads map[types.UID]Workload
+	Workloads map[types.UID]kinds.Workload
 	// ClusterQueues are the ClusterQueues that admitted the model's pods, by name, read when
 	// Features.KueueClusterQueues.
-	ClusterQueues map[string]ClusterQueue
+	ClusterQueues map[string]kinds.ClusterQueue
 	// GroupFailures are a multi-node model's StatefulSets' refused pod creations (the latest
 	// fresh FailedCreate Event's message, by StatefulSet name), read when WantsGroupFailures.
 	GroupFailures map[string]string

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // world is a tiny fake API server and deployment controller for table tests of the pure
@@ -46,15 +47,15 @@ type world struct {
 func (w *world) cached() Observed {
 	o := w.obs
 	if o.Deployment != nil {
-		d, _ := StripDeployment(o.Deployment.DeepCopy())
+		d, _ := kinds.StripDeployment(o.Deployment.DeepCopy())
 		o.Deployment = d.(*appsv1.Deployment)
 	}
 	if o.Service != nil {
-		sv, _ := StripService(o.Service.DeepCopy())
+		sv, _ := kinds.StripService(o.Service.DeepCopy())
 		o.Service = sv.(*corev1.Service)
 	}
 	if o.HPA != nil {
-		h, _ := StripHPA(o.HPA.DeepCopy())
+		h, _ := kinds.StripHPA(o.HPA.DeepCopy())
 		o.HPA = h.(*autoscalingv2.HorizontalPodAutoscaler)
 	}
 	return o
@@ -659,7 +660,7 @@ func TestSetThenNotDrifted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := DesiredChildren(w.isvc, ext, Features{ServiceMonitors: true, HTTPRoutes: true})
 			blankD := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}, {Name: CacheVolume, MountPath: "/x"}},
+				Containers: []corev1.Container{{Name: kinds.ContainerName, VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/elsewhere"}, {Name: CacheVolume, MountPath: "/x"}},
 					Env: []corev1.EnvVar{{Name: "HAND", Value: "edit"}}}},
 				Volumes: []corev1.Volume{{Name: "shm"}, {Name: CacheVolume}, {Name: AdaptersVolume}},
 			}}}}

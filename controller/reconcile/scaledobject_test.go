@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 const kedaProm = "http://prometheus-operated.monitoring.svc:9090"
@@ -88,7 +89,7 @@ func TestScaledObjectShape(t *testing.T) {
 	if ref := so.GetOwnerReferences(); len(ref) != 1 || ref[0].UID != w.isvc.UID || !*ref[0].Controller {
 		t.Fatalf("owner %v", ref)
 	}
-	if so.GetLabels()[ManagedByLabel] != ManagedByValue || so.GetLabels()[InstanceLabel] != "qwen3" {
+	if so.GetLabels()[kinds.ManagedByLabel] != kinds.ManagedByValue || so.GetLabels()[kinds.InstanceLabel] != "qwen3" {
 		t.Fatalf("labels %v: the label-scoped cache would not see it", so.GetLabels())
 	}
 	spec, _ := json.Marshal(so.Object["spec"])
@@ -331,7 +332,7 @@ func TestQueueQuerySelectsByTheModelsLabel(t *testing.T) {
 	}
 	sm := desiredServiceMonitor(newWorld(1).isvc)
 	labels, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "podTargetLabels")
-	if len(labels) != 1 || labels[0] != InstanceLabel {
-		t.Fatalf("the ServiceMonitor's podTargetLabels %v, want [%s]", labels, InstanceLabel)
+	if len(labels) != 1 || labels[0] != kinds.InstanceLabel {
+		t.Fatalf("the ServiceMonitor's podTargetLabels %v, want [%s]", labels, kinds.InstanceLabel)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // hpaServerDefaults plays the API server's defaulting of an autoscaling/v2 HPA's behavior:
@@ -179,7 +180,7 @@ func TestStripHPAKeepsTheWindow(t *testing.T) {
 	h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
 		ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](600)}}}}
 	hpaServerDefaults(h)
-	got, _ := StripHPA(h.DeepCopy())
+	got, _ := kinds.StripHPA(h.DeepCopy())
 	if w := windowString(scaleDownWindow(got.(*autoscalingv2.HorizontalPodAutoscaler))); w != "600" {
 		t.Fatalf("cached window %s, want 600", w)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Source is where the walk reads: the cluster's clients and where the operator runs.
@@ -90,7 +91,7 @@ func (s Source) objects(ctx context.Context, ns, name string) (Objects, error) {
 			o.LeaderWorkerSet = l
 		}
 	}
-	sel := metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + name}
+	sel := metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + name}
 	rss, err := s.Kube.AppsV1().ReplicaSets(ns).List(ctx, sel)
 	if err != nil {
 		return Objects{}, fmt.Errorf("replicasets in %s: %w", ns, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // groupPod is a pod of group g of LeaderWorkerSet qwen3 (worker 0 the leader), controlled by
@@ -22,7 +23,7 @@ func groupPod(g, worker string, ready bool) *corev1.Pod {
 		sts, name = "qwen3-"+g, "qwen3-"+g+"-"+worker
 	}
 	p := readyPod(name)
-	p.Labels = map[string]string{reconcile.LWSNameLabel: "qwen3", reconcile.LWSGroupLabel: g, reconcile.LWSWorkerLabel: worker}
+	p.Labels = map[string]string{kinds.LWSNameLabel: "qwen3", kinds.LWSGroupLabel: g, kinds.LWSWorkerLabel: worker}
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts, UID: types.UID("sts-" + sts), Controller: ptr.To(true)}}
 	if !ready {
 		p.Spec.NodeName = ""

@@ -25,6 +25,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // Layers, top down; Report.Marked names one of them.
@@ -353,7 +354,7 @@ func owned(rss []*appsv1.ReplicaSet, uid types.UID) []*appsv1.ReplicaSet {
 }
 
 func revision(rs *appsv1.ReplicaSet) int64 {
-	v, _ := strconv.ParseInt(rs.Annotations[reconcile.RevisionAnnotation], 10, 64)
+	v, _ := strconv.ParseInt(rs.Annotations[kinds.RevisionAnnotation], 10, 64)
 	return v
 }
 
@@ -368,7 +369,7 @@ func replicaSetLayers(rss []*appsv1.ReplicaSet) []ReplicaSetLayer {
 	sort.SliceStable(sorted, func(a, b int) bool { return revision(sorted[a]) > revision(sorted[b]) })
 	out := []ReplicaSetLayer{}
 	for _, rs := range sorted {
-		l := ReplicaSetLayer{Name: rs.Name, Revision: rs.Annotations[reconcile.RevisionAnnotation], New: revision(rs) == best,
+		l := ReplicaSetLayer{Name: rs.Name, Revision: rs.Annotations[kinds.RevisionAnnotation], New: revision(rs) == best,
 			Desired: ptr.Deref(rs.Spec.Replicas, 1), Current: rs.Status.Replicas, Ready: rs.Status.ReadyReplicas}
 		for _, c := range rs.Status.Conditions {
 			if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {

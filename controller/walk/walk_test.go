@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/ from the renderers")
@@ -44,10 +45,10 @@ func model(replicas, ready int32) Objects {
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas, ReadyReplicas: ready, AvailableReplicas: ready,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-7b6cd", Namespace: "team-a", UID: "rs-uid",
-		Annotations: map[string]string{reconcile.RevisionAnnotation: "2"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
+		Annotations: map[string]string{kinds.RevisionAnnotation: "2"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas)}, Status: appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: ready}}
 	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-5f4aa", Namespace: "team-a", UID: "old-uid",
-		Annotations: map[string]string{reconcile.RevisionAnnotation: "1"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
+		Annotations: map[string]string{kinds.RevisionAnnotation: "1"}, OwnerReferences: ctl("Deployment", "qwen3", "deploy-uid")},
 		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0)}}
 	h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To(max(1, replicas/2)), MaxReplicas: 3 * replicas,

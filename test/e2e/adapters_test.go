@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -200,7 +201,7 @@ func getV1beta1(t *testing.T, ns, name string) (*crd.InferenceServiceV1beta1, er
 // readyModelPods are the isvc's ready pods not being deleted, by name.
 func readyModelPods(t *testing.T, ns, isvc string) ([]corev1.Pod, error) {
 	t.Helper()
-	list, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + isvc})
+	list, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + isvc})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -255,7 +256,7 @@ func (tl *timeline) read(ctx context.Context) qsample {
 	s := qsample{at: time.Since(tl.start), queue: map[string]float64{}}
 	raw, err := env.Kube.CoreV1().RESTClient().Get().
 		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+tl.ns+"/pods/*/num_requests_waiting").
-		Param("labelSelector", reconcile.InstanceLabel+"="+tl.name).DoRaw(ctx)
+		Param("labelSelector", kinds.InstanceLabel+"="+tl.name).DoRaw(ctx)
 	if err == nil {
 		var list struct {
 			Items []struct {

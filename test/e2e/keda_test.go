@@ -23,6 +23,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -314,7 +315,7 @@ func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 		static = append(static, map[string]any{
 			"targets": []any{net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port))},
 			"labels": map[string]any{"namespace": p.Namespace, "pod": p.Name,
-				prometheusLabelName(reconcile.InstanceLabel): p.Labels[reconcile.InstanceLabel]},
+				prometheusLabelName(kinds.InstanceLabel): p.Labels[kinds.InstanceLabel]},
 		})
 	}
 	return runPrometheus(t, t.TempDir(), map[string]any{
@@ -373,7 +374,7 @@ spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {n
 	}
 	var sibling []corev1.Pod
 	for _, p := range groupPods(t, ns, "queue-b") {
-		if p.Labels[reconcile.LWSWorkerLabel] == "0" && p.Status.PodIP != "" {
+		if p.Labels[kinds.LWSWorkerLabel] == "0" && p.Status.PodIP != "" {
 			sibling = append(sibling, p) // the leader serves the API and the metrics
 		}
 	}

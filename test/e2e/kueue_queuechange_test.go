@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -174,7 +175,7 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 		if err != nil {
 			return err
 		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=chat"})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=chat"})
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -385,7 +386,7 @@ func (tl *kueueTimeline) sample() kueueSample {
 			continue
 		}
 		class := offline
-		if p.Labels[reconcile.InstanceLabel] == tl.isvc {
+		if p.Labels[kinds.InstanceLabel] == tl.isvc {
 			class = online
 		}
 		gpus := int64(0)
@@ -537,7 +538,7 @@ func (tl *kueueTimeline) cqSettled() error {
 }
 
 func (tl *kueueTimeline) onlinePodUIDs() []types.UID {
-	pods, err := env.Kube.CoreV1().Pods(tl.ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + tl.isvc})
+	pods, err := env.Kube.CoreV1().Pods(tl.ns).List(context.Background(), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + tl.isvc})
 	if err != nil {
 		tl.t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -51,7 +52,7 @@ func startLWS(t *testing.T) *operator.LWS {
 // groupPods lists the model's LeaderWorkerSet pods, by name.
 func groupPods(t *testing.T, ns, name string) []corev1.Pod {
 	t.Helper()
-	l, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: reconcile.LWSNameLabel + "=" + name})
+	l, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kinds.LWSNameLabel + "=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +121,13 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 	})
 	t.Logf("created to Ready (2 groups of 2 pods): %.1fs", time.Since(created).Seconds())
 	t.Logf("kubectl get isvc,lws,pods:\n%s\n%s", kubectl("get", "isvc,leaderworkersets", "-n", ns),
-		kubectl("get", "pods", "-n", ns, "-o", "wide", "-L", reconcile.LWSGroupLabel+","+reconcile.LWSWorkerLabel))
+		kubectl("get", "pods", "-n", ns, "-o", "wide", "-L", kinds.LWSGroupLabel+","+kinds.LWSWorkerLabel))
 	pods := groupPods(t, ns, "big")
 	nodes := map[string]bool{}
 	var leaders []corev1.Pod
 	for _, p := range pods {
 		nodes[p.Spec.NodeName] = true
-		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+		if p.Labels[kinds.LWSWorkerLabel] == "0" {
 			leaders = append(leaders, p)
 		}
 	}
@@ -145,7 +146,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		t.Fatalf("the Service (%s) selects %d pods: %v", sel, len(selected.Items), err)
 	}
 	for _, p := range selected.Items {
-		if p.Labels[reconcile.LWSWorkerLabel] != "0" {
+		if p.Labels[kinds.LWSWorkerLabel] != "0" {
 			t.Fatalf("the Service selects worker %s", p.Name)
 		}
 	}
@@ -168,7 +169,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 	// A worker killed: the group is down (the isvc says which), then back.
 	var worker corev1.Pod
 	for _, p := range pods {
-		if p.Labels[reconcile.LWSWorkerLabel] == "1" {
+		if p.Labels[kinds.LWSWorkerLabel] == "1" {
 			worker = p
 			break
 		}
@@ -311,7 +312,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 			return fmt.Errorf("Deployment: %v; %s", err, says)
 		}
 		svc, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "mid", metav1.GetOptions{})
-		if err != nil || svc.Spec.Selector[reconcile.LWSWorkerLabel] != "" {
+		if err != nil || svc.Spec.Selector[kinds.LWSWorkerLabel] != "" {
 			return fmt.Errorf("Service selector %v (%v)", svc.Spec.Selector, err)
 		}
 		return nil
@@ -327,8 +328,8 @@ func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
 	ctx := context.Background()
 	leaderIP := map[string]string{} // group index -> leader's IP
 	for _, p := range pods {
-		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
-			leaderIP[p.Labels[reconcile.LWSGroupLabel]] = p.Status.PodIP
+		if p.Labels[kinds.LWSWorkerLabel] == "0" {
+			leaderIP[p.Labels[kinds.LWSGroupLabel]] = p.Status.PodIP
 		}
 	}
 	for _, p := range pods {
@@ -341,7 +342,7 @@ func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
 			t.Fatalf("pod %s: its subdomain's Service %s is not a headless Service selecting it (clusterIP %q, selector %v)",
 				p.Name, svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector)
 		}
-		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+		if p.Labels[kinds.LWSWorkerLabel] == "0" {
 			continue
 		}
 		addr := ""
@@ -351,7 +352,7 @@ func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
 			}
 		}
 		ips, err := env.Cluster.LookupHost(ctx, addr+".svc.cluster.local.")
-		if want := leaderIP[p.Labels[reconcile.LWSGroupLabel]]; err != nil || len(ips) != 1 || ips[0] != want {
+		if want := leaderIP[p.Labels[kinds.LWSGroupLabel]]; err != nil || len(ips) != 1 || ips[0] != want {
 			t.Fatalf("worker %s: LWS_LEADER_ADDRESS %q resolves to %v (%v), want its leader's %s", p.Name, addr, ips, err, want)
 		}
 	}
@@ -362,7 +363,7 @@ func groupNamesResolve(t *testing.T, ns string, pods []corev1.Pod) {
 func readyLeaders(t *testing.T, ns, name, env string) (ready, current int) {
 	t.Helper()
 	for _, p := range groupPods(t, ns, name) {
-		if p.Labels[reconcile.LWSWorkerLabel] != "0" || p.DeletionTimestamp != nil || !reconcile.PodReady(&p) {
+		if p.Labels[kinds.LWSWorkerLabel] != "0" || p.DeletionTimestamp != nil || !reconcile.PodReady(&p) {
 			continue
 		}
 		ready++

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -307,7 +307,7 @@ spec:
 	})
 	var leader string
 	for _, p := range groupPods(t, ns, "big") {
-		if p.Labels[reconcile.LWSWorkerLabel] == "0" {
+		if p.Labels[kinds.LWSWorkerLabel] == "0" {
 			leader = p.Name
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -58,7 +59,7 @@ func servedModels(ip string) ([]string, error) {
 func servesAs(t *testing.T, ns, isvc, model string) {
 	t.Helper()
 	testenv.Eventually(t, 2*time.Minute, isvc+" serves "+model+" on its pod", func() error {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=" + isvc})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + isvc})
 		if err != nil {
 			return err
 		}

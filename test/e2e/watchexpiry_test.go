@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -148,7 +148,7 @@ func TestWatchExpiry(t *testing.T) {
 	// A Service the operator's label-scoped informer receives, but owns no part of: the filler
 	// for the Services watch. The isvcs' own annotations fill the InferenceServices watch.
 	filler := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "filler", Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue}},
+		ObjectMeta: metav1.ObjectMeta{Name: "filler", Labels: map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue}},
 		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 80}}},
 	}
 	if _, err := env.Kube.CoreV1().Services(fillNS).Create(context.Background(), filler, metav1.CreateOptions{}); err != nil {

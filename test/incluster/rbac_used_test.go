@@ -30,6 +30,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -396,7 +397,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := []access{
+	children := []access{
 		{group: "apps", resource: "deployments"}, {resource: "services"}, {group: "autoscaling", resource: "horizontalpodautoscalers"},
 		{group: "policy", resource: "poddisruptionbudgets"},
 		{group: "monitoring.coreos.com", resource: "servicemonitors"}, {group: "gateway.networking.k8s.io", resource: "httproutes"},
@@ -408,19 +409,19 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		}
 		return out
 	}
-	waitCalled(t, wire, "every child created", with("create", kinds...)...)
+	waitCalled(t, wire, "every child created", with("create", children...)...)
 
 	// The adapters readiness gate: the model's pods wait behind it (no server answers here, so
 	// no adapter is ever seen); with the adapters removed, the pods still running are let
 	// through (pods/status) while the Deployment rolls to pods without the gate.
 	testenv.Eventually(t, 2*time.Minute, "a gated pod whose server is ready", func() error {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: reconcile.InstanceLabel + "=m"})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=m"})
 		if err != nil {
 			return err
 		}
 		for _, p := range pods.Items {
 			for _, c := range p.Status.Conditions {
-				if reconcile.HasAdaptersGate(&p.Spec) && c.Type == corev1.ContainersReady && c.Status == corev1.ConditionTrue {
+				if kinds.HasAdaptersGate(&p.Spec) && c.Type == corev1.ContainersReady && c.Status == corev1.ConditionTrue {
 					return nil
 				}
 			}
@@ -501,7 +502,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	// loaded at run time now): deleted, since no Deployment of this version mounts it.
 	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: reconcile.AdaptersConfigMapName("m"), Namespace: ns,
-		Labels: map[string]string{reconcile.ManagedByLabel: reconcile.ManagedByValue, reconcile.InstanceLabel: "m"},
+		Labels: map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, kinds.InstanceLabel: "m"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: crd.GroupVersion.String(), Kind: crd.Kind, Name: "m", UID: u.GetUID(),
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 	}, Data: map[string]string{"adapters.json": `[{"name":"a","path":"hf://org/a"}]`}}
@@ -523,7 +524,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
 	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
-		append(with("get", kinds...), append(with("update", kinds...),
+		append(with("get", children...), append(with("update", children...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
 	errs.armConflicts(nil)
 	// A child of ours relabelled (out of the label-scoped cache): its create finds it, and it is
@@ -559,13 +560,13 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	// Deletes: scale to zero (the HPA and PDB).
 	isvc["replicas"] = int64(0)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
-	waitCalled(t, wire, "HPA and PDB deleted", with("delete", kinds[2], kinds[3])...)
+	waitCalled(t, wire, "HPA and PDB deleted", with("delete", children[2], children[3])...)
 	// A Deployment that is no longer the isvc's (its controller reference removed): the
 	// Service, ServiceMonitor and HTTPRoute that act on it or its pods are deleted.
 	isvc["replicas"] = int64(1)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
-	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", kinds[1], kinds[4], kinds[5])...)
+	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", children[1], children[4], children[5])...)
 
 	// Deletion while the gateway refuses: the finalizer reads the namespace.
 	gwDown.Store("down", true)

@@ -1,7 +1,8 @@
-package reconcile
+package kinds
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// What the caches keep of each child: exactly what Reconcile compares and the diagnosis reads,
-// so the two are kept together. Each Strip is an informer transform; anything else it is handed
-// only loses its managedFields.
+// What the caches keep of each child: exactly what package reconcile compares and its diagnosis
+// reads (a field dropped here reads there as unset, so the two change together). Each Strip is
+// an informer transform; anything else it is handed only loses its managedFields.
 
 // StripService keeps what the controller compares: labels, owner, selector and ports. The
 // cluster IPs, IP families and status are the API server's; updates are patches, so what is
@@ -230,6 +231,21 @@ func readConditions(cs []corev1.PodCondition, gated bool) []corev1.PodCondition 
 		}
 	}
 	return out
+}
+
+// lwsLabels are the LeaderWorkerSet labels of a pod, which the cache keeps: a multi-node
+// model's groups are read from them. nil for a Deployment's pod.
+func lwsLabels(l map[string]string) map[string]string {
+	name, ok := l[LWSNameLabel]
+	if !ok {
+		return nil
+	}
+	return map[string]string{LWSNameLabel: name, LWSGroupLabel: l[LWSGroupLabel], LWSWorkerLabel: l[LWSWorkerLabel]}
+}
+
+// HasAdaptersGate reports whether a pod spec declares the adapters gate.
+func HasAdaptersGate(ps *corev1.PodSpec) bool {
+	return slices.ContainsFunc(ps.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == AdaptersGate })
 }
 
 // stripManagedFields drops managedFields, which the operator never reads.

@@ -1,6 +1,14 @@
-package reconcile
+// Package kinds is the vocabulary the informers and the reconcile share about the kinds the
+// operator watches: the labels and annotations it writes and reads back, the GroupVersionResources
+// it watches, what each cached object keeps (the informers' Strip transforms) and the readers
+// of what is kept (WorkloadOf, ClusterQueueOf, NodeTroubled). A leaf: k8s API types and crd only.
+package kinds
 
-import "github.com/example/inferenceservice-operator/crd"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
 
 // The label and annotation vocabulary the operator writes on its children and reads back; the
 // informers scope and index their caches by it.
@@ -29,3 +37,15 @@ const RevisionAnnotation = "deployment.kubernetes.io/revision"
 // never on the API server: when the operator saw the container become started. The kubelet
 // publishes no such time, and a readiness probe only has to pass a probe window after it.
 const StartedSinceAnnotation = "cache.ai.example.com/started-since."
+
+// LWSNameLabel, LWSGroupLabel and LWSWorkerLabel are LeaderWorkerSet's pod labels: the set, the
+// group (one replica) and the pod's index in it, 0 the leader. The cached pods keep them.
+const (
+	LWSNameLabel   = "leaderworkerset.sigs.k8s.io/name"
+	LWSGroupLabel  = "leaderworkerset.sigs.k8s.io/group-index"
+	LWSWorkerLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+)
+
+// AdaptersGate is the pod condition the adapters readiness gate waits for; the cached pods of
+// a model with the gate keep it.
+const AdaptersGate corev1.PodConditionType = "ai.example.com/adapters-loaded"
