@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,5 +26,31 @@ func TestPodStates(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("state %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestMetricTargetAndValue: the spec's target and the status's reading read the same way,
+// `kubectl get hpa`'s: the average, else the total, else the utilization.
+func TestMetricTargetAndValue(t *testing.T) {
+	q := resource.NewQuantity(5, resource.DecimalSI)
+	for _, c := range []struct {
+		target  autoscalingv2.MetricTarget
+		current autoscalingv2.MetricValueStatus
+		want    string
+	}{
+		{autoscalingv2.MetricTarget{AverageValue: q, Value: resource.NewQuantity(9, resource.DecimalSI)}, autoscalingv2.MetricValueStatus{AverageValue: q, Value: resource.NewQuantity(9, resource.DecimalSI)}, "5"},
+		{autoscalingv2.MetricTarget{Value: q}, autoscalingv2.MetricValueStatus{Value: q}, "5"},
+		{autoscalingv2.MetricTarget{AverageUtilization: ptr.To[int32](80)}, autoscalingv2.MetricValueStatus{AverageUtilization: ptr.To[int32](80)}, "80%"},
+		{autoscalingv2.MetricTarget{}, autoscalingv2.MetricValueStatus{}, ""},
+	} {
+		id := autoscalingv2.MetricIdentifier{Name: "num_requests_waiting"}
+		name, target := metricTarget(autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: id, Target: c.target}})
+		vname, value := metricValue(autoscalingv2.MetricStatus{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{Metric: id, Current: c.current}})
+		if name != id.Name || vname != id.Name || target != c.want || value != c.want {
+			t.Errorf("%+v: target %s %q, value %s %q, want %q", c.target, name, target, vname, value, c.want)
+		}
+	}
+	if name, target := metricTarget(autoscalingv2.MetricSpec{Type: autoscalingv2.ContainerResourceMetricSourceType}); name != "ContainerResource" || target != "" {
+		t.Errorf("an unread source: %q %q", name, target)
 	}
 }
