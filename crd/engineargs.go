@@ -29,7 +29,7 @@ var OwnedArgs = []OwnedArg{
 	ownedArg("spec.engineArgs: the model is spec.baseModel; the operator passes it to vllm serve", "--model"),
 	// The operator passes --port 8000; the Service, the probes and the adapter loader dial it.
 	ownedArg("spec.engineArgs: --port and --host are the operator's (port 8000 on every address: the Service, the probes and the gateway use it)", "--port", "--host"),
-	// The operator passes it from spec.gpusPerReplica or spec.parallelism (reconcile/children.go,
+	// The operator passes it from spec.gpusPerReplica or spec.parallelism (reconcile/template.go,
 	// lws.go); -tp is its alias.
 	ownedArg("spec.engineArgs: --tensor-parallel-size is spec.gpusPerReplica (or spec.parallelism.tensorParallelSize, spec.multiNode.tensorParallelSize); the operator passes it", "--tensor-parallel-size", "-tp"),
 	// The operator passes it for spec.parallelism and spec.multiNode; -pp is its alias.

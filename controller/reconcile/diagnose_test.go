@@ -289,7 +289,7 @@ func TestMessagesAreStableOverTime(t *testing.T) {
 	}
 }
 
-// The operator's readiness probe as children.go writes it, with the API server's defaults.
+// The operator's readiness probe as template.go writes it, with the API server's defaults.
 var opReadiness = &corev1.Probe{PeriodSeconds: 5, FailureThreshold: 3, TimeoutSeconds: 1, SuccessThreshold: 1}
 
 // startedPod is a pod whose container started (startup probe passed) runningFor ago, seen

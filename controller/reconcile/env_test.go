@@ -2,9 +2,12 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/crd"
 )
 
 // TestEnvOwnedByName: the operator's variables are set and hand edits of them reverted, the
@@ -41,6 +44,34 @@ func TestEnvOwnedByName(t *testing.T) {
 		}
 		if envDrifted(out, tc.want, envNames(tc.want)) {
 			t.Errorf("%s: drifted after set: %v", tc.name, out)
+		}
+	}
+}
+
+// Without spec.cache the weights still outlive a container restart (an emptyDir under
+// HF_HOME), and a user's own HF_HOME wins over the operator's without a duplicate.
+func TestHFHomeWithoutCache(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []corev1.EnvVar
+		want []string // HF_HOME values in order
+	}{
+		{"default", nil, []string{crd.CachePath}},
+		{"the user's", []corev1.EnvVar{{Name: HFHomeEnv, Value: "/data/hf"}}, []string{"/data/hf"}},
+	} {
+		ext := &crd.SpecExtensions{Env: tc.env}
+		var got []string
+		for _, e := range desiredEnv(ext) {
+			if e.Name == HFHomeEnv {
+				got = append(got, e.Value)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: HF_HOME %v, want %v", tc.name, got, tc.want)
+		}
+		c := desiredContainer(&crd.InferenceServiceSpec{Model: "m"}, ext)
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == CacheVolume && m.MountPath == crd.CachePath }) {
+			t.Errorf("%s: no cache mount: %v", tc.name, c.VolumeMounts)
 		}
 	}
 }

@@ -87,11 +87,18 @@ func lastWords(words map[string]string, run *CrashedRun) string {
 	return words[run.RunID]
 }
 
-// LastWordsOf is the decisive line of a log tail read with timestamps for run. Lines stamped
-// outside the run are dropped: read in the moment the kubelet restarted the container, the
-// current run is already the next one, and the previous one the run before. ok is false when
-// no line was the run's.
+// LastWordsOf is the decisive line of a log tail read with timestamps for run, among its
+// RunLines. ok is false when no line was the run's.
 func LastWordsOf(tail string, run CrashedRun) (string, bool) {
+	line := decisive(RunLines(tail, run))
+	return line, line != ""
+}
+
+// RunLines are the lines of a log tail read with timestamps, without their stamps, but for
+// those stamped outside run: read in the moment the kubelet restarted the container, the
+// current run is already the next one, and the previous one the run before. Unstamped lines
+// are kept.
+func RunLines(tail string, run CrashedRun) []string {
 	end := run.FinishedAt.Add(time.Second) // the API's times are truncated to the second
 	var kept []string
 	for _, l := range strings.Split(tail, "\n") {
@@ -104,8 +111,7 @@ func LastWordsOf(tail string, run CrashedRun) (string, bool) {
 		}
 		kept = append(kept, l)
 	}
-	line := decisive(kept)
-	return line, line != ""
+	return kept
 }
 
 // DecisiveLine is the line of a crashed model server's log tail that says why it died: the

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,18 @@ func TestLastWordsOfDropsLaterRuns(t *testing.T) {
 	}
 	if got, ok := LastWordsOf("", run); ok {
 		t.Fatalf("an empty log: %q", got)
+	}
+}
+
+// TestRunLines: the stamps go, other runs' lines go with them, unstamped lines stay.
+func TestRunLines(t *testing.T) {
+	run := CrashedRun{StartedAt: t0.Add(-time.Minute), FinishedAt: t0}
+	stamp := func(d time.Duration, line string) string { return t0.Add(d).Format(time.RFC3339Nano) + " " + line }
+	tail := strings.Join([]string{stamp(-2*time.Minute, "the run before"), stamp(-time.Second, "ours"), "unstamped",
+		stamp(900*time.Millisecond, "ours, within the second"), stamp(time.Second, "the next run")}, "\n")
+	got, want := RunLines(tail, run), []string{"ours", "unstamped", "ours, within the second"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("RunLines %q, want %q", got, want)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -200,19 +199,6 @@ func TestTemplateRuntimeLoRA(t *testing.T) {
 	}
 }
 
-// Requests to /<prefix>/v1/... reach the server at /v1/..., a trailing slash in the prefix
-// or not.
-func TestHTTPRouteRewritesPrefix(t *testing.T) {
-	for _, prefix := range []string{"/models/qwen3", "/models/qwen3/"} {
-		w := newWorld(1)
-		w.ext.Gateway = &crd.Gateway{Route: prefix}
-		r := DesiredChildren(w.isvc, &w.ext, Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}}).HTTPRoute
-		if got := httpRouteRewrite(r, "/models/qwen3/v1/chat/completions"); got != "/v1/chat/completions" {
-			t.Errorf("prefix %q: the server sees %q", prefix, got)
-		}
-	}
-}
-
 // --max-lora-rank fits the adapters' stated ranks, rounded up to a rank vLLM offers, and is
 // left to vLLM's default 16 while that holds them (so such adapters change no argument).
 func TestTemplateMaxLoRARank(t *testing.T) {
@@ -240,5 +226,28 @@ func TestTemplateMaxLoRARank(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("ranks %v: --max-lora-rank %q, want %q", tc.ranks, got, tc.want)
 		}
+	}
+}
+
+// The model runs under `vllm serve` whatever the image's entrypoint (the v0.11.0 image's
+// api_server ignores a positional model), and a hand edit of the command, seen through the
+// cache, is reverted.
+func TestServeCommand(t *testing.T) {
+	w := newWorld(1)
+	w.apply(w.reconcile().Actions)
+	c := &w.obs.Deployment.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"vllm", "serve"}) || c.Args[0] != "Qwen/Qwen3-0.6B" {
+		t.Fatalf("command %q args %q", c.Command, c.Args)
+	}
+	d := w.obs.Deployment.DeepCopy()
+	d.Spec.Template.Spec.Containers[0].Command = []string{"python3", "-m", "vllm.entrypoints.openai.api_server"}
+	w.obs.Deployment = d
+	out := w.reconcile()
+	if verbs(out.Actions) != "update Deployment" {
+		t.Fatalf("hand edit of the command: %s", verbs(out.Actions))
+	}
+	w.apply(out.Actions)
+	if got := w.obs.Deployment.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{"vllm", "serve"}) {
+		t.Fatalf("command kept: %q", got)
 	}
 }

@@ -169,21 +169,10 @@ func (s Source) runLog(ctx context.Context, run reconcile.CrashedRun) (string, e
 // cause printed above the last lines.
 const logReadLines = 50
 
-// Tail is the last n lines of a log read with timestamps, without them and without the lines
-// stamped outside run (read as the kubelet restarted the container, they are the next run's),
-// and the decisive line, the operator's.
+// Tail is the last n of run's lines in a log read with timestamps (reconcile.RunLines: the
+// stamps removed, other runs' lines dropped), and the decisive line, the operator's.
 func Tail(log string, run reconcile.CrashedRun, n int) (lines []string, decisive string) {
-	end := run.FinishedAt.Add(time.Second) // the API's times are truncated to the second
-	for _, l := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
-		stamp, rest, found := strings.Cut(l, " ")
-		if ts, err := time.Parse(time.RFC3339Nano, stamp); found && err == nil {
-			if !run.FinishedAt.IsZero() && !ts.Before(end) || ts.Before(run.StartedAt) {
-				continue
-			}
-			l = rest
-		}
-		lines = append(lines, l)
-	}
+	lines = reconcile.RunLines(strings.TrimRight(log, "\n"), run)
 	decisive, _ = reconcile.LastWordsOf(log, run)
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The pod vocabulary the operator writes (controller/reconcile/labels.go and children.go); the
-// operator's packages are not imported so that this binary links none of them.
+// The pod vocabulary the operator writes (informers/kinds/labels.go, controller/reconcile/children.go);
+// the operator's packages are not imported so that this binary links none of them.
 const (
 	ManagedBySelector = "app.kubernetes.io/managed-by=inferenceservice-operator"
 	InstanceLabel     = "ai.example.com/inferenceservice"

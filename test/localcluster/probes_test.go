@@ -14,7 +14,7 @@ import (
 func TestProbeSchedule(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
-	// The operator's probes (controller/reconcile/children.go).
+	// The operator's probes (controller/reconcile/template.go).
 	startup := &v1.Probe{PeriodSeconds: 10, FailureThreshold: 360}
 	readiness := &v1.Probe{PeriodSeconds: 5, FailureThreshold: 3}
 	type probe struct {

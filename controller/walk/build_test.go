@@ -1,18 +1,12 @@
 package walk
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +17,6 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/ from the renderers")
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
@@ -169,164 +161,6 @@ func TestBuildMarks(t *testing.T) {
 				t.Errorf("events %+v, want %d", r.Events, c.events)
 			}
 		})
-	}
-}
-
-// TestEventsGrouped: one row per object and reason with the counts summed, the latest
-// message without the recorder's "combined" prefix, Normal events and other layers' left out.
-func TestEventsGrouped(t *testing.T) {
-	r := Build(quota(model(3, 2)))
-	want := Event{Age: "5s", Type: "Warning", Reason: "FailedCreate", Object: "replicaset/qwen3-7b6cd",
-		Message: `Error creating: pods "qwen3-7b6cd-b" is forbidden: exceeded quota: team-a`, Count: 12}
-	if len(r.Events) != 1 || r.Events[0] != want {
-		t.Fatalf("events %+v, want [%+v]", r.Events, want)
-	}
-}
-
-// TestPodStates: each pod counted once in the state kubectl would show, first by name.
-func TestPodStates(t *testing.T) {
-	terminating := readyPod("qwen3-7b6cd-p5")
-	terminating.DeletionTimestamp = ptr.To(ago(time.Second))
-	l := podsLayer([]*corev1.Pod{crashingPod("qwen3-7b6cd-p4"), readyPod("qwen3-7b6cd-p2"), unschedulablePod("qwen3-7b6cd-p3"),
-		readyPod("qwen3-7b6cd-p1"), terminating}, t0)
-	got := []StateCount{}
-	got = append(got, l.States...)
-	want := []StateCount{{"ready", 2, "qwen3-7b6cd-p1"}, {"crash looping", 1, "qwen3-7b6cd-p4"}, {"unschedulable", 1, "qwen3-7b6cd-p3"}, {"terminating", 1, "qwen3-7b6cd-p5"}}
-	if l.Total != 5 || len(got) != len(want) {
-		t.Fatalf("pods %+v, want %+v", l, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("state %d: %+v, want %+v", i, got[i], want[i])
-		}
-	}
-}
-
-// TestOperatorState: up only on evidence (a Lease renewed within its duration, or ready
-// pods without election); down on evidence; unknown when nothing is where manifests/ puts it.
-func TestOperatorState(t *testing.T) {
-	lease := func(holder string, renewed time.Duration) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "inferenceservice-operator", Namespace: "inferenceservice-system"},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: ptr.To(metav1.NewMicroTime(t0.Add(-renewed)))}}
-	}
-	notReady := readyPod("op-1")
-	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
-	cases := []struct {
-		name   string
-		lease  *coordinationv1.Lease
-		pods   []*corev1.Pod
-		err    error
-		state  string
-		detail string
-	}{
-		{"renewed", lease("op-0", 2*time.Second), []*corev1.Pod{readyPod("op-0")}, nil, "up", "leader op-0, Lease inferenceservice-system/inferenceservice-operator renewed 2s ago"},
-		{"expired", lease("op-0", time.Minute), nil, nil, "down", "leader op-0 stopped renewing Lease inferenceservice-system/inferenceservice-operator 60s ago (lease 15s), 0 ready operator pods"},
-		{"released", lease("", time.Minute), []*corev1.Pod{notReady}, nil, "down", "no leader: Lease inferenceservice-system/inferenceservice-operator released, 0 ready operator pods"},
-		{"no election", nil, []*corev1.Pod{readyPod("op-0")}, nil, "up", "1 ready operator pods"},
-		{"none ready", nil, []*corev1.Pod{notReady}, nil, "down", "1 operator pods in inferenceservice-system, none ready"},
-		{"nothing", nil, nil, nil, "unknown", "an operator run elsewhere is not seen"},
-		{"denied", nil, nil, os.ErrPermission, "unknown", "cannot read"},
-	}
-	for _, c := range cases {
-		got := OperatorState(c.lease, c.pods, "inferenceservice-system", c.err, t0)
-		if got.State != c.state || !strings.Contains(got.Detail, c.detail) {
-			t.Errorf("%s: %+v, want %s containing %q", c.name, got, c.state, c.detail)
-		}
-	}
-}
-
-// TestTail: the log's lines of the crashed run only, without timestamps, the last n, and the
-// operator's decisive line.
-func TestTail(t *testing.T) {
-	run := reconcile.CrashedRun{StartedAt: t0.Add(-40 * time.Second), FinishedAt: t0.Add(-30 * time.Second)}
-	stamp := func(d time.Duration) string { return t0.Add(-d).Format(time.RFC3339Nano) }
-	log := strings.Join([]string{
-		stamp(50*time.Second) + " a line of the run before",
-		stamp(39*time.Second) + " Traceback (most recent call last):",
-		stamp(39*time.Second) + `   File "x.py", line 1, in <module>`,
-		stamp(39*time.Second) + " torch.OutOfMemoryError: CUDA out of memory",
-		stamp(38*time.Second) + " INFO: shutting down",
-		stamp(5*time.Second) + " the next run's first line",
-	}, "\n") + "\n"
-	lines, decisive := Tail(log, run, 3)
-	want := []string{`  File "x.py", line 1, in <module>`, "torch.OutOfMemoryError: CUDA out of memory", "INFO: shutting down"}
-	if strings.Join(lines, "|") != strings.Join(want, "|") || decisive != "torch.OutOfMemoryError: CUDA out of memory" {
-		t.Fatalf("lines %q decisive %q", lines, decisive)
-	}
-}
-
-// TestRenderWhy: the screens, against golden files (-update rewrites them).
-func TestRenderWhy(t *testing.T) {
-	crash := Build(model(1, 0).withPods(crashingPod("qwen3-7b6cd-p1")).failed(reconcile.ReasonCrashLoopBackOff))
-	crash.Crashed.Log = []string{"Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory"}
-	crash.Crashed.Decisive = "torch.OutOfMemoryError: CUDA out of memory"
-	for name, r := range map[string]Report{
-		"why-quota.txt":   Build(quota(model(3, 2))),
-		"why-crash.txt":   crash,
-		"why-healthy.txt": Build(model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))),
-		"why-queued.txt": func() Report {
-			o := model(3, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
-			o.ISVC.Spec.QueueName = "team-a"
-			o.ISVC.Status.Phase, o.ISVC.Status.Reason = crd.PhaseProgressing, reconcile.ReasonWaitingForAdmission
-			o.ISVC.Status.Conditions = []metav1.Condition{{Type: crd.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: reconcile.ReasonWaitingForAdmission,
-				Message: "1 of 3 pods wait for admission in LocalQueue team-a; the nearest has 0 workloads ahead of it in its LocalQueue, 2 workloads in its ClusterQueue"}}
-			return Build(o)
-		}(),
-		"why-operator-down.txt": func() Report {
-			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), unschedulablePod("qwen3-7b6cd-p2"))
-			o.Deployment.Status.ReadyReplicas = 1
-			o.Operator = Operator{"down", "leader op-0 stopped renewing Lease inferenceservice-system/inferenceservice-operator 5m ago (lease 15s), 0 ready operator pods"}
-			return Build(o)
-		}(),
-	} {
-		var b bytes.Buffer
-		if err := RenderWhy(&b, r); err != nil {
-			t.Fatal(err)
-		}
-		goldenFile(t, name, b.String())
-	}
-}
-
-// TestJSON: what --output json prints for why, against a golden file.
-func TestJSON(t *testing.T) {
-	b, err := json.MarshalIndent(Build(quota(model(3, 2))), "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenFile(t, "why-quota.json", string(b)+"\n")
-}
-
-// TestRenderList: GPUs asked and serving, the queue against the target, a model without an HPA.
-func TestRenderList(t *testing.T) {
-	a := model(3, 2).failed(reconcile.ReasonQuotaExceeded)
-	b := model(1, 1)
-	b.ISVC.Name, b.ISVC.Namespace = "small", "team-b"
-	rows := []Row{RowOf(a.ISVC, a.HPA), RowOf(b.ISVC, nil)}
-	if rows[0].GPUsRequested != 6 || rows[0].GPUsReady != 4 || rows[0].Queue != "1" || rows[0].Target != "5" {
-		t.Fatalf("row %+v", rows[0])
-	}
-	var out bytes.Buffer
-	if err := RenderList(&out, rows, true); err != nil {
-		t.Fatal(err)
-	}
-	goldenFile(t, "list.txt", out.String())
-}
-
-func goldenFile(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (-update to accept):\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
 

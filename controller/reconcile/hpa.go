@@ -1,0 +1,135 @@
+// The HorizontalPodAutoscaler on the queue metric: desired, drift and set.
+
+package reconcile
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// scaleTarget is what the autoscaler scales: the Deployment, or the LeaderWorkerSet's scale
+// subresource (its replicas are groups; its selector the leaders, which serve the queue metric).
+func scaleTarget(isvc *crd.InferenceService, ext *crd.SpecExtensions) autoscalingv2.CrossVersionObjectReference {
+	if isMultiNode(ext) {
+		return autoscalingv2.CrossVersionObjectReference{APIVersion: lwsAPIVersion, Kind: KindLeaderWorkerSet, Name: isvc.Name}
+	}
+	return autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name}
+}
+
+// desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
+// Its behavior holds only spec.autoscaling.scaleDownDelaySeconds, as the scale-down window;
+// unset, behavior stays nil: the HPA controller's default window applies, and HPAs made before
+// the field existed are not rewritten. Scale-up keeps the HPA's default (no window): a queue
+// above target is requests waiting now.
+func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
+	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
+		return nil
+	}
+	lo, hi := sc.Min, sc.Max
+	queue := int64(TargetQueueLength)
+	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	if a := ext.Autoscaling; a != nil {
+		if a.TargetQueueLength != nil {
+			queue = int64(*a.TargetQueueLength)
+		}
+		if d := a.ScaleDownDelaySeconds; d != nil {
+			behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(*d)}}
+		}
+	}
+	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
+	target := *resource.NewQuantity(queue, resource.DecimalSI)
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
+		ObjectMeta: b.meta,
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: scaleTarget(isvc, ext),
+			MinReplicas:    ptr.To(lo),
+			MaxReplicas:    hi,
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.PodsMetricSourceType,
+				Pods: &autoscalingv2.PodsMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: QueueMetric},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
+				},
+			}},
+			Behavior: behavior,
+		},
+	}
+}
+
+func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {
+	return !hasLabels(live.Labels, want.Labels) ||
+		live.Spec.ScaleTargetRef != want.Spec.ScaleTargetRef ||
+		ptr.Deref(live.Spec.MinReplicas, 1) != ptr.Deref(want.Spec.MinReplicas, 1) ||
+		live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
+		metricsDrifted(live.Spec.Metrics, want.Spec.Metrics) ||
+		!ptr.Equal(scaleDownWindowOf(live), scaleDownWindowOf(want))
+}
+
+// scaleDownWindowOf is the HPA's scale-down stabilization window, the one part of behavior the
+// operator owns; nil leaves it to the HPA controller. The rest of behavior (scale-up, the
+// policies the API server fills in) is compared by nobody, so defaults never read as drift.
+func scaleDownWindowOf(h *autoscalingv2.HorizontalPodAutoscaler) *int32 {
+	if b := h.Spec.Behavior; b != nil && b.ScaleDown != nil {
+		return b.ScaleDown.StabilizationWindowSeconds
+	}
+	return nil
+}
+
+// metricsDrifted compares the Pods metrics the operator sets field by field (the reflective
+// Semantic.DeepEqual costs a dozen allocations per resync); other shapes fall back to it.
+func metricsDrifted(have, want []autoscalingv2.MetricSpec) bool {
+	if len(have) != len(want) {
+		return true
+	}
+	for i := range want {
+		h, w := &have[i], &want[i]
+		if w.Type != autoscalingv2.PodsMetricSourceType || w.Pods == nil {
+			if !equality.Semantic.DeepEqual(*h, *w) {
+				return true
+			}
+			continue
+		}
+		if h.Type != w.Type || h.Pods == nil || h.Pods.Metric.Name != w.Pods.Metric.Name || h.Pods.Metric.Selector != nil ||
+			h.Pods.Target.Type != w.Pods.Target.Type || h.Pods.Target.AverageValue == nil ||
+			h.Pods.Target.AverageValue.Cmp(*w.Pods.Target.AverageValue) != 0 ||
+			h.Resource != nil || h.Object != nil || h.External != nil || h.ContainerResource != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.ScaleTargetRef = want.Spec.ScaleTargetRef
+	out.Spec.MinReplicas = ptr.To(*want.Spec.MinReplicas)
+	out.Spec.MaxReplicas = want.Spec.MaxReplicas
+	out.Spec.Metrics = want.Spec.Metrics
+	setScaleDownWindow(out, scaleDownWindowOf(want))
+}
+
+// setScaleDownWindow writes the window into out's behavior, keeping the rest of it; a nil
+// window is removed (an HPA without behavior keeps none).
+func setScaleDownWindow(out *autoscalingv2.HorizontalPodAutoscaler, window *int32) {
+	b := out.Spec.Behavior
+	switch {
+	case window == nil && (b == nil || b.ScaleDown == nil):
+		return
+	case window == nil:
+		b.ScaleDown.StabilizationWindowSeconds = nil
+		return
+	case b == nil:
+		b = &autoscalingv2.HorizontalPodAutoscalerBehavior{}
+		out.Spec.Behavior = b
+	}
+	if b.ScaleDown == nil {
+		b.ScaleDown = &autoscalingv2.HPAScalingRules{}
+	}
+	b.ScaleDown.StabilizationWindowSeconds = ptr.To(*window)
+}

@@ -1,0 +1,302 @@
+// The model server's pod template, shared by the Deployment and the LeaderWorkerSet's
+// leader and workers: the vLLM container (command line, probes, mounts), the template's
+// volumes, and its drift and set.
+
+package reconcile
+
+import (
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+)
+
+// What is the same in every model's Deployment, built once and shared by every desired
+// object: desired objects are only read, and TestSharedPartsUnchanged checks that nothing
+// writes through them.
+var (
+	health = &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}
+	// /health is answered on vLLM's event loop, behind the requests it is serving: under load
+	// it answers in seconds. Readiness takes a slow answer as a busy pod for a few seconds
+	// (traffic moves to other pods); liveness is far looser, restarting only a server that
+	// has not answered for minutes, so a busy healthy server is never killed.
+	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3}
+	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 30, TimeoutSeconds: 30, FailureThreshold: 10}
+	vllmPorts      = []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}}
+	// vLLM shares tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
+	// since a Memory emptyDir is charged to the pod and, unbounded, could take the node's memory.
+	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(crd.ShmSizeGi<<30, resource.BinarySI)}
+	// runtimeLoRA is set when the model has adapters: the operator loads them through the API.
+	runtimeLoRA = corev1.EnvVar{Name: RuntimeLoRAEnv, Value: "True"}
+	// cacheEnv points Hugging Face at the cache volume when spec.cache is set.
+	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
+)
+
+// startupPeriod is the startup probe's period; its failure threshold spreads the model's
+// startup budget over it.
+const startupPeriod = 10
+
+// startupProbe lets the port stay closed while weights download and load, for
+// spec.startupTimeoutSeconds (default crd.DefaultStartupTimeoutSeconds): only the user knows
+// the model's size and the link's speed. With spec.cache only a first start downloads, but
+// that first start needs the budget, so the cache does not shorten it. Liveness applies after.
+func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
+	budget := startupBudget(ext)
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: startupPeriod, TimeoutSeconds: 5,
+		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
+}
+
+// serveCommand is the container's command, whatever the image's entrypoint: vllm/vllm-openai
+// up to v0.11.0 runs `python3 -m vllm.entrypoints.openai.api_server`, which takes the
+// positional model as an ignored model_tag and serves its default model (Qwen/Qwen3-0.6B)
+// under the name the operator passes; `vllm serve` reads it as the model on every version.
+var serveCommand = []string{"vllm", "serve"}
+
+// startupBudget is how long a pod may take to serve: spec.startupTimeoutSeconds or the default.
+func startupBudget(ext *crd.SpecExtensions) int32 {
+	if t := ext.StartupTimeoutSeconds; t != nil {
+		return *t
+	}
+	return crd.DefaultStartupTimeoutSeconds
+}
+
+// portArg is Port as vLLM's --port value.
+var portArg = strconv.Itoa(Port)
+
+// maxCPULoRAsArg keeps every adapter spec.adapters may list loaded in host memory; a constant,
+// so a change of the adapters changes no argument and rolls no pod.
+var maxCPULoRAsArg = strconv.Itoa(crd.MaxAdapters)
+
+// ModelName is the name clients send for the base model: the operator passes
+// --served-model-name spec.model, as vLLM would default it, so the name is the operator's to
+// report (status.modelName) and a user's engine argument cannot change it.
+func ModelName(spec *crd.InferenceServiceSpec) string { return spec.Model }
+
+// vllmArgs is vllm serve's command line (the image's entrypoint is vllm serve): the model as
+// its positional argument (--model is deprecated there), the operator's arguments, then the
+// user's engineArgs.
+func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
+	args := make([]string, 0, 12+len(ext.EngineArgs))
+	args = append(args, spec.Model, "--port", portArg, "--served-model-name", ModelName(spec))
+	if p := ext.Parallelism; p != nil {
+		// spec.parallelism as given: the pipeline stages are processes of this pod, under vLLM's
+		// default executor for a world that fits the pod's GPUs (mp, vllm/config/parallel.py).
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(p.TensorParallelSize)),
+			"--pipeline-parallel-size", strconv.Itoa(int(p.PipelineParallelSize)))
+	} else if g := spec.GPUs(); g > 1 {
+		// One replica's GPUs serve one model copy, split tensor-parallel across them.
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(g)))
+	}
+	if len(ext.Adapters) > 0 {
+		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+		if r := maxLoRARank(ext.Adapters); r > 0 {
+			args = append(args, "--max-lora-rank", strconv.Itoa(r))
+		}
+	}
+	return append(args, ext.EngineArgs...)
+}
+
+// loraRanks are the --max-lora-rank values vLLM v0.11 offers (config/lora.py MaxLoRARanks).
+var loraRanks = []int{1, 8, 16, 32, 64, 128, 256, 320, 512}
+
+// defaultLoRARank is vLLM's --max-lora-rank default.
+const defaultLoRARank = 16
+
+// maxLoRARank is the smallest rank vLLM offers that holds every adapter's stated rank, or 0
+// while vLLM's default does: adapters of rank 16 or less (most) then change no argument, so
+// adding one rolls no pod. vLLM refuses to load an adapter of a larger rank than it started
+// with, and sizes its LoRA buffers at start.
+func maxLoRARank(adapters []crd.Adapter) int {
+	top := 0
+	for _, a := range adapters {
+		if a.Rank != nil {
+			top = max(top, int(*a.Rank))
+		}
+	}
+	if top <= defaultLoRARank {
+		return 0
+	}
+	for _, r := range loraRanks {
+		if r >= top {
+			return r
+		}
+	}
+	return loraRanks[len(loraRanks)-1]
+}
+
+func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) corev1.Container {
+	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}, {Name: CacheVolume, MountPath: crd.CachePath}}
+	return corev1.Container{
+		Name:           kinds.ContainerName,
+		Image:          spec.ImageOrDefault(),
+		Command:        serveCommand,
+		Args:           vllmArgs(spec, ext),
+		Env:            desiredEnv(ext),
+		Ports:          vllmPorts,
+		StartupProbe:   startupProbe(ext),
+		ReadinessProbe: readinessProbe,
+		LivenessProbe:  livenessProbe,
+		VolumeMounts:   mounts,
+		Resources:      desiredResources(spec),
+	}
+}
+
+// templateDrifted compares the owned fields of a pod template: its labels, priority class,
+// service links, the model server container and the operator's volumes. prevEnv is the live
+// object's EnvAnnotation.
+func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
+	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName ||
+		ptr.Deref(lt.Spec.EnableServiceLinks, true) != ptr.Deref(wt.Spec.EnableServiceLinks, true) {
+		return true
+	}
+	i := slices.IndexFunc(lt.Spec.Containers, func(c corev1.Container) bool { return c.Name == kinds.ContainerName })
+	if i < 0 || containerDrifted(&lt.Spec.Containers[i], &wt.Spec.Containers[0]) ||
+		envDrifted(lt.Spec.Containers[i].Env, wt.Spec.Containers[0].Env, prevEnv) {
+		return true
+	}
+	for _, v := range wt.Spec.Volumes {
+		if !hasVolume(lt.Spec.Volumes, v) {
+			return true
+		}
+	}
+	if kinds.HasAdaptersGate(&lt.Spec) != kinds.HasAdaptersGate(&wt.Spec) {
+		return true
+	}
+	// Volumes the operator adds only for some specs go when the spec no longer asks for them:
+	// the cache with spec.cache, and an earlier version's adapter list.
+	for _, name := range optionalVolumes {
+		if hasVolumeNamed(lt.Spec.Volumes, name) && !hasVolumeNamed(wt.Spec.Volumes, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// optionalVolumes are the volumes (and their mounts) the operator removes when not wanted.
+var optionalVolumes = [...]string{CacheVolume, AdaptersVolume}
+
+func hasVolumeNamed(vs []corev1.Volume, name string) bool {
+	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })
+}
+
+// setTemplate writes templateDrifted's fields of want onto t; prevEnv is the live object's
+// EnvAnnotation before the update.
+func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
+	t.Labels = mergeLabels(t.Labels, want.Labels)
+	t.Spec.PriorityClassName = want.Spec.PriorityClassName
+	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks
+	// The adapters gate is the operator's; others' readiness gates stay.
+	t.Spec.ReadinessGates = slices.DeleteFunc(t.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == kinds.AdaptersGate })
+	if kinds.HasAdaptersGate(&want.Spec) {
+		t.Spec.ReadinessGates = append(t.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: kinds.AdaptersGate})
+	}
+	if len(t.Spec.ReadinessGates) == 0 {
+		t.Spec.ReadinessGates = nil
+	}
+	wc := want.Spec.Containers[0]
+	if i := slices.IndexFunc(t.Spec.Containers, func(c corev1.Container) bool { return c.Name == kinds.ContainerName }); i < 0 {
+		t.Spec.Containers = append(t.Spec.Containers, wc)
+	} else {
+		c := &t.Spec.Containers[i]
+		c.Image, c.Command, c.Args, c.Ports = wc.Image, wc.Command, wc.Args, wc.Ports
+		c.Env = setEnv(c.Env, wc.Env, prevEnv)
+		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
+		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
+		for _, m := range wc.VolumeMounts {
+			if !hasMount(c.VolumeMounts, m) {
+				c.VolumeMounts = append(slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == m.Name }), m)
+			}
+		}
+	}
+	for _, v := range want.Spec.Volumes {
+		if !hasVolume(t.Spec.Volumes, v) {
+			t.Spec.Volumes = append(slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == v.Name }), v)
+		}
+	}
+	for _, name := range optionalVolumes {
+		if hasVolumeNamed(want.Spec.Volumes, name) {
+			continue
+		}
+		t.Spec.Volumes = slices.DeleteFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == name })
+		for i := range t.Spec.Containers {
+			if c := &t.Spec.Containers[i]; c.Name == kinds.ContainerName {
+				c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(x corev1.VolumeMount) bool { return x.Name == name })
+			}
+		}
+	}
+}
+
+func containerDrifted(have, want *corev1.Container) bool {
+	if have.Image != want.Image || !slices.Equal(have.Command, want.Command) || len(have.Args) != len(want.Args) || len(have.Ports) != len(want.Ports) {
+		return true
+	}
+	for i := range want.Args {
+		if have.Args[i] != want.Args[i] {
+			return true
+		}
+	}
+	for i := range want.Ports {
+		h, w := have.Ports[i], want.Ports[i]
+		if h.Name != w.Name || h.ContainerPort != w.ContainerPort || h.Protocol != w.Protocol {
+			return true
+		}
+	}
+	if resourcesDrifted(have.Resources.Limits, want.Resources.Limits) ||
+		resourcesDrifted(have.Resources.Requests, want.Resources.Requests) {
+		return true
+	}
+	if probeDrifted(have.StartupProbe, want.StartupProbe) || probeDrifted(have.ReadinessProbe, want.ReadinessProbe) ||
+		probeDrifted(have.LivenessProbe, want.LivenessProbe) {
+		return true
+	}
+	for _, m := range want.VolumeMounts {
+		if !hasMount(have.VolumeMounts, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func probeDrifted(have, want *corev1.Probe) bool {
+	if have == nil || want == nil {
+		return (have == nil) != (want == nil)
+	}
+	if have.HTTPGet == nil || want.HTTPGet == nil {
+		return (have.HTTPGet == nil) != (want.HTTPGet == nil)
+	}
+	return have.HTTPGet.Path != want.HTTPGet.Path || have.HTTPGet.Port != want.HTTPGet.Port ||
+		have.PeriodSeconds != want.PeriodSeconds || have.FailureThreshold != want.FailureThreshold ||
+		have.TimeoutSeconds != want.TimeoutSeconds
+}
+
+func hasMount(ms []corev1.VolumeMount, want corev1.VolumeMount) bool {
+	for _, m := range ms {
+		if m.Name == want.Name && m.MountPath == want.MountPath {
+			return true
+		}
+	}
+	return false
+}
+
+// hasVolume checks the operator's emptyDir volumes (the only kind it adds) without reflection.
+func hasVolume(vs []corev1.Volume, want corev1.Volume) bool {
+	for _, v := range vs {
+		if v.Name != want.Name {
+			continue
+		}
+		h, w := v.EmptyDir, want.EmptyDir
+		if h == nil || w == nil {
+			return h == w && equality.Semantic.DeepEqual(v.VolumeSource, want.VolumeSource)
+		}
+		return h.Medium == w.Medium && (h.SizeLimit == nil) == (w.SizeLimit == nil) &&
+			(h.SizeLimit == nil || h.SizeLimit.Cmp(*w.SizeLimit) == 0)
+	}
+	return false
+}
