@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,50 +16,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/example/inferenceservice-operator/controller/evidence"
+	"github.com/example/inferenceservice-operator/controller/evidence/evidencetest"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // sync's path through the evidence (package evidence reads it; its tests pin the reads): what
 // it reads reaches the status and the Warning Event, and a resync reads and writes nothing.
-
-// logEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
-// log of the run asked for, or with code when set, and records the reads.
-type logEndpoint struct {
-	mu      sync.Mutex
-	current string // the log of the container's current run
-	prev    string // of its previous run (?previous=true)
-	code    int
-	reads   []string
-}
-
-func (l *logEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	q := r.URL.Query()
-	l.reads = append(l.reads, fmt.Sprintf("%s %s container=%s previous=%s tailLines=%s limitBytes=%s timestamps=%s",
-		r.Method, r.URL.Path, q.Get("container"), q.Get("previous"), q.Get("tailLines"), q.Get("limitBytes"), q.Get("timestamps")))
-	if l.code == http.StatusForbidden {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(l.code)
-		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
-			`"message":"pods \"qwen3-abc-1\" is forbidden: User \"system:serviceaccount:inferenceservice-system:inferenceservice-operator\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""}`)
-		return
-	}
-	if q.Get("previous") == "true" {
-		fmt.Fprint(w, l.prev)
-	} else {
-		fmt.Fprint(w, l.current)
-	}
-}
-
-func (l *logEndpoint) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.reads
-	l.reads = nil
-	return out
-}
 
 // logCounts counts log reads by result, beside what fakeMetrics counts.
 type logCounts struct {
@@ -74,7 +36,7 @@ func (m *logCounts) PodLogRead(result string) { m.reads[result]++ }
 // endpoint behind a real client.
 type crashWorld struct {
 	*fixture
-	logs   *logEndpoint
+	logs   *evidencetest.LogEndpoint
 	counts *logCounts
 	w      adapterWorld
 	pod    *corev1.Pod
@@ -90,7 +52,7 @@ func newCrashWorld(t *testing.T) *crashWorld {
 	d.UID, d.Status.ReadyReplicas, d.Status.AvailableReplicas = w.d.UID, 0, 0
 	f.caches.d, f.caches.svc, f.caches.hpa = d, want.Service, want.HPA
 	f.ctrl.caches = &adapterCaches{fakeCaches: f.caches, rs: []*appsv1.ReplicaSet{w.rs}}
-	logs := &logEndpoint{}
+	logs := &evidencetest.LogEndpoint{}
 	srv := httptest.NewServer(logs)
 	t.Cleanup(srv.Close)
 	f.ctrl.kube = kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
@@ -148,10 +110,10 @@ func (c *crashWorld) syncStored(t *testing.T) string {
 func TestLastWordsReadOncePerRestart(t *testing.T) {
 	c := newCrashWorld(t)
 	c.crash(1, true)
-	c.logs.prev = runLog(1, "--foo")
+	c.logs.Prev = runLog(1, "--foo")
 	msg := c.syncStored(t)
 	want := "GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous=true tailLines=50 limitBytes=16384 timestamps=true"
-	if reads := c.logs.take(); len(reads) != 1 || reads[0] != want {
+	if reads := c.logs.Take(); len(reads) != 1 || reads[0] != want {
 		t.Fatalf("first sync's reads:\n%s\nwant one:\n%s", strings.Join(reads, "\n"), want)
 	}
 	if !strings.Contains(msg, "CrashLoopBackOff; last terminated: exit code 2 (Error), 1 restarts; log: vllm serve: error: unrecognized arguments: --foo") {
@@ -164,17 +126,17 @@ func TestLastWordsReadOncePerRestart(t *testing.T) {
 		if _, err := c.sync(); err != nil {
 			t.Fatal(err)
 		}
-		if reads, calls := c.logs.take(), c.calls(); len(reads) != 0 || calls != "" {
+		if reads, calls := c.logs.Take(), c.calls(); len(reads) != 0 || calls != "" {
 			t.Fatalf("resync %d: reads %q, calls %q: a resync reads and writes nothing", i, reads, calls)
 		}
 	}
 	// The next crash is a new run: read once, quoted, no new Warning (the reason is the same).
 	c.crash(2, true)
-	c.logs.prev = runLog(2, "--bar")
+	c.logs.Prev = runLog(2, "--bar")
 	if msg := c.syncStored(t); !strings.Contains(msg, "2 restarts; log: vllm serve: error: unrecognized arguments: --bar") {
 		t.Fatalf("second run's message %q", msg)
 	}
-	if reads := c.logs.take(); len(reads) != 1 {
+	if reads := c.logs.Take(); len(reads) != 1 {
 		t.Fatalf("second run's reads: %q", reads)
 	}
 	if ev := c.drainEvents(); len(ev) != 0 {
@@ -191,21 +153,21 @@ func TestLastWordsReadOncePerRestart(t *testing.T) {
 func TestLastWordsJustExited(t *testing.T) {
 	c := newCrashWorld(t)
 	c.crash(1, false)
-	c.logs.current = runLog(1, "--foo")
+	c.logs.Current = runLog(1, "--foo")
 	if msg := c.syncStored(t); !strings.Contains(msg, "exited; last terminated: exit code 2 (Error), 1 restarts; log: vllm serve: error: unrecognized arguments: --foo") {
 		t.Fatalf("message %q", msg)
 	}
-	if reads := c.logs.take(); len(reads) != 1 || !strings.Contains(reads[0], "previous= ") {
+	if reads := c.logs.Take(); len(reads) != 1 || !strings.Contains(reads[0], "previous= ") {
 		t.Fatalf("reads %q", reads)
 	}
 
 	c.crash(2, false)
-	c.logs.current = stamp(c.now.Add(time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
-	c.logs.prev = runLog(2, "--bar")
+	c.logs.Current = stamp(c.now.Add(time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
+	c.logs.Prev = runLog(2, "--bar")
 	if msg := c.syncStored(t); !strings.Contains(msg, "log: vllm serve: error: unrecognized arguments: --bar") || strings.Contains(msg, "version 0.11.0") {
 		t.Fatalf("message %q", msg)
 	}
-	if reads := c.logs.take(); len(reads) != 2 || !strings.Contains(reads[0], "previous= ") || !strings.Contains(reads[1], "previous=true") {
+	if reads := c.logs.Take(); len(reads) != 2 || !strings.Contains(reads[0], "previous= ") || !strings.Contains(reads[1], "previous=true") {
 		t.Fatalf("reads %q", reads)
 	}
 }
@@ -214,7 +176,7 @@ func TestLastWordsJustExited(t *testing.T) {
 // the denial is remembered for the run: one read per restart, none per resync.
 func TestLastWordsForbidden(t *testing.T) {
 	c := newCrashWorld(t)
-	c.logs.code = http.StatusForbidden
+	c.logs.Code = http.StatusForbidden
 	c.crash(1, true)
 	msg := c.syncStored(t)
 	today := "Pod qwen3-abc-1 container vllm: CrashLoopBackOff; last terminated: exit code 2 (Error), 1 restarts; Deployment qwen3: 0/1 replicas ready"
@@ -229,12 +191,12 @@ func TestLastWordsForbidden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if reads := c.logs.take(); len(reads) != 1 {
+	if reads := c.logs.Take(); len(reads) != 1 {
 		t.Fatalf("reads over a denied run and 3 resyncs: %d, want 1:\n%s", len(reads), strings.Join(reads, "\n"))
 	}
 	c.crash(2, true)
 	c.syncStored(t)
-	if reads := c.logs.take(); len(reads) != 1 {
+	if reads := c.logs.Take(); len(reads) != 1 {
 		t.Fatalf("the next restart's reads: %q", reads)
 	}
 	if c.counts.reads[evidence.ReadForbidden] != 2 || c.counts.reads[evidence.ReadOK] != 0 {
@@ -248,7 +210,7 @@ func TestLastWordsForbidden(t *testing.T) {
 	}
 	c.crash(2, true)
 	c.syncStored(t)
-	if reads := c.logs.take(); len(reads) != 1 {
+	if reads := c.logs.Take(); len(reads) != 1 {
 		t.Fatalf("a run read before the model was healthy, read again: %q", reads)
 	}
 }

@@ -6,68 +6,28 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/example/inferenceservice-operator/controller/evidence/evidencetest"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
-// logEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
-// log of the run asked for, or with code when set, and records the reads. The fake clientset's
-// GetLogs answers "fake logs" whatever is asked, so the reads go to this server through a real
-// client.
-type logEndpoint struct {
-	mu      sync.Mutex
-	current string // the log of the container's current run
-	prev    string // of its previous run (?previous=true)
-	code    int
-	reads   []string
-}
-
-func (l *logEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	q := r.URL.Query()
-	l.reads = append(l.reads, fmt.Sprintf("%s %s container=%s previous=%s tailLines=%s limitBytes=%s timestamps=%s",
-		r.Method, r.URL.Path, q.Get("container"), q.Get("previous"), q.Get("tailLines"), q.Get("limitBytes"), q.Get("timestamps")))
-	if l.code == http.StatusForbidden {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(l.code)
-		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
-			`"message":"pods \"qwen3-abc-1\" is forbidden: User \"system:serviceaccount:inferenceservice-system:inferenceservice-operator\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""}`)
-		return
-	}
-	if q.Get("previous") == "true" {
-		fmt.Fprint(w, l.prev)
-	} else {
-		fmt.Fprint(w, l.current)
-	}
-}
-
-func (l *logEndpoint) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.reads
-	l.reads = nil
-	return out
-}
-
 // logWorld is a Reader whose pod log reads go to logs, counted by result.
 type logWorld struct {
 	*Reader
-	logs  *logEndpoint
+	logs  *evidencetest.LogEndpoint
 	reads map[string]int
 	key   queue.Key
 }
 
 func newLogWorld(t *testing.T) *logWorld {
-	logs := &logEndpoint{}
+	logs := &evidencetest.LogEndpoint{}
 	srv := httptest.NewServer(logs)
 	t.Cleanup(srv.Close)
 	w := &logWorld{logs: logs, reads: map[string]int{}, key: queue.Key{Namespace: "default", Name: "qwen3"}}
@@ -103,10 +63,10 @@ func runLog(n int32, arg string) string {
 func TestLastWordsReadOncePerRun(t *testing.T) {
 	w := newLogWorld(t)
 	run := crashed(1, true)
-	w.logs.prev = runLog(1, "--foo")
+	w.logs.Prev = runLog(1, "--foo")
 	got := w.read(run)
 	want := "GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous=true tailLines=50 limitBytes=16384 timestamps=true"
-	if reads := w.logs.take(); len(reads) != 1 || reads[0] != want {
+	if reads := w.logs.Take(); len(reads) != 1 || reads[0] != want {
 		t.Fatalf("first read:\n%s\nwant one:\n%s", strings.Join(reads, "\n"), want)
 	}
 	if got[run.RunID] != "vllm serve: error: unrecognized arguments: --foo" || len(got) != 1 {
@@ -117,15 +77,15 @@ func TestLastWordsReadOncePerRun(t *testing.T) {
 			t.Fatalf("resync %d: %q", i, again)
 		}
 	}
-	if reads := w.logs.take(); len(reads) != 0 {
+	if reads := w.logs.Take(); len(reads) != 0 {
 		t.Fatalf("resyncs read %q", reads)
 	}
 	next := crashed(2, true)
-	w.logs.prev = runLog(2, "--bar")
+	w.logs.Prev = runLog(2, "--bar")
 	if got := w.read(next); !strings.Contains(got[next.RunID], "--bar") {
 		t.Fatalf("second run's last words %q", got)
 	}
-	if reads := w.logs.take(); len(reads) != 1 {
+	if reads := w.logs.Take(); len(reads) != 1 {
 		t.Fatalf("second run's reads: %q", reads)
 	}
 	if w.reads[ReadOK] != 2 || len(w.reads) != 1 {
@@ -139,20 +99,20 @@ func TestLastWordsReadOncePerRun(t *testing.T) {
 func TestLastWordsJustExited(t *testing.T) {
 	w := newLogWorld(t)
 	run := crashed(1, false)
-	w.logs.current = runLog(1, "--foo")
+	w.logs.Current = runLog(1, "--foo")
 	if got := w.read(run); !strings.Contains(got[run.RunID], "--foo") {
 		t.Fatalf("last words %q", got)
 	}
-	if reads := w.logs.take(); len(reads) != 1 || !strings.Contains(reads[0], "previous= ") {
+	if reads := w.logs.Take(); len(reads) != 1 || !strings.Contains(reads[0], "previous= ") {
 		t.Fatalf("reads %q", reads)
 	}
 	next := crashed(2, false)
-	w.logs.current = stamp(next.FinishedAt.Add(4*time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
-	w.logs.prev = runLog(2, "--bar")
+	w.logs.Current = stamp(next.FinishedAt.Add(4*time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
+	w.logs.Prev = runLog(2, "--bar")
 	if got := w.read(next); !strings.Contains(got[next.RunID], "--bar") || strings.Contains(got[next.RunID], "version 0.11.0") {
 		t.Fatalf("last words %q", got)
 	}
-	if reads := w.logs.take(); len(reads) != 2 || !strings.Contains(reads[0], "previous= ") || !strings.Contains(reads[1], "previous=true") {
+	if reads := w.logs.Take(); len(reads) != 2 || !strings.Contains(reads[0], "previous= ") || !strings.Contains(reads[1], "previous=true") {
 		t.Fatalf("reads %q", reads)
 	}
 }
@@ -161,18 +121,18 @@ func TestLastWordsJustExited(t *testing.T) {
 // read per run, none per resync; a model with no crashed run remembers nothing.
 func TestLastWordsForbidden(t *testing.T) {
 	w := newLogWorld(t)
-	w.logs.code = http.StatusForbidden
+	w.logs.Code = http.StatusForbidden
 	run := crashed(1, true)
 	for i := 0; i < 4; i++ {
 		if got := w.read(run); len(got) != 0 {
 			t.Fatalf("sync %d quoted %q", i, got)
 		}
 	}
-	if reads := w.logs.take(); len(reads) != 1 {
+	if reads := w.logs.Take(); len(reads) != 1 {
 		t.Fatalf("reads over a denied run and 3 resyncs: %d, want 1:\n%s", len(reads), strings.Join(reads, "\n"))
 	}
 	w.read(crashed(2, true))
-	if reads := w.logs.take(); len(reads) != 1 {
+	if reads := w.logs.Take(); len(reads) != 1 {
 		t.Fatalf("the next restart's reads: %q", reads)
 	}
 	if w.reads[ReadForbidden] != 2 || w.reads[ReadOK] != 0 {

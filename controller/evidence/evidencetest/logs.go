@@ -1,0 +1,49 @@
+// Package evidencetest holds the test doubles of what the evidence reader reads through a real
+// client, shared by the evidence package's tests and the controller's.
+package evidencetest
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// LogEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
+// log of the run asked for, or a Forbidden Status when Code is 403, and records the reads. The
+// fake clientset's GetLogs answers "fake logs" whatever is asked, so tests serve this instead.
+type LogEndpoint struct {
+	mu      sync.Mutex
+	Current string // the log of the container's current run
+	Prev    string // of its previous run (?previous=true)
+	Code    int
+	reads   []string
+}
+
+func (l *LogEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := r.URL.Query()
+	l.reads = append(l.reads, fmt.Sprintf("%s %s container=%s previous=%s tailLines=%s limitBytes=%s timestamps=%s",
+		r.Method, r.URL.Path, q.Get("container"), q.Get("previous"), q.Get("tailLines"), q.Get("limitBytes"), q.Get("timestamps")))
+	if l.Code == http.StatusForbidden {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(l.Code)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
+			`"message":"pods \"qwen3-abc-1\" is forbidden: User \"system:serviceaccount:inferenceservice-system:inferenceservice-operator\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""}`)
+		return
+	}
+	if q.Get("previous") == "true" {
+		fmt.Fprint(w, l.Prev)
+	} else {
+		fmt.Fprint(w, l.Current)
+	}
+}
+
+// Take returns the reads since the last Take.
+func (l *LogEndpoint) Take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.reads
+	l.reads = nil
+	return out
+}
