@@ -29,11 +29,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller"
+	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/process/clients"
 	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 	"github.com/example/inferenceservice-operator/controller/process/leader"
 	"github.com/example/inferenceservice-operator/controller/process/memlimit"
-	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/crd/storage"
