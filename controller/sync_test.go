@@ -62,9 +62,6 @@ func newCrashWorld(t *testing.T) *crashWorld {
 	return &crashWorld{fixture: f, logs: logs, counts: counts, w: w}
 }
 
-// stamp is a log line as the kubelet returns it with timestamps.
-func stamp(at time.Time, line string) string { return at.Format(time.RFC3339Nano) + " " + line + "\n" }
-
 // crash makes the pod's container show run n crashed: just exited (its current run), or in
 // back-off (its previous run).
 func (c *crashWorld) crash(n int32, backingOff bool) {
@@ -85,13 +82,6 @@ func (c *crashWorld) crash(n int32, backingOff bool) {
 	c.now = finished.Add(3 * time.Second)
 }
 
-// runLog is run n's log: argparse's usage and error.
-func runLog(n int32, arg string) string {
-	finished := t0.Add(time.Duration(n)*time.Minute - 5*time.Second)
-	return stamp(finished.Add(-2*time.Second), "usage: vllm serve [model_tag] [options]") +
-		stamp(finished.Add(-time.Second), "vllm serve: error: unrecognized arguments: "+arg)
-}
-
 // syncStored syncs and returns the Ready message written, with the status's event applied to
 // the cache as the informer would.
 func (c *crashWorld) syncStored(t *testing.T) string {
@@ -110,7 +100,7 @@ func (c *crashWorld) syncStored(t *testing.T) string {
 func TestLastWordsReadOncePerRestart(t *testing.T) {
 	c := newCrashWorld(t)
 	c.crash(1, true)
-	c.logs.Prev = runLog(1, "--foo")
+	c.logs.Prev = evidencetest.RunLog(t0, 1, "--foo")
 	msg := c.syncStored(t)
 	want := "GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous=true tailLines=50 limitBytes=16384 timestamps=true"
 	if reads := c.logs.Take(); len(reads) != 1 || reads[0] != want {
@@ -132,7 +122,7 @@ func TestLastWordsReadOncePerRestart(t *testing.T) {
 	}
 	// The next crash is a new run: read once, quoted, no new Warning (the reason is the same).
 	c.crash(2, true)
-	c.logs.Prev = runLog(2, "--bar")
+	c.logs.Prev = evidencetest.RunLog(t0, 2, "--bar")
 	if msg := c.syncStored(t); !strings.Contains(msg, "2 restarts; log: vllm serve: error: unrecognized arguments: --bar") {
 		t.Fatalf("second run's message %q", msg)
 	}
@@ -153,7 +143,7 @@ func TestLastWordsReadOncePerRestart(t *testing.T) {
 func TestLastWordsJustExited(t *testing.T) {
 	c := newCrashWorld(t)
 	c.crash(1, false)
-	c.logs.Current = runLog(1, "--foo")
+	c.logs.Current = evidencetest.RunLog(t0, 1, "--foo")
 	if msg := c.syncStored(t); !strings.Contains(msg, "exited; last terminated: exit code 2 (Error), 1 restarts; log: vllm serve: error: unrecognized arguments: --foo") {
 		t.Fatalf("message %q", msg)
 	}
@@ -162,8 +152,8 @@ func TestLastWordsJustExited(t *testing.T) {
 	}
 
 	c.crash(2, false)
-	c.logs.Current = stamp(c.now.Add(time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
-	c.logs.Prev = runLog(2, "--bar")
+	c.logs.Current = evidencetest.Stamp(c.now.Add(time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
+	c.logs.Prev = evidencetest.RunLog(t0, 2, "--bar")
 	if msg := c.syncStored(t); !strings.Contains(msg, "log: vllm serve: error: unrecognized arguments: --bar") || strings.Contains(msg, "version 0.11.0") {
 		t.Fatalf("message %q", msg)
 	}

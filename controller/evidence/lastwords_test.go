@@ -40,9 +40,6 @@ func (w *logWorld) read(wanted ...reconcile.CrashedRun) map[string]string {
 	return w.lastWords(context.Background(), w.key, wanted)
 }
 
-// stamp is a log line as the kubelet returns it with timestamps.
-func stamp(at time.Time, line string) string { return at.Format(time.RFC3339Nano) + " " + line + "\n" }
-
 // crashed is run n of the pod's container: just exited (its current run), or in back-off (its
 // previous run).
 func crashed(n int32, backingOff bool) reconcile.CrashedRun {
@@ -51,19 +48,12 @@ func crashed(n int32, backingOff bool) reconcile.CrashedRun {
 		RunID: fmt.Sprintf("containerd://run-%d", n), Previous: backingOff, StartedAt: finished.Add(-10 * time.Second), FinishedAt: finished}
 }
 
-// runLog is run n's log: argparse's usage and error.
-func runLog(n int32, arg string) string {
-	finished := t0.Add(time.Duration(n)*time.Minute - 5*time.Second)
-	return stamp(finished.Add(-2*time.Second), "usage: vllm serve [model_tag] [options]") +
-		stamp(finished.Add(-time.Second), "vllm serve: error: unrecognized arguments: "+arg)
-}
-
 // Each crashed run's log is read once, with the bounded options, on the sync that first wants
 // it; later syncs read nothing; the next run is read once.
 func TestLastWordsReadOncePerRun(t *testing.T) {
 	w := newLogWorld(t)
 	run := crashed(1, true)
-	w.logs.Prev = runLog(1, "--foo")
+	w.logs.Prev = evidencetest.RunLog(t0, 1, "--foo")
 	got := w.read(run)
 	want := "GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous=true tailLines=50 limitBytes=16384 timestamps=true"
 	if reads := w.logs.Take(); len(reads) != 1 || reads[0] != want {
@@ -81,7 +71,7 @@ func TestLastWordsReadOncePerRun(t *testing.T) {
 		t.Fatalf("resyncs read %q", reads)
 	}
 	next := crashed(2, true)
-	w.logs.Prev = runLog(2, "--bar")
+	w.logs.Prev = evidencetest.RunLog(t0, 2, "--bar")
 	if got := w.read(next); !strings.Contains(got[next.RunID], "--bar") {
 		t.Fatalf("second run's last words %q", got)
 	}
@@ -99,7 +89,7 @@ func TestLastWordsReadOncePerRun(t *testing.T) {
 func TestLastWordsJustExited(t *testing.T) {
 	w := newLogWorld(t)
 	run := crashed(1, false)
-	w.logs.Current = runLog(1, "--foo")
+	w.logs.Current = evidencetest.RunLog(t0, 1, "--foo")
 	if got := w.read(run); !strings.Contains(got[run.RunID], "--foo") {
 		t.Fatalf("last words %q", got)
 	}
@@ -107,8 +97,8 @@ func TestLastWordsJustExited(t *testing.T) {
 		t.Fatalf("reads %q", reads)
 	}
 	next := crashed(2, false)
-	w.logs.Current = stamp(next.FinishedAt.Add(4*time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
-	w.logs.Prev = runLog(2, "--bar")
+	w.logs.Current = evidencetest.Stamp(next.FinishedAt.Add(4*time.Second), "(APIServer pid=1) INFO 01-01 00:01:59 [api_server.py:1842] vLLM API server version 0.11.0")
+	w.logs.Prev = evidencetest.RunLog(t0, 2, "--bar")
 	if got := w.read(next); !strings.Contains(got[next.RunID], "--bar") || strings.Contains(got[next.RunID], "version 0.11.0") {
 		t.Fatalf("last words %q", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // LogEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
@@ -46,4 +47,15 @@ func (l *LogEndpoint) Take() []string {
 	out := l.reads
 	l.reads = nil
 	return out
+}
+
+// Stamp is a log line as the kubelet returns it with timestamps.
+func Stamp(at time.Time, line string) string { return at.Format(time.RFC3339Nano) + " " + line + "\n" }
+
+// RunLog is the log of run n of a container whose first run started at start, each run a
+// minute, ending 5 s before its minute: argparse's usage and error.
+func RunLog(start time.Time, n int32, arg string) string {
+	finished := start.Add(time.Duration(n)*time.Minute - 5*time.Second)
+	return Stamp(finished.Add(-2*time.Second), "usage: vllm serve [model_tag] [options]") +
+		Stamp(finished.Add(-time.Second), "vllm serve: error: unrecognized arguments: "+arg)
 }
