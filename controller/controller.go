@@ -4,9 +4,10 @@
 // writes the actions with the one conflict-retry path, the status-write policy decides, holds
 // and writes status, and the finalizer deregisters the gateway route. Subpackages: reconcile
 // (the pure decision), evidence (what the diagnosis reads beyond the caches, remembered
-// between syncs), modelserver (the model server's adapter API), clients (the request budget
-// and the write fence's wiring), leader (election and the fence), endpoints (HTTP), memlimit
-// (the heap's soft limit), walk (the kubectl-isvc plugin's troubleshooting walk).
+// between syncs), modelserver (the model server's adapter API), process (what only main.go uses:
+// clients with the request budget and the write fence's wiring, leader election and the fence,
+// endpoints for HTTP, memlimit for the heap's soft limit), walk (the kubectl-isvc plugin's
+// troubleshooting walk).
 package controller
 
 import (
