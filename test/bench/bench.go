@@ -225,6 +225,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	r.WritesPerISVCCreate = (w1 - w0) / float64(c.N)
+	for _, seq := range w.statusSequences(3) {
+		logf(c, "statuses on the way to Ready: %s", seq)
+	}
 	ev, err := eventWrites(ctx, kube, "bench", sys)
 	if err != nil {
 		return r, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,10 +32,13 @@ type watcher struct {
 	svc, hpa map[string]bool
 	ready    map[string]bool
 	obsGen   map[string]int64 // status.observedGeneration
+	// statuses is each isvc's distinct statuses in the order seen (phase/reason and its
+	// conditions): what the status writes on the way to Ready were.
+	statuses map[string][]string
 }
 
 func newWatcher(n int, sys system) *watcher {
-	return &watcher{n: n, sys: sys, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}}
+	return &watcher{n: n, sys: sys, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}, statuses: map[string][]string{}}
 }
 
 func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
@@ -66,6 +70,11 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 		}
 		w.ready[u.GetName()] = ready
 		w.obsGen[u.GetName()] = gen
+		if sig := statusSignature(u); sig != "" {
+			if seq := w.statuses[u.GetName()]; len(seq) == 0 || seq[len(seq)-1] != sig {
+				w.statuses[u.GetName()] = append(seq, sig)
+			}
+		}
 	}); err != nil {
 		return nil, err
 	}
@@ -199,4 +208,50 @@ func (w *watcher) latencies() (p50, p99 float64) {
 	sort.Float64s(ds)
 	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
 	return q(0.5), q(0.99)
+}
+
+// statusSignature is an isvc's status in a few words: phase/reason, then each condition's
+// type=status/reason; "" before the first status.
+func statusSignature(u *unstructured.Unstructured) string {
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	if phase == "" {
+		return ""
+	}
+	reason, _, _ := unstructured.NestedString(u.Object, "status", "reason")
+	parts := []string{phase + "/" + reason}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%v=%v/%v", m["type"], m["status"], m["reason"]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// statusSequences counts the isvcs by the sequence of statuses they went through, most
+// common first, at most top of them.
+func (w *watcher) statusSequences(top int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	count := map[string]int{}
+	for _, seq := range w.statuses {
+		count[strings.Join(seq, "\n      -> ")]++
+	}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if count[keys[i]] != count[keys[j]] {
+			return count[keys[i]] > count[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var out []string
+	for _, k := range keys[:min(top, len(keys))] {
+		out = append(out, fmt.Sprintf("%d isvcs: %s", count[k], k))
+	}
+	return out
 }

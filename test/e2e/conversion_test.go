@@ -107,6 +107,11 @@ func (w *webhookInstall) rollBack(t *testing.T) {
 func useWebhookCRD(t *testing.T) *webhookInstall {
 	t.Helper()
 	w := &webhookInstall{port: freeLoopbackPort(t), certDir: filepath.Join(t.TempDir(), "webhook-certs"), cache: "--cache-dir=" + t.TempDir()}
+	// The namespace controller finishing a namespace while the CRD's versions change can miss
+	// its isvcs (their discovery in flux): seen here, an earlier test's isvc outlived its
+	// namespace in etcd, and the operator retried it for the rest of the run. No namespace
+	// may be terminating when the swap (or the operator's stop, which holds finalizers) begins.
+	quiesce(t)
 	stopOperator(t)
 	t.Cleanup(func() {
 		w.rollBack(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,11 @@ func writesSettle(t *testing.T) float64 {
 	var last, reconciles float64 = -1, 0
 	var stableSince time.Time
 	var result float64
+	defer func() {
+		if t.Failed() {
+			logOperatorTail(t, 10)
+		}
+	}()
 	testenv.Eventually(t, time.Minute, "operator writes to settle", func() error {
 		fams, err := env.op.Scrape()
 		if err != nil {
@@ -62,6 +68,19 @@ func writesSettle(t *testing.T) float64 {
 		return nil
 	})
 	return result
+}
+
+// logOperatorTail logs the last n lines of the operator's log: what it kept doing is the
+// first question when its writes do not settle.
+func logOperatorTail(t *testing.T, n int) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(env.Dir, "operator.log"))
+	if err != nil {
+		t.Logf("operator log: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	t.Logf("the operator log's last %d lines:\n%s", n, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
