@@ -1,5 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
+# bash, for `set -o pipefail`: a test run piped through test/slowest keeps go test's exit status.
+SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws manifests lint bench bench-10k bench-kserve bench-adapter fuzz faults-full
@@ -22,6 +24,8 @@ LOCALCLUSTER_BIN ?= $(CURDIR)/test/localcluster/bin/localcluster
 HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
 KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
+# How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
+E2E_PARALLEL ?= 4
 test: lint
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/helm/build.sh $(HELM_BIN)
@@ -30,7 +34,10 @@ test: lint
 	# The local world's own tests (its own module: cluster DNS, vLLM's parser, model geometry,
 	# the fake kubelet and model server), compiled as build.sh compiles it, sharing its cache.
 	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) $(GO) test -timeout 45m -count=1 ./...
+	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
+	# e2e tests that run side by side (test/e2e/main_test.go says which may).
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
 	# about 5-11 s a target on 2 cores.
@@ -41,8 +48,11 @@ unit:
 	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
 
 e2e:
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
-	LWS_BIN=$(LWS_BIN) $(GO) test -timeout 45m -count=1 -v ./test/e2e/
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./test/e2e/ | test/slowest/slowest.sh 15
 
 # Leader election, in-cluster config, RBAC, overlays and manifests on the local cluster.
 incluster:

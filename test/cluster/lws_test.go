@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,23 +122,9 @@ func allReady(pods []lwsPod, want int) bool {
 // `make test` always builds it.
 func startLWS(t *testing.T) {
 	t.Helper()
-	bin := operator.Bin(t, operator.LWSBinEnv, "lws")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	start := time.Now()
-	l, err := operator.StartLWS(ctx, c, bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("lws ready with its webhooks in %v (log %s)", time.Since(start).Round(time.Millisecond), l.LogPath)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("---- last lines of %s ----\n%s", l.LogPath, tail(l.LogPath, 40))
-		}
-		if err := l.Stop(30 * time.Second); err != nil {
-			t.Errorf("stopping lws: %v", err)
-		}
-	})
+	operator.RunForTest(ctx, t, c, operator.LWSBinEnv, "lws", t.TempDir(), operator.StartLWS)
 }
 
 // lwsNamespace is the test's namespace; at the end its LeaderWorkerSets' pods are waited for,
@@ -308,16 +293,6 @@ spec:
 func unschedulable(t *testing.T, ns, pod string) string {
 	t.Helper()
 	return jsonpath(t, ns, "pod/"+pod, `{.status.conditions[?(@.type=="PodScheduled")].message}`)
-}
-
-// tail is the last n lines of the file at path.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // lwsVLLM is 2 groups of 2 pods running vLLM's multi-node launch as the operator writes it:

@@ -15,6 +15,7 @@ import (
 // that says what is wrong. Unknown fields are refused under strict field validation, kubectl's
 // default.
 func TestBadInputCorpus(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	ok := func() map[string]any { return map[string]any{"model": "m", "replicas": int64(1)} }
 	with := func(k string, v any) map[string]any { s := ok(); s[k] = v; return s }

@@ -204,6 +204,7 @@ func TestSeedRun(t *testing.T) {
 
 // TestKubectlExperience: columns, wait, explain and scale.
 func TestKubectlExperience(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
 	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
@@ -247,6 +248,7 @@ func TestKubectlExperience(t *testing.T) {
 // TestValidationAtTheAPIServer: schema bounds and CEL rules refuse bad objects with clear
 // messages, through kubectl edit and plain creates.
 func TestValidationAtTheAPIServer(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, fiveLines)
 
@@ -374,6 +376,7 @@ func TestDeletionDeregistersThenCascades(t *testing.T) {
 // TestNeverTouchesAForeignChild: a same-named Deployment the isvc does not own is reported,
 // never modified, and survives the isvc's deletion.
 func TestNeverTouchesAForeignChild(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	created := createForeignDeployment(t, ns, "qwen3", 1)
 	applyYAML(t, ns, fiveLines)

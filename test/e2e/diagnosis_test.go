@@ -72,6 +72,7 @@ func warningEvents(t *testing.T, ns, reason string) (n int, count int32) {
 // TestQuotaExceededThenRaised: the ReplicaSet's quota refusal becomes the isvc's reason with the
 // admission message, and raising the quota makes the isvc Ready with no other action.
 func TestQuotaExceededThenRaised(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: ns},
@@ -122,6 +123,7 @@ spec: {model: Qwen/Qwen3-32B, replicas: 3, gpusPerReplica: 4}
 
 // TestUnschedulableGPUs: more GPUs per replica than any node has.
 func TestUnschedulableGPUs(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
@@ -138,6 +140,7 @@ spec: {model: deepseek-ai/DeepSeek-V3, replicas: 1, gpusPerReplica: 16}
 
 // TestPodFailureModes: each way a model server fails, made by the fake kubelet from the image.
 func TestPodFailureModes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		image, reason, message string
 	}{
@@ -188,6 +191,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "%s"}
 // TestSlowStartIsNotAFailure: weights that take a while to load are Starting, never Failed,
 // until the startup probe passes; then Ready. A watch records every status it goes through.
 func TestSlowStartIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	statuses := watchStatuses(t, ns)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -323,6 +327,7 @@ func patchISVC(t *testing.T, ns, name, patch string) {
 // go through that window for every pod and must never show Failed/ReadinessProbeFailing nor
 // its Warning Event; a pod that never gets ready is still reported, after the probe's window.
 func TestScaleUpIsNotAReadinessFailure(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	statuses := recordStatuses(t, ns)
 	windows := podWindows(t, ns)
@@ -382,6 +387,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1, image: "kubelet.fake/never-read
 // collector's threshold) after its ReplicaSet replaced it. Neither the replacement's start nor
 // a later scale-up may report the model Failed/Evicted because of it.
 func TestEvictedPodDoesNotDecide(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	statuses := recordStatuses(t, ns)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -442,6 +448,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 // Event) while the previous pods keep the model serving and Ready stays True; long before the
 // progress hold (10m) or the Deployment's deadline would tell.
 func TestCrashLoopingRolloutWhileServing(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService

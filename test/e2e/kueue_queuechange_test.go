@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -105,7 +106,7 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 
 	// One edit: a new queue and a new image. The image lands; the queue waits, and says why.
 	const image = "vllm/vllm-openai:v0.11.1"
-	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=merge", "-p", `{"spec":{"queueName":"q2","image":"`+image+`"}}`)
+	patchISVC(t, ns, "chat", `{"spec":{"queueName":"q2","image":"`+image+`"}}`)
 	testenv.Eventually(t, time.Minute, "the new image in the Deployment, its queue still q1", func() error {
 		img, q, _, err := deployment()
 		if err != nil {
@@ -128,7 +129,7 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 	}
 
 	// The transition: scale to 0; the queue moves once no pod is ready; scale up through q2.
-	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=merge", "-p", `{"spec":{"replicas":0}}`)
+	patchISVC(t, ns, "chat", `{"spec":{"replicas":0}}`)
 	testenv.Eventually(t, 2*time.Minute, "the Deployment in q2 at 0", func() error {
 		_, q, ready, err := deployment()
 		if err != nil {
@@ -139,19 +140,9 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 		}
 		return nil
 	})
-	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
-	testenv.Eventually(t, 2*time.Minute, "2 ready pods, in q2, on the new image", func() error {
-		pods, err := readyModelPods(t, ns, "chat")
-		if err != nil {
-			return err
-		}
-		if len(pods) != 2 {
-			return fmt.Errorf("%d ready pods", len(pods))
-		}
-		for _, p := range pods {
-			if q := p.Labels[reconcile.QueueLabel]; q != "q2" || p.Spec.Containers[0].Image != image {
-				return fmt.Errorf("pod %s: queue %q image %s", p.Name, q, p.Spec.Containers[0].Image)
-			}
+	scaleToReadyPods(t, ns, "chat", 2, "in q2, on the new image", func(p corev1.Pod) error {
+		if q := p.Labels[reconcile.QueueLabel]; q != "q2" || p.Spec.Containers[0].Image != image {
+			return fmt.Errorf("queue %q image %s", q, p.Spec.Containers[0].Image)
 		}
 		return nil
 	})
@@ -195,18 +186,30 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1, queueName: q1}
 		}
 		return nil
 	})
-	env.Kubectl(t, "patch", "isvc", "-n", ns, "chat", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
-	testenv.Eventually(t, 2*time.Minute, "2 ready pods outside Kueue", func() error {
-		pods, err := readyModelPods(t, ns, "chat")
+	scaleToReadyPods(t, ns, "chat", 2, "outside Kueue", func(p corev1.Pod) error {
+		if q, ok := p.Labels[reconcile.QueueLabel]; ok {
+			return fmt.Errorf("in queue %q", q)
+		}
+		return nil
+	})
+}
+
+// scaleToReadyPods patches the isvc's replicas to n and waits for n ready pods of it, each
+// passing check (what names what check wants).
+func scaleToReadyPods(t *testing.T, ns, name string, n int, what string, check func(corev1.Pod) error) {
+	t.Helper()
+	patchISVC(t, ns, name, fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%d ready pods of %s, %s", n, name, what), func() error {
+		pods, err := readyModelPods(t, ns, name)
 		if err != nil {
 			return err
 		}
-		if len(pods) != 2 {
+		if len(pods) != n {
 			return fmt.Errorf("%d ready pods", len(pods))
 		}
 		for _, p := range pods {
-			if q, ok := p.Labels[reconcile.QueueLabel]; ok {
-				return fmt.Errorf("pod %s in queue %q", p.Name, q)
+			if err := check(p); err != nil {
+				return fmt.Errorf("pod %s: %w", p.Name, err)
 			}
 		}
 		return nil

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,23 +35,7 @@ var (
 // where make test always builds it.
 func startKueue(t *testing.T) *operator.Kueue {
 	t.Helper()
-	bin := operator.Bin(t, operator.KueueBinEnv, "kueue")
-	dir := filepath.Join(env.Dir, "kueue")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	k, err := operator.StartKueue(testenv.Ctx(t, 3*time.Minute), env.Cluster, bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("kueue installed and serving webhooks on %s in %.1fs (log %s)", k.Webhook, time.Since(start).Seconds(), k.LogPath)
-	t.Cleanup(func() {
-		if err := k.Stop(time.Minute); err != nil {
-			t.Errorf("stopping kueue: %v", err)
-		}
-	})
-	return k
+	return operator.RunForTest(testenv.Ctx(t, 3*time.Minute), t, env.Cluster, operator.KueueBinEnv, "kueue", filepath.Join(env.Dir, "kueue"), operator.StartKueue)
 }
 
 // walkFile is one of the manifests of the README's Kueue walk, which this test runs.

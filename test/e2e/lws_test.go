@@ -30,23 +30,7 @@ import (
 // where make test always builds it.
 func startLWS(t *testing.T) *operator.LWS {
 	t.Helper()
-	bin := operator.Bin(t, operator.LWSBinEnv, "lws")
-	dir := filepath.Join(env.Dir, "lws")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	l, err := operator.StartLWS(testenv.Ctx(t, 3*time.Minute), env.Cluster, bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("LeaderWorkerSet installed and serving webhooks on %s in %.1fs (log %s)", l.Webhook, time.Since(start).Seconds(), l.LogPath)
-	t.Cleanup(func() {
-		if err := l.Stop(time.Minute); err != nil {
-			t.Errorf("stopping LeaderWorkerSet: %v", err)
-		}
-	})
-	return l
+	return operator.RunForTest(testenv.Ctx(t, 3*time.Minute), t, env.Cluster, operator.LWSBinEnv, "lws", filepath.Join(env.Dir, "lws"), operator.StartLWS)
 }
 
 // groupPods lists the model's LeaderWorkerSet pods, by name.

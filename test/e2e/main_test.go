@@ -18,6 +18,15 @@ import (
 )
 
 // env is shared by every test in the package: one cluster, one operator, one gateway.
+//
+// Most tests run one after another, because they change what every test sees (the CRD and
+// its webhook, the operator process or its flags, the metrics adapter's APIServices, nodes'
+// taints and faults, the gateway's health) or measure what the operator does as a whole
+// (writesSettle, quiesce, counters summed over every model). A test that calls t.Parallel
+// creates its own objects in its own namespace and reads only those: go test starts such tests
+// once every serial test of the package has finished, so they overlap only each other, at
+// most -parallel at a time (the Makefile's E2E_PARALLEL; the GPUs they ask for together stay
+// within the cluster's 32).
 var env struct {
 	*testenv.Env
 	gateway *fakeGateway

@@ -120,6 +120,7 @@ func TestRelabelledChildIsRecovered(t *testing.T) {
 // Deployment is still being deleted (held here by a finalizer) waits for it without reporting
 // a conflict, and converges as soon as it is gone.
 func TestRecreatedWithTheSameName(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	const manifest = "apiVersion: ai.example.com/v1alpha1\nkind: InferenceService\nmetadata: {name: qwen3}\nspec: {model: Qwen/Qwen3-0.6B, replicas: 1}\n"
 	applyYAML(t, ns, manifest)

@@ -20,6 +20,7 @@ import (
 // on /metrics (what the ServiceMonitor scrapes and the HPA's metric comes from), and its log,
 // read with kubectl through the kubelet API, shows the server started.
 func TestModelPodServes(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
@@ -79,6 +80,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 // pod downloaded (HF_HOME on an emptyDir, which outlives a container): its log loads them, it
 // does not download them again, as the container's own filesystem would make it.
 func TestRestartLoadsNotDownloads(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService

@@ -84,6 +84,7 @@ func servesAs(t *testing.T, ns, isvc, model string) {
 // with gpusPerReplica 4 the template passes --tensor-parallel-size 4 and each rank loads a
 // quarter, so the model becomes Ready and serves under its id.
 func TestTemplateTensorParallel70B(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	const model = "Qwen/Qwen2.5-72B-Instruct"
 	if _, err := env.CreateISVC(testenv.Ctx(t, time.Minute), ns, "big", map[string]any{"model": model, "replicas": int64(1), "gpusPerReplica": int64(4)}); err != nil {
@@ -100,6 +101,7 @@ func TestTemplateTensorParallel70B(t *testing.T) {
 // VLLM_PORT=tcp://...:port through service links, and vLLM aborts on it; the template turns
 // service links off, so the model starts.
 func TestTemplateServiceNamedVLLM(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: v1
 kind: Service

@@ -41,45 +41,10 @@ func historyOf(t *testing.T, ns, name string) []string {
 // the gate and the queue named, never Failed; lifting the gate makes it Ready.
 func TestWaitingForAdmission(t *testing.T) {
 	ns := env.Namespace(t)
-	policy := "hold-" + ns
-	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {name: %[1]s}
-spec:
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-  mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: 'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "example.com/admission"}]}}'
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {name: %[1]s}
-spec:
-  policyName: %[1]s
-  matchResources:
-    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
-`, policy, ns))
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
-	})
-	// A policy takes effect once the API server's policy cache has it: wait until a dry-run
-	// pod comes back gated.
-	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
-		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return err
-		}
-		if len(p.Spec.SchedulingGates) == 0 {
-			return fmt.Errorf("a pod is created without a gate")
-		}
-		return nil
-	})
+	mutatePods(t, ns, "hold-"+ns, `patchType: ApplyConfiguration
+applyConfiguration:
+  expression: 'Object{spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: "example.com/admission"}]}}'`,
+		func(p *corev1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 })
 	statuses := recordStatuses(t, ns)
 	start := time.Now()
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -344,44 +309,12 @@ spec: {model: m, replicas: 1, gpusPerReplica: 4}
 // platform policy would) gives the model's pods a node selector no node matches: the isvc says
 // NodeSelectorMismatch with the scheduler's counts.
 func TestNodeSelectorMismatch(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	policy := "select-" + ns
-	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata: {name: %[1]s}
-spec:
-  failurePolicy: Fail
-  reinvocationPolicy: Never
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
-  mutations:
-  - patchType: JSONPatch
-    jsonPatch:
-      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"nvidia.com/gpu.product": "NVIDIA-H200"}}]'
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicyBinding
-metadata: {name: %[1]s}
-spec:
-  policyName: %[1]s
-  matchResources:
-    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
-`, policy, ns))
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", policy, "--ignore-not-found")
-	})
-	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	testenv.Eventually(t, 30*time.Second, "the admission policy in effect", func() error {
-		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return err
-		}
-		if len(p.Spec.NodeSelector) == 0 {
-			return fmt.Errorf("a pod is created without the node selector")
-		}
-		return nil
-	})
+	mutatePods(t, ns, "select-"+ns, `patchType: JSONPatch
+jsonPatch:
+  expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"nvidia.com/gpu.product": "NVIDIA-H200"}}]'`,
+		func(p *corev1.Pod) bool { return len(p.Spec.NodeSelector) > 0 })
 	start := time.Now()
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
@@ -393,4 +326,46 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "node(s) didn't match Pod's node affinity/selector") {
 		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
 	}
+}
+
+// mutatePods makes every pod created in ns go through mutation (one entry of a
+// MutatingAdmissionPolicy's mutations, as YAML) under a policy and binding named name, scoped to
+// ns and removed when the test ends. A policy takes effect once the API server's policy cache
+// has it: it returns when a dry-run pod comes back with applied true.
+func mutatePods(t *testing.T, ns, name, mutation string, applied func(*corev1.Pod) bool) {
+	t.Helper()
+	applyYAML(t, "", fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  mutations:
+  - %[3]s
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
+`, name, ns, strings.ReplaceAll(mutation, "\n", "\n    ")))
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", name, "--ignore-not-found")
+	})
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	testenv.Eventually(t, 30*time.Second, "the admission policy "+name+" in effect", func() error {
+		p, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if !applied(p) {
+			return fmt.Errorf("a dry-run pod is created unchanged")
+		}
+		return nil
+	})
 }

@@ -2,8 +2,7 @@
 # Builds Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue at the version go.mod pins) and
 # copies, from the same module, the manifests the e2e harness applies: the CRDs
 # (config/components/crd/bases) and the webhook configurations (config/components/webhook).
-# The build is skipped while a stamp of its inputs (go.mod, go.sum, this script, the Go
-# version) matches the one written next to the binary: a cold build takes minutes on 2 cores.
+# Skipped while its inputs are unchanged (../buildstamp/buildstamp.sh).
 # The visibility API server reads its certificate from a fixed /visibility when Kueue does not
 # manage certificates; the build makes that path relative (visibility/ in the process's working
 # directory), so a harness gives it ours without writing outside its scratch directory.
@@ -11,24 +10,15 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 out="${1:-bin/kueue}"
-mkdir -p "$(dirname "$out")"
-export GOWORK=off CGO_ENABLED=0
-# Two callers (make, a test run by hand) must not build into the same path at once.
-exec 9>"$out.lock"
-flock 9
-stamp="$( (cat go.mod go.sum build.sh; go version) | sha256sum | cut -d' ' -f1)"
 manifests="$out-manifests"
-if [ -x "$out" ] && [ -d "$manifests/crd" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
-  echo "$out (up to date)"
-  exit 0
-fi
+. ../buildstamp/buildstamp.sh "$out" "$manifests/crd"
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
-../buildprogress/buildprogress.sh kueue go build -trimpath -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version -X sigs.k8s.io/kueue/pkg/visibility.certDir=visibility" -o "$out" sigs.k8s.io/kueue/cmd/kueue
+../buildprogress/buildprogress.sh kueue go build -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version -X sigs.k8s.io/kueue/pkg/visibility.certDir=visibility" -o "$out" sigs.k8s.io/kueue/cmd/kueue
 src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
 rm -rf "$manifests"
 mkdir -p "$manifests/crd"
 # The module cache is read-only; install gives the copies a mode later builds can replace.
 install -m 0644 "$src"/config/components/crd/bases/*.yaml "$manifests/crd/"
 install -m 0644 "$src/config/components/webhook/manifests.yaml" "$manifests/webhook.yaml"
-echo "$stamp" > "$out.stamp"
+buildstamp_write
 echo "$out"

@@ -12,8 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -138,51 +136,27 @@ func (k *kubelet) gpuFault(node string) gpuFault {
 	return k.faults[node]
 }
 
-// watchGPUFaults follows the fake nodes' annotation: a changed fault reaches the pod workers
-// of that node at once, and the node's allocatable GPUs follow it.
-func (k *kubelet) watchGPUFaults(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = fakeNodeLabel + "=true" }))
-	inf := factory.Core().V1().Nodes().Informer()
-	onNode := func(obj any) {
-		node, ok := obj.(*v1.Node)
-		if !ok {
-			return
-		}
-		if _, ours := k.nodes[node.Name]; !ours {
-			return
-		}
-		f := nodeGPUFault(node)
-		k.faultsMu.Lock()
-		changed := k.faults[node.Name] != f
-		k.faults[node.Name] = f
-		k.faultsMu.Unlock()
-		if changed {
-			klog.InfoS("fake kubelet: node GPU fault", "node", node.Name, "fault", string(f))
-			k.notifyNode(node.Name)
-		}
-		if patch := allocatablePatch(node, f); patch != nil {
-			k.wg.Go(func() {
-				_, err := k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-				if err != nil && ctx.Err() == nil {
-					klog.ErrorS(err, "fake kubelet: allocatable GPUs update failed", "node", node.Name)
-				}
-			})
-		}
+// followGPUFault applies the node's kubelet.fake/gpu-fault (watchNodes calls it on every add
+// and update of a fake node): a changed fault reaches the pod workers of that node at once,
+// and the node's allocatable GPUs follow it.
+func (k *kubelet) followGPUFault(ctx context.Context, node *v1.Node) {
+	f := nodeGPUFault(node)
+	k.faultsMu.Lock()
+	changed := k.faults[node.Name] != f
+	k.faults[node.Name] = f
+	k.faultsMu.Unlock()
+	if changed {
+		klog.InfoS("fake kubelet: node GPU fault", "node", node.Name, "fault", string(f))
+		k.notifyNode(node.Name)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onNode,
-		UpdateFunc: func(_, obj any) { onNode(obj) },
-	}); err != nil {
-		return err
+	if patch := allocatablePatch(node, f); patch != nil {
+		k.wg.Go(func() {
+			_, err := k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+			if err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "fake kubelet: allocatable GPUs update failed", "node", node.Name)
+			}
+		})
 	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		factory.Shutdown()
-	}()
-	return nil
 }
 
 // allocatablePatch is the status patch that makes the node's allocatable GPUs what the

@@ -176,7 +176,7 @@ func TestGPUFaultFollowsNode(t *testing.T) {
 	sick := &podWorker{node: nodeName(1), faults: make(chan struct{}, 1)}
 	other := &podWorker{node: nodeName(0), faults: make(chan struct{}, 1)}
 	k.workers["sick"], k.workers["other"] = sick, other
-	if err := k.watchGPUFaults(ctx); err != nil {
+	if err := k.watchNodes(ctx, k.followGPUFault); err != nil {
 		t.Fatal(err)
 	}
 	allocatable := func(name string) string {

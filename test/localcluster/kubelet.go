@@ -114,11 +114,9 @@ func (k *kubelet) run(ctx context.Context) error {
 		svcFactory.Start(ctx.Done())
 		svcFactory.WaitForCacheSync(ctx.Done())
 	}
-	// Nodes' GPU faults before pods, so a container starting on a sick node fails.
-	if err := k.watchGPUFaults(ctx); err != nil {
-		return err
-	}
-	if err := k.watchPullTimes(ctx); err != nil {
+	// Nodes' GPU faults and pull times before pods, so a container starting on a sick node
+	// fails and one on a slow node pulls.
+	if err := k.watchNodes(ctx, k.followGPUFault, k.followPullTime); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,

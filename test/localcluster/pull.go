@@ -11,9 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -76,36 +73,12 @@ func (ni *nodeImages) presentAt(node, image string, now time.Time) time.Time {
 	return at
 }
 
-// watchPullTimes follows the fake nodes' kubelet.fake/pull-seconds annotation.
-func (k *kubelet) watchPullTimes(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = fakeNodeLabel + "=true" }))
-	inf := factory.Core().V1().Nodes().Informer()
-	onNode := func(obj any) {
-		node, ok := obj.(*v1.Node)
-		if !ok {
-			return
-		}
-		if _, ours := k.nodes[node.Name]; !ours {
-			return
-		}
-		if d := nodePullTime(node); k.images.setPullTime(node.Name, d) {
-			klog.InfoS("fake kubelet: node image pull time", "node", node.Name, "pull", d)
-		}
+// followPullTime applies the node's kubelet.fake/pull-seconds (watchNodes calls it on every
+// add and update of a fake node).
+func (k *kubelet) followPullTime(_ context.Context, node *v1.Node) {
+	if d := nodePullTime(node); k.images.setPullTime(node.Name, d) {
+		klog.InfoS("fake kubelet: node image pull time", "node", node.Name, "pull", d)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onNode,
-		UpdateFunc: func(_, obj any) { onNode(obj) },
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		factory.Shutdown()
-	}()
-	return nil
 }
 
 // awaitPull starts the pull of an image the node does not hold yet, when its node pulls

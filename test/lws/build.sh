@@ -1,31 +1,21 @@
 #!/usr/bin/env bash
 # Builds LeaderWorkerSet's controller manager (sigs.k8s.io/lws/cmd at the version go.mod pins)
 # and copies, from the same module, the manifests the harness applies: the CRDs
-# (config/crd/bases) and the webhook configurations (config/webhook/manifests.yaml).
-# The build is skipped while a stamp of its inputs (go.mod, go.sum, this script, the Go
-# version) matches the one written next to the binary: a cold build takes minutes on 2 cores.
+# (config/crd/bases) and the webhook configurations (config/webhook/manifests.yaml). Skipped
+# while its inputs are unchanged (../buildstamp/buildstamp.sh).
 # Usage: test/lws/build.sh [output]   (default test/lws/bin/lws)
 set -euo pipefail
 cd "$(dirname "$0")"
 out="${1:-bin/lws}"
-mkdir -p "$(dirname "$out")"
-export GOWORK=off CGO_ENABLED=0
-# Two callers (make, a test run by hand) must not build into the same path at once.
-exec 9>"$out.lock"
-flock 9
-stamp="$( (cat go.mod go.sum build.sh; go version) | sha256sum | cut -d' ' -f1)"
 manifests="$out-manifests"
-if [ -x "$out" ] && [ -d "$manifests/crd" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
-  echo "$out (up to date)"
-  exit 0
-fi
+. ../buildstamp/buildstamp.sh "$out" "$manifests/crd"
 version="$(go list -m -f '{{.Version}}' sigs.k8s.io/lws)"
-../buildprogress/buildprogress.sh lws go build -trimpath -ldflags "-X sigs.k8s.io/lws/pkg/version.GitVersion=$version" -o "$out" sigs.k8s.io/lws/cmd
+../buildprogress/buildprogress.sh lws go build -ldflags "-X sigs.k8s.io/lws/pkg/version.GitVersion=$version" -o "$out" sigs.k8s.io/lws/cmd
 src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/lws)"
 rm -rf "$manifests"
 mkdir -p "$manifests/crd"
 # The module cache is read-only; install gives the copies a mode later builds can replace.
 install -m 0644 "$src"/config/crd/bases/*.yaml "$manifests/crd/"
 install -m 0644 "$src/config/webhook/manifests.yaml" "$manifests/webhook.yaml"
-echo "$stamp" > "$out.stamp"
+buildstamp_write
 echo "$out"

@@ -22,22 +22,12 @@ import (
 )
 
 // KueueBinEnv names the Kueue binary built by test/kueue/build.sh (make kueue); its manifests
-// are in the directory next to it, KueueManifests(bin).
+// are in the directory next to it, Manifests(bin).
 const KueueBinEnv = "KUEUE_BIN"
 
 // KueueNamespaceLabel marks the namespaces Kueue manages (its managedJobsNamespaceSelector and
 // every webhook's namespaceSelector): pods elsewhere in a shared cluster never reach it.
 const KueueNamespaceLabel = "kueue.e2e/managed"
-
-// Names of the webhook configurations, as the release manifests name them.
-const (
-	kueueMutatingWebhooks   = "kueue-mutating-webhook-configuration"
-	kueueValidatingWebhooks = "kueue-validating-webhook-configuration"
-)
-
-// KueueManifests is where build.sh copies the module's CRDs (crd/) and webhook
-// configurations (webhook.yaml) for the binary bin.
-func KueueManifests(bin string) string { return bin + "-manifests" }
 
 // Kueue is one running Kueue controller manager.
 type Kueue struct {
@@ -52,89 +42,59 @@ type Kueue struct {
 // reaches them. The manager runs with the cluster admin's kubeconfig (the release's RBAC is
 // not what this exercises).
 func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueue, error) {
-	manifests := KueueManifests(bin)
-	if _, _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(manifests, "crd")); err != nil {
-		return nil, fmt.Errorf("kueue CRDs: %w", err)
-	}
-	if _, _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", filepath.Join(manifests, "crd")); err != nil {
-		return nil, fmt.Errorf("kueue CRDs established: %w", err)
-	}
-	// The Configuration's namespace (events, leader election when enabled).
-	if err := applyFile(ctx, c, filepath.Join(dir, "kueue-namespace.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: kueue-system}\n"); err != nil {
-		return nil, err
-	}
-
-	certDir := filepath.Join(dir, "certs")
-	certs, err := webhook.EnsureCerts(certDir, []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		return nil, err
-	}
 	// With internal certificate management off, kueue reads its metrics certificate from a
 	// fixed path, /etc/kueue/metrics/certs, at start (the metrics server is off here, but the
 	// read is not): the process sees our certificate there through an overlay of /etc in its
 	// own mount namespace, so nothing on the machine is written.
 	etc := filepath.Join(dir, "etc")
-	metricsCerts := filepath.Join(etc, "kueue", "metrics", "certs")
-	if err := os.MkdirAll(metricsCerts, 0o755); err != nil {
-		return nil, err
-	}
-	if err := copyFiles(certDir, metricsCerts, webhook.CertFile, webhook.KeyFile); err != nil {
-		return nil, err
-	}
-
-	// The visibility API server's certificate, where build.sh points it: visibility/ in the
-	// working directory.
-	if err := copyFiles(certDir, filepath.Join(dir, "visibility"), webhook.CertFile, webhook.KeyFile); err != nil {
-		return nil, err
-	}
-
-	ports, err := freeLoopbackPorts(3)
+	m, ports, err := launchManager(ctx, c, launch{
+		name: "kueue", bin: bin, dir: dir, ports: 3, // the webhook, the probe, the visibility API server
+		config: func(ports []int, certDir string) string {
+			return kueueConfiguration(ports[0], ports[1], ports[2], certDir)
+		},
+		prepare: func(ctx context.Context, certDir string) error {
+			// The Configuration's namespace (events, leader election when enabled).
+			if err := applyFile(ctx, c, filepath.Join(dir, "kueue-namespace.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: kueue-system}\n"); err != nil {
+				return err
+			}
+			metricsCerts := filepath.Join(etc, "kueue", "metrics", "certs")
+			if err := os.MkdirAll(metricsCerts, 0o755); err != nil {
+				return err
+			}
+			if err := copyFiles(certDir, metricsCerts, webhook.CertFile, webhook.KeyFile); err != nil {
+				return err
+			}
+			// The visibility API server's certificate, where build.sh points it: visibility/ in
+			// the working directory.
+			return copyFiles(certDir, filepath.Join(dir, "visibility"), webhook.CertFile, webhook.KeyFile)
+		},
+		command: func(config string) *exec.Cmd {
+			unshare := []string{"unshare", "--mount"}
+			if os.Geteuid() != 0 {
+				unshare = append(unshare, "--user", "--map-root-user")
+			}
+			args := append(unshare, "--", "sh", "-c", `mount -t overlay overlay -o lowerdir="$1":/etc /etc && shift && exec "$@"`,
+				"sh", etc, bin, "--config="+config, "--kubeconfig="+c.KubeconfigPath(), "--zap-log-level=2")
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
+			// unshare and sh exec in place: signals reach kueue itself.
+			return cmd
+		},
+		// Kueue answers /readyz once its webhook server listens.
+		readyHint: " (its own mount namespace needs unshare and mount rights: root, or unprivileged user namespaces)",
+		// A dry run of a ResourceFlavor goes through Kueue's webhooks.
+		probe: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: kueue-webhook-probe}\n",
+		// Every webhook only in the namespaces Kueue manages; ignored for cluster-scoped objects
+		// (Kueue's queues and flavors), so every webhook can carry it.
+		scope: func(hook map[string]any, _ string) {
+			hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{KueueNamespaceLabel: "true"}}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	k := &Kueue{Manager: &Manager{
-		name: "kueue", c: c, dir: dir, CAPEM: certs.CAPEM,
-		Webhook:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		Probe:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		mutating: kueueMutatingWebhooks, validating: kueueValidatingWebhooks,
-	}, Visibility: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))}
-	config := filepath.Join(dir, "kueue-config.yaml")
-	if err := os.WriteFile(config, []byte(kueueConfiguration(ports[0], ports[1], ports[2], certDir)), 0o600); err != nil {
-		return nil, err
-	}
-	unshare := []string{"unshare", "--mount"}
-	if os.Geteuid() != 0 {
-		unshare = append(unshare, "--user", "--map-root-user")
-	}
-	args := append(unshare, "--", "sh", "-c", `mount -t overlay overlay -o lowerdir="$1":/etc /etc && shift && exec "$@"`,
-		"sh", etc, bin, "--config="+config, "--kubeconfig="+c.KubeconfigPath(), "--zap-log-level=2")
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath())
-	// unshare and sh exec in place: signals reach kueue itself.
-	if err := k.start(cmd); err != nil {
-		return nil, err
-	}
-	// Kueue answers /readyz once its webhook server listens.
-	if err := k.waitReady(ctx, 2*time.Minute, " (its own mount namespace needs unshare and mount rights: root, or unprivileged user namespaces)"); err != nil {
-		k.Kill()
-		return nil, err
-	}
-	probe := filepath.Join(dir, "kueue-webhook-probe.yaml")
-	if err := os.WriteFile(probe, []byte("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: kueue-webhook-probe}\n"), 0o600); err != nil {
-		k.Kill()
-		return nil, err
-	}
-	// Every webhook only in the namespaces Kueue manages; ignored for cluster-scoped objects
-	// (Kueue's queues and flavors), so every webhook can carry it. A dry run of a
-	// ResourceFlavor goes through Kueue's webhooks.
-	scope := func(hook map[string]any, _ string) {
-		hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{KueueNamespaceLabel: "true"}}
-	}
-	if err := k.registerWebhooks(ctx, manifests, scope, "-f", probe); err != nil {
-		k.Kill()
-		return nil, err
-	}
+	k := &Kueue{Manager: m, Visibility: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))}
 	if err := k.registerVisibility(ctx); err != nil {
 		k.Kill()
 		return nil, err
@@ -142,27 +102,12 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 	return k, nil
 }
 
-// kueueConfiguration is the manager's Configuration: the Deployment integration (which
-// implies pod: Kueue gates and admits a Deployment's pods one by one) and batch/job, only in
-// namespaces with KueueNamespaceLabel, every server on loopback (the visibility API server
-// too, which otherwise listens on every address), no leader election, and our own webhook
-// certificate in certDir.
+// kueueConfiguration is the manager's Configuration: loopbackConfiguration's, with the
+// Deployment integration (which implies pod: Kueue gates and admits a Deployment's pods one
+// by one) and batch/job, only in namespaces with KueueNamespaceLabel, and the visibility API
+// server on loopback too (it otherwise listens on every address).
 func kueueConfiguration(webhookPort, probePort, visibilityPort int, certDir string) string {
-	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-namespace: kueue-system
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
-metrics:
-  bindAddress: "0"
-webhook:
-  host: 127.0.0.1
-  port: %d
-  certDir: %s
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
+	return loopbackConfiguration("config.kueue.x-k8s.io/v1beta2", webhookPort, probePort, certDir) + fmt.Sprintf(`namespace: kueue-system
 manageJobsWithoutQueueName: false
 managedJobsNamespaceSelector:
   matchLabels:
@@ -175,7 +120,7 @@ integrations:
   - batch/job
   - deployment
   - pod
-`, probePort, webhookPort, certDir, KueueNamespaceLabel, visibilityPort)
+`, KueueNamespaceLabel, visibilityPort)
 }
 
 // Stop removes the webhook configurations (a stopped Kueue must not refuse the pods of
@@ -255,18 +200,4 @@ func copyFiles(from, to string, names ...string) error {
 		}
 	}
 	return nil
-}
-
-// freeLoopbackPorts returns n ports that were free on 127.0.0.1 a moment ago.
-func freeLoopbackPorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

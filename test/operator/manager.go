@@ -1,26 +1,172 @@
 package operator
 
 // A controller-runtime manager (Kueue's, LeaderWorkerSet's) run as a process on the test
-// machine: ready on its loopback probe, its module's webhook configurations registered by URL
-// on loopback with our CA, and, stopped, its webhooks removed before the process.
+// machine: its module's CRDs installed, its Configuration on loopback with our own webhook
+// certificate, ready on its loopback probe, its module's webhook configurations registered by
+// URL on loopback with our CA, and, stopped, its webhooks removed before the process.
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/crd/webhook"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
+
+// Manifests is where a manager's build.sh (test/kueue, test/lws) copies, from the module it
+// builds bin from, the CRDs (crd/) and the webhook configurations (webhook.yaml).
+func Manifests(bin string) string { return bin + "-manifests" }
+
+// launch is what differs between the managers: the rest of a start is launchManager's.
+type launch struct {
+	name     string // file names, messages, the webhook configurations' names (as the releases name them)
+	bin, dir string
+	// ports is how many loopback ports to pick: the webhook's, the probe's, then config's own.
+	ports int
+	// config is the Configuration file's content for the ports picked, with our webhook
+	// certificate (webhook.CertFile, webhook.KeyFile) in certDir.
+	config func(ports []int, certDir string) string
+	// prepare, when set, runs after the certificate is made and before the process starts.
+	prepare func(ctx context.Context, certDir string) error
+	// command runs bin with the Configuration file at config.
+	command func(config string) *exec.Cmd
+	// readyHint says what an exit before ready commonly means.
+	readyHint string
+	// probe is an object created as a server-side dry run, in probeArgs (kubectl create
+	// arguments besides -f), that goes through the webhooks once the API server reaches them.
+	probe     string
+	probeArgs []string
+	// scope narrows each webhook of the module's configurations (its service path given).
+	scope func(hook map[string]any, path string)
+}
+
+// loopbackConfiguration is the Configuration every manager here runs with: every server on
+// loopback (metrics off), no leader election, and our own webhook certificate in certDir
+// instead of the internal certificate management (which writes a Secret and patches the
+// webhook configurations of a Service we do not have). A manager appends its own fields.
+func loopbackConfiguration(apiVersion string, webhookPort, probePort int, certDir string) string {
+	return fmt.Sprintf(`apiVersion: %s
+kind: Configuration
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+`, apiVersion, probePort, webhookPort, certDir)
+}
+
+// launchManager installs the module's CRDs, runs the manager with its Configuration, and
+// registers its webhooks once it is ready; it returns the ports picked. A manager that fails
+// to start is killed.
+func launchManager(ctx context.Context, c *cluster.Cluster, l launch) (*Manager, []int, error) {
+	manifests := Manifests(l.bin)
+	// Server-side: LeaderWorkerSet's CRD embeds two pod templates' schemas, too large for the
+	// last-applied annotation.
+	if _, _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(manifests, "crd")); err != nil {
+		return nil, nil, fmt.Errorf("%s CRDs: %w", l.name, err)
+	}
+	if err := waitEstablished(ctx, c, filepath.Join(manifests, "crd"), time.Minute); err != nil {
+		return nil, nil, fmt.Errorf("%s %w", l.name, err)
+	}
+	certDir := filepath.Join(l.dir, "certs")
+	certs, err := webhook.EnsureCerts(certDir, []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if l.prepare != nil {
+		if err := l.prepare(ctx, certDir); err != nil {
+			return nil, nil, err
+		}
+	}
+	ports, err := freeLoopbackPorts(l.ports)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &Manager{
+		name: l.name, c: c, dir: l.dir, CAPEM: certs.CAPEM,
+		Webhook:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		Probe:      net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+		mutating:   l.name + "-mutating-webhook-configuration",
+		validating: l.name + "-validating-webhook-configuration",
+	}
+	config := filepath.Join(l.dir, l.name+"-config.yaml")
+	if err := os.WriteFile(config, []byte(l.config(ports, certDir)), 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := m.start(l.command(config)); err != nil {
+		return nil, nil, err
+	}
+	probe := filepath.Join(l.dir, l.name+"-webhook-probe.yaml")
+	err = m.waitReady(ctx, 2*time.Minute, l.readyHint)
+	if err == nil {
+		err = os.WriteFile(probe, []byte(l.probe), 0o600)
+	}
+	if err == nil {
+		err = m.registerWebhooks(ctx, manifests, l.scope, append(l.probeArgs, "-f", probe)...)
+	}
+	if err != nil {
+		m.Kill()
+		return nil, nil, err
+	}
+	return m, ports, nil
+}
+
+// Runner is a running manager: Kueue, LWS.
+type Runner interface {
+	Stop(timeout time.Duration) error
+	manager() *Manager
+}
+
+func (m *Manager) manager() *Manager { return m }
+
+// RunForTest starts the manager that `make target` builds (its binary named by binEnv, see
+// Bin) with start against c, its files in dir, and stops it when the test ends, after showing
+// the end of its log if the test failed; ctx bounds the start.
+func RunForTest[R Runner](ctx context.Context, t testing.TB, c *cluster.Cluster, binEnv, target, dir string, start func(context.Context, *cluster.Cluster, string, string) (R, error)) R {
+	t.Helper()
+	bin := Bin(t, binEnv, target)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	r, err := start(ctx, c, bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.manager()
+	t.Logf("%s installed and serving webhooks on %s in %.1fs (log %s)", target, m.Webhook, time.Since(began).Seconds(), m.LogPath)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("---- last lines of %s ----\n%s", m.LogPath, logTail(m.LogPath, 40))
+		}
+		if err := r.Stop(time.Minute); err != nil {
+			t.Errorf("stopping %s: %v", target, err)
+		}
+	})
+	return r
+}
 
 // Manager is one running controller manager.
 type Manager struct {
@@ -190,3 +336,66 @@ func (m *Manager) Kill() {
 
 // Exited is closed when the process has exited.
 func (m *Manager) Exited() <-chan struct{} { return m.done }
+
+// waitEstablished polls until every CRD in crds is Established. Not `kubectl wait`: right after
+// the apply a CRD may have no status.conditions yet, and kubectl wait then fails at once
+// (".status.conditions accessor error: <nil>") instead of waiting.
+func waitEstablished(ctx context.Context, c *cluster.Cluster, crds string, timeout time.Duration) error {
+	type crd struct {
+		Metadata struct{ Name string }
+		Status   struct {
+			Conditions []struct{ Type, Status string }
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending []string
+		out, _, err := c.Kubectl(ctx, "get", "-f", crds, "-o", "json")
+		if err == nil {
+			// One object comes back as itself, several as a List.
+			var got struct {
+				Kind  string
+				Items []crd
+			}
+			var one crd
+			if err = json.Unmarshal([]byte(out), &got); err == nil && got.Kind != "List" {
+				err = json.Unmarshal([]byte(out), &one)
+				got.Items = []crd{one}
+			}
+			for _, it := range got.Items {
+				established := false
+				for _, cond := range it.Status.Conditions {
+					established = established || cond.Type == "Established" && cond.Status == "True"
+				}
+				if !established {
+					pending = append(pending, it.Metadata.Name)
+				}
+			}
+		}
+		if err == nil && len(pending) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CRDs not Established in %s: %v %v", timeout, pending, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// freeLoopbackPorts returns n ports that were free on 127.0.0.1 a moment ago.
+func freeLoopbackPorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
