@@ -47,25 +47,25 @@ import (
 var version = "dev"
 
 type options struct {
-	kubeconfig, namespaces, gatewayURL        string
-	metricsAddr, probeAddr                    string
-	metricsSecure, pprof, watchNodes          bool
-	creatingEvidenceAfter                     time.Duration
-	metricsCertDir                            string
-	workers, burst                            int
-	qps                                       float64
-	resync, backoffBase, backoffMax           time.Duration
-	progressHold, deregisterTimeout           time.Duration
-	leaderElect                               bool
-	leaseNamespace, leaseName                 string
-	leaseDuration, renewDeadline, retryPeriod time.Duration
-	webhookAddr, webhookCertDir               string
-	webhookCASync                             time.Duration
-	apiVersion, gatewayParent                 string
-	serviceMonitors                           bool
-	autoscaler, kedaPrometheus                string
-	migrationPeriod                           time.Duration
-	modelServerTimeout, adapterLoadTimeout    time.Duration
+	kubeconfig, namespaces, gatewayURL                 string
+	metricsAddr, probeAddr                             string
+	metricsSecure, pprof, watchNodes, watchAPIServices bool
+	creatingEvidenceAfter                              time.Duration
+	metricsCertDir                                     string
+	workers, burst                                     int
+	qps                                                float64
+	resync, backoffBase, backoffMax                    time.Duration
+	progressHold, deregisterTimeout                    time.Duration
+	leaderElect                                        bool
+	leaseNamespace, leaseName                          string
+	leaseDuration, renewDeadline, retryPeriod          time.Duration
+	webhookAddr, webhookCertDir                        string
+	webhookCASync                                      time.Duration
+	apiVersion, gatewayParent                          string
+	serviceMonitors                                    bool
+	autoscaler, kedaPrometheus                         string
+	migrationPeriod                                    time.Duration
+	modelServerTimeout, adapterLoadTimeout             time.Duration
 }
 
 func parseFlags() options {
@@ -73,6 +73,7 @@ func parseFlags() options {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
 	flag.DurationVar(&o.creatingEvidenceAfter, "creating-evidence-after", reconcile.DefaultCreatingEvidenceAfter, "A model pod whose container is still being created this long after it was scheduled has its Events read (a pull in progress, a volume that will not mount), again each period while it stays; 0 reads none.")
+	flag.BoolVar(&o.watchAPIServices, "watch-apiservices", true, "Watch the aggregator's APIServices (list and watch, stripped to their availability) so a model whose HPA cannot read custom metrics because no metrics adapter is registered, or its APIService is down, says AutoscalingActive False from its first status instead of waiting for a ready pod; false waits.")
 	flag.BoolVar(&o.watchNodes, "watch-nodes", true, "Watch Nodes (list and watch, stripped to their GPU facts) so a model failing on a node whose GPUs are unhealthy names the node (GPUError); false runs without the nodes rule.")
 	flag.StringVar(&o.gatewayURL, "gateway-url", "", "Gateway admin API for route registration (PUT/DELETE {url}/routes/{ns}/{name}); empty disables registration and the finalizer.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
@@ -195,7 +196,7 @@ func run(ctx context.Context, o options) error {
 	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
 	optional = append(optional, scaledObjects...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
-		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes,
+		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes, APIServices: o.watchAPIServices,
 		ClusterQueues: features.KueueClusterQueues})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)

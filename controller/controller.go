@@ -74,6 +74,9 @@ type Caches interface {
 	// Nodes are every cached node, stripped to its GPU facts; nil when nodes are not watched
 	// (evidence.Nodes: the GPU survey reads them).
 	Nodes() []*corev1.Node
+	// MetricsAPI is whether the custom metrics API is available; not Known when APIServices
+	// are not watched.
+	MetricsAPI() kinds.MetricsAPI
 }
 
 // Metrics receives what the controller observes; metrics.Metrics implements it.

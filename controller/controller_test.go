@@ -43,7 +43,10 @@ type fakeCaches struct {
 	hpa   *autoscalingv2.HorizontalPodAutoscaler
 	pods  []*corev1.Pod
 	nodes map[string]*corev1.Node
+	api   kinds.MetricsAPI
 }
+
+func (f *fakeCaches) MetricsAPI() kinds.MetricsAPI { return f.api }
 
 func (f *fakeCaches) TroubledNodes() map[string]*corev1.Node { return f.nodes }
 func (f *fakeCaches) Nodes() []*corev1.Node {

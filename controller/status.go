@@ -184,6 +184,12 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
 			return left, true
 		}
+	case stored.Phase == crd.PhaseProgressing && reconcile.AutoscalingOnly(stored, st):
+		// A start's autoscaling verdict alone (the HPA's first report, an API not served): the
+		// model does not serve yet, and its Ready write, usually within moments, carries it.
+		if left := reconcile.HPASyncGrace - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+			return left, true
+		}
 	case stored.Phase == "" && c.budgetContended != nil && c.budgetContended():
 		// A new isvc while the operator is saturated creating children: its first status
 		// would queue behind them and be stale when sent.

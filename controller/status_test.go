@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -109,6 +110,42 @@ func TestHoldWhileTheDeploymentCounts(t *testing.T) {
 	isvc.Status = statusWith(isvc, 1, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Pod qwen3-y: starting"})
 	if _, ok := c.hold(k, isvc, &uncounted, t0); ok {
 		t.Fatal("held a drop in ready replicas")
+	}
+}
+
+// A start's autoscaling verdict alone waits for the start's next write (Ready) within
+// HPASyncGrace; with anything else new, or past the grace, it is written.
+func TestHoldTheAutoscalingVerdictOfAStart(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &Controller{progressHold: DefaultProgressHold, now: func() time.Time { return t0 }}
+	k := queue.Key{Namespace: "default", Name: "qwen3"}
+	isvc := newISVC()
+	starting := reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Deployment qwen3: creating pods"}
+	isvc.Status = statusWith(isvc, 0, starting)
+	withAutoscaling := func(st crd.InferenceServiceStatus, status metav1.ConditionStatus, reason string) crd.InferenceServiceStatus {
+		st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: crd.ConditionAutoscalingActive, Status: status, Reason: reason, Message: reason, ObservedGeneration: 1})
+		return st
+	}
+	isvc.Status = withAutoscaling(isvc.Status, metav1.ConditionUnknown, reconcile.ReasonAutoscalerNotReported)
+	blind := withAutoscaling(statusWith(isvc, 0, starting), metav1.ConditionFalse, "FailedGetPodsMetric")
+	if !reconcile.WorthWriting(&isvc.Status, &blind) {
+		t.Fatal("the verdict is not worth writing at all")
+	}
+	if ok, d := c.deferStatus(k, isvc, &blind); !ok || d.RequeueAfter <= 0 || d.RequeueAfter > reconcile.HPASyncGrace {
+		t.Fatalf("autoscaling verdict of a start: held %v (%+v), want held within %v", ok, d, reconcile.HPASyncGrace)
+	}
+	if _, ok := c.hold(k, isvc, &blind, t0.Add(reconcile.HPASyncGrace+time.Second)); ok {
+		t.Fatal("held past HPASyncGrace: a start that stays must show the verdict")
+	}
+	c.holds.forget(k)
+	ready := withAutoscaling(statusWith(isvc, 1), metav1.ConditionFalse, "FailedGetPodsMetric")
+	if ok, _ := c.deferStatus(k, isvc, &ready); ok {
+		t.Fatal("the Ready write that carries the verdict held")
+	}
+	unschedulable := withAutoscaling(statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonReplicasNotReady, Message: "Deployment qwen3: 0/1 replicas ready"}), metav1.ConditionFalse, "FailedGetPodsMetric")
+	if reconcile.AutoscalingOnly(&isvc.Status, &unschedulable) {
+		t.Fatal("a new reason beside the verdict taken for the verdict alone")
 	}
 }
 

@@ -75,6 +75,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		return queue.Done(), err
 	}
 	obs.Nodes = c.caches.TroubledNodes()
+	obs.MetricsAPI = c.caches.MetricsAPI()
 	ev, evidenceWait := c.evidence.Read(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
 	ev.AddTo(&obs)
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)

@@ -55,6 +55,10 @@ type Options struct {
 	// ClusterQueues watches Kueue's ClusterQueues (kinds.KueueClusterQueueGVR), cluster-wide,
 	// stripped to what they borrow from their cohort.
 	ClusterQueues bool
+	// APIServices watches the aggregator's APIServices (a few dozen), stripped to their
+	// availability, so the autoscaling decision knows whether HPAs can read custom metrics at
+	// all (needs list and watch on apiservices).
+	APIServices bool
 }
 
 // Set is the operator's caches across its namespaces.
@@ -67,6 +71,9 @@ type Set struct {
 	// Kueue's ClusterQueues, cluster-wide, nil unless Options.ClusterQueues.
 	clusterQueues dynamicinformer.DynamicSharedInformerFactory
 	cqInf         cache.SharedIndexInformer
+	// APIServices, cluster-wide, nil unless Options.APIServices.
+	apiServices   dynamicinformer.DynamicSharedInformerFactory
+	apiServiceInf cache.SharedIndexInformer
 }
 
 type scope struct {
@@ -177,6 +184,11 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		s.cqInf = s.clusterQueues.ForResource(kinds.KueueClusterQueueGVR).Informer()
 		must(s.cqInf.SetTransform(StripClusterQueue))
 	}
+	if opts.APIServices {
+		s.apiServices = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+		s.apiServiceInf = s.apiServices.ForResource(kinds.APIServiceGVR).Informer()
+		must(s.apiServiceInf.SetTransform(kinds.StripAPIService))
+	}
 	return s
 }
 
@@ -194,6 +206,9 @@ func (s *Set) Start(ctx context.Context) {
 	if s.clusterQueues != nil {
 		s.clusterQueues.Start(ctx.Done())
 	}
+	if s.apiServices != nil {
+		s.apiServices.Start(ctx.Done())
+	}
 	for _, sc := range s.scopes {
 		go sc.isvcInf.RunWithContext(ctx)
 		sc.children.Start(ctx.Done())
@@ -207,7 +222,7 @@ func (s *Set) Start(ctx context.Context) {
 
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
-	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqInf != nil && !s.cqInf.HasSynced() {
+	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqInf != nil && !s.cqInf.HasSynced() || s.apiServiceInf != nil && !s.apiServiceInf.HasSynced() {
 		return false
 	}
 	for _, sc := range s.scopes {

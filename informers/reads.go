@@ -264,3 +264,19 @@ func (s *Set) Nodes() []*corev1.Node {
 	}
 	return out
 }
+
+// MetricsAPI is what the cached APIServices say of the custom metrics API; not Known when
+// APIServices are not watched.
+func (s *Set) MetricsAPI() kinds.MetricsAPI {
+	if s.apiServiceInf == nil {
+		return kinds.MetricsAPI{}
+	}
+	objs := s.apiServiceInf.GetStore().List()
+	list := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			list = append(list, u)
+		}
+	}
+	return kinds.MetricsAPIOf(list)
+}

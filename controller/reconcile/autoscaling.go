@@ -51,8 +51,9 @@ type autoscaling struct {
 // at its maximum above target, True while it reads it, Unknown until it says, and Unknown
 // while no pod has served for HPASyncGrace and the HPA's failure dates from before the first
 // one did, unless the isvc already says False for the same reason (a rollout's new pods change
-// nothing for the HPA). recheck is when that grace ends (0: none pending).
-func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler, pods []*corev1.Pod, now time.Time) (a autoscaling, recheck time.Duration) {
+// nothing for the HPA) or the custom metrics API is not available (api: no pod changes that).
+// recheck is when that grace ends (0: none pending).
+func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.HorizontalPodAutoscaler, pods []*corev1.Pod, api kinds.MetricsAPI, now time.Time) (a autoscaling, recheck time.Duration) {
 	if want == nil {
 		return autoscaling{}, 0
 	}
@@ -64,6 +65,11 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	// and an Unknown between two Falses would be two writes and a second Warning.
 	if c := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionAutoscalingActive); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == a.reason {
+		return a, 0
+	}
+	// No adapter registered, or its APIService down: the HPA's failure is the API's, which no
+	// pod turning ready mends; said at once, the first status or the Ready write carries it.
+	if api.Known && !api.Available {
 		return a, 0
 	}
 	first, ok := firstReady(pods)

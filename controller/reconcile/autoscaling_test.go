@@ -78,12 +78,17 @@ func TestAutoscalingWhileStarting(t *testing.T) {
 		status   metav1.ConditionStatus
 		reason   string
 		recheck  time.Duration
+		api      kinds.MetricsAPI // zero: not watched
 	}{
-		{"no pod ready", []time.Duration{-1, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0},
-		{"first ready 10s ago", []time.Duration{10 * time.Second, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, HPASyncGrace - 10*time.Second},
-		{"first ready a grace ago", []time.Duration{HPASyncGrace, 5 * time.Second}, time.Minute, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
+		{"no pod ready", []time.Duration{-1, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0, kinds.MetricsAPI{}},
+		{"first ready 10s ago", []time.Duration{10 * time.Second, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, HPASyncGrace - 10*time.Second, kinds.MetricsAPI{}},
+		{"first ready a grace ago", []time.Duration{HPASyncGrace, 5 * time.Second}, time.Minute, metav1.ConditionFalse, "FailedGetPodsMetric", 0, kinds.MetricsAPI{}},
 		// It read after the pod served, then lost the metric: no grace.
-		{"turned False after a pod served", []time.Duration{20 * time.Second, -1}, 5 * time.Second, metav1.ConditionFalse, "FailedGetPodsMetric", 0},
+		{"turned False after a pod served", []time.Duration{20 * time.Second, -1}, 5 * time.Second, metav1.ConditionFalse, "FailedGetPodsMetric", 0, kinds.MetricsAPI{}},
+		// No adapter registered, or its APIService down: no pod turning ready mends that.
+		{"no pod ready, no metrics API", []time.Duration{-1, -1}, time.Minute, metav1.ConditionFalse, "FailedGetPodsMetric", 0, kinds.MetricsAPI{Known: true, Why: "no APIService"}},
+		{"first ready 10s ago, metrics API down", []time.Duration{10 * time.Second, -1}, time.Minute, metav1.ConditionFalse, "FailedGetPodsMetric", 0, kinds.MetricsAPI{Known: true, Why: "MissingEndpoints"}},
+		{"no pod ready, metrics API available", []time.Duration{-1, -1}, time.Minute, metav1.ConditionUnknown, ReasonAwaitingReadyPod, 0, kinds.MetricsAPI{Known: true, Available: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", "the HPA was unable to compute the replica count: unable to get metric num_requests_waiting: no metrics returned from custom metrics API", "", -1)
@@ -98,7 +103,9 @@ func TestAutoscalingWhileStarting(t *testing.T) {
 				}
 				w.obs.Pods = append(w.obs.Pods, readyPod(fmt.Sprint("qwen3-", i), since))
 			}
-			out := Reconcile(Input{ISVC: w.isvc, Observed: w.cached(), Now: w.now()})
+			obs := w.cached()
+			obs.MetricsAPI = c.api
+			out := Reconcile(Input{ISVC: w.isvc, Observed: obs, Now: w.now()})
 			got := meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling)
 			if got == nil || got.Status != c.status || got.Reason != c.reason {
 				t.Fatalf("condition %+v, want %s %s", got, c.status, c.reason)

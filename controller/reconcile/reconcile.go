@@ -36,7 +36,7 @@ func Reconcile(in Input) Output {
 		out.Causes = []Cause{{RankSpec, ReasonMultiNodeUnsupported, "spec.multiNode needs LeaderWorkerSet (" + LeaderWorkerSetGVR.GroupVersion().String() +
 			"), which this cluster does not serve (or the operator started before it was installed): install LeaderWorkerSet and restart the operator, or remove spec.multiNode"}}
 		out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
-		a, _ := decideAutoscaling(isvc, in.Observed.HPA, nil, in.Observed.Pods, in.Now.Time)
+		a, _ := decideAutoscaling(isvc, in.Observed.HPA, nil, in.Observed.Pods, in.Observed.MetricsAPI, in.Now.Time)
 		a.set(&out.Status, isvc, in.Now)
 		return out
 	}
@@ -172,7 +172,7 @@ func Reconcile(in Input) Output {
 	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
-	autoscaler, autoscalingRecheck := decideAutoscaling(isvc, in.Observed.HPA, wantH, in.Observed.Pods, in.Now.Time)
+	autoscaler, autoscalingRecheck := decideAutoscaling(isvc, in.Observed.HPA, wantH, in.Observed.Pods, in.Observed.MetricsAPI, in.Now.Time)
 	switch {
 	case in.Features.ScaledObjects:
 		autoscaler = decideScaledObject(isvc, in.Observed.ScaledObject, wantSO)

@@ -281,6 +281,21 @@ func SurgeOnly(stored, next *crd.InferenceServiceStatus, want int32) bool {
 	return !WorthWriting(stored, &s)
 }
 
+// AutoscalingOnly reports a status that differs from the stored one only in its
+// AutoscalingActive condition: the HPA's verdict, with nothing else new about the model.
+func AutoscalingOnly(stored, next *crd.InferenceServiceStatus) bool {
+	if !WorthWriting(stored, next) {
+		return false
+	}
+	s := *next
+	s.Conditions = append([]metav1.Condition(nil), next.Conditions...)
+	meta.RemoveStatusCondition(&s.Conditions, crd.ConditionAutoscalingActive)
+	if c := meta.FindStatusCondition(stored.Conditions, crd.ConditionAutoscalingActive); c != nil {
+		s.Conditions = append(s.Conditions, *c)
+	}
+	return !WorthWriting(stored, &s)
+}
+
 // recordDiagnosis returns history with st's diagnosis appended when it is one worth keeping
 // and differs from the last kept: a failure, a wait for admission, or the recovery after one
 // of them. Starts, rollouts and the operator's own work pass without a record, and a message

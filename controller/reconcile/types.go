@@ -38,6 +38,9 @@ type Observed struct {
 	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by
 	// name; nil when the operator does not watch nodes.
 	Nodes map[string]*corev1.Node
+	// MetricsAPI is whether HPAs can read custom metrics at all (the aggregator's APIServices);
+	// not Known when the operator does not watch them.
+	MetricsAPI kinds.MetricsAPI
 	// PodEvents are the Events of the pods CreatingPods named, by pod UID, from the I/O layer.
 	PodEvents map[types.UID][]PodEvent
 	// GPUSurvey is the schedulable nodes' GPUs of the model's resource, free and in use, read

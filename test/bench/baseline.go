@@ -11,17 +11,19 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
 // baseline creates N Deployments, Services and HPAs with a plain client at the operator's QPS
-// and waits until every Deployment is ready: the limit the operator is measured against.
+// and waits until every Deployment is ready: the limit the operator is measured against. They
+// are the operator's own children of the same models (its probes and resources: a pod without
+// probes is ready sooner, which is not the operator's doing), without their owner.
 func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.Interface, r *Result) error {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "baseline"}}, metav1.CreateOptions{}); err != nil {
 		return err
@@ -35,28 +37,21 @@ func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.
 	logf(c, "baseline: %d Deployments + Services + HPAs at %d QPS", c.N, c.QPS)
 	start := time.Now()
 	if err := forEach(ctx, c.N, 16, func(i int) error {
-		name := fmt.Sprintf("m-%05d", i)
-		labels := map[string]string{"app": name}
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "vllm", Image: crd.DefaultImage, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
-			}}}},
-		}}
-		if _, err := kube.AppsV1().Deployments("baseline").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			return err
+		for _, child := range sameChildren(i, c.Adapter) {
+			var err error
+			switch o := child.(type) {
+			case *appsv1.Deployment:
+				_, err = kube.AppsV1().Deployments("baseline").Create(ctx, o, metav1.CreateOptions{})
+			case *corev1.Service:
+				_, err = kube.CoreV1().Services("baseline").Create(ctx, o, metav1.CreateOptions{})
+			case *autoscalingv2.HorizontalPodAutoscaler:
+				_, err = kube.AutoscalingV2().HorizontalPodAutoscalers("baseline").Create(ctx, o, metav1.CreateOptions{})
+			}
+			if err != nil {
+				return err
+			}
 		}
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 8000}}}}
-		if _, err := kube.CoreV1().Services("baseline").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinReplicas:    ptr.To[int32](1), MaxReplicas: 3,
-		}}
-		_, err := kube.AutoscalingV2().HorizontalPodAutoscalers("baseline").Create(ctx, h, metav1.CreateOptions{})
-		return err
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -105,4 +100,27 @@ func baseline(ctx context.Context, c Config, cfg *rest.Config, admin kubernetes.
 		case <-time.After(250 * time.Millisecond): // poll interval
 		}
 	}
+}
+
+// sameChildren are the Deployment, Service and HPA the operator creates for the benchmark's
+// model i, in the baseline namespace, owned by nothing.
+func sameChildren(i int, serving bool) []runtime.Object {
+	u := isvcObject(i, serving)
+	u.SetNamespace("baseline")
+	isvc, err := crd.FromUnstructured(u)
+	if err != nil {
+		panic(err) // the benchmark's own object
+	}
+	var out []runtime.Object
+	for _, a := range reconcile.Reconcile(reconcile.Input{ISVC: isvc, Now: metav1.Now()}).Actions {
+		if a.Verb != reconcile.Create {
+			continue
+		}
+		switch o := a.Object.(type) {
+		case *appsv1.Deployment, *corev1.Service, *autoscalingv2.HorizontalPodAutoscaler:
+			o.(metav1.Object).SetOwnerReferences(nil)
+			out = append(out, o)
+		}
+	}
+	return out
 }

@@ -225,6 +225,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	r.WritesPerISVCCreate = (w1 - w0) / float64(c.N)
+	if p50, p99, most := w.readyLag(); most > 0 {
+		logf(c, "isvc Ready after its Deployment's replicas all ready: p50 %.0f ms, p99 %.0f ms, max %.0f ms", p50, p99, most)
+	}
 	for _, seq := range w.statusSequences(3) {
 		logf(c, "statuses on the way to Ready: %s", seq)
 	}

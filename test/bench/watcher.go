@@ -35,10 +35,13 @@ type watcher struct {
 	// statuses is each isvc's distinct statuses in the order seen (phase/reason and its
 	// conditions): what the status writes on the way to Ready were.
 	statuses map[string][]string
+	// When each Deployment first counted all its replicas ready, and each isvc first said
+	// Ready: the operator's own part of the time to Ready is the gap.
+	deployReadyAt, isvcReadyAt map[string]time.Time
 }
 
 func newWatcher(n int, sys system) *watcher {
-	return &watcher{n: n, sys: sys, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}, statuses: map[string][]string{}}
+	return &watcher{n: n, sys: sys, isvcAt: map[string]time.Time{}, deployAt: map[string]time.Time{}, svc: map[string]bool{}, hpa: map[string]bool{}, ready: map[string]bool{}, obsGen: map[string]int64{}, statuses: map[string][]string{}, deployReadyAt: map[string]time.Time{}, isvcReadyAt: map[string]time.Time{}}
 }
 
 func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string) (func(), error) {
@@ -69,6 +72,9 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 			w.isvcAt[u.GetName()] = time.Now()
 		}
 		w.ready[u.GetName()] = ready
+		if _, seen := w.isvcReadyAt[u.GetName()]; ready && !seen {
+			w.isvcReadyAt[u.GetName()] = time.Now()
+		}
 		w.obsGen[u.GetName()] = gen
 		if sig := statusSignature(u); sig != "" {
 			if seq := w.statuses[u.GetName()]; len(seq) == 0 || seq[len(seq)-1] != sig {
@@ -81,12 +87,19 @@ func (w *watcher) start(ctx context.Context, kube kubernetes.Interface, dyn dyna
 	dw, err := kube.AppsV1().Deployments(ns).Watch(ctx, opts)
 	if err := add(dw, err, func(ev watch.Event) {
 		d, ok := ev.Object.(*appsv1.Deployment)
-		if !ok || ev.Type != watch.Added || w.sys.model(d.Name) == "" {
+		if !ok || w.sys.model(d.Name) == "" {
 			return
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.deployAt[w.sys.model(d.Name)] = time.Now()
+		m := w.sys.model(d.Name)
+		if _, seen := w.deployReadyAt[m]; !seen && d.Spec.Replicas != nil && *d.Spec.Replicas > 0 && d.Status.ReadyReplicas >= *d.Spec.Replicas {
+			w.deployReadyAt[m] = time.Now()
+		}
+		if ev.Type != watch.Added {
+			return
+		}
+		w.deployAt[m] = time.Now()
 	}); err != nil {
 		return nil, err
 	}
@@ -208,6 +221,25 @@ func (w *watcher) latencies() (p50, p99 float64) {
 	sort.Float64s(ds)
 	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
 	return q(0.5), q(0.99)
+}
+
+// readyLag is the p50, p99 and largest gap, in ms, between a Deployment counting all its
+// replicas ready and its isvc saying Ready, as this watcher saw both.
+func (w *watcher) readyLag() (p50, p99, max float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ds []float64
+	for name, at := range w.isvcReadyAt {
+		if d, ok := w.deployReadyAt[name]; ok {
+			ds = append(ds, float64(at.Sub(d).Microseconds())/1000)
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	sort.Float64s(ds)
+	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
+	return q(0.5), q(0.99), ds[len(ds)-1]
 }
 
 // statusSignature is an isvc's status in a few words: phase/reason, then each condition's
