@@ -123,7 +123,14 @@ func (c *Controller) apply(ctx context.Context, a reconcile.Action) (reconcile.V
 			}
 			c.namesakes.forget(a)
 		}
+		owner, owned := ownerKey(a.Object)
+		if owned {
+			c.expected.create(owner, c.now())
+		}
 		_, err := c.write(ctx, reconcile.Create, a.Object)
+		if err != nil && owned {
+			c.expected.observed(owner) // nothing will be added
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return reconcile.Create, err
 		}

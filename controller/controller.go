@@ -137,6 +137,8 @@ type Controller struct {
 	progressHold    time.Duration
 	// namesakes are children whose create found someone else's object (namesakes.go).
 	namesakes namesakes
+	// expected counts the creates sent that the caches have not shown yet (expected.go).
+	expected expected
 	// deregisterTimeout bounds how long a deletion waits for the gateway (abandonRoute).
 	deregisterTimeout time.Duration
 	// modelServers and attempts load LoRA adapters into model pods (adapters.go).

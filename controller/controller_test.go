@@ -21,6 +21,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
@@ -243,6 +244,36 @@ func TestSyncNewInferenceService(t *testing.T) {
 	}
 	if ev := f.drainEvents(); len(ev) != 1 || !strings.Contains(ev[0], "Normal Created") {
 		t.Fatalf("events %v", ev)
+	}
+}
+
+// A sync woken before the caches show the children just created (the isvc's own write, one
+// child's event before the others') waits for them instead of creating them again; once the
+// caches add them, it decides.
+func TestSyncWaitsForItsCreatesToShow(t *testing.T) {
+	f := newFixture(t, newISVCObject(2), nil)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "" || out.RequeueAfter <= 0 || out.RequeueAfter > expectTTL {
+		t.Fatalf("before the caches show the creates: calls %q, outcome %+v", got, out)
+	}
+	d := desired(t, f.caches.isvc)
+	h := f.ctrl.Handlers().Child.(cache.ResourceEventHandlerFuncs)
+	f.caches.d, f.caches.svc, f.caches.hpa = d.Deployment, d.Service, d.HPA
+	for _, o := range []interface{}{d.Deployment, d.Service} {
+		h.OnAdd(o, false)
+	}
+	if _, err := f.sync(); err != nil || f.calls() != "" {
+		t.Fatalf("two of three shown: calls %q (%v)", f.calls(), err)
+	}
+	h.OnAdd(d.HPA, false)
+	if _, err := f.sync(); err != nil || strings.Contains(f.calls(), "create") || !strings.Contains(f.calls(), "update inferenceservices/status") {
+		t.Fatalf("all shown: calls %q (%v), want the status write and no create", f.calls(), err)
 	}
 }
 

@@ -25,7 +25,7 @@ func (c *Controller) Handlers() informers.Handlers {
 		InferenceService: c.handler(true, func(obj metav1.Object) {
 			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		}),
-		Child:      c.handler(false, c.enqueueOwner),
+		Child:      c.childHandler(),
 		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
 		Pod:        c.handler(false, c.enqueuePodOwner),
 		Workload:   c.handler(false, c.enqueueWorkloadPodOwner),
@@ -39,6 +39,30 @@ func (c *Controller) Handlers() informers.Handlers {
 	}
 }
 
+// childHandler enqueues a child's owner; a child added is one of its creates seen (expected).
+func (c *Controller) childHandler() cache.ResourceEventHandler {
+	h := c.handler(false, c.enqueueOwner)
+	add := h.AddFunc
+	h.AddFunc = func(obj interface{}) {
+		if m, err := metaOf(obj); err == nil {
+			if k, ok := ownerKey(m); ok {
+				c.expected.observed(k)
+			}
+		}
+		add(obj)
+	}
+	return h
+}
+
+// ownerKey is the InferenceService that controls obj.
+func ownerKey(obj metav1.Object) (queue.Key, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != crd.Kind || !reconcile.IsOurGroup(ref.APIVersion) {
+		return queue.Key{}, false
+	}
+	return queue.Key{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
 // enqueueNodeModels enqueues the models with pods on a node whose GPU trouble changed, and
 // those with pods still pending (a shortage of GPUs names the nodes whose GPUs are not
 // allocatable).
@@ -50,7 +74,7 @@ func (c *Controller) enqueueNodeModels(n *corev1.Node) {
 
 // handler unwraps tombstones and, unless resyncs are wanted, skips updates whose
 // resourceVersion did not change (a resync of a child says nothing new).
-func (c *Controller) handler(resyncs bool, enqueue func(metav1.Object)) cache.ResourceEventHandler {
+func (c *Controller) handler(resyncs bool, enqueue func(metav1.Object)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if m, err := metaOf(obj); err == nil {

@@ -40,6 +40,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.namesakes.forgetAll(key.Namespace, key.Name)
 		c.attempts.forget(key)
 		c.evidence.Forget(key)
+		c.expected.forget(key)
 		return queue.Done(), nil
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
@@ -61,6 +62,11 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	isvc := cached.DeepCopy() // the reconcile's own copy: status is edited in place below
 	if isvc.DeletionTimestamp != nil {
 		return queue.Done(), c.finalize(ctx, isvc, now)
+	}
+	// Children just created that the caches have not shown: deciding now would create them
+	// again and write the status of a model without them. Their events bring the key back.
+	if wait, ok := c.expected.unmet(key, c.now()); ok {
+		return queue.After(wait), nil
 	}
 	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
 	if err := crd.ValidateDecoded(isvc, &ext, extErr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,6 +198,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
+	by0 := writesByCode(ctl)
 	logf(c, "creating %d InferenceServices", c.N)
 	start := time.Now()
 	if err := forEach(ctx, c.N, 16, func(i int) error {
@@ -225,10 +227,19 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	r.WritesPerISVCCreate = (w1 - w0) / float64(c.N)
+	if by := writesByCode(ctl); len(by) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(by)) {
+			if n := by[k] - by0[k]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, n))
+			}
+		}
+		logf(c, "writes on the way to Ready, by method and code: %s", strings.Join(parts, ", "))
+	}
 	if p50, p99, most := w.readyLag(); most > 0 {
 		logf(c, "isvc Ready after its Deployment's replicas all ready: p50 %.0f ms, p99 %.0f ms, max %.0f ms", p50, p99, most)
 	}
-	for _, seq := range w.statusSequences(3) {
+	for _, seq := range w.statusSequences(6) {
 		logf(c, "statuses on the way to Ready: %s", seq)
 	}
 	ev, err := eventWrites(ctx, kube, "bench", sys)
@@ -453,4 +464,29 @@ func mergeEnv(env, extra []string) []string {
 		}
 	}
 	return append(out, extra...)
+}
+
+// writesByCode is the process's write requests so far by "METHOD code" (rest_client_requests_total);
+// nil when it cannot be scraped.
+func writesByCode(p process) map[string]float64 {
+	fams, err := p.Scrape()
+	if err != nil {
+		return nil
+	}
+	f, ok := fams["rest_client_requests_total"]
+	if !ok {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch method := strings.ToUpper(labels["method"]); method {
+		case "POST", "PUT", "PATCH", "DELETE":
+			out[method+" "+labels["code"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
