@@ -215,12 +215,18 @@ func (w *watcher) latencies() (p50, p99 float64) {
 			ds = append(ds, float64(d.Sub(at).Microseconds())/1000)
 		}
 	}
+	p50, p99, _ = quantiles(ds)
+	return p50, p99
+}
+
+// quantiles are the p50, p99 and largest of ds (sorted in place); zeros when it is empty.
+func quantiles(ds []float64) (p50, p99, max float64) {
 	if len(ds) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	sort.Float64s(ds)
 	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
-	return q(0.5), q(0.99)
+	return q(0.5), q(0.99), ds[len(ds)-1]
 }
 
 // readyLag is the p50, p99 and largest gap, in ms, between a Deployment counting all its
@@ -234,12 +240,7 @@ func (w *watcher) readyLag() (p50, p99, max float64) {
 			ds = append(ds, float64(at.Sub(d).Microseconds())/1000)
 		}
 	}
-	if len(ds) == 0 {
-		return 0, 0, 0
-	}
-	sort.Float64s(ds)
-	q := func(p float64) float64 { return ds[min(len(ds)-1, int(math.Ceil(p*float64(len(ds))))-1)] }
-	return q(0.5), q(0.99), ds[len(ds)-1]
+	return quantiles(ds)
 }
 
 // statusSignature is an isvc's status in a few words: phase/reason, then each condition's
