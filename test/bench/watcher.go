@@ -209,14 +209,19 @@ func (w *watcher) waitModel(ctx context.Context, kube kubernetes.Interface, mode
 func (w *watcher) latencies() (p50, p99 float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	p50, p99, _ = quantiles(gapsMs(w.isvcAt, w.deployAt))
+	return p50, p99
+}
+
+// gapsMs are, for each name in both, the milliseconds from from[name] to to[name].
+func gapsMs(from, to map[string]time.Time) []float64 {
 	var ds []float64
-	for name, at := range w.isvcAt {
-		if d, ok := w.deployAt[name]; ok {
+	for name, at := range from {
+		if d, ok := to[name]; ok {
 			ds = append(ds, float64(d.Sub(at).Microseconds())/1000)
 		}
 	}
-	p50, p99, _ = quantiles(ds)
-	return p50, p99
+	return ds
 }
 
 // quantiles are the p50, p99 and largest of ds (sorted in place); zeros when it is empty.
@@ -234,13 +239,7 @@ func quantiles(ds []float64) (p50, p99, max float64) {
 func (w *watcher) readyLag() (p50, p99, max float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var ds []float64
-	for name, at := range w.isvcReadyAt {
-		if d, ok := w.deployReadyAt[name]; ok {
-			ds = append(ds, float64(at.Sub(d).Microseconds())/1000)
-		}
-	}
-	return quantiles(ds)
+	return quantiles(gapsMs(w.deployReadyAt, w.isvcReadyAt))
 }
 
 // statusSignature is an isvc's status in a few words: phase/reason, then each condition's
