@@ -27,7 +27,7 @@ type MetricsAPI struct {
 }
 
 // StripAPIService keeps what MetricsAPIOf reads: the name, group, version and the Available
-// condition without its time (the aggregator's availability checks rewrite nothing else news).
+// condition without its time, so only a change of availability is a change of the cache.
 func StripAPIService(obj interface{}) (interface{}, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
