@@ -70,8 +70,8 @@ type engine struct {
 	slots       int
 	maxWaiting  int
 	running     int
-	waiting     []chan struct{} // closed when the waiter is given a slot
-	kv          *blockPool      // the KV cache's blocks and prefix cache (vllm_prefix.go)
+	waiting     []waiter   // in arrival order
+	kv          *blockPool // the KV cache's blocks and prefix cache (vllm_prefix.go)
 	maxModelLen int
 	stats       engineStats
 	lora        loraStats
@@ -105,11 +105,20 @@ func build125Buckets(maxValue int) []float64 {
 	}
 }
 
+// waiter is a request waiting for a slot.
+type waiter struct {
+	ch      chan struct{} // closed when the waiter is given a slot
+	adapter string
+}
+
 // admit waits for a slot in FIFO order; it fails when the queue is full or ctx ends. adapter
-// is the LoRA adapter the request runs on ("" for the base model), for vllm:lora_requests_info.
+// is the LoRA adapter the request runs on ("" for the base model): as vLLM's scheduler skips a
+// waiting request whose adapter would exceed --max-loras distinct adapters in the batch, such a
+// request waits even for a free slot, and requests behind it may pass it.
 func (e *engine) admit(ctx context.Context, stop <-chan struct{}, adapter string) error {
 	e.mu.Lock()
-	if e.running < e.slots && len(e.waiting) == 0 {
+	// A free slot with requests waiting means every one of them waits for its adapter.
+	if e.running < e.slots && e.lora.admissible(adapter) {
 		e.running++
 		e.lora.change(adapter, 0, 1)
 		e.mu.Unlock()
@@ -119,52 +128,62 @@ func (e *engine) admit(ctx context.Context, stop <-chan struct{}, adapter string
 		e.mu.Unlock()
 		return errQueueFull
 	}
-	ch := make(chan struct{})
-	e.waiting = append(e.waiting, ch)
+	w := waiter{ch: make(chan struct{}), adapter: adapter}
+	e.waiting = append(e.waiting, w)
 	e.lora.change(adapter, 1, 0)
 	e.mu.Unlock()
 	select {
-	case <-ch:
-		e.mu.Lock()
-		e.lora.change(adapter, -1, 1)
-		e.mu.Unlock()
-		return nil
+	case <-w.ch:
+		return nil // dispatch counted it running
 	case <-ctx.Done():
 	case <-stop:
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lora.change(adapter, -1, 0)
-	for i, w := range e.waiting {
-		if w == ch {
+	for i, x := range e.waiting {
+		if x.ch == w.ch {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.lora.change(adapter, -1, 0)
+			e.dispatchLocked() // a waiter behind it may have been blocked by nothing else
 			return context.Canceled
 		}
 	}
 	// granted at the same moment: give the slot back
-	e.releaseLocked()
+	e.releaseLocked(adapter)
 	return context.Canceled
 }
 
-// release frees a running request's slot, handing it to the first waiter, and its KV blocks.
+// release frees a running request's slot and its KV blocks; the slot goes to the first waiter
+// that may run.
 func (e *engine) release(adapter string, seq *kvSeq) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if seq != nil {
 		e.kv.free(seq)
 	}
-	e.lora.change(adapter, 0, -1)
-	e.releaseLocked()
+	e.releaseLocked(adapter)
 }
 
-func (e *engine) releaseLocked() {
-	if len(e.waiting) > 0 {
-		ch := e.waiting[0]
-		e.waiting = e.waiting[1:]
-		close(ch) // the slot passes on: running stays the same
-		return
-	}
+func (e *engine) releaseLocked(adapter string) {
 	e.running--
+	e.lora.change(adapter, 0, -1)
+	e.dispatchLocked()
+}
+
+// dispatchLocked hands free slots to waiters in arrival order, passing over those whose adapter
+// may not join the batch yet.
+func (e *engine) dispatchLocked() {
+	for i := 0; i < len(e.waiting) && e.running < e.slots; {
+		w := e.waiting[i]
+		if !e.lora.admissible(w.adapter) {
+			i++
+			continue
+		}
+		e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+		e.running++
+		e.lora.change(w.adapter, -1, 1)
+		close(w.ch)
+	}
 }
 
 // beginKV looks the running request's prompt up in the prefix cache and gives it the blocks of
@@ -360,6 +379,21 @@ func (l *loraStats) change(adapter string, dWaiting, dRunning int) {
 		l.series = append(l.series[:oldest], l.series[oldest+1:]...)
 	}
 	l.series = append(l.series, s)
+}
+
+// admissible is vLLM's scheduler check: a request on an adapter may join the running batch when
+// the adapter already runs or fewer than max_loras distinct adapters do. Always, without LoRA.
+func (l *loraStats) admissible(adapter string) bool {
+	if !l.enabled || adapter == "" || l.running[adapter] > 0 {
+		return true
+	}
+	n := 0
+	for _, c := range l.running {
+		if c > 0 {
+			n++
+		}
+	}
+	return n < max(l.maxLora, 1)
 }
 
 // write is the gauge as prometheus_client writes it: labels in loggers.py's labelnames order

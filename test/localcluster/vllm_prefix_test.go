@@ -411,3 +411,38 @@ func TestVllmLoRARequestsInfo(t *testing.T) {
 		t.Fatalf("%d series: each label combination stays, as prometheus_client keeps it", n)
 	}
 }
+
+// TestVllmMaxLoRAs: with --max-loras 1 (vLLM's default) a request on a second adapter waits
+// while another adapter runs, though slots are free; base-model requests pass it.
+func TestVllmMaxLoRAs(t *testing.T) {
+	t.Parallel()
+	mounts := map[string]string{"/adapters": "pvc:ns/adapters"}
+	args := []string{"Qwen/Qwen3-8B", "--enable-lora", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat", "--max-num-seqs", "4"}
+	_, _, url := vtStart(t, modelServerSpec{Args: args, Mounts: mounts}, serverConfig{TokenTime: 5 * time.Millisecond})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	var wg sync.WaitGroup
+	call := func(model string, tokens int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vtCall("POST", url+"/v1/completions", completionBody(model, "a b c", tokens))
+		}()
+	}
+	state := func(what string, running, waiting float64, loraWaiting, loraRunning string) {
+		t.Helper()
+		vtEventually(t, what, func() (bool, string) {
+			m := vtMetrics(url)
+			maxLora, w, r, _ := latestLoRA(m)
+			return vtMetric(m, "vllm:num_requests_running") == running && vtMetric(m, "vllm:num_requests_waiting") == waiting &&
+				maxLora == "1" && w == loraWaiting && r == loraRunning, m
+		})
+	}
+	call("sql", 80)
+	state("sql running", 1, 0, "", "sql")
+	call("chat", 1)
+	state("chat waiting for sql's batch", 1, 1, "chat", "sql")
+	call("", 20) // the base model passes the waiting request
+	state("base running too", 2, 1, "chat", "sql")
+	state("chat running once sql is done", 0, 0, "", "")
+	wg.Wait()
+}
