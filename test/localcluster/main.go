@@ -83,6 +83,9 @@ func run() int {
 		timeScale   = flag.Float64("vllm-time-scale", 0.01, "fake vLLM server: the test's seconds per real second for modelled download and load times")
 		downloadBW  = flag.Float64("vllm-download-mb-per-s", 500, "fake vLLM server: megabytes per real second a pod downloads weights at")
 		adapterLoad = flag.Duration("vllm-adapter-load-time", 0, "fake vLLM server: time POST /v1/load_lora_adapter takes to fetch and load an adapter (0: the server's default, 1s)")
+		prefillTime = flag.Duration("vllm-prefill-time", 0, "fake vLLM server: prefill time per prompt token its prefix cache does not hold (0: the server's default, 1ms)")
+		prefillBase = flag.Duration("vllm-prefill-base", 0, "fake vLLM server: fixed cost of every prefill, added to the per-token time (0: the server's default, 2ms)")
+		prefillMax  = flag.Duration("vllm-prefill-max", 0, "fake vLLM server: cap on the modelled prefill time, so long prompts stay fast (0: the server's default, 250ms; negative: no cap)")
 		maxNumSeqs  = flag.Int("vllm-max-num-seqs", 0, "fake vLLM server: engine slots when the container passes no --max-num-seqs (0: vLLM's 256)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
@@ -122,7 +125,8 @@ func run() int {
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
 			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
-				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6}}, *hpaSync, *ctrlQPS); err != nil {
+				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
+				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}

@@ -73,8 +73,15 @@ type serverConfig struct {
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
 	LoadTime  time.Duration
 	TokenTime time.Duration // per generated token; default 20ms
-	// PrefillTime is per prompt token (a word counts as one); default 1ms.
+	// PrefillTime is per prompt token the prefix cache does not hold (a word counts as one);
+	// default 1ms. The time to first token is PrefillBase + uncached tokens x PrefillTime, at most
+	// PrefillMax, then one TokenTime.
 	PrefillTime time.Duration
+	// PrefillBase is every prefill's fixed cost (one scheduler step); default 2ms.
+	PrefillBase time.Duration
+	// PrefillMax caps the modelled prefill so long prompts keep tests fast; default 250ms;
+	// negative: no cap.
+	PrefillMax time.Duration
 	// DownloadTime is fetching a Hugging Face model the HF_HOME volume does not hold yet;
 	// default: its weights at DownloadBandwidth, under TimeScale.
 	DownloadTime time.Duration
@@ -122,6 +129,8 @@ func (c serverConfig) withDefaults() serverConfig {
 	}
 	def(&c.TokenTime, 20*time.Millisecond)
 	def(&c.PrefillTime, time.Millisecond)
+	def(&c.PrefillBase, 2*time.Millisecond)
+	def(&c.PrefillMax, 250*time.Millisecond)
 	def(&c.CrashRun, time.Second)
 	def(&c.AdapterLoadTime, time.Second)
 	def(&c.HealthDelayPerRequest, 10*time.Millisecond)
@@ -362,4 +371,14 @@ func (c serverConfig) loadTime(perGPU int64) time.Duration {
 		return c.LoadTime
 	}
 	return max(100*time.Millisecond, c.scaled(perGPU, c.LoadBandwidth))
+}
+
+// prefillTime is how long prefilling uncached prompt tokens takes: PrefillBase plus PrefillTime
+// each, capped at PrefillMax.
+func (c serverConfig) prefillTime(uncached int) time.Duration {
+	d := c.PrefillBase + time.Duration(max(uncached, 0))*c.PrefillTime
+	if c.PrefillMax > 0 {
+		d = min(d, c.PrefillMax)
+	}
+	return d
 }

@@ -39,7 +39,14 @@ type serveArgs struct {
 	accessLog       bool
 	logRequests     bool
 	disableLogStats bool
-	nonDefault      []string // "'dest': value" in the parser's order, as vLLM's non-default args line
+	// blockSize is --block-size (vLLM's CUDA default 16); prefixCaching --[no-]enable-prefix-caching
+	// (on by default in the v1 engine); gpuBlocksOverride --num-gpu-blocks-override (0: none);
+	// promptTokensDetails --enable-prompt-tokens-details (usage's cached_tokens).
+	blockSize           int
+	prefixCaching       bool
+	gpuBlocksOverride   int
+	promptTokensDetails bool
+	nonDefault          []string // "'dest': value" in the parser's order, as vLLM's non-default args line
 }
 
 // loraModule is one --lora-modules entry.
@@ -865,7 +872,8 @@ func loraFieldsError(j any) string {
 // every option whose value differs from its default, in the parser's order, model_tag first.
 func (p *argParser) result(ns map[string]any) *serveArgs {
 	a := &serveArgs{prog: p.prog, model: "Qwen/Qwen3-0.6B", port: 8000, tp: 1, pp: 1, maxNumSeqs: 256,
-		gpuUtil: 0.9, maxLoras: 1, maxLoRARank: 16, accessLog: true}
+		gpuUtil: 0.9, maxLoras: 1, maxLoRARank: 16, accessLog: true,
+		blockSize: kvBlockTokens, prefixCaching: true}
 	if m, ok := ns["model"].(string); ok {
 		a.model, a.modelFlag = m, true
 	}
@@ -921,6 +929,14 @@ func (p *argParser) result(ns map[string]any) *serveArgs {
 			a.logRequests = v == true
 		case "disable_log_stats":
 			a.disableLogStats = v == true
+		case "block_size":
+			a.blockSize = max(intOf(v, a.blockSize), 1)
+		case "enable_prefix_caching":
+			a.prefixCaching = v != false
+		case "num_gpu_blocks_override":
+			a.gpuBlocksOverride = max(intOf(v, 0), 0)
+		case "enable_prompt_tokens_details":
+			a.promptTokensDetails = v == true
 		case "download_dir":
 			a.downloadDir, _ = v.(string)
 		case "uvicorn_log_level":

@@ -70,20 +70,22 @@ type engine struct {
 	slots       int
 	maxWaiting  int
 	running     int
-	waiting     []chan struct{} // closed when the waiter is given a slot
-	kvTokens    int             // KV cache capacity, for kv_cache_usage_perc
-	kvUsed      int             // tokens held by running requests
+	waiting     []waiter   // in arrival order
+	kv          *blockPool // the KV cache's blocks and prefix cache (vllm_prefix.go)
 	maxModelLen int
 	stats       engineStats
+	lora        loraStats
+	// cacheInfo is vllm:cache_config_info's labels; "": not exported.
+	cacheInfo string
 	// lastStatLog is when the periodic "Engine 000: Avg prompt throughput" line was last
 	// written; vLLM writes it every 10 s while busy, here on request completion.
 	lastStatLog             time.Time
 	windowPrompt, windowGen uint64
 }
 
-func newEngine(slots, maxWaiting, kvTokens, maxModelLen int) *engine {
+func newEngine(slots, maxWaiting, maxModelLen int, kv *blockPool) *engine {
 	lenBuckets := build125Buckets(maxModelLen)
-	return &engine{slots: slots, maxWaiting: maxWaiting, kvTokens: kvTokens, maxModelLen: maxModelLen, lastStatLog: time.Now(),
+	return &engine{slots: slots, maxWaiting: maxWaiting, kv: kv, maxModelLen: maxModelLen, lastStatLog: time.Now(),
 		stats: engineStats{created: time.Now(), success: map[string]uint64{},
 			ttft: newHistogram(ttftBuckets), itl: newHistogram(itlBuckets),
 			e2e: newHistogram(latencyBuckets), queue: newHistogram(latencyBuckets),
@@ -103,13 +105,22 @@ func build125Buckets(maxValue int) []float64 {
 	}
 }
 
-// admit waits for a slot in FIFO order; it fails when the queue is full or ctx ends.
-// tokens is what the request will hold in the KV cache while it runs.
-func (e *engine) admit(ctx context.Context, stop <-chan struct{}, tokens int) error {
+// waiter is a request waiting for a slot.
+type waiter struct {
+	ch      chan struct{} // closed when the waiter is given a slot
+	adapter string
+}
+
+// admit waits for a slot in FIFO order; it fails when the queue is full or ctx ends. adapter
+// is the LoRA adapter the request runs on ("" for the base model): as vLLM's scheduler skips a
+// waiting request whose adapter would exceed --max-loras distinct adapters in the batch, such a
+// request waits even for a free slot, and requests behind it may pass it.
+func (e *engine) admit(ctx context.Context, stop <-chan struct{}, adapter string) error {
 	e.mu.Lock()
-	if e.running < e.slots && len(e.waiting) == 0 {
+	// A free slot with requests waiting means every one of them waits for its adapter.
+	if e.running < e.slots && e.lora.admissible(adapter) {
 		e.running++
-		e.kvUsed += tokens
+		e.lora.change(adapter, 0, 1)
 		e.mu.Unlock()
 		return nil
 	}
@@ -117,47 +128,77 @@ func (e *engine) admit(ctx context.Context, stop <-chan struct{}, tokens int) er
 		e.mu.Unlock()
 		return errQueueFull
 	}
-	ch := make(chan struct{})
-	e.waiting = append(e.waiting, ch)
+	w := waiter{ch: make(chan struct{}), adapter: adapter}
+	e.waiting = append(e.waiting, w)
+	e.lora.change(adapter, 1, 0)
 	e.mu.Unlock()
 	select {
-	case <-ch:
-		e.mu.Lock()
-		e.kvUsed += tokens
-		e.mu.Unlock()
-		return nil
+	case <-w.ch:
+		return nil // dispatch counted it running
 	case <-ctx.Done():
 	case <-stop:
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, w := range e.waiting {
-		if w == ch {
+	for i, x := range e.waiting {
+		if x.ch == w.ch {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.lora.change(adapter, -1, 0)
+			e.dispatchLocked() // a waiter behind it may have been blocked by nothing else
 			return context.Canceled
 		}
 	}
 	// granted at the same moment: give the slot back
-	e.releaseLocked(0)
+	e.releaseLocked(adapter)
 	return context.Canceled
 }
 
-// release frees a slot, handing it to the first waiter.
-func (e *engine) release(tokens int) {
+// release frees a running request's slot and its KV blocks; the slot goes to the first waiter
+// that may run.
+func (e *engine) release(adapter string, seq *kvSeq) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.releaseLocked(tokens)
+	if seq != nil {
+		e.kv.free(seq)
+	}
+	e.releaseLocked(adapter)
 }
 
-func (e *engine) releaseLocked(tokens int) {
-	e.kvUsed -= tokens
-	if len(e.waiting) > 0 {
-		ch := e.waiting[0]
-		e.waiting = e.waiting[1:]
-		close(ch) // the slot passes on: running stays the same
-		return
-	}
+func (e *engine) releaseLocked(adapter string) {
 	e.running--
+	e.lora.change(adapter, 0, -1)
+	e.dispatchLocked()
+}
+
+// dispatchLocked hands free slots to waiters in arrival order, passing over those whose adapter
+// may not join the batch yet.
+func (e *engine) dispatchLocked() {
+	for i := 0; i < len(e.waiting) && e.running < e.slots; {
+		w := e.waiting[i]
+		if !e.lora.admissible(w.adapter) {
+			i++
+			continue
+		}
+		e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+		e.running++
+		e.lora.change(w.adapter, -1, 1)
+		close(w.ch)
+	}
+}
+
+// beginKV looks the running request's prompt up in the prefix cache and gives it the blocks of
+// its total tokens (vllm_prefix.go).
+func (e *engine) beginKV(tokens []uint32, adapter string, total int) *kvSeq {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.kv.begin(tokens, adapter, total)
+}
+
+// commitKV caches the request's prompt blocks once its prefill is done.
+func (e *engine) commitKV(seq *kvSeq) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.kv.commit(seq)
 }
 
 // load is running plus waiting: what delays /health in vLLM's shared event loop.
@@ -201,23 +242,16 @@ func (e *engine) finish(r requestRecord) string {
 		return ""
 	}
 	line := fmt.Sprintf("Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "+
-		"Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: 0.0%%",
+		"Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
 		float64(e.windowPrompt)/el.Seconds(), float64(e.windowGen)/el.Seconds(), e.running, len(e.waiting),
-		100*e.kvUsageLocked())
+		100*e.kv.usage(), 100*e.kv.hitRate())
 	e.lastStatLog, e.windowPrompt, e.windowGen = now, 0, 0
 	return line
 }
 
-func (e *engine) kvUsageLocked() float64 {
-	if e.kvTokens <= 0 {
-		return 0
-	}
-	return min(1, float64(max(0, e.kvUsed))/float64(e.kvTokens))
-}
-
 // writeMetrics writes the Prometheus text vLLM v0.11 serves on /metrics: its names, help,
 // types, labels (sorted, as prometheus_client writes them) and Python's float format.
-func (e *engine) writeMetrics(b *strings.Builder, model string, loraInfo string) {
+func (e *engine) writeMetrics(b *strings.Builder, model string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.stats
@@ -241,14 +275,11 @@ func (e *engine) writeMetrics(b *strings.Builder, model string, loraInfo string)
 		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n%s_created{%s} %s\n", name, lbl, pyFloat(float64(h.n)),
 			name, lbl, pyFloat(h.sum), name, lbl, created)
 	}
-	if loraInfo != "" {
-		fmt.Fprintf(b, "# HELP vllm:lora_requests_info Running stats on lora requests.\n# TYPE vllm:lora_requests_info gauge\n"+
-			"vllm:lora_requests_info{%s,running_lora_adapters=\"\",waiting_lora_adapters=\"\"} %s\n", loraInfo,
-			pyFloat(float64(time.Now().UnixNano())/1e9))
-	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(e.running))
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(len(e.waiting)))
-	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kvUsageLocked())
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv.usage())
+	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", e.kv.queries)
+	counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", e.kv.hits)
 	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
 	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.promptTokens)
 	counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generationTokens)
@@ -265,4 +296,116 @@ func (e *engine) writeMetrics(b *strings.Builder, model string, loraInfo string)
 	hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &s.itl)
 	hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &s.e2e)
 	hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", &s.queue)
+	e.lora.write(b)
+	if e.cacheInfo != "" {
+		fmt.Fprintf(b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n"+
+			"vllm:cache_config_info{%s} 1.0\n", e.cacheInfo)
+	}
+}
+
+// loraSeriesMax bounds the label combinations vllm:lora_requests_info keeps (prometheus_client
+// keeps every one it was ever set with; the fake drops the least recently set beyond this).
+const loraSeriesMax = 64
+
+// loraStats is what vllm:lora_requests_info reports: the adapters with requests running and
+// waiting, and one series per label combination ever set, its value the time it was last set
+// (loggers.py sets it with set_to_current_time() on every engine iteration; the fake, on every
+// change: a request arriving, starting or ending). The endpoint picker reads the series with the
+// latest value. Guarded by the engine's mutex; zero until LoRA is enabled.
+type loraStats struct {
+	enabled bool
+	maxLora int
+	names   []string // adapters with requests, in the order they were first seen (a dict's keys)
+	waiting map[string]int
+	running map[string]int
+	series  []loraSeries
+}
+
+type loraSeries struct {
+	running, waiting string
+	at               float64
+}
+
+// change moves adapter's request counts by dWaiting and dRunning and records the new state.
+// A base-model request ("") changes no count but is an iteration all the same.
+func (l *loraStats) change(adapter string, dWaiting, dRunning int) {
+	if !l.enabled {
+		return
+	}
+	if adapter != "" {
+		if l.waiting == nil {
+			l.waiting, l.running = map[string]int{}, map[string]int{}
+		}
+		if l.waiting[adapter] == 0 && l.running[adapter] == 0 {
+			l.names = append(l.names, adapter)
+		}
+		l.waiting[adapter] += dWaiting
+		l.running[adapter] += dRunning
+		if l.waiting[adapter] <= 0 && l.running[adapter] <= 0 {
+			delete(l.waiting, adapter)
+			delete(l.running, adapter)
+			kept := l.names[:0]
+			for _, n := range l.names {
+				if n != adapter {
+					kept = append(kept, n)
+				}
+			}
+			l.names = kept
+		}
+	}
+	var run, wait []string
+	for _, n := range l.names {
+		if l.running[n] > 0 {
+			run = append(run, n)
+		}
+		if l.waiting[n] > 0 {
+			wait = append(wait, n)
+		}
+	}
+	s := loraSeries{running: strings.Join(run, ","), waiting: strings.Join(wait, ","), at: float64(time.Now().UnixNano()) / 1e9}
+	for i := range l.series {
+		if l.series[i].running == s.running && l.series[i].waiting == s.waiting {
+			l.series[i].at = s.at
+			return
+		}
+	}
+	if len(l.series) >= loraSeriesMax {
+		oldest := 0
+		for i := range l.series {
+			if l.series[i].at < l.series[oldest].at {
+				oldest = i
+			}
+		}
+		l.series = append(l.series[:oldest], l.series[oldest+1:]...)
+	}
+	l.series = append(l.series, s)
+}
+
+// admissible is vLLM's scheduler check: a request on an adapter may join the running batch when
+// the adapter already runs or fewer than max_loras distinct adapters do. Always, without LoRA.
+func (l *loraStats) admissible(adapter string) bool {
+	if !l.enabled || adapter == "" || l.running[adapter] > 0 {
+		return true
+	}
+	n := 0
+	for _, c := range l.running {
+		if c > 0 {
+			n++
+		}
+	}
+	return n < max(l.maxLora, 1)
+}
+
+// write is the gauge as prometheus_client writes it: labels in loggers.py's labelnames order
+// (max_lora, waiting_lora_adapters, running_lora_adapters), series in the order first set. No
+// series before the first request, as in vLLM.
+func (l *loraStats) write(b *strings.Builder) {
+	if !l.enabled {
+		return
+	}
+	fmt.Fprintf(b, "# HELP vllm:lora_requests_info Running stats on lora requests.\n# TYPE vllm:lora_requests_info gauge\n")
+	for _, s := range l.series {
+		fmt.Fprintf(b, "vllm:lora_requests_info{max_lora=\"%d\",waiting_lora_adapters=%q,running_lora_adapters=%q} %s\n",
+			l.maxLora, s.waiting, s.running, pyFloat(s.at))
+	}
 }

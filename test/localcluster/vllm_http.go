@@ -98,11 +98,7 @@ func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"server_load": s.eng.load()})
 	case "/metrics":
 		var b strings.Builder
-		lora := ""
-		if s.args.enableLoRA {
-			lora = fmt.Sprintf(`max_lora="%d"`, s.args.maxLoras)
-		}
-		s.eng.writeMetrics(&b, s.args.served[0], lora)
+		s.eng.writeMetrics(&b, s.args.served[0])
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write([]byte(b.String()))
 	case "/v1/models":
@@ -301,27 +297,6 @@ type chatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// words counts the words of a JSON string, array of strings, or array of content parts.
-func words(raw json.RawMessage) int {
-	var str string
-	if json.Unmarshal(raw, &str) == nil {
-		return len(strings.Fields(str))
-	}
-	var list []json.RawMessage
-	n := 0
-	if json.Unmarshal(raw, &list) == nil {
-		for _, x := range list {
-			var part struct{ Text string }
-			if json.Unmarshal(x, &part) == nil && part.Text != "" {
-				n += len(strings.Fields(part.Text))
-			} else {
-				n += words(x)
-			}
-		}
-	}
-	return n
-}
-
 // fakeText is what the model "generates": one word per token, always the same.
 var fakeText = strings.Fields("The quick brown fox jumps over the lazy dog while the model server keeps its promise of one token at a time")
 
@@ -345,15 +320,13 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 		vllmError(w, http.StatusInternalServerError, "InternalServerError", "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
 		return
 	}
-	prompt := 0
+	var tokens []uint32 // the fake tokenizer's: one token per word (vllm_prefix.go)
 	if chat {
-		for _, m := range req.Messages {
-			prompt += words(m.Content)
-		}
+		tokens = tokenize(chatPrompt(req.Messages))
 	} else {
-		prompt = words(req.Prompt)
+		tokens = promptTokens(req.Prompt)
 	}
-	prompt = max(prompt, 1)
+	prompt := max(len(tokens), 1)
 	maxTokens := 16 // the fake's default for both routes; vLLM's chat default is the rest of the context
 	if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
@@ -380,27 +353,40 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	id, created := prefix+randomHex(), time.Now().Unix()
 
+	adapter := "" // the LoRA adapter the request runs on: its blocks hash apart from the base model's
+	if !s.servedName(model) {
+		adapter = model
+	}
+
 	t0 := time.Now()
 	rec := requestRecord{reason: "abort", prompt: prompt}
-	if err := s.eng.admit(r.Context(), s.stopCh, prompt+maxTokens); err != nil {
+	if err := s.eng.admit(r.Context(), s.stopCh, adapter); err != nil {
 		if err == errQueueFull {
 			vllmError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is overloaded; the request queue is full.", nil)
 		}
 		return
 	}
 	rec.queued = time.Since(t0)
+	// scheduled: the prompt's cached prefix is found, the rest of its blocks allocated
+	seq := s.eng.beginKV(tokens, adapter, prompt+maxTokens)
 	defer func() {
-		s.eng.release(prompt + maxTokens)
+		s.eng.release(adapter, seq)
 		rec.e2e = time.Since(t0)
 		if line := s.eng.finish(rec); line != "" && !s.args.disableLogStats {
 			s.api("INFO", "loggers.py:127", "%s", line)
 		}
 	}()
-	if !s.sleep(r, time.Duration(prompt)*s.cfg.PrefillTime) {
+	prefill := s.cfg.prefillTime(prompt - seq.cached)
+	if !s.sleep(r, prefill) {
 		return
 	}
+	s.eng.commitKV(seq)
 	var text strings.Builder
 	usage := map[string]any{"prompt_tokens": prompt, "total_tokens": prompt + maxTokens, "completion_tokens": maxTokens, "prompt_tokens_details": nil}
+	if s.args.promptTokensDetails && seq.cached > 0 {
+		// vLLM reports it only with --enable-prompt-tokens-details, and only when some hit
+		usage["prompt_tokens_details"] = map[string]any{"cached_tokens": seq.cached}
+	}
 	if !req.Stream {
 		if !s.sleep(r, time.Duration(maxTokens)*s.cfg.TokenTime) {
 			return
@@ -409,7 +395,7 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 			text.WriteString(tokenText(i))
 		}
 		rec.reason, rec.generated = "length", maxTokens
-		rec.ttft, rec.itl = rec.queued+time.Duration(prompt)*s.cfg.PrefillTime+s.cfg.TokenTime, s.cfg.TokenTime
+		rec.ttft, rec.itl = rec.queued+prefill+s.cfg.TokenTime, s.cfg.TokenTime
 		choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": "length", "stop_reason": nil}
 		if chat {
 			choice["message"] = map[string]any{"role": "assistant", "content": text.String(), "refusal": nil, "annotations": nil,
@@ -473,6 +459,19 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	w.(http.Flusher).Flush()
+}
+
+// servedName: one of the base model's served names, or none (the first).
+func (s *modelServer) servedName(name string) bool {
+	if name == "" {
+		return true
+	}
+	for _, n := range s.args.served {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // knownModel: a served name, a loaded adapter, or none (vLLM then uses the first).

@@ -240,8 +240,8 @@ func (s *modelServer) run() {
 	s.core("INFO", "core.py:77", "Initializing a V1 LLM engine (v%s) with config: model='%s', speculative_config=None, tokenizer='%s', "+
 		"trust_remote_code=False, dtype=%s, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, "+
 		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=%s, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
-		"seed=0, served_model_name=%s, enable_prefix_caching=True, chunked_prefill_enabled=True",
-		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, strings.Join(a.served, ","))
+		"seed=0, served_model_name=%s, enable_prefix_caching=%s, chunked_prefill_enabled=True",
+		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, strings.Join(a.served, ","), pyBoolStr(a.prefixCaching))
 	if sp.GPUFault != faultNone {
 		s.failGPUStart(sp.GPUFault)
 		return
@@ -358,8 +358,16 @@ func (s *modelServer) run() {
 	s.core("INFO", "kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(kvTokens))
 	s.core("INFO", "kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx", thousands(maxLen), float64(kvTokens)/float64(maxLen))
 	s.core("INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(t0).Seconds())
-	s.api("INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: %d", kvTokens/16)
-	s.eng = newEngine(a.maxNumSeqs, s.cfg.MaxWaiting, kvTokens, maxLen)
+	numBlocks := kvTokens / a.blockSize
+	if a.gpuBlocksOverride > 0 {
+		s.core("INFO", "kv_cache_utils.py:1051", "Overriding num_gpu_blocks=%d with num_gpu_blocks_override=%d", numBlocks, a.gpuBlocksOverride)
+		numBlocks = a.gpuBlocksOverride
+	}
+	s.api("INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: %d", numBlocks)
+	s.eng = newEngine(a.maxNumSeqs, s.cfg.MaxWaiting, maxLen,
+		newBlockPool(numBlocks, a.blockSize, a.prefixCaching, sp.Env["PYTHONHASHSEED"]))
+	s.eng.cacheInfo = cacheConfigLabels(a.blockSize, numBlocks, a.gpuUtil, a.prefixCaching, a.gpuBlocksOverride)
+	s.eng.lora = loraStats{enabled: a.enableLoRA, maxLora: a.maxLoras}
 
 	for _, m := range a.loraModules {
 		if msg, _, _ := s.addLoRA(m.Name, m.Path, m.BaseName); msg != "" {
@@ -491,4 +499,12 @@ func (s *modelServer) engineDied() {
 		`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
 		"    engine_core.run_busy_loop()",
 		"RuntimeError: CUDA error: unspecified launch failure")
+}
+
+// pyBoolStr is Python's str() of a bool.
+func pyBoolStr(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }
