@@ -62,6 +62,7 @@ type options struct {
 	webhookAddr, webhookCertDir                        string
 	webhookCASync                                      time.Duration
 	apiVersion, gatewayParent                          string
+	inferencePool, pickerImage, pickerClusterRole      string
 	serviceMonitors                                    bool
 	autoscaler, kedaPrometheus                         string
 	migrationPeriod                                    time.Duration
@@ -102,6 +103,9 @@ func parseFlags() options {
 	flag.StringVar(&o.apiVersion, "api-version", "auto", "InferenceService version to watch and write status in: v1alpha1, v1beta1, or auto (v1beta1 when the API server serves it).")
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
 	flag.StringVar(&o.gatewayParent, "gateway-parent", "", "namespace/name of the Gateway API Gateway that HTTPRoutes of models with spec.gateway attach to; empty creates no HTTPRoutes.")
+	flag.StringVar(&o.inferencePool, "inference-pool", controller.InferencePoolAuto, "auto: where the Gateway API Inference Extension's InferencePool (inference.networking.k8s.io/v1) is served, a model with spec.gateway gets an InferencePool and an endpoint picker, and its HTTPRoute sends requests to the pool once the picker is ready; off: HTTPRoutes send requests to the models' Services.")
+	flag.StringVar(&o.pickerImage, "endpoint-picker-image", reconcile.DefaultPickerImage, "Image of the models' endpoint pickers (the extension's cmd/epp, v1.5.0's flags).")
+	flag.StringVar(&o.pickerClusterRole, "endpoint-picker-cluster-role", reconcile.DefaultPickerClusterRole, "ClusterRole each model's endpoint picker is bound to in its namespace (read pods and InferencePools); the install's manifests define it.")
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
 	flag.StringVar(&o.autoscaler, "autoscaler", controller.AutoscalerHPA, "What scales each model on its queue: hpa (a HorizontalPodAutoscaler on the custom metric num_requests_waiting) or keda (a KEDA ScaledObject with a Prometheus trigger, when KEDA's keda.sh/v1alpha1 CRD is served; without it, the HPA stays and each model's AutoscalingActive condition says so). keda needs manifests/overlays/keda's RBAC.")
 	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting), which KEDA's triggers query; required there.")
@@ -193,8 +197,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	pools, err := controller.DiscoverInferencePool(cs.Kube.Discovery(), o.inferencePool, o.pickerImage, o.pickerClusterRole, &features)
+	if err != nil {
+		return err
+	}
 	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
-	optional = append(optional, scaledObjects...)
+	optional = append(append(optional, scaledObjects...), pools...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes, APIServices: o.watchAPIServices,
 		ClusterQueues: features.KueueClusterQueues})
@@ -247,7 +255,7 @@ func run(ctx context.Context, o options) error {
 	if !caches.WaitForCacheSync(ctx) {
 		return errors.New("caches did not sync before shutdown")
 	}
-	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "serviceMonitors", features.ServiceMonitors, "httpRoutes", features.HTTPRoutes, "scaledObjects", features.ScaledObjects, "namespaces", o.namespaces, "workers", o.workers)
+	klog.InfoS("Caches synced", "version", version, "apiVersion", apiVersion, "serviceMonitors", features.ServiceMonitors, "httpRoutes", features.HTTPRoutes, "inferencePools", features.InferencePools, "scaledObjects", features.ScaledObjects, "namespaces", o.namespaces, "workers", o.workers)
 
 	work := func(ctx context.Context) {
 		if o.migrationPeriod > 0 {

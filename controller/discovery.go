@@ -152,3 +152,36 @@ func DiscoverAutoscaler(disco discovery.DiscoveryInterface, autoscaler, promethe
 	f.ScaledObjects, f.KEDAPrometheus = true, prometheusURL
 	return []schema.GroupVersionResource{reconcile.ScaledObjectGVR}, nil
 }
+
+// Modes of --inference-pool.
+const (
+	InferencePoolAuto = "auto"
+	InferencePoolOff  = "off"
+)
+
+// DiscoverInferencePool resolves --inference-pool into f and returns the resources to watch for
+// the pool route: with auto, HTTPRoutes on and the extension's InferencePool v1 served, models
+// with spec.gateway get a pool and an endpoint picker. The picker's ServiceAccounts and
+// RoleBindings are watched whenever HTTPRoutes are on, and pools whenever they are served, so a
+// switch back to the Service route (off, after a restart) finds the pool route's children to delete.
+func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clusterRole string, f *reconcile.Features) ([]schema.GroupVersionResource, error) {
+	if mode != InferencePoolAuto && mode != InferencePoolOff {
+		return nil, fmt.Errorf("--inference-pool=%q: want %s or %s", mode, InferencePoolAuto, InferencePoolOff)
+	}
+	if !f.HTTPRoutes {
+		return nil, nil
+	}
+	watch := []schema.GroupVersionResource{reconcile.ServiceAccountGVR, reconcile.RoleBindingGVR}
+	ok, err := served(disco, reconcile.InferencePoolGVR)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		klog.InfoS("InferencePools are not served; models' HTTPRoutes send requests to their Services", "resource", reconcile.InferencePoolGVR.String())
+		return watch, nil
+	}
+	f.PoolServed = true
+	f.InferencePools = mode == InferencePoolAuto
+	f.PickerImage, f.PickerClusterRole = image, clusterRole
+	return append(watch, reconcile.InferencePoolGVR), nil
+}

@@ -193,6 +193,7 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		{c.features.HTTPRoutes, reconcile.HTTPRouteGVR, &obs.HTTPRoute},
 		{c.features.ScaledObjects, reconcile.ScaledObjectGVR, &obs.ScaledObject},
 		{c.features.LeaderWorkerSets, reconcile.LeaderWorkerSetGVR, &obs.LeaderWorkerSet},
+		{c.features.PoolServed, reconcile.InferencePoolGVR, &obs.InferencePool},
 	} {
 		if !o.on {
 			continue
@@ -202,6 +203,9 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		} else if !ok {
 			*o.into = nil
 		}
+	}
+	if err := c.observePicker(&obs, ns, name); err != nil {
+		return obs, err
 	}
 	if obs.ReplicaSets, err = c.caches.ReplicaSets(ns, name); err != nil {
 		return obs, err
@@ -236,6 +240,39 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 		}
 	}
 	return obs, nil
+}
+
+// observePicker reads the pool route's picker objects: its Deployment and Service from the
+// typed caches (which hold them whatever the features, so a switch back to the Service route
+// finds them to delete), its ServiceAccount and RoleBinding where the route's kinds are watched.
+func (c *Controller) observePicker(obs *reconcile.Observed, ns, name string) error {
+	picker := reconcile.PickerName(name)
+	var ok bool
+	var err error
+	if obs.Picker, ok, err = c.caches.Deployment(ns, picker); err != nil {
+		return err
+	} else if !ok || !reconcile.IsPicker(obs.Picker) {
+		obs.Picker = nil // absent, or another model's Deployment of that name: not a picker
+	}
+	if obs.PickerService, ok, err = c.caches.Service(ns, picker); err != nil {
+		return err
+	} else if !ok || !reconcile.IsPicker(obs.PickerService) {
+		obs.PickerService = nil
+	}
+	if !c.features.HTTPRoutes {
+		return nil
+	}
+	if obs.PickerServiceAccount, ok, err = c.caches.Optional(reconcile.ServiceAccountGVR, ns, picker); err != nil {
+		return err
+	} else if !ok {
+		obs.PickerServiceAccount = nil
+	}
+	if obs.PickerRoleBinding, ok, err = c.caches.Optional(reconcile.RoleBindingGVR, ns, picker); err != nil {
+		return err
+	} else if !ok {
+		obs.PickerRoleBinding = nil
+	}
+	return nil
 }
 
 // causeOf turns an API error into the status cause users see.

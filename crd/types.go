@@ -204,6 +204,12 @@ const (
 	// with their position where Kueue's visibility API is served). It never makes the phase
 	// Failed: the Ready condition carries the wait.
 	ConditionAdmitted = "Admitted"
+	// ConditionRouted says where the model's HTTPRoute sends requests and whether they get
+	// there: True with reason InferencePoolRoute (the pool's endpoint picker chooses the pod)
+	// or ServiceRoute; False while the Gateway has not accepted the route or the pool, the
+	// picker is not ready (requests go to the Service meanwhile) or the pool has no ready pod.
+	// Absent without an HTTPRoute.
+	ConditionRouted = "Routed"
 )
 
 // GPUs returns spec.gpusPerReplica with its default applied.

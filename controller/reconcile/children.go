@@ -114,7 +114,9 @@ type Desired struct {
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
 	ScaledObject   *unstructured.Unstructured // in the HPA's place, with Features.ScaledObjects
-	Scale          Scale
+	// Pool is the pool route's InferencePool and endpoint picker, with Features.InferencePools.
+	Pool     poolChildren
+	Scale    Scale
 	Selector       string
 }
 
@@ -146,6 +148,9 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	}
 	if f.ScaledObjects {
 		d.ScaledObject, d.HPA = desiredScaledObject(isvc, d.HPA, f.KEDAPrometheus), nil
+	}
+	if d.HTTPRoute != nil {
+		d.Pool = desiredPool(isvc, ext, f)
 	}
 	return d
 }

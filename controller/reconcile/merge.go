@@ -65,6 +65,13 @@ func Remerge(live Child, a Action) (Child, bool) {
 	switch l := live.(type) {
 	case *appsv1.Deployment:
 		d := desired.(*appsv1.Deployment)
+		if IsPicker(d) {
+			if !pickerDrifted(l, d) {
+				return nil, false
+			}
+			setPicker(l, d)
+			return l, true
+		}
 		if !deploymentDrifted(l, d, a.Scale) {
 			return nil, false
 		}
@@ -86,6 +93,13 @@ func Remerge(live Child, a Action) (Child, bool) {
 		return l, true
 	case *unstructured.Unstructured:
 		d := desired.(*unstructured.Unstructured)
+		if k := d.GetKind(); k == KindPickerServiceAccess || k == KindPickerRoleBinding {
+			if !identityDrifted(l, d) {
+				return nil, false
+			}
+			setIdentity(l, d)
+			return l, true
+		}
 		if d.GetKind() == KindLeaderWorkerSet {
 			if !lwsDrifted(l, d, a.Scale) {
 				return nil, false
@@ -100,6 +114,13 @@ func Remerge(live Child, a Action) (Child, bool) {
 		return l, true
 	case *corev1.Service:
 		d := desired.(*corev1.Service)
+		if IsPicker(d) {
+			if !pickerServiceDrifted(l, d) {
+				return nil, false
+			}
+			setPickerService(l, d)
+			return l, true
+		}
 		if !serviceDrifted(l, d) {
 			return nil, false
 		}

@@ -39,6 +39,12 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return ScaledObjectGVR, true
 	case KindLeaderWorkerSet:
 		return LeaderWorkerSetGVR, true
+	case KindInferencePool:
+		return InferencePoolGVR, true
+	case KindPickerServiceAccess:
+		return ServiceAccountGVR, true
+	case KindPickerRoleBinding:
+		return RoleBindingGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -51,6 +57,16 @@ type Features struct {
 	// routes attach to.
 	HTTPRoutes    bool
 	GatewayParent types.NamespacedName
+	// InferencePools: HTTPRoutes, inference.networking.k8s.io/v1 InferencePools served and
+	// --inference-pool=auto: a model with spec.gateway gets a pool and an endpoint picker
+	// (pool.go), and its route goes to the pool once the picker serves. PoolServed says the API
+	// is served, whatever the flag.
+	InferencePools bool
+	PoolServed     bool
+	// PickerImage and PickerClusterRole are the picker's image and the ClusterRole its
+	// ServiceAccount is bound to; empty means the defaults (DefaultPickerImage, DefaultPickerClusterRole).
+	PickerImage       string
+	PickerClusterRole string
 	// ScaledObjects: --autoscaler=keda and keda.sh/v1alpha1 is served: each model gets a
 	// ScaledObject whose Prometheus trigger asks KEDAPrometheus, instead of an HPA.
 	ScaledObjects  bool

@@ -107,8 +107,15 @@ func Reconcile(in Input) Output {
 	// none of them may exist; while ours is not seen yet, they wait for its create to succeed.
 	anchored := anchor == nil || ControlledBy(anchor, isvc)
 	wantS, wantH, wantP, wantSM, wantR, wantSO := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute, want.ScaledObject
+	wantPool := want.Pool
 	if !anchored {
 		wantS, wantH, wantP, wantSM, wantR, wantSO = nil, nil, nil, nil, nil, nil
+		wantPool = poolChildren{}
+	}
+	// The route goes to the pool only while its picker serves: until then, and whenever it
+	// stops, the Service keeps the model reachable (FailClose would answer 503 instead).
+	if wantR != nil && wantPool.Pool != nil && pickerServes(in) {
+		wantR = withPoolBackend(wantR, isvc.Name)
 	}
 
 	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
@@ -152,6 +159,7 @@ func Reconcile(in Input) Output {
 			out.add(Update, o.kind, upd)
 		}
 	}
+	decidePool(&out, in, wantPool)
 	if anchor == nil {
 		for i := range out.Actions {
 			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i])
@@ -185,6 +193,7 @@ func Reconcile(in Input) Output {
 	autoscaler.set(&out.Status, isvc, in.Now)
 	admitted := decideAdmission(in)
 	admitted.set(&out.Status, isvc, in.Now)
+	decideRouted(in, wantR, wantPool.Pool != nil).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)

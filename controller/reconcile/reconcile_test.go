@@ -54,6 +54,14 @@ func (w *world) cached() Observed {
 		sv, _ := kinds.StripService(o.Service.DeepCopy())
 		o.Service = sv.(*corev1.Service)
 	}
+	if o.Picker != nil {
+		d, _ := kinds.StripDeployment(o.Picker.DeepCopy())
+		o.Picker = d.(*appsv1.Deployment)
+	}
+	if o.PickerService != nil {
+		sv, _ := kinds.StripService(o.PickerService.DeepCopy())
+		o.PickerService = sv.(*corev1.Service)
+	}
 	if o.HPA != nil {
 		h, _ := kinds.StripHPA(o.HPA.DeepCopy())
 		o.HPA = h.(*autoscalingv2.HorizontalPodAutoscaler)
@@ -87,8 +95,14 @@ func patched(live Child, a Action) Child {
 func (w *world) live(obj Child) Child {
 	switch obj.(type) {
 	case *appsv1.Deployment:
+		if IsPicker(obj) {
+			return w.obs.Picker
+		}
 		return w.obs.Deployment
 	case *corev1.Service:
+		if IsPicker(obj) {
+			return w.obs.PickerService
+		}
 		return w.obs.Service
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return w.obs.HPA
@@ -166,6 +180,14 @@ func (w *world) apply(actions []Action) {
 		a.Object.SetResourceVersion(fmt.Sprint(w.rv))
 		switch o := a.Object.(type) {
 		case *appsv1.Deployment:
+			if IsPicker(o) {
+				if w.obs.Picker = o; a.Verb == Delete {
+					w.obs.Picker = nil
+				} else {
+					o.Generation++
+				}
+				continue
+			}
 			if a.Verb == Delete {
 				w.obs.Deployment = nil
 				continue
@@ -174,6 +196,12 @@ func (w *world) apply(actions []Action) {
 			serverDefaults(o)
 			w.obs.Deployment = o
 		case *corev1.Service:
+			if IsPicker(o) {
+				if w.obs.PickerService = o; a.Verb == Delete {
+					w.obs.PickerService = nil
+				}
+				continue
+			}
 			if a.Verb == Delete {
 				w.obs.Service = nil
 				continue
@@ -207,6 +235,12 @@ func (w *world) apply(actions []Action) {
 			case KindLeaderWorkerSet:
 				slot = &w.obs.LeaderWorkerSet
 				o.SetGeneration(o.GetGeneration() + 1)
+			case KindInferencePool:
+				slot = &w.obs.InferencePool
+			case KindPickerServiceAccess:
+				slot = &w.obs.PickerServiceAccount
+			case KindPickerRoleBinding:
+				slot = &w.obs.PickerRoleBinding
 			}
 			if a.Verb == Delete {
 				*slot = nil

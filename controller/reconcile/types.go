@@ -33,6 +33,14 @@ type Observed struct {
 	// LeaderWorkerSet is a multi-node model's child in the Deployment's place, read when
 	// Features.LeaderWorkerSets.
 	LeaderWorkerSet *unstructured.Unstructured
+	// The pool route's children (pool.go): the InferencePool, read when Features.InferencePools;
+	// the picker's Deployment and Service always (the typed caches hold them); its
+	// ServiceAccount and RoleBinding when Features.HTTPRoutes.
+	InferencePool        *unstructured.Unstructured
+	Picker               *appsv1.Deployment
+	PickerService        *corev1.Service
+	PickerServiceAccount *unstructured.Unstructured
+	PickerRoleBinding    *unstructured.Unstructured
 	ReplicaSets     []*appsv1.ReplicaSet
 	Pods            []*corev1.Pod
 	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by

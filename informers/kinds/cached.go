@@ -89,9 +89,10 @@ func ownedAnnotations(a map[string]string) map[string]string {
 }
 
 func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
-	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes, ReadinessGates: ps.ReadinessGates}
+	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes, ReadinessGates: ps.ReadinessGates,
+		ServiceAccountName: ps.ServiceAccountName}
 	for i := range ps.Containers {
-		if c := &ps.Containers[i]; c.Name == ContainerName {
+		if c := &ps.Containers[i]; c.Name == ContainerName || c.Name == PickerContainerName {
 			out.Containers = []corev1.Container{{
 				Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
 				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},

@@ -29,6 +29,14 @@ const OwnedAnnotationPrefix = crd.Group + "/"
 // ContainerName is the model server's container, the only one the operator owns.
 const ContainerName = "vllm"
 
+// PickerLabel names the InferenceService whose endpoint picker an object is (its Deployment,
+// Service and pods), and PickerContainerName is the picker's container, the one the cached
+// picker Deployments keep.
+const (
+	PickerLabel         = "ai.example.com/endpoint-picker"
+	PickerContainerName = "epp"
+)
+
 // RevisionAnnotation is the Deployment controller's revision of a ReplicaSet: the highest is
 // the Deployment's current pod template, even after a rollback.
 const RevisionAnnotation = "deployment.kubernetes.io/revision"

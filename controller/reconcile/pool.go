@@ -1,0 +1,326 @@
+// The pool route: where the Gateway API Inference Extension's InferencePool is served, a model
+// with spec.gateway gets an InferencePool over its serving pods and an endpoint picker (EPP)
+// for it (Deployment, Service, ServiceAccount and a RoleBinding to the picker's ClusterRole),
+// and its HTTPRoute sends requests to the pool once the picker serves: the picker chooses a
+// pod per request from the pods' own vLLM metrics (queue, KV cache, prefix cache, adapters).
+// Desired objects, drift and set here; the Routed condition in routed.go.
+
+package reconcile
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+)
+
+// The pool's kinds and resources: InferencePool v1 (the only version the picker reads), and the
+// picker's identity, read as unstructured like the other optional children.
+var (
+	InferencePoolGVR  = schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
+	ServiceAccountGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	RoleBindingGVR    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+)
+
+// Kinds of the pool route's children, as actions and Events name them. The picker's
+// Deployment and Service are named apart from the model's, whose kinds anchor the others.
+const (
+	KindInferencePool       = "InferencePool"
+	KindPicker              = "EndpointPicker"
+	KindPickerService       = "EndpointPickerService"
+	KindPickerRoleBinding   = "RoleBinding"
+	KindPickerServiceAccess = "ServiceAccount"
+)
+
+// The picker's ports (cmd/epp v1.5.0's defaults): ext_proc, gRPC health, Prometheus metrics.
+const (
+	PickerGRPCPort    = 9002
+	PickerHealthPort  = 9003
+	PickerMetricsPort = 9090
+	// PickerHealthService is the gRPC health service the picker answers SERVING on once it
+	// has synced its pool.
+	PickerHealthService = "inference-extension"
+	// DefaultPickerImage is the extension's release of the scoring picker.
+	DefaultPickerImage = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+	// DefaultPickerClusterRole is the install's ClusterRole every picker is bound to in its
+	// namespace: read pods and InferencePools (manifests/rbac/endpoint_picker_role.yaml).
+	DefaultPickerClusterRole = "inferenceservice-operator-endpoint-picker"
+)
+
+// PickerConfig is the picker's EndpointPickerConfig: the extension's default profile (queue 2,
+// KV cache 2, prefix cache 3) plus LoRA affinity, so a request for an adapter goes to a pod that
+// has it loaded. The prefix scorer sizes its index from vLLM's cache_config_info (autoTune).
+const PickerConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+  parameters: {autoTune: true, blockSizeTokens: 16, lruCapacityPerServer: 31250}
+- type: lora-affinity-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: queue-scorer, weight: 2}
+  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+  - {pluginRef: lora-affinity-scorer, weight: 1}
+`
+
+// PickerName is the name of a model's picker Deployment, Service, ServiceAccount and RoleBinding.
+func PickerName(isvc string) string { return isvc + "-epp" }
+
+// poolChildren are the pool route's desired objects; all nil without the pool route.
+type poolChildren struct {
+	Pool           *unstructured.Unstructured
+	Picker         *appsv1.Deployment
+	PickerService  *corev1.Service
+	ServiceAccount *unstructured.Unstructured
+	RoleBinding    *unstructured.Unstructured
+}
+
+// pickerLabels are on the picker's objects and pods: not the model's InstanceLabel, so its pods
+// are never counted as the model's, and on the pods not ManagedByLabel either, so the
+// operator's pod cache never holds them.
+func pickerLabels(name string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":      "endpoint-picker",
+		"app.kubernetes.io/instance":  name,
+		"app.kubernetes.io/component": "endpoint-picker",
+		kinds.ManagedByLabel:          kinds.ManagedByValue,
+		kinds.PickerLabel:             name,
+	}
+}
+
+func pickerMeta(isvc *crd.InferenceService) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: PickerName(isvc.Name), Namespace: isvc.Namespace, Labels: pickerLabels(isvc.Name),
+		OwnerReferences: []metav1.OwnerReference{ownerRef(isvc)}}
+}
+
+// poolSelector picks the pods that serve the API: a multi-node model's leaders only.
+func poolSelector(isvc *crd.InferenceService, ext *crd.SpecExtensions) map[string]string {
+	if isMultiNode(ext) {
+		return leaderSelector(isvc.Name)
+	}
+	return selectorLabels(isvc.Name)
+}
+
+// desiredPool builds the pool route's children when the route wants them: spec.gateway on a
+// cluster whose Features say InferencePools.
+func desiredPool(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) poolChildren {
+	if !f.InferencePools || ext.Gateway == nil {
+		return poolChildren{}
+	}
+	name := PickerName(isvc.Name)
+	sel := map[string]interface{}{}
+	for k, v := range poolSelector(isvc, ext) {
+		sel[k] = v
+	}
+	pool := newChildUnstructured(isvc, "inference.networking.k8s.io/v1", KindInferencePool)
+	pool.Object["spec"] = map[string]interface{}{
+		"selector":    map[string]interface{}{"matchLabels": sel},
+		"targetPorts": []interface{}{map[string]interface{}{"number": int64(Port)}},
+		"appProtocol": "http",
+		"endpointPickerRef": map[string]interface{}{
+			"group": "", "kind": "Service", "name": name,
+			"port": map[string]interface{}{"number": int64(PickerGRPCPort)}, "failureMode": "FailClose",
+		},
+	}
+	meta := pickerMeta(isvc)
+	sa := newPickerUnstructured(meta, "v1", KindPickerServiceAccess)
+	role := f.PickerClusterRole
+	if role == "" {
+		role = DefaultPickerClusterRole
+	}
+	rb := newPickerUnstructured(meta, "rbac.authorization.k8s.io/v1", KindPickerRoleBinding)
+	rb.Object["roleRef"] = map[string]interface{}{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+	rb.Object["subjects"] = []interface{}{map[string]interface{}{"kind": "ServiceAccount", "name": name, "namespace": isvc.Namespace}}
+	return poolChildren{Pool: pool, Picker: desiredPicker(isvc, meta, f), PickerService: desiredPickerService(meta), ServiceAccount: sa, RoleBinding: rb}
+}
+
+func newPickerUnstructured(meta metav1.ObjectMeta, apiVersion, kind string) *unstructured.Unstructured {
+	labels := map[string]interface{}{}
+	for k, v := range meta.Labels {
+		labels[k] = v
+	}
+	ref := meta.OwnerReferences[0]
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]interface{}{
+			"name": meta.Name, "namespace": meta.Namespace, "labels": labels,
+			"ownerReferences": []interface{}{map[string]interface{}{
+				"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": string(ref.UID),
+				"controller": true, "blockOwnerDeletion": true,
+			}},
+		},
+	}}
+}
+
+// PickerArgs are the picker's flags: its pool, the scoring configuration, and no tracing (an
+// OTel console exporter by default), no pprof, and metrics without TokenReview (which would
+// need a ClusterRoleBinding per model): the metrics port is for the cluster's Prometheus.
+func PickerArgs(isvc *crd.InferenceService) []string {
+	return []string{
+		"--pool-name=" + isvc.Name, "--pool-namespace=" + isvc.Namespace,
+		"--grpc-port=" + strconv.Itoa(PickerGRPCPort), "--grpc-health-port=" + strconv.Itoa(PickerHealthPort),
+		"--metrics-port=" + strconv.Itoa(PickerMetricsPort),
+		"--config-text=" + PickerConfig,
+		"--tracing=false", "--enable-pprof=false", "--metrics-endpoint-auth=false",
+	}
+}
+
+func desiredPicker(isvc *crd.InferenceService, meta metav1.ObjectMeta, f Features) *appsv1.Deployment {
+	image := f.PickerImage
+	if image == "" {
+		image = DefaultPickerImage
+	}
+	podLabels := maps.Clone(meta.Labels)
+	delete(podLabels, kinds.ManagedByLabel)
+	probe := func(period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: PickerHealthPort, Service: ptr.To(PickerHealthService)}},
+			PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 1, SuccessThreshold: 1,
+		}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{kinds.PickerLabel: isvc.Name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: meta.Name,
+					EnableServiceLinks: ptr.To(false),
+					Containers: []corev1.Container{{
+						Name: kinds.PickerContainerName, Image: image, Args: PickerArgs(isvc),
+						Ports: []corev1.ContainerPort{
+							{Name: "grpc", ContainerPort: PickerGRPCPort, Protocol: corev1.ProtocolTCP},
+							{Name: "grpc-health", ContainerPort: PickerHealthPort, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: PickerMetricsPort, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: probe(2, 3),
+						LivenessProbe:  probe(10, 3),
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+						}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func desiredPickerService(meta metav1.ObjectMeta) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta,
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{kinds.PickerLabel: meta.Labels[kinds.PickerLabel]},
+			Ports: []corev1.ServicePort{
+				{Name: "grpc-ext-proc", Port: PickerGRPCPort, TargetPort: intstr.FromInt32(PickerGRPCPort), Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http2")},
+				{Name: "metrics", Port: PickerMetricsPort, TargetPort: intstr.FromInt32(PickerMetricsPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// IsPicker reports whether a Deployment or Service is a model's endpoint picker, not the model's own.
+func IsPicker(obj metav1.Object) bool { _, ok := obj.GetLabels()[kinds.PickerLabel]; return ok }
+
+// pickerDrifted compares what the operator owns of the picker's Deployment: labels, the
+// replica count, the pod labels, the service account and the picker container's image,
+// arguments, ports and probes (the cache keeps that container and nothing else of the pod).
+func pickerDrifted(live, want *appsv1.Deployment) bool {
+	if !hasLabels(live.Labels, want.Labels) || ptr.Deref(live.Spec.Replicas, 1) != ptr.Deref(want.Spec.Replicas, 1) ||
+		!hasLabels(live.Spec.Template.Labels, want.Spec.Template.Labels) ||
+		live.Spec.Template.Spec.ServiceAccountName != want.Spec.Template.Spec.ServiceAccountName {
+		return true
+	}
+	i := slices.IndexFunc(live.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == kinds.PickerContainerName })
+	if i < 0 {
+		return true
+	}
+	l, w := &live.Spec.Template.Spec.Containers[i], &want.Spec.Template.Spec.Containers[0]
+	return l.Image != w.Image || !slices.Equal(l.Args, w.Args) || !equality.Semantic.DeepEqual(l.Ports, w.Ports) ||
+		!equality.Semantic.DeepEqual(l.ReadinessProbe, w.ReadinessProbe) || !equality.Semantic.DeepEqual(l.LivenessProbe, w.LivenessProbe)
+}
+
+func setPicker(out, want *appsv1.Deployment) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.Replicas = want.Spec.Replicas
+	out.Spec.Template.Labels = mergeLabels(out.Spec.Template.Labels, want.Spec.Template.Labels)
+	out.Spec.Template.Spec.ServiceAccountName = want.Spec.Template.Spec.ServiceAccountName
+	w := want.Spec.Template.Spec.Containers[0]
+	cs := out.Spec.Template.Spec.Containers
+	i := slices.IndexFunc(cs, func(c corev1.Container) bool { return c.Name == kinds.PickerContainerName })
+	if i < 0 {
+		out.Spec.Template.Spec.Containers = append(cs, *w.DeepCopy())
+		return
+	}
+	c := &cs[i]
+	c.Image, c.Args, c.Ports = w.Image, slices.Clone(w.Args), slices.Clone(w.Ports)
+	c.ReadinessProbe, c.LivenessProbe = w.ReadinessProbe.DeepCopy(), w.LivenessProbe.DeepCopy()
+}
+
+// pickerServiceDrifted compares labels, the selector and the two ports by name.
+func pickerServiceDrifted(live, want *corev1.Service) bool {
+	if !hasLabels(live.Labels, want.Labels) || !maps.Equal(live.Spec.Selector, want.Spec.Selector) {
+		return true
+	}
+	for _, w := range want.Spec.Ports {
+		i := slices.IndexFunc(live.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == w.Name })
+		if i < 0 {
+			return true
+		}
+		h := live.Spec.Ports[i]
+		if h.Port != w.Port || h.TargetPort != w.TargetPort || h.Protocol != w.Protocol || ptr.Deref(h.AppProtocol, "") != ptr.Deref(w.AppProtocol, "") {
+			return true
+		}
+	}
+	return false
+}
+
+func setPickerService(out, want *corev1.Service) {
+	out.Labels = mergeLabels(out.Labels, want.Labels)
+	out.Spec.Selector = maps.Clone(want.Spec.Selector)
+	for _, w := range want.Spec.Ports {
+		if i := slices.IndexFunc(out.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == w.Name }); i < 0 {
+			out.Spec.Ports = append(out.Spec.Ports, w)
+		} else {
+			out.Spec.Ports[i] = w
+		}
+	}
+}
+
+// identityDrifted compares what the operator owns of the picker's ServiceAccount (labels) and
+// RoleBinding (labels, the role and the subjects: a binding's roleRef cannot change, so a
+// changed one is deleted and made anew, see decidePool).
+func identityDrifted(live, want *unstructured.Unstructured) bool {
+	return !hasLabels(live.GetLabels(), want.GetLabels()) ||
+		!equality.Semantic.DeepEqual(live.Object["subjects"], want.Object["subjects"])
+}
+
+func roleRefChanged(live, want *unstructured.Unstructured) bool {
+	return !equality.Semantic.DeepEqual(live.Object["roleRef"], want.Object["roleRef"])
+}
+
+func setIdentity(out, want *unstructured.Unstructured) {
+	out.SetLabels(mergeLabels(out.GetLabels(), want.GetLabels()))
+	if s, ok := want.Object["subjects"]; ok {
+		out.Object["subjects"] = runtimeDeepCopy(s)
+	}
+}

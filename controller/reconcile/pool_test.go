@@ -1,0 +1,198 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+)
+
+func routedOf(st crd.InferenceServiceStatus) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, crd.ConditionRouted)
+}
+
+func routeBackend(t *testing.T, w *world) string {
+	t.Helper()
+	rules, _, _ := unstructured.NestedSlice(w.obs.HTTPRoute.Object, "spec", "rules")
+	if len(rules) == 0 {
+		t.Fatal("route without rules")
+	}
+	refs := rules[0].(map[string]interface{})["backendRefs"].([]interface{})
+	r := refs[0].(map[string]interface{})
+	return fmt.Sprint(r["kind"], "/", r["name"])
+}
+
+// acceptRoute and acceptPool write the parent's status as a Gateway does.
+func acceptRoute(w *world) {
+	r := w.obs.HTTPRoute.DeepCopy()
+	r.SetGeneration(1)
+	_ = unstructured.SetNestedSlice(r.Object, []interface{}{map[string]interface{}{
+		"parentRef":  map[string]interface{}{"name": "public", "namespace": "gw"},
+		"conditions": []interface{}{map[string]interface{}{"type": "Accepted", "status": "True", "observedGeneration": int64(1)}},
+	}}, "status", "parents")
+	w.obs.HTTPRoute = r
+}
+
+func setPoolStatus(w *world, accepted, resolved string) {
+	p := w.obs.InferencePool.DeepCopy()
+	_ = unstructured.SetNestedSlice(p.Object, []interface{}{map[string]interface{}{
+		"parentRef": map[string]interface{}{"name": "public", "namespace": "gw", "kind": "Gateway"},
+		"conditions": []interface{}{
+			map[string]interface{}{"type": "Accepted", "status": accepted, "reason": "Accepted"},
+			map[string]interface{}{"type": "ResolvedRefs", "status": resolved, "reason": "BackendNotFound", "message": "service qwen3-epp not found"},
+		},
+	}}, "status", "parents")
+	w.obs.InferencePool = p
+}
+
+func poolPod(name string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{kinds.InstanceLabel: "qwen3"}}}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	return p
+}
+
+func poolWorld() *world {
+	w := newWorld(1)
+	w.ext = crd.SpecExtensions{Gateway: &crd.Gateway{}}
+	w.f = Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}, InferencePools: true, PoolServed: true}
+	return w
+}
+
+// TestPoolRoute: with the InferencePool API served a model with spec.gateway gets a pool over
+// its pods and a picker, and its route goes to the pool only while the picker serves: the
+// Service carries requests before and whenever the picker is down. Routed says each step.
+func TestPoolRoute(t *testing.T) {
+	w := poolWorld()
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create HTTPRoute, "+
+		"create InferencePool, create EndpointPicker, create EndpointPickerService, create ServiceAccount, create RoleBinding" {
+		t.Fatalf("first reconcile: %s", got)
+	}
+	w.apply(out.Actions)
+	if got := routeBackend(t, w); got != "Service/qwen3" {
+		t.Fatalf("before the picker serves the route goes to %s", got)
+	}
+	if sel, _, _ := unstructured.NestedStringMap(w.obs.InferencePool.Object, "spec", "selector", "matchLabels"); sel[kinds.InstanceLabel] != "qwen3" || len(sel) != 1 {
+		t.Fatalf("pool selector %v", sel)
+	}
+	args := w.obs.Picker.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--pool-name=qwen3") || !slices.Contains(args, "--pool-namespace=default") || w.obs.Picker.Spec.Template.Spec.ServiceAccountName != "qwen3-epp" {
+		t.Fatalf("picker args %v, service account %q", args, w.obs.Picker.Spec.Template.Spec.ServiceAccountName)
+	}
+	if _, ok := w.obs.Picker.Spec.Template.Labels[kinds.InstanceLabel]; ok {
+		t.Fatal("the picker's pods carry the model's instance label: they would count as the model's")
+	}
+	acceptRoute(w)
+	out = w.reconcile()
+	if c := routedOf(out.Status); c == nil || c.Reason != ReasonPickerUnavailable || !strings.Contains(c.Message, "0 of 1 replicas available") {
+		t.Fatalf("Routed before the picker is ready: %+v", c)
+	}
+
+	// The picker serves: the route moves to the pool.
+	p := w.obs.Picker.DeepCopy()
+	p.Status.AvailableReplicas = 1
+	w.obs.Picker = p
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update HTTPRoute" {
+		t.Fatalf("picker ready: %s", got)
+	}
+	w.apply(out.Actions)
+	acceptRoute(w)
+	if got := routeBackend(t, w); got != "InferencePool/qwen3" {
+		t.Fatalf("with the picker serving the route goes to %s", got)
+	}
+	out = w.reconcile()
+	if c := routedOf(out.Status); c == nil || c.Reason != ReasonPoolNotAccepted || !strings.Contains(c.Message, "has not accepted it yet") {
+		t.Fatalf("Routed with no pool status: %+v", c)
+	}
+	setPoolStatus(w, "True", "False")
+	if c := routedOf(w.reconcile().Status); c == nil || c.Reason != ReasonPoolNotAccepted || !strings.Contains(c.Message, "service qwen3-epp not found") {
+		t.Fatalf("Routed with an unresolved picker: %+v", c)
+	}
+	setPoolStatus(w, "True", "True")
+	if c := routedOf(w.reconcile().Status); c == nil || c.Reason != ReasonNoPoolEndpoints {
+		t.Fatalf("Routed with no ready pod: %+v", c)
+	}
+	w.obs.Pods = []*corev1.Pod{poolPod("a")}
+	out = w.reconcile()
+	if c := routedOf(out.Status); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonPoolRoute || !strings.Contains(c.Message, "1 of 1 pods ready in the pool") {
+		t.Fatalf("Routed serving: %+v", c)
+	}
+	if len(out.Actions) != 0 {
+		t.Fatalf("converged pool route acts: %s", verbs(out.Actions))
+	}
+
+	// The picker goes down: the Service takes the requests again.
+	p = w.obs.Picker.DeepCopy()
+	p.Status.AvailableReplicas = 0
+	w.obs.Picker = p
+	out = w.reconcile()
+	w.apply(out.Actions)
+	if got := routeBackend(t, w); got != "Service/qwen3" {
+		t.Fatalf("picker down: the route goes to %s", got)
+	}
+}
+
+// TestPoolRouteDriftAndSwitchBack: the picker's owned fields are restored, a RoleBinding whose
+// role changed is made anew, and with the pool route off every child of it goes while the
+// route keeps the Service.
+func TestPoolRouteDriftAndSwitchBack(t *testing.T) {
+	w := poolWorld()
+	w.apply(w.reconcile().Actions)
+	d := w.obs.Picker.DeepCopy()
+	d.Spec.Template.Spec.Containers[0].Args = []string{"--pool-name=other"}
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar"})
+	w.obs.Picker = d
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update EndpointPicker" {
+		t.Fatalf("tampered picker: %s", got)
+	}
+	w.apply(out.Actions)
+	if c := w.obs.Picker.Spec.Template.Spec.Containers; !slices.Contains(c[0].Args, "--pool-name=qwen3") || len(c) != 2 {
+		t.Fatalf("restored picker containers %+v", c)
+	}
+	w.f.PickerClusterRole = "custom"
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "delete RoleBinding" {
+		t.Fatalf("role changed: %s", got)
+	}
+	w.apply(out.Actions)
+	if got := verbs(w.reconcile().Actions); got != "create RoleBinding" {
+		t.Fatalf("after the delete: %s", got)
+	}
+	w.f.InferencePools = false
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "delete InferencePool, delete EndpointPicker, delete EndpointPickerService, delete ServiceAccount" {
+		t.Fatalf("pool route off: %s", got)
+	}
+	if c := routedOf(out.Status); c == nil || c.Reason != ReasonRouteNotAccepted {
+		t.Fatalf("Routed: %+v", c)
+	}
+	w.apply(out.Actions)
+	acceptRoute(w)
+	if c := routedOf(w.reconcile().Status); c == nil || c.Reason != ReasonServiceRoute || !strings.Contains(c.Message, "--inference-pool=off") {
+		t.Fatalf("Routed after the switch back: %+v", c)
+	}
+}
+
+// TestPoolRouteMultiNodeSelectsLeaders: only a group's leader serves the API, so the pool
+// selects leaders.
+func TestPoolRouteMultiNodeSelectsLeaders(t *testing.T) {
+	w := poolWorld()
+	w.ext.MultiNode = &crd.MultiNode{Nodes: 2}
+	w.f.LeaderWorkerSets = true
+	d := DesiredChildren(w.isvc, &w.ext, w.f)
+	sel, _, _ := unstructured.NestedStringMap(d.Pool.Pool.Object, "spec", "selector", "matchLabels")
+	if sel[kinds.LWSWorkerLabel] != "0" || sel[kinds.InstanceLabel] != "qwen3" {
+		t.Fatalf("multi-node pool selector %v", sel)
+	}
+}
