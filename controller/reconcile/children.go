@@ -117,7 +117,7 @@ type Desired struct {
 	// Pool is the pool route's InferencePool and endpoint picker, with Features.InferencePools.
 	Pool     poolChildren
 	Scale    Scale
-	Selector       string
+	Selector string
 }
 
 // DesiredChildren builds the children the spec asks for.
