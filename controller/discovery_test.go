@@ -53,3 +53,29 @@ func TestDiscoverFeatures(t *testing.T) {
 		t.Fatal("--gateway-parent without a namespace accepted")
 	}
 }
+
+func TestDiscoverInferencePool(t *testing.T) {
+	pools := metav1.APIResourceList{GroupVersion: reconcile.InferencePoolGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: reconcile.InferencePoolGVR.Resource}}}
+	routes := reconcile.Features{HTTPRoutes: true}
+	for _, c := range []struct {
+		name         string
+		mode         string
+		f            reconcile.Features
+		disco        *fakediscovery.FakeDiscovery
+		pools, serve bool
+		watched      int
+		errors       bool
+	}{
+		{"served, auto", InferencePoolAuto, routes, discoveryServing(pools), true, true, 3, false},
+		{"served, off: watched, so the pool route's children can go", InferencePoolOff, routes, discoveryServing(pools), false, true, 3, false},
+		{"not served", InferencePoolAuto, routes, discoveryServing(), false, false, 2, false},
+		{"no HTTPRoutes", InferencePoolAuto, reconcile.Features{}, discoveryServing(pools), false, false, 0, false},
+		{"bad mode", "on", routes, discoveryServing(pools), false, false, 0, true},
+	} {
+		f := c.f
+		watch, err := DiscoverInferencePool(c.disco, c.mode, "img", "role", &f)
+		if (err != nil) != c.errors || f.InferencePools != c.pools || f.PoolServed != c.serve || len(watch) != c.watched {
+			t.Errorf("%s: pools %v served %v watch %v err %v", c.name, f.InferencePools, f.PoolServed, watch, err)
+		}
+	}
+}
