@@ -34,9 +34,13 @@ type Objects struct {
 	LeaderWorkerSet *unstructured.Unstructured
 	ReplicaSets     []*appsv1.ReplicaSet
 	Pods            []*corev1.Pod
-	Events          []corev1.Event // the namespace's, filtered here by the marked layer's objects
-	Operator        Operator
-	Now             time.Time
+	// HTTPRoute, InferencePool and Picker are the gateway layer's objects (nil when absent).
+	HTTPRoute     *unstructured.Unstructured
+	InferencePool *unstructured.Unstructured
+	Picker        *appsv1.Deployment
+	Events        []corev1.Event // the namespace's, filtered here by the marked layer's objects
+	Operator      Operator
+	Now           time.Time
 }
 
 // Build walks the layers of o. The crashed container's log is left for the caller to read
@@ -87,6 +91,7 @@ func Build(o Objects) Report {
 		}
 	}
 	r.Pods = podsLayer(pods, o.Now)
+	r.Route = routeLayer(o)
 
 	var causes []reconcile.Cause
 	var crashed []reconcile.CrashedRun
@@ -122,6 +127,9 @@ func mark(r Report, o Objects) (layer, next string) {
 		reason = r.Causes[0].Reason
 	case r.HPA != nil && r.HPA.Problem != "":
 		return LayerHPA, runbook[reasonHPA]
+	case r.Route != nil && r.Route.Status == string(metav1.ConditionFalse) && r.ISVC.Ready > 0:
+		// The pods serve; the gateway's way to them does not.
+		return LayerRoute, runbook[r.Route.Reason]
 	case r.ISVC.Ready < min(r.ISVC.Desired, deref(r.Deployment)):
 		// The cluster serves as asked but the status says otherwise: the operator has not
 		// written what it now sees.

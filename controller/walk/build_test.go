@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -180,5 +181,40 @@ func TestEveryFailingReasonHasANextStep(t *testing.T) {
 		if runbook[reason] == "" {
 			t.Errorf("%s (layer %s): no runbook line", reason, layerOf(reason))
 		}
+	}
+}
+
+// TestRouteLayer: a serving model whose picker is down is marked at the route layer, with the
+// picker's numbers, the route's backend and the runbook's next step; once Routed is True the
+// walk has nothing to mark.
+func TestRouteLayer(t *testing.T) {
+	o := model(2, 2)
+	o.ISVC.Status.Conditions = []metav1.Condition{{Type: crd.ConditionRouted, Status: metav1.ConditionFalse, Reason: reconcile.ReasonPickerUnavailable,
+		Message: "endpoint picker team-a/qwen3-epp has 0 of 1 replicas available"}}
+	o.HTTPRoute = &unstructured.Unstructured{Object: map[string]interface{}{
+		"metadata": map[string]interface{}{"name": "qwen3"},
+		"spec": map[string]interface{}{"rules": []interface{}{map[string]interface{}{
+			"backendRefs": []interface{}{map[string]interface{}{"kind": "Service", "name": "qwen3"}}}}},
+		"status": map[string]interface{}{"parents": []interface{}{map[string]interface{}{
+			"conditions": []interface{}{map[string]interface{}{"type": "Accepted", "status": "True"}}}}},
+	}}
+	o.InferencePool = &unstructured.Unstructured{Object: map[string]interface{}{"metadata": map[string]interface{}{"name": "qwen3"}}}
+	o.Picker = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "qwen3-epp"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	r := Build(o)
+	if r.Marked != LayerRoute || !strings.Contains(r.Next, "kubectl logs deploy/NAME-epp") {
+		t.Fatalf("marked %q, next %q", r.Marked, r.Next)
+	}
+	var b strings.Builder
+	if err := RenderWhy(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">> Route", "HTTPRoute qwen3", "to Service/qwen3, accepted; Routed False PickerUnavailable", "InferencePool qwen3", "picker qwen3-epp available 0 of 1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("why lacks %q:\n%s", want, b.String())
+		}
+	}
+	o.ISVC.Status.Conditions[0].Status, o.ISVC.Status.Conditions[0].Reason = metav1.ConditionTrue, reconcile.ReasonPoolRoute
+	if r := Build(o); r.Marked != "" {
+		t.Fatalf("routed through the pool, marked %q", r.Marked)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -89,6 +91,31 @@ func (s Source) objects(ctx context.Context, ns, name string) (Objects, error) {
 			return Objects{}, fmt.Errorf("leaderworkerset %s/%s: %w", ns, name, err)
 		default:
 			o.LeaderWorkerSet = l
+		}
+	}
+	// The gateway layer: the HTTPRoute and the InferencePool where their APIs are served (a
+	// 404 is "none"), and the picker's Deployment.
+	for _, g := range []struct {
+		gvr  schema.GroupVersionResource
+		into **unstructured.Unstructured
+	}{{reconcile.HTTPRouteGVR, &o.HTTPRoute}, {reconcile.InferencePoolGVR, &o.InferencePool}} {
+		u, err := s.Dyn.Resource(g.gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err): // the Routed condition still says it
+		case err != nil:
+			return Objects{}, fmt.Errorf("%s %s/%s: %w", g.gvr.Resource, ns, name, err)
+		default:
+			*g.into = u
+		}
+	}
+	if o.InferencePool != nil {
+		p, err := s.Kube.AppsV1().Deployments(ns).Get(ctx, reconcile.PickerName(name), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return Objects{}, fmt.Errorf("deployment %s/%s: %w", ns, reconcile.PickerName(name), err)
+		default:
+			o.Picker = p
 		}
 	}
 	sel := metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + name}

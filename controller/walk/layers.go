@@ -1,5 +1,6 @@
 // Each layer's numbers, as the report shows them: the HPA's, the Deployment's ReplicaSets (or
-// a LeaderWorkerSet's StatefulSets), the pods by state, and the crashed container.
+// a LeaderWorkerSet's StatefulSets), the pods by state, the crashed container, and the gateway's
+// way in (route, pool, picker).
 
 package walk
 
@@ -12,12 +13,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
@@ -237,4 +241,54 @@ func crashedOf(run reconcile.CrashedRun, pods []*corev1.Pod, now time.Time) *Cra
 		}
 	}
 	return nil
+}
+
+// routeLayer reads the gateway layer: the route's backend and its Gateway's verdict, the pool's
+// verdict and the picker's replicas, and the isvc's Routed condition, which says what they add
+// up to. nil for a model without an HTTPRoute or the condition.
+func routeLayer(o Objects) *RouteLayer {
+	c := meta.FindStatusCondition(o.ISVC.Status.Conditions, crd.ConditionRouted)
+	if o.HTTPRoute == nil && c == nil {
+		return nil
+	}
+	l := &RouteLayer{Route: "-"}
+	if c != nil {
+		l.Status, l.Reason, l.Message = string(c.Status), c.Reason, c.Message
+	}
+	if r := o.HTTPRoute; r != nil {
+		l.Route = r.GetName()
+		rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+		if len(rules) > 0 {
+			if refs, _, _ := unstructured.NestedSlice(rules[0].(map[string]interface{}), "backendRefs"); len(refs) > 0 {
+				ref, _ := refs[0].(map[string]interface{})
+				l.Backend = fmt.Sprint(ref["kind"], "/", ref["name"])
+			}
+		}
+		parents, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
+		for _, p := range parents {
+			conds, _, _ := unstructured.NestedSlice(p.(map[string]interface{}), "conditions")
+			for _, c := range conds {
+				if cm, ok := c.(map[string]interface{}); ok && cm["type"] == "Accepted" && cm["status"] == "True" {
+					l.Accepted = true
+				}
+			}
+		}
+	}
+	if p := o.InferencePool; p != nil {
+		pl := &PoolLayer{Name: p.GetName(), Picker: reconcile.PickerName(o.ISVC.Name), PickerMissing: o.Picker == nil}
+		parents, _, _ := unstructured.NestedSlice(p.Object, "status", "parents")
+		for _, pa := range parents {
+			conds, _, _ := unstructured.NestedSlice(pa.(map[string]interface{}), "conditions")
+			for _, c := range conds {
+				if cm, ok := c.(map[string]interface{}); ok && cm["type"] == "Accepted" {
+					pl.Accepted = fmt.Sprint(cm["status"])
+				}
+			}
+		}
+		if d := o.Picker; d != nil {
+			pl.PickerDesired, pl.PickerAvailable = ptr.Deref(d.Spec.Replicas, 1), d.Status.AvailableReplicas
+		}
+		l.Pool = pl
+	}
+	return l
 }

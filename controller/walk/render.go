@@ -96,6 +96,20 @@ func RenderWhy(w io.Writer, r Report) error {
 		states = []string{"none"}
 	}
 	row(LayerPods, fmt.Sprint(r.Pods.Total), strings.Join(states, ", "))
+	if rt := r.Route; rt != nil {
+		accepted := "not accepted"
+		if rt.Accepted {
+			accepted = "accepted"
+		}
+		row(LayerRoute, "HTTPRoute "+rt.Route, fmt.Sprintf("to %s, %s; Routed %s %s", orDash(rt.Backend), accepted, orDash(rt.Status), orDash(rt.Reason)))
+		if p := rt.Pool; p != nil {
+			picker := fmt.Sprintf("picker %s available %d of %d", p.Picker, p.PickerAvailable, p.PickerDesired)
+			if p.PickerMissing {
+				picker = "picker " + p.Picker + " missing"
+			}
+			row(LayerRoute, "InferencePool "+p.Name, fmt.Sprintf("Accepted %s, %s", orDash(p.Accepted), picker))
+		}
+	}
 	tw.Flush()
 
 	if len(r.Causes) > 0 {

@@ -11,6 +11,8 @@ const (
 	LayerDeployment = "Deployment"
 	LayerReplicaSet = "ReplicaSet"
 	LayerPods       = "Pods"
+	// LayerRoute is the gateway's way to the pods: HTTPRoute, InferencePool, endpoint picker.
+	LayerRoute = "Route"
 )
 
 // Report is the walk's outcome, what `why` prints and `--output json` encodes.
@@ -23,6 +25,8 @@ type Report struct {
 	Deployment  *DeploymentLayer  `json:"deployment,omitempty"`
 	ReplicaSets []ReplicaSetLayer `json:"replicaSets"`
 	Pods        PodsLayer         `json:"pods"`
+	// Route is the gateway layer, for a model with an HTTPRoute; nil without one.
+	Route *RouteLayer `json:"route,omitempty"`
 	// Marked is the first layer whose numbers do not add up; empty when the model serves as asked.
 	Marked string `json:"marked,omitempty"`
 	// Causes are the walk's findings, most blocking first.
@@ -140,4 +144,30 @@ type Crashed struct {
 	LogError string `json:"logError,omitempty"`
 	// run is what the log read is checked against: lines stamped outside it are another run's.
 	run reconcile.CrashedRun
+}
+
+// RouteLayer is the way in from the gateway: gateway -> route -> pool -> picker -> pods, as
+// their objects and the isvc's Routed condition say.
+type RouteLayer struct {
+	Route string `json:"route"`
+	// Backend is where the route sends requests: "Service/NAME" or "InferencePool/NAME".
+	Backend  string `json:"backend,omitempty"`
+	Accepted bool   `json:"accepted"`
+	// Pool is the model's InferencePool and picker; nil without the pool route.
+	Pool *PoolLayer `json:"pool,omitempty"`
+	// Status, Reason and Message are the isvc's Routed condition.
+	Status  string `json:"status,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// PoolLayer is the InferencePool, its endpoint picker's Deployment and the pods it selects.
+type PoolLayer struct {
+	Name string `json:"name"`
+	// Accepted is the Gateway's verdict on the pool ("" when it wrote none).
+	Accepted        string `json:"accepted,omitempty"`
+	Picker          string `json:"picker"`
+	PickerDesired   int32  `json:"pickerDesired"`
+	PickerAvailable int32  `json:"pickerAvailable"`
+	PickerMissing   bool   `json:"pickerMissing,omitempty"`
 }

@@ -135,6 +135,11 @@ func accessesUsed(reqs []testenv.Request) map[access]int {
 			continue
 		}
 		used[a]++
+		// Binding a ClusterRole needs bind on it (or every permission it grants): RBAC checks
+		// it on the RoleBinding's create.
+		if a.group == "rbac.authorization.k8s.io" && a.resource == "rolebindings" && a.verb == "create" {
+			used[access{group: "rbac.authorization.k8s.io", resource: "clusterroles", verb: "bind", name: reconcile.DefaultPickerClusterRole}]++
+		}
 		if r.BlockOwnerDeletion && (a.verb == "create" || a.verb == "update") {
 			used[access{group: crd.Group, resource: crd.Plural + "/finalizers", verb: "update"}]++
 		}
@@ -313,8 +318,15 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	t.Cleanup(func() {
 		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", standins)
 	})
+	// The Inference Extension's InferencePool (a stand-in): the pool route's children.
+	poolCRD := filepath.Join(env.Root, "test", "e2e", "testdata", "inferencepool_crd.yaml")
+	env.Kubectl(t, "apply", "-f", poolCRD)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", poolCRD)
+	})
 	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io",
-		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io", "--timeout=60s")
+		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io",
+		"crd/inferencepools.inference.networking.k8s.io", "--timeout=60s")
 
 	// The install's rules, for a ServiceAccount of the test's own.
 	const name = "isvc-rbac-exact"
@@ -401,6 +413,10 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		{group: "apps", resource: "deployments"}, {resource: "services"}, {group: "autoscaling", resource: "horizontalpodautoscalers"},
 		{group: "policy", resource: "poddisruptionbudgets"},
 		{group: "monitoring.coreos.com", resource: "servicemonitors"}, {group: "gateway.networking.k8s.io", resource: "httproutes"},
+		// The pool route's: the InferencePool, the picker's ServiceAccount and RoleBinding (its
+		// Deployment and Service are among the kinds above).
+		{group: "inference.networking.k8s.io", resource: "inferencepools"}, {resource: "serviceaccounts"},
+		{group: "rbac.authorization.k8s.io", resource: "rolebindings"},
 	}
 	with := func(verb string, as ...access) []access {
 		out := slices.Clone(as)
@@ -517,12 +533,16 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		"deployments": http.MethodPatch, "services": http.MethodPatch, "horizontalpodautoscalers": http.MethodPatch,
 		"poddisruptionbudgets": http.MethodPatch,
 		"servicemonitors":      http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
+		"inferencepools": http.MethodPut, "serviceaccounts": http.MethodPut, "rolebindings": http.MethodPut,
 	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
 	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
 	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
 	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
+	env.Kubectl(t, "-n", ns, "patch", "inferencepool", "m", "--type=merge", "-p", `{"spec":{"targetPorts":[{"number":1}]}}`)
+	env.Kubectl(t, "-n", ns, "label", "serviceaccount", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
+	env.Kubectl(t, "-n", ns, "label", "rolebinding", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", children...), append(with("update", children...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
@@ -566,7 +586,8 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	isvc["replicas"] = int64(1)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
-	waitCalled(t, wire, "Service, ServiceMonitor and HTTPRoute deleted", with("delete", children[1], children[4], children[5])...)
+	waitCalled(t, wire, "Service, ServiceMonitor, HTTPRoute and the pool route's children deleted",
+		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8])...)
 
 	// Deletion while the gateway refuses: the finalizer reads the namespace.
 	gwDown.Store("down", true)
