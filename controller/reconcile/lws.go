@@ -71,7 +71,7 @@ func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string
 		"--tensor-parallel-size", strconv.Itoa(int(tp)), "--pipeline-parallel-size", strconv.Itoa(int(pp)),
 		"--distributed-executor-backend", "ray"}
 	if len(ext.Adapters) > 0 {
-		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+		args = append(args, EnableLoRAArg, "--max-loras", maxLoRAsArg, "--max-cpu-loras", maxCPULoRAsArg)
 	}
 	return append(args, ext.EngineArgs...)
 }

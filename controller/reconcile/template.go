@@ -74,6 +74,13 @@ var portArg = strconv.Itoa(Port)
 // so a change of the adapters changes no argument and rolls no pod.
 var maxCPULoRAsArg = strconv.Itoa(crd.MaxAdapters)
 
+// maxLoRAsArg lets four adapters share a batch: vLLM's default, 1, runs requests for a second
+// adapter only after the first one's drain, so a model serving several adapters serves one
+// at a time (the scheduler's max_loras check). Each slot is GPU memory (a rank-max_lora_rank
+// pair of matrices per layer), so it stays a small constant, the same for every model so
+// adding an adapter rolls no pod; spec.engineArgs' --max-loras overrides it (the last wins).
+const maxLoRAsArg = "4"
+
 // ModelName is the name clients send for the base model: the operator passes
 // --served-model-name spec.model, as vLLM would default it, so the name is the operator's to
 // report (status.modelName) and a user's engine argument cannot change it.
@@ -95,7 +102,7 @@ func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string 
 		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(g)))
 	}
 	if len(ext.Adapters) > 0 {
-		args = append(args, EnableLoRAArg, "--max-cpu-loras", maxCPULoRAsArg)
+		args = append(args, EnableLoRAArg, "--max-loras", maxLoRAsArg, "--max-cpu-loras", maxCPULoRAsArg)
 		if r := maxLoRARank(ext.Adapters); r > 0 {
 			args = append(args, "--max-lora-rank", strconv.Itoa(r))
 		}
