@@ -205,6 +205,32 @@ func TestEndpointPicker(t *testing.T) {
 		t.Errorf("picker chose %v, want both of %v", seen, pool)
 	}
 	t.Logf("picks per endpoint: %v", seen)
+
+	// Scaled down to one pod, the pool follows the pods: the picker chooses only the pod left.
+	kubectl(t, "scale", "-n", ns, "deployment/model", "--replicas=1")
+	var left string
+	eventually(t, 60*time.Second, func() (bool, string) {
+		out := jsonpath(t, ns, "pods", `{range .items[?(@.metadata.labels.app=="model")]}{.status.podIP}{"\n"}{end}`)
+		ips := strings.Fields(out)
+		if len(ips) != 1 {
+			return false, "pods of the pool: " + out
+		}
+		left = ips[0] + ":8000"
+		return true, ""
+	})
+	eventually(t, 30*time.Second, func() (bool, string) {
+		for i := range 4 {
+			got, err := pick(ctx, client, []byte(completion))
+			if err != nil {
+				return false, err.Error()
+			}
+			if got.endpoint != left {
+				return false, fmt.Sprintf("pick %d chose %s, only %s is left", i, got.endpoint, left)
+			}
+		}
+		return true, ""
+	})
+	t.Logf("after the scale-down, every pick is %s", left)
 }
 
 // picked is what the picker answered for one request.

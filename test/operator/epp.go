@@ -115,7 +115,7 @@ func StartEPP(ctx context.Context, c *cluster.Cluster, bin, dir string, opts EPP
 
 // waitServing polls the health service until SERVING, the process's exit or the deadline.
 func (e *EPP) waitServing(ctx context.Context, timeout time.Duration) error {
-	conn, err := grpc.NewClient("passthrough:///"+e.Health, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+e.Health, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithNoProxy())
 	if err != nil {
 		return err
 	}
@@ -149,13 +149,14 @@ func (e *EPP) waitServing(ctx context.Context, timeout time.Duration) error {
 }
 
 // Dial is a gRPC client of the picker's ext_proc server, as a gateway connects: TLS without
-// verifying the self-signed certificate (or plaintext), straight to the loopback address.
+// verifying the self-signed certificate (or plaintext), straight to the loopback address (no
+// resolver, no proxy).
 func (e *EPP) Dial() (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if !e.plaintext {
 		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the picker's certificate is self-signed, made at its start
 	}
-	return grpc.NewClient("passthrough:///"+e.ExtProc, grpc.WithTransportCredentials(creds))
+	return grpc.NewClient("passthrough:///"+e.ExtProc, grpc.WithTransportCredentials(creds), grpc.WithNoProxy())
 }
 
 // Stop ends the picker with SIGTERM, killing it after timeout.
