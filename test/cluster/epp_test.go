@@ -1,34 +1,32 @@
-// The Gateway API Inference Extension's endpoint picker (test/epp, started by
-// operator.StartEPP) on the local cluster: for an InferencePool over a Deployment of fake vLLM
-// pods it answers a gateway's ext_proc exchange for an OpenAI /v1/completions request with one
-// of the pool's pods, and that pod serves the request.
+// The Gateway API Inference Extension's endpoint picker (test/epp: v1.5.0's scoring picker,
+// started by operator.StartEPP) behind the test gateway (test/epp/gateway, started by
+// operator.StartGateway) on the local cluster: an HTTPRoute sends /NS/model/v1/completions to an
+// InferencePool over a Deployment of fake vLLM pods; the gateway asks the picker over ext_proc
+// which pod serves each request and says which one did. Only HTTP here: the main module does
+// not import envoy's ext_proc types.
 
 package cluster_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-
 	"github.com/example/inferenceservice-operator/test/operator"
 )
 
 // eppPool is the model's Deployment of 2 fake vLLM pods (Ready once the server answers
-// /health), a vLLM pod outside the pool, the InferencePool selecting the Deployment's pods,
-// and the picker's ServiceAccount with the namespaced RBAC it needs: read the pool and the
-// pods (see test/epp/README.md).
+// /health), a vLLM pod outside the pool, a Service over the model's pods, the InferencePool
+// selecting them (its picker's port is patched in once the picker runs), and the picker's
+// ServiceAccount with the namespaced RBAC it needs: read the pool and the pods (see
+// test/epp/README.md).
 const eppPool = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: model}
@@ -67,6 +65,13 @@ spec:
     resources:
       limits: {nvidia.com/gpu: 1}
 ---
+apiVersion: v1
+kind: Service
+metadata: {name: model-direct}
+spec:
+  selector: {app: model}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
 apiVersion: inference.networking.k8s.io/v1
 kind: InferencePool
 metadata: {name: model}
@@ -77,6 +82,7 @@ spec:
   endpointPickerRef:
     name: model-epp
     port: {number: 9002}
+    failureMode: FailClose
 ---
 apiVersion: v1
 kind: ServiceAccount
@@ -101,16 +107,43 @@ subjects:
 - {kind: ServiceAccount, name: model-epp}
 `
 
-// completion is the body of the OpenAI /v1/completions request the gateway forwards.
-const completion = `{"model": "facebook/opt-125m", "prompt": "The capital of France is", "max_tokens": 4}`
+// eppRoute is what the operator writes for a model: one rule per inference path, the
+// namespace/name prefix replaced, to the InferencePool; and a rule to the plain Service.
+const eppRoute = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: model}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /NS/model/v1/completions}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v1/completions}}}]
+    backendRefs: [{group: inference.networking.k8s.io, kind: InferencePool, name: model}]
+  - matches: [{path: {type: PathPrefix, value: /NS/model/v1/chat/completions}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v1/chat/completions}}}]
+    backendRefs: [{group: inference.networking.k8s.io, kind: InferencePool, name: model}]
+  - matches: [{path: {type: PathPrefix, value: /NS/direct}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+    backendRefs: [{name: model-direct, port: 80}]
+`
+
+// eppBins are the picker and the gateway: skipped without them, failed under CI (make test
+// builds them).
+func eppBins(t *testing.T) (string, string) {
+	t.Helper()
+	bin, gw := os.Getenv(operator.EPPBinEnv), os.Getenv(operator.GatewayBinEnv)
+	if bin == "" || gw == "" {
+		msg := operator.EPPBinEnv + " or " + operator.GatewayBinEnv + " is unset: build them with `make epp` and run with " +
+			operator.EPPBinEnv + "=$PWD/test/epp/bin/epp " + operator.GatewayBinEnv + "=$PWD/test/epp/bin/gateway"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin, gw
+}
 
 func TestEndpointPicker(t *testing.T) {
-	// Not operator.Bin: that fails under CI, and `make test` does not build the picker yet
-	// (the operator makes no InferencePools); skipped everywhere without EPP_BIN.
-	bin := os.Getenv(operator.EPPBinEnv)
-	if bin == "" {
-		t.Skip(operator.EPPBinEnv + " is unset: build it with `make epp` and run with " + operator.EPPBinEnv + "=$PWD/test/epp/bin/epp")
-	}
+	bin, gwBin := eppBins(t)
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -143,7 +176,8 @@ func TestEndpointPicker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	epp, err := operator.StartEPP(ctx, c, bin, t.TempDir(), operator.EPPOptions{Namespace: ns, Pool: "model", Kubeconfig: kubeconfig})
+	dir := t.TempDir()
+	epp, err := operator.StartEPP(ctx, c, bin, dir, operator.EPPOptions{Namespace: ns, Pool: "model", Kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,152 +186,154 @@ func TestEndpointPicker(t *testing.T) {
 			t.Error(err)
 		}
 		if t.Failed() {
-			t.Logf("picker log %s", epp.LogPath)
+			t.Logf("picker log %s:\n%s", epp.LogPath, tail(epp.LogPath, 40))
 		}
 	})
-	t.Logf("picker ready: ext_proc %s, health %s", epp.ExtProc, epp.Health)
-	conn, err := epp.Dial()
+	t.Logf("picker ready: ext_proc %s, health %s, metrics %s", epp.ExtProc, epp.Health, epp.Metrics)
+
+	// The picker's Service: the local cluster's way to name a server outside its pods (an
+	// ExternalName that is an IP); the pool points at its port.
+	_, eppPort, _ := strings.Cut(epp.ExtProc, ":")
+	apply(t, ns, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: model-epp}
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+  ports: [{name: grpc, port: %s, appProtocol: http2}]
+`, eppPort))
+	kubectl(t, "patch", "-n", ns, "inferencepool/model", "--type=merge", "-p", `{"spec":{"endpointPickerRef":{"port":{"number":`+eppPort+`}}}}`)
+	apply(t, ns, strings.ReplaceAll(eppRoute, "/NS/", "/"+ns+"/"))
+
+	gwLog := filepath.Join(dir, "gateway.log")
+	addr, metricsAddr, stop, err := operator.StartGateway(ctx, gwBin, gwLog, "--gateway="+ns+"/gw", "--kubeconfig="+c.KubeconfigPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	client := extprocv3.NewExternalProcessorClient(conn)
-
-	// Ask until the picker has chosen each pod once (it round-robins over the pool's Ready
-	// pods), each answer one of the pool's endpoints, never the outsider.
-	seen := map[string]int{}
-	for i := 0; i < 20 && len(seen) < 2; i++ {
-		var got picked
-		eventually(t, 30*time.Second, func() (bool, string) {
-			var err error
-			got, err = pick(ctx, client, []byte(completion))
-			if err != nil {
-				return false, err.Error()
-			}
-			return true, ""
-		})
-		if !slices.Contains(pool, got.endpoint) {
-			t.Fatalf("request %d: picker chose %q, not one of the pool's %v", i, got.endpoint, pool)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
 		}
-		if got.header != got.endpoint {
-			t.Errorf("request %d: header x-gateway-destination-endpoint %q, dynamic metadata %q", i, got.header, got.endpoint)
+		if t.Failed() {
+			t.Logf("gateway log %s:\n%s", gwLog, tail(gwLog, 40))
 		}
-		if !bytes.Equal(got.body, []byte(completion)) {
-			t.Errorf("request %d: body passed on %q, want the request's %q", i, got.body, completion)
-		}
-		seen[got.endpoint]++
-		// What the gateway then does: the request, to the chosen pod.
-		if i == 0 {
-			res, err := (&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}).
-				Post("http://"+got.endpoint+"/v1/completions", "application/json", strings.NewReader(completion))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"choices"`) {
-				t.Fatalf("the chosen pod %s answered %d: %s", got.endpoint, res.StatusCode, b)
-			}
-			t.Logf("%s served the completion: %.200s", got.endpoint, b)
-		}
-	}
-	if len(seen) != 2 {
-		t.Errorf("picker chose %v, want both of %v", seen, pool)
-	}
-	t.Logf("picks per endpoint: %v", seen)
-
-	// Scaled down to one pod, the pool follows the pods: the picker chooses only the pod left.
-	kubectl(t, "scale", "-n", ns, "deployment/model", "--replicas=1")
-	var left string
-	eventually(t, 60*time.Second, func() (bool, string) {
-		out := jsonpath(t, ns, "pods", `{range .items[?(@.metadata.labels.app=="model")]}{.status.podIP}{"\n"}{end}`)
-		ips := strings.Fields(out)
-		if len(ips) != 1 {
-			return false, "pods of the pool: " + out
-		}
-		left = ips[0] + ":8000"
-		return true, ""
 	})
+	t.Logf("gateway %s, metrics %s", addr, metricsAddr)
+
+	// The gateway's status: the route accepted with its backends resolved, the pool accepted
+	// by the Gateway with its picker Service found.
 	eventually(t, 30*time.Second, func() (bool, string) {
-		for i := range 4 {
-			got, err := pick(ctx, client, []byte(completion))
-			if err != nil {
-				return false, err.Error()
-			}
-			if got.endpoint != left {
-				return false, fmt.Sprintf("pick %d chose %s, only %s is left", i, got.endpoint, left)
-			}
-		}
-		return true, ""
+		r := jsonpath(t, ns, "httproute/model", `{range .status.parents[*].conditions[*]}{.type}={.status}/{.observedGeneration} {end}`)
+		p := jsonpath(t, ns, "inferencepool/model", `{range .status.parents[?(@.parentRef.name=="gw")].conditions[*]}{.type}={.status} {end}`)
+		return strings.Contains(r, "Accepted=True/1") && strings.Contains(r, "ResolvedRefs=True/1") &&
+			strings.Contains(p, "Accepted=True") && strings.Contains(p, "ResolvedRefs=True"), "route: " + r + "; pool: " + p
 	})
-	t.Logf("after the scale-down, every pick is %s", left)
-}
 
-// picked is what the picker answered for one request.
-type picked struct {
-	endpoint string // dynamic metadata envoy.lb / x-gateway-destination-endpoint
-	header   string // the request header x-gateway-destination-endpoint it sets
-	body     []byte // the request body it streams back
-}
-
-// pick runs one request's ext_proc exchange as Envoy does in FULL_DUPLEX_STREAMED request
-// body mode: the request headers (not the end of the stream), then the body in one message
-// ending the stream; the picker answers the headers once it has the body (with the chosen
-// endpoint as a header mutation and as dynamic metadata), then the body, streamed back.
-func pick(ctx context.Context, client extprocv3.ExternalProcessorClient, body []byte) (picked, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	stream, err := client.Process(ctx)
-	if err != nil {
-		return picked{}, err
-	}
-	header := func(k, v string) *corev3.HeaderValue { return &corev3.HeaderValue{Key: k, RawValue: []byte(v)} }
-	if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
-			header(":method", "POST"), header(":scheme", "http"), header(":authority", "gateway.local"),
-			header(":path", "/v1/completions"), header("content-type", "application/json"),
-			header("content-length", fmt.Sprint(len(body))),
-		}}},
-	}}); err != nil {
-		return picked{}, err
-	}
-	if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true},
-	}}); err != nil {
-		return picked{}, err
-	}
-	var got picked
-	// Bounded: one headers answer, then body chunks up to the one ending the stream.
-	for range 64 {
-		res, err := stream.Recv()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	post := func(path, body string) (int, string, string) {
+		t.Helper()
+		res, err := hc.Post("http://"+addr+path, "application/json", strings.NewReader(body))
 		if err != nil {
-			return got, fmt.Errorf("ext_proc: %w", err)
+			t.Fatal(err)
 		}
-		switch r := res.Response.(type) {
-		case *extprocv3.ProcessingResponse_RequestHeaders:
-			for _, h := range r.RequestHeaders.GetResponse().GetHeaderMutation().GetSetHeaders() {
-				if h.GetHeader().GetKey() == "x-gateway-destination-endpoint" {
-					got.header = string(h.GetHeader().GetRawValue())
-				}
-			}
-			lb := res.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue()
-			got.endpoint = lb.GetFields()["x-gateway-destination-endpoint"].GetStringValue()
-			if got.endpoint == "" {
-				m, _ := json.Marshal(res.GetDynamicMetadata().AsMap())
-				return got, fmt.Errorf("no envoy.lb x-gateway-destination-endpoint in the dynamic metadata %s", m)
-			}
-		case *extprocv3.ProcessingResponse_RequestBody:
-			sr := r.RequestBody.GetResponse().GetBodyMutation().GetStreamedResponse()
-			got.body = append(got.body, sr.GetBody()...)
-			if sr.GetEndOfStream() {
-				if got.endpoint == "" {
-					return got, errors.New("the body came back before the headers' answer")
-				}
-				return got, stream.CloseSend()
-			}
-		default:
-			return got, fmt.Errorf("unexpected answer %T", r)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header.Get("x-gateway-destination-endpoint"), string(b)
+	}
+
+	// Requests through the gateway are answered by a pod of the pool, never the outsider.
+	completions := "/" + ns + "/model/v1/completions"
+	seen := map[string]int{}
+	for i := range 6 {
+		code, ep, body := post(completions, fmt.Sprintf(`{"model": "facebook/opt-125m", "prompt": "question %d: the capital of France is", "max_tokens": 2}`, i))
+		if code != http.StatusOK || !strings.Contains(body, `"choices"`) {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+		if !slices.Contains(pool, ep) {
+			t.Fatalf("request %d served by %q, not one of the pool's %v", i, ep, pool)
+		}
+		seen[ep]++
+	}
+	t.Logf("short prompts, served per pod: %v", seen)
+	code, ep, body := post("/"+ns+"/model/v1/chat/completions", `{"model": "facebook/opt-125m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}`)
+	if code != http.StatusOK || !slices.Contains(pool, ep) {
+		t.Fatalf("chat completion: %d from %q: %s", code, ep, body)
+	}
+
+	// Requests sharing a long prompt prefix land on one pod: the prefix-cache scorer (weight 3)
+	// outweighs the queue and KV-cache scorers (2 each) once the first has been routed.
+	prefix := strings.Repeat("In a village of La Mancha, the name of which I have no desire to call to mind, ", 30)
+	var first string
+	for i := range 8 {
+		code, ep, body := post(completions, fmt.Sprintf(`{"model": "facebook/opt-125m", "prompt": %q, "max_tokens": 2}`, prefix+fmt.Sprintf("Part %d.", i)))
+		if code != http.StatusOK {
+			t.Fatalf("prefix request %d: %d %s", i, code, body)
+		}
+		if i == 0 {
+			first = ep
+			continue
+		}
+		if ep != first {
+			t.Fatalf("prefix request %d served by %s, the first by %s: the shared prefix did not keep the pod", i, ep, first)
 		}
 	}
-	return got, errors.New("no end of the request body in 64 answers")
+	t.Logf("8 requests sharing a %d-character prefix: all served by %s", len(prefix), first)
+
+	// The Service backend: the selector's Ready pods, round-robin; a missing route is 404.
+	res, err := hc.Get("http://" + addr + "/" + ns + "/direct/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !slices.Contains(pool, res.Header.Get("x-gateway-destination-endpoint")) || !strings.Contains(string(b), "facebook/opt-125m") {
+		t.Fatalf("Service backend: %d from %q: %s", res.StatusCode, res.Header.Get("x-gateway-destination-endpoint"), b)
+	}
+	if code, _, body := post("/"+ns+"/nothing/v1/completions", `{}`); code != http.StatusNotFound {
+		t.Fatalf("unrouted path: %d %s, want 404", code, body)
+	}
+
+	// The gateway's metrics count what it routed.
+	res, err = hc.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`test_gateway_requests_total{backend_kind="InferencePool",code="200",endpoint="` + first + `"}`, `test_gateway_ext_proc_duration_seconds_count{pool="` + ns + `/model"}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("gateway metrics lack %s:\n%s", want, grep(string(b), "test_gateway"))
+		}
+	}
+
+	// FailClose: with the picker gone, requests to the pool are refused with a clear 503.
+	if err := epp.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body = post(completions, `{"model": "facebook/opt-125m", "prompt": "x", "max_tokens": 2}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "endpoint picker unavailable") {
+		t.Fatalf("picker stopped, FailClose: %d %s, want 503", code, body)
+	}
+	// FailOpen: any Ready pod of the pool.
+	kubectl(t, "patch", "-n", ns, "inferencepool/model", "--type=merge", "-p", `{"spec":{"endpointPickerRef":{"failureMode":"FailOpen"}}}`)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		code, ep, body := post(completions, `{"model": "facebook/opt-125m", "prompt": "x", "max_tokens": 2}`)
+		return code == http.StatusOK && slices.Contains(pool, ep), fmt.Sprintf("%d from %q: %s", code, ep, body)
+	})
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
