@@ -38,8 +38,9 @@ test: lint
 	# The local world's own tests (its own module: cluster DNS, vLLM's parser, model geometry,
 	# the fake kubelet and model server), compiled as build.sh compiles it, sharing its cache.
 	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
-	# The test gateway's own tests (route matching and rewriting, the ext_proc exchange).
-	cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./gateway
+	# test/epp's own tests: the picker's configurations load, the gateway's route matching and
+	# rewriting and its ext_proc exchange.
+	cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...
 	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
 	# e2e tests that run side by side (test/e2e/main_test.go says which may).
 	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
