@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -50,6 +52,7 @@ type gateway struct {
 	pickTimeout           time.Duration
 	factory               dynamicinformer.DynamicSharedInformerFactory
 	routes, pools, svcs   cache.GenericLister
+	pods                  cache.GenericLister
 	slices                cache.Indexer
 	trigger               chan struct{}
 	rr                    atomic.Uint64
@@ -96,6 +99,8 @@ func (g *gateway) start(ctx context.Context) error {
 	g.routes = g.factory.ForResource(routeGVR).Lister()
 	g.pools = g.factory.ForResource(poolGVR).Lister()
 	g.svcs = g.factory.ForResource(svcGVR).Lister()
+	g.pods = g.factory.ForResource(podGVR).Lister()
+	synced = append(synced, g.factory.ForResource(podGVR).Informer().HasSynced)
 	sl := g.factory.ForResource(sliceGVR).Informer()
 	if err := sl.AddIndexers(cache.Indexers{"service": func(obj any) ([]string, error) {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -232,7 +237,11 @@ func (g *gateway) chooseBackend(bs []Backend) (Backend, bool) {
 }
 
 // serviceEndpoints are the ready IP:port endpoints of the Service's port (the Service port
-// number, mapped to its EndpointSlice port by name), sorted as the slices list them.
+// number): from its EndpointSlices where there are any (the port mapped by name); else, for an
+// ExternalName Service whose externalName is an IP, that IP at the port (how the local cluster
+// registers a server outside its pods); else from the Ready pods its selector matches, at the
+// port's targetPort (the local cluster has no EndpointSlices: the API server refuses loopback
+// pod IPs in them, so its DNS reads pods too).
 func (g *gateway) serviceEndpoints(ns, name string, port int64) ([]string, error) {
 	obj, err := g.svcs.ByNamespace(ns).Get(name)
 	if err != nil {
@@ -240,18 +249,28 @@ func (g *gateway) serviceEndpoints(ns, name string, port int64) ([]string, error
 	}
 	svc := obj.(*unstructured.Unstructured)
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
-	portName, found := "", false
+	var sp map[string]any
 	for _, p := range ports {
 		pm, _ := p.(map[string]any)
 		if toInt(pm["port"]) == port || (port == 0 && len(ports) == 1) {
-			portName, _ = pm["name"].(string)
-			found = true
+			sp = pm
 			break
 		}
 	}
-	if !found {
+	if typ, _, _ := unstructured.NestedString(svc.Object, "spec", "type"); typ == "ExternalName" {
+		ext, _, _ := unstructured.NestedString(svc.Object, "spec", "externalName")
+		if net.ParseIP(ext) == nil {
+			return nil, fmt.Errorf("Service %s/%s: externalName %q is not an IP (no DNS here)", ns, name, ext)
+		}
+		if port == 0 {
+			return nil, fmt.Errorf("Service %s/%s: ExternalName needs the backend's port", ns, name)
+		}
+		return []string{net.JoinHostPort(ext, strconv.FormatInt(port, 10))}, nil
+	}
+	if sp == nil {
 		return nil, fmt.Errorf("Service %s/%s has no port %d", ns, name, port)
 	}
+	portName, _ := sp["name"].(string)
 	slices, err := g.slices.ByIndex("service", ns+"/"+name)
 	if err != nil {
 		return nil, err
@@ -282,7 +301,69 @@ func (g *gateway) serviceEndpoints(ns, name string, port int64) ([]string, error
 			}
 		}
 	}
+	if len(slices) > 0 {
+		return out, nil
+	}
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	if len(sel) == 0 {
+		return nil, nil
+	}
+	pods, err := g.pods.ByNamespace(ns).List(labels.SelectorFromSet(sel))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range pods {
+		pod := o.(*unstructured.Unstructured)
+		ip, ok := readyPodIP(pod)
+		if !ok {
+			continue
+		}
+		if tp := targetPort(pod, sp); tp > 0 {
+			out = append(out, net.JoinHostPort(ip, strconv.FormatInt(tp, 10)))
+		}
+	}
+	sort.Strings(out)
 	return out, nil
+}
+
+// readyPodIP is the pod's IP when it is Ready and not being deleted.
+func readyPodIP(pod *unstructured.Unstructured) (string, bool) {
+	ip, _, _ := unstructured.NestedString(pod.Object, "status", "podIP")
+	if ip == "" || pod.GetDeletionTimestamp() != nil {
+		return "", false
+	}
+	conds, _, _ := unstructured.NestedSlice(pod.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, _ := c.(map[string]any)
+		if cm["type"] == "Ready" && cm["status"] == "True" {
+			return ip, true
+		}
+	}
+	return "", false
+}
+
+// targetPort is the Service port's targetPort on pod: a number, or a container port's name
+// (default: the port itself).
+func targetPort(pod *unstructured.Unstructured, sp map[string]any) int64 {
+	switch tp := sp["targetPort"].(type) {
+	case string:
+		containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+		for _, c := range containers {
+			cm, _ := c.(map[string]any)
+			ports, _, _ := unstructured.NestedSlice(cm, "ports")
+			for _, p := range ports {
+				pm, _ := p.(map[string]any)
+				if pm["name"] == tp {
+					return toInt(pm["containerPort"])
+				}
+			}
+		}
+		return 0
+	case nil:
+		return toInt(sp["port"])
+	default:
+		return toInt(tp)
+	}
 }
 
 // pickFromPool asks the pool's endpoint picker for the endpoint; on failure FailClose answers
@@ -330,7 +411,7 @@ func (g *gateway) pickFromPool(ctx context.Context, be Backend, r *http.Request,
 	if mode != "FailOpen" {
 		return Picked{}, http.StatusServiceUnavailable, fmt.Errorf("InferencePool %s (FailClose): endpoint picker unavailable: %v", poolID, err)
 	}
-	ep, ferr := g.anyPoolPod(ctx, pool)
+	ep, ferr := g.anyPoolPod(pool)
 	if ferr != nil {
 		return Picked{}, http.StatusServiceUnavailable, fmt.Errorf("InferencePool %s (FailOpen): picker failed (%v) and no pod to fall back to: %v", poolID, err, ferr)
 	}
@@ -338,38 +419,28 @@ func (g *gateway) pickFromPool(ctx context.Context, be Backend, r *http.Request,
 }
 
 // anyPoolPod is a Ready pod of the pool, at its first target port (FailOpen's fallback).
-func (g *gateway) anyPoolPod(ctx context.Context, pool *unstructured.Unstructured) (string, error) {
+func (g *gateway) anyPoolPod(pool *unstructured.Unstructured) (string, error) {
 	sel, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "selector", "matchLabels")
 	ports, _, _ := unstructured.NestedSlice(pool.Object, "spec", "targetPorts")
-	if len(ports) == 0 {
-		return "", errors.New("no targetPorts")
+	if len(ports) == 0 || len(sel) == 0 {
+		return "", errors.New("no targetPorts or selector")
 	}
 	pm, _ := ports[0].(map[string]any)
 	port := toInt(pm["number"])
-	var parts []string
-	for k, v := range sel {
-		parts = append(parts, k+"="+v)
-	}
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	list, err := g.dyn.Resource(podGVR).Namespace(pool.GetNamespace()).List(lctx, metav1.ListOptions{LabelSelector: strings.Join(parts, ",")})
+	pods, err := g.pods.ByNamespace(pool.GetNamespace()).List(labels.SelectorFromSet(sel))
 	if err != nil {
 		return "", err
 	}
 	var ready []string
-	for _, p := range list.Items {
-		ip, _, _ := unstructured.NestedString(p.Object, "status", "podIP")
-		conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
-		for _, c := range conds {
-			cm, _ := c.(map[string]any)
-			if cm["type"] == "Ready" && cm["status"] == "True" && ip != "" && p.GetDeletionTimestamp() == nil {
-				ready = append(ready, net.JoinHostPort(ip, strconv.FormatInt(port, 10)))
-			}
+	for _, o := range pods {
+		if ip, ok := readyPodIP(o.(*unstructured.Unstructured)); ok {
+			ready = append(ready, net.JoinHostPort(ip, strconv.FormatInt(port, 10)))
 		}
 	}
 	if len(ready) == 0 {
 		return "", errors.New("no Ready pod")
 	}
+	sort.Strings(ready)
 	return ready[int(g.rr.Add(1)-1)%len(ready)], nil
 }
 
