@@ -306,6 +306,21 @@ spec:
 		}
 	}
 
+	// The picker's own metrics: the pool's Ready pods and what it scraped from them (the
+	// collector refreshes every --refresh-prometheus-metrics-interval, 5s).
+	var poolMetrics string
+	eventually(t, 30*time.Second, func() (bool, string) {
+		res, err := hc.Get("http://" + epp.Metrics + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		poolMetrics = grep(string(b), "inference_pool_")
+		return strings.Contains(poolMetrics, `inference_pool_ready_pods{name="model"} 2`), poolMetrics
+	})
+	t.Logf("picker metrics:\n%s", poolMetrics)
+
 	// FailClose: with the picker gone, requests to the pool are refused with a clear 503.
 	if err := epp.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
