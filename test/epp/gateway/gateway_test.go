@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ type fakePicker struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	endpoint string
 	sawPath  chan string
-	fail     bool
+	fail     atomic.Bool
 }
 
 func (f *fakePicker) Process(s extprocv3.ExternalProcessor_ProcessServer) error {
@@ -126,7 +127,7 @@ func (f *fakePicker) Process(s extprocv3.ExternalProcessor_ProcessServer) error 
 			if !r.RequestBody.GetEndOfStream() {
 				continue
 			}
-			if f.fail {
+			if f.fail.Load() {
 				return errors.New("no pods available")
 			}
 			md, _ := structpb.NewStruct(map[string]any{"envoy.lb": map[string]any{DestinationHeader: f.endpoint}})
@@ -196,7 +197,7 @@ func TestPickExchange(t *testing.T) {
 		t.Errorf("body passed on %q (%v), want the picker's rewrite", p.Body, err)
 	}
 
-	f.fail = true
+	f.fail.Store(true)
 	if _, err := Pick(ctx, client, r, "/v1/completions", []byte(body)); err == nil || !strings.Contains(err.Error(), "no pods available") {
 		t.Errorf("a failing picker: err %v", err)
 	}
