@@ -4,7 +4,7 @@ GO ?= go
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws manifests lint bench bench-10k bench-kserve bench-adapter fuzz faults-full
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
@@ -26,18 +26,25 @@ KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
 # How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
 E2E_PARALLEL ?= 4
+EPP_BIN ?= $(CURDIR)/test/epp/bin/epp
+# build.sh builds the test gateway next to the picker.
+GATEWAY_BIN ?= $(dir $(EPP_BIN))gateway
 test: lint
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/helm/build.sh $(HELM_BIN)
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
+	test/epp/build.sh $(EPP_BIN)
 	# The local world's own tests (its own module: cluster DNS, vLLM's parser, model geometry,
 	# the fake kubelet and model server), compiled as build.sh compiles it, sharing its cache.
 	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
+	# test/epp's own tests: the picker's configurations load, the gateway's route matching and
+	# rewriting and its ext_proc exchange.
+	cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...
 	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
 	# e2e tests that run side by side (test/e2e/main_test.go says which may).
 	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
-		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
+		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
 	# about 5-11 s a target on 2 cores.
@@ -87,6 +94,13 @@ kueue:
 # skipped while go.mod, go.sum and the script are unchanged.
 lws:
 	test/lws/build.sh $(LWS_BIN)
+
+# The Gateway API Inference Extension's endpoint picker (v1.5.0, the scoring picker) and the
+# test gateway, built from test/epp, for test/cluster's TestEndpointPicker (`make test` builds
+# them too; the test skips without EPP_BIN and GATEWAY_BIN, and fails under CI). Skipped while
+# their inputs are unchanged.
+epp:
+	test/epp/build.sh $(EPP_BIN)
 
 # Regenerate the CRD manifest from crd.Definition().
 manifests:

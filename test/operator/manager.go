@@ -187,8 +187,13 @@ type Manager struct {
 
 // start runs cmd with its output in the manager's log; the process dies with the test's.
 func (m *Manager) start(cmd *exec.Cmd) error {
+	return m.startLog(cmd, filepath.Join(m.dir, m.name+".log"))
+}
+
+// startLog starts cmd with its output in logPath.
+func (m *Manager) startLog(cmd *exec.Cmd, logPath string) error {
 	var err error
-	m.done, m.LogPath = make(chan struct{}), filepath.Join(m.dir, m.name+".log")
+	m.done, m.LogPath = make(chan struct{}), logPath
 	if m.log, err = os.Create(m.LogPath); err != nil {
 		return err
 	}
