@@ -32,6 +32,8 @@ var env struct {
 	gateway *fakeGateway
 	op      *operator.Process
 	resync  time.Duration
+	// execImages: the cluster's kubelet runs the endpoint picker's image from EPP_BIN.
+	execImages bool
 }
 
 func TestMain(m *testing.M) {
@@ -42,7 +44,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var err error
-	env.Env, err = testenv.Setup(ctx, cluster.Options{}, "e2e")
+	var opts cluster.Options
+	if bin := os.Getenv(operator.EPPBinEnv); bin != "" {
+		opts.ExtraArgs = []string{"--exec-image=" + operator.EPPImageRepository + "=" + bin}
+		env.execImages = true
+	}
+	env.Env, err = testenv.Setup(ctx, opts, "e2e")
 	if err == nil {
 		env.gateway = newFakeGateway()
 		env.resync = 2 * time.Second

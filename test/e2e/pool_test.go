@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/operator"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// poolBins are the endpoint picker and the test gateway (make epp); without them the test is
+// skipped on a developer's machine and fails under CI, which builds them.
+func poolBins(t *testing.T) (epp, gateway string) {
+	t.Helper()
+	epp, gateway = os.Getenv(operator.EPPBinEnv), os.Getenv(operator.GatewayBinEnv)
+	if epp == "" || gateway == "" || !env.execImages {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s and %s must name the picker and the gateway (make epp builds them)", operator.EPPBinEnv, operator.GatewayBinEnv)
+		}
+		t.Skipf("%s or %s unset (make epp)", operator.EPPBinEnv, operator.GatewayBinEnv)
+	}
+	return epp, gateway
+}
+
+// TestPoolRoute: where the Inference Extension's InferencePool is served, a model with
+// spec.gateway gets a pool and an endpoint picker, which the local kubelet runs from the
+// extension's own code; the route goes to the Service until the picker serves, then to the
+// pool, and the gateway sends each request where the picker says. Requests sharing a long
+// prefix land on one pod. The picker killed: the route goes back to the Service and requests
+// are still answered; back, the pool again. Deleted, the pool route's children go with it.
+func TestPoolRoute(t *testing.T) {
+	eppBin, gwBin := poolBins(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	crds := []string{filepath.Join(operator.EPPManifests(eppBin), "crd"), filepath.Join(env.Root, "test", "e2e", "testdata", "optional_crds.yaml")}
+	for _, f := range crds {
+		env.Kubectl(t, "apply", "-f", f)
+		env.Kubectl(t, "wait", "--for=condition=Established", "-f", f, "--timeout=60s")
+	}
+	// The operator discovers optional kinds at start: restart it with the gateway's parent.
+	const parent = "gateway-system/public"
+	stopOperator(t)
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+parent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+		stopOperator(t)
+		for _, f := range crds {
+			env.Kubectl(t, "delete", "-f", f, "--wait=true", "--timeout=60s")
+		}
+		restartOperator(t)
+	})
+	gw, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway.log"), "--kubeconfig="+env.Cluster.Kubeconfig, "--gateway="+parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: m
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/m"}}'}
+spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
+`)
+	routed := func(want string, timeout time.Duration) *metav1.Condition {
+		t.Helper()
+		var c *metav1.Condition
+		testenv.Eventually(t, timeout, "Routed "+want, func() error {
+			i, err := env.ISVC(ns, "m")
+			if err != nil {
+				return err
+			}
+			if c = meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted); c == nil || c.Reason != want || i.Status.ReadyReplicas != 2 {
+				return fmt.Errorf("ready %d, Routed %+v", i.Status.ReadyReplicas, c)
+			}
+			return nil
+		})
+		return c
+	}
+	c := routed(reconcile.ReasonPoolRoute, 3*time.Minute)
+	t.Logf("Routed: %s %s: %s", c.Status, c.Reason, c.Message)
+	if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "2 of 2 pods ready in the pool") {
+		t.Fatalf("Routed %+v", c)
+	}
+	backend := func() string {
+		u, err := env.Dyn.Resource(reconcile.HTTPRouteGVR).Namespace(ns).Get(ctx, "m", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		ref := rules[0].(map[string]any)["backendRefs"].([]any)[0].(map[string]any)
+		return fmt.Sprint(ref["kind"], "/", ref["name"])
+	}
+	if b := backend(); b != "InferencePool/m" {
+		t.Fatalf("route backend %s", b)
+	}
+	pods := map[string]bool{}
+	list, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		pods[p.Status.PodIP+":8000"] = true
+	}
+
+	// One long system prompt, many turns: once a pod holds it, the picker keeps the chat there.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	url := "http://" + gw.Addr + "/" + ns + "/m/v1/completions"
+	ask := func(prompt string) (endpoint string, err error) {
+		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-8B", "prompt": prompt, "max_tokens": 1})
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+		}
+		return resp.Header.Get("x-gateway-destination-endpoint"), nil
+	}
+	system := "System:" + strings.Repeat(" you answer briefly and precisely about the cluster", 60)
+	history, seen := system, map[string]int{}
+	for turn := 0; turn < 8; turn++ {
+		history += fmt.Sprintf("\nUser: question %d about pods and nodes\nAssistant:", turn)
+		ep, err := ask(history)
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		if !pods[ep] {
+			t.Fatalf("turn %d served by %q, not a pod of the pool %v", turn, ep, pods)
+		}
+		seen[ep]++
+		history += " an answer of a few words"
+	}
+	if len(seen) != 1 {
+		t.Fatalf("a chat's turns spread over %v: the picker's prefix scorer should keep them on the pod that holds the prefix", seen)
+	}
+	t.Logf("8 turns of one chat, all on %v", seen)
+
+	// The picker down (its Deployment scaled to zero by hand): the operator sends the route back
+	// to the Service until the picker serves again, and scales it back, since it owns the
+	// picker's replicas. Polled every 100 ms, with a request each time: what the isvc said,
+	// where the route went, how the requests fared.
+	env.Kubectl(t, "-n", ns, "scale", "deployment", reconcile.PickerName("m"), "--replicas=0")
+	reasons, backends := map[string]bool{}, map[string]bool{}
+	okOnService, failed := 0, 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if i, err := env.ISVC(ns, "m"); err == nil {
+			if c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted); c != nil {
+				reasons[c.Reason] = true
+			}
+		}
+		b := backend()
+		backends[b] = true
+		if _, err := ask(system + "\nUser: still there?\nAssistant:"); err != nil {
+			failed++
+		} else if b == "Service/m" {
+			okOnService++
+		}
+		if reasons[reconcile.ReasonPickerUnavailable] && backends["Service/m"] && b == "InferencePool/m" && okOnService > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the picker went down: Routed reasons %v, backends %v, %d answered through the Service, %d failed", reasons, backends, okOnService, failed)
+		}
+		time.Sleep(100 * time.Millisecond) // the poll's period, bounded by the deadline above
+	}
+	t.Logf("picker down and back: Routed reasons %v, backends %v, %d requests answered through the Service, %d failed (the picker gone before the route moved)", reasons, backends, okOnService, failed)
+	routed(reconcile.ReasonPoolRoute, time.Minute)
+
+	env.Kubectl(t, "delete", "isvc", "m", "-n", ns, "--wait=true", "--timeout=60s")
+	testenv.Eventually(t, time.Minute, "the pool route's children gone", func() error {
+		var left []string
+		if _, err := env.Dyn.Resource(reconcile.InferencePoolGVR).Namespace(ns).Get(ctx, "m", metav1.GetOptions{}); err == nil {
+			left = append(left, "InferencePool")
+		}
+		if _, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, reconcile.PickerName("m"), metav1.GetOptions{}); err == nil {
+			left = append(left, "picker Deployment")
+		}
+		if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, reconcile.PickerName("m"), metav1.GetOptions{}); err == nil {
+			left = append(left, "ServiceAccount")
+		}
+		if _, err := env.Kube.RbacV1().RoleBindings(ns).Get(ctx, reconcile.PickerName("m"), metav1.GetOptions{}); err == nil {
+			left = append(left, "RoleBinding")
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+}
