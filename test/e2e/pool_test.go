@@ -48,7 +48,8 @@ func TestPoolRoute(t *testing.T) {
 	eppBin, gwBin := poolBins(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	crds := []string{filepath.Join(operator.EPPManifests(eppBin), "crd"), filepath.Join(env.Root, "test", "e2e", "testdata", "optional_crds.yaml")}
+	// The extension's InferencePool and an HTTPRoute stand-in with its status subresource.
+	crds := []string{filepath.Join(operator.EPPManifests(eppBin), "crd")}
 	for _, f := range crds {
 		env.Kubectl(t, "apply", "-f", f)
 		env.Kubectl(t, "wait", "--for=condition=Established", "-f", f, "--timeout=60s")
@@ -67,11 +68,11 @@ func TestPoolRoute(t *testing.T) {
 		}
 		restartOperator(t)
 	})
-	gw, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway.log"), "--kubeconfig="+env.Cluster.Kubeconfig, "--gateway="+parent)
+	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway.log"), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+parent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(gw.Stop)
+	t.Cleanup(func() { _ = stopGW() })
 
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
@@ -123,7 +124,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 
 	// One long system prompt, many turns: once a pod holds it, the picker keeps the chat there.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	url := "http://" + gw.Addr + "/" + ns + "/m/v1/completions"
+	url := "http://" + gwAddr + "/" + ns + "/m/v1/completions"
 	ask := func(prompt string) (endpoint string, err error) {
 		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-8B", "prompt": prompt, "max_tokens": 1})
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))

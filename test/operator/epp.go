@@ -29,6 +29,10 @@ import (
 // are in the directory next to it, EPPManifests(bin).
 const EPPBinEnv = "EPP_BIN"
 
+// EPPImageRepository is the extension's picker image, without its tag: the local cluster's
+// kubelet runs EPP_BIN for a container of it (--exec-image), as the operator's pickers use it.
+const EPPImageRepository = "registry.k8s.io/gateway-api-inference-extension/epp"
+
 // EPPHealthService is the service a Deployment's gRPC probe names; the picker (as cmd/epp)
 // answers SERVING for any name once its InferencePool is read.
 const EPPHealthService = "inference-extension"

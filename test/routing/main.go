@@ -113,7 +113,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		return nil, err
 	}
 	defer e.Teardown(os.Getenv("ROUTING_KEEP") != "")
-	for _, f := range []string{filepath.Join(operator.EPPManifests(eppBin), "crd"), filepath.Join(e.Root, "test", "e2e", "testdata", "optional_crds.yaml")} {
+	for _, f := range []string{filepath.Join(operator.EPPManifests(eppBin), "crd")} {
 		if _, _, err := e.Cluster.Kubectl(ctx, "apply", "-f", f); err != nil {
 			return nil, err
 		}
@@ -124,11 +124,11 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if _, _, err := e.Cluster.Kubectl(ctx, "create", "namespace", namespace); err != nil {
 		return nil, err
 	}
-	gw, err := operator.StartGateway(ctx, gwBin, filepath.Join(e.Dir, "gateway.log"), "--kubeconfig="+e.Cluster.Kubeconfig, "--gateway="+parent)
+	gwAddr, _, stopGW, err := operator.StartGateway(ctx, gwBin, filepath.Join(e.Dir, "gateway.log"), "--kubeconfig="+e.Cluster.KubeconfigPath(), "--gateway="+parent)
 	if err != nil {
 		return nil, err
 	}
-	defer gw.Stop()
+	defer func() { _ = stopGW() }()
 
 	var results []Result
 	for _, mode := range []string{"off", "auto"} {
@@ -158,7 +158,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		fmt.Fprintf(c.Log, "routing: %s after %.1fs: %s\n", routed.Reason, time.Since(switched).Seconds(), routed.Message)
 		w := c.Workload
 		w.Seed = int64(len(results) + 1) // fresh prompts: nothing the first run cached helps the second
-		r, err := measure(ctx, e, gw, w, c.Timeout)
+		r, err := measure(ctx, e, gwAddr, w, c.Timeout)
 		if err != nil {
 			_ = op.Stop(30 * time.Second)
 			return nil, err
@@ -235,7 +235,7 @@ func waitRouted(ctx context.Context, e *testenv.Env, want string, timeout time.D
 
 // measure sends the workload through the gateway and reads the model servers' counters
 // before and after.
-func measure(ctx context.Context, e *testenv.Env, gw *operator.Gateway, w Workload, timeout time.Duration) (Result, error) {
+func measure(ctx context.Context, e *testenv.Env, gwAddr string, w Workload, timeout time.Duration) (Result, error) {
 	before, err := serverCounters(ctx, e)
 	if err != nil {
 		return Result{}, err
@@ -243,7 +243,7 @@ func measure(ctx context.Context, e *testenv.Env, gw *operator.Gateway, w Worklo
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: w.Workers}}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
-	samples := w.run(runCtx, client, "http://"+gw.Addr+"/"+namespace+"/"+modelName+"/v1/completions", modelName)
+	samples := w.run(runCtx, client, "http://"+gwAddr+"/"+namespace+"/"+modelName+"/v1/completions", modelName)
 	cancel()
 	wall := time.Since(start)
 	after, err := serverCounters(ctx, e)
@@ -293,7 +293,8 @@ func serverCounters(ctx context.Context, e *testenv.Env) (counters, error) {
 		if err != nil {
 			return c, fmt.Errorf("pod %s metrics: %w", p.Name, err)
 		}
-		fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			return c, fmt.Errorf("pod %s metrics: %w", p.Name, err)
