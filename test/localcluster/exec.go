@@ -145,7 +145,7 @@ func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog
 	}
 	argv := execArgv(spec.Exec, spec.Command, spec.Args)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = execEnv(spec.Env)
+	cmd.Env = execEnv(spec.Env, spec.Dir)
 	cmd.Dir = spec.Dir
 	// Its own process group, killed as a whole as a container's processes die with it; the
 	// leader also dies with this process if it is killed without a chance to stop it.
@@ -230,10 +230,10 @@ func exitOf(ps *os.ProcessState, err error) exitStatus {
 	return exitStatus{Code: 0, Reason: "Completed"}
 }
 
-// execEnv is the process's environment: the container's, over a PATH and HOME so ordinary
-// programs work (an image would set them).
-func execEnv(env map[string]string) []string {
-	base := map[string]string{"PATH": os.Getenv("PATH"), "HOME": "/"}
+// execEnv is the process's environment: the container's, over this machine's PATH and a HOME
+// in the container's own directory, so ordinary programs work (an image would set both).
+func execEnv(env map[string]string, dir string) []string {
+	base := map[string]string{"PATH": os.Getenv("PATH"), "HOME": dir}
 	for k, v := range env {
 		base[k] = v
 	}
