@@ -164,6 +164,7 @@ func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog
 	}
 	err = cmd.Start()
 	if err == nil {
+		p.cmd, p.pid = cmd, cmd.Process.Pid // before another goroutine can find it to stop it
 		k.procs.live[p] = struct{}{}
 	}
 	k.procs.mu.Unlock()
@@ -172,7 +173,6 @@ func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog
 		r.Close()
 		return fail(fmt.Errorf("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: %q: %v", argv[0], err))
 	}
-	p.cmd, p.pid = cmd, cmd.Process.Pid
 	output := make(chan struct{})
 	go func() {
 		defer close(output)
