@@ -47,7 +47,7 @@ type ctr struct {
 
 	// Serving containers (serve.go): the process, its prober's stop, the run they belong to.
 	serve  bool
-	srv    *modelServer
+	srv    process
 	stopCh chan struct{}
 	run    int
 	cfgErr string   // the CreateContainerConfigError message
@@ -208,7 +208,7 @@ func (c *ctr) crashWith(ps *podState, now time.Time, code int32, reason string) 
 	c.state = csTerminated
 	c.readyAt = time.Time{}
 	c.nextProbe = time.Time{}
-	if ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+	if ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever || (ps.pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && code == 0) {
 		c.next = time.Time{}
 		return
 	}

@@ -203,8 +203,8 @@ func (ps *podState) applyGPUFault() {
 		return
 	}
 	for _, c := range ps.ctrs {
-		if c.state == csRunning && c.srv != nil && gpuCount(&c.spec) > 0 {
-			c.srv.GPUFault(f)
+		if ms, ok := c.srv.(*modelServer); ok && c.state == csRunning && gpuCount(&c.spec) > 0 {
+			ms.GPUFault(f)
 		}
 	}
 }

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +36,13 @@ type kubeletConfig struct {
 	// dnsServer is the cluster DNS (clusterdns.go) ClusterFirst pods resolve through; "": none,
 	// no name resolves.
 	dnsServer string
+	// execImages run as real processes (exec.go, --exec-image); their kubeconfig names the
+	// API server apiServer and the CA in caFile, and lives with their working directories
+	// under execDir.
+	execImages execImages
+	apiServer  string
+	caFile     string
+	execDir    string
 }
 
 type kubelet struct {
@@ -59,6 +68,8 @@ type kubelet struct {
 	faults   map[string]gpuFault
 	// images is what each node holds and how long it pulls what it lacks (pull.go).
 	images *nodeImages
+	// procs are the exec containers' live processes (exec.go).
+	procs *execProcs
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -85,9 +96,13 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		podLogs:   map[types.UID][]string{},
 		faults:    map[string]gpuFault{},
 		images:    newNodeImages(),
+		procs:     newExecProcs(),
 	}
 	if k.cfg.server.Ray == nil {
 		k.cfg.server.Ray = newRayCluster() // every fake node's pods are one network
+	}
+	if k.cfg.execDir == "" && len(k.cfg.execImages) > 0 {
+		k.cfg.execDir = filepath.Join(os.TempDir(), "localcluster-exec-"+strconv.Itoa(os.Getpid()))
 	}
 	if k.cfg.server.Weights == nil {
 		// What each volume holds: a restarted container finds what its pod's emptyDir or a PVC
@@ -134,6 +149,10 @@ func (k *kubelet) run(ctx context.Context) error {
 				k.stopWorker(pod.UID)
 				k.ips.release(pod.UID)
 				k.dropLogs(pod.UID)
+				k.wg.Go(func() {
+					k.stopPod(pod) // deleted without a grace period (--force): still SIGTERM first
+					k.dropExecDir(pod.UID)
+				})
 			}
 		},
 	})
@@ -229,6 +248,7 @@ func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
 	for _, c := range pod.Spec.Containers {
 		rec.Eventf(containerRef(pod, c.Name, false), v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
 	}
+	k.stopPod(pod) // exec containers' processes end before the pod goes
 	zero := int64(0)
 	uid := pod.UID
 	err := k.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

@@ -89,7 +89,9 @@ func run() int {
 		maxNumSeqs  = flag.Int("vllm-max-num-seqs", 0, "fake vLLM server: engine slots when the container passes no --max-num-seqs (0: vLLM's 256)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
+		execs       execImages
 	)
+	flag.Var(&execs, "exec-image", "fake kubelet, repeatable: PREFIX=PATH runs a container whose image's repository is PREFIX (any tag or digest; a PREFIX ending in / : every repository under it) as a real process of the executable PATH, on its pod IP ($LOCALCLUSTER_POD_IP) with a kubeconfig of its ServiceAccount ($KUBECONFIG)")
 	flag.Parse()
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)
@@ -126,7 +128,7 @@ func run() int {
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
 			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
 				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
-				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}}, *hpaSync, *ctrlQPS); err != nil {
+				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs}, *hpaSync, *ctrlQPS); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
@@ -315,7 +317,10 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		dnsAddr = cd.addr
 		kc.dnsServer = dnsAddr
 	}
+	kc.apiServer, kc.caFile, kc.execDir = server, p.caCert, filepath.Join(dir, "exec")
 	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))
+	// Exec images' processes end with the cluster, however start returns.
+	defer kl.stopProcesses(5 * time.Second)
 	if err := kl.run(compCtx); err != nil {
 		return err
 	}
@@ -348,6 +353,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		exitErr = fmt.Errorf("kube-scheduler exited: %v", err)
 	}
 	klog.InfoS("localcluster shutting down")
+	kl.stopProcesses(5 * time.Second) // before the API server goes: they may log their shutdown to it
 	compCancel()
 	waitFor(cmDone, 5*time.Second)
 	waitFor(schedDone, 5*time.Second)

@@ -31,6 +31,9 @@ type podState struct {
 	msgs chan podMsg
 	// mount is the wait for volumes that do not mount (mount.go).
 	mount mountWait
+	// kubeconfig is the ServiceAccount kubeconfig of the pod's exec containers (exec.go);
+	// "": not written yet.
+	kubeconfig string
 }
 
 func normalizedImage(image string) string {

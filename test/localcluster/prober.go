@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/kubernetes/pkg/probe"
+	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	httpprobe "k8s.io/kubernetes/pkg/probe/http"
 	tcpprobe "k8s.io/kubernetes/pkg/probe/tcp"
 )
@@ -32,10 +33,11 @@ const (
 type probers struct {
 	http httpprobe.Prober
 	tcp  tcpprobe.Prober
+	grpc grpcprobe.Prober
 }
 
 func newProbers() probers {
-	return probers{http: httpprobe.New(false), tcp: tcpprobe.New()}
+	return probers{http: httpprobe.New(false), tcp: tcpprobe.New(), grpc: grpcprobe.New()}
 }
 
 // probeWorker is one probe of one container run: its schedule and its threshold counters.
@@ -55,6 +57,7 @@ type containerProber struct {
 	ref       *v1.ObjectReference
 	spec      v1.Container
 	ip        string
+	grpc      bool // grpc probes call grpc.health.v1 Check (an exec image's process); else the port answering is the health
 	startedAt time.Time
 	started   bool // the status says started (no startup probe, or restored)
 	ready     bool // the readiness result it starts from (restored)
@@ -207,6 +210,12 @@ func (cp *containerProber) do(p *v1.Probe) (probe.Result, string, error) {
 			return probe.Unknown, "", err
 		}
 		return cp.probers.tcp.Probe(cp.loopbackHost(p.TCPSocket.Host), port, timeout)
+	case p.GRPC != nil && cp.grpc:
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		return cp.probers.grpc.Probe(cp.ip, service, int(p.GRPC.Port), timeout, grpcprobe.ProbeOptions{})
 	case p.GRPC != nil:
 		// No gRPC health service in the fake server: the port answering is the health.
 		res, _, err := cp.probers.tcp.Probe(cp.ip, int(p.GRPC.Port), timeout)

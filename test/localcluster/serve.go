@@ -35,10 +35,17 @@ type logRun struct {
 	done chan struct{} // closed when the run ends: `kubectl logs -f` returns
 }
 
-// serves says whether the container runs the fake model server.
+// process is what a serving container runs: the fake model server, or an exec image's
+// executable (exec.go).
+type process interface {
+	Exited() <-chan exitStatus // its exit when it ends on its own; nothing once stopped
+	Stop()                     // SIGTERM; returns at once
+}
+
+// serves says whether the container runs a process: the fake model server, or an exec image's.
 func (ps *podState) serves(c *ctr) bool {
 	return ps.k.cfg.serve && !c.init && ps.pod.Annotations[serveAnnotation] != "false" &&
-		servesModel(c.spec.Image) && c.beh.kind != bErrImgPull
+		(servesModel(c.spec.Image) || ps.k.cfg.execImages.execPath(c.spec.Image) != "") && c.beh.kind != bErrImgPull
 }
 
 // secret and configMap read what an environment names; a missing one is the error the
@@ -73,7 +80,7 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 	if gpuCount(&c.spec) > 0 { // a container without GPUs holds no sick device
 		fault = ps.k.gpuFault(ps.pod.Spec.NodeName)
 	}
-	return modelServerSpec{
+	spec := modelServerSpec{
 		Image:       c.spec.Image,
 		Command:     expandCommand(c.spec.Command, env),
 		Args:        expandCommand(c.spec.Args, env),
@@ -88,7 +95,13 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
 		DNS: podDNS(ps.pod, ps.k.cfg.dnsServer),
-	}, nil
+	}
+	if path := ps.k.cfg.execImages.execPath(c.spec.Image); path != "" {
+		if err := ps.execSpec(&spec, path, c); err != nil {
+			return modelServerSpec{}, err
+		}
+	}
+	return spec, nil
 }
 
 // newRun opens the log of a container run under its container ID; the kubelet keeps the
@@ -137,7 +150,11 @@ func (k *kubelet) logRun(containerID string) *logRun {
 func (c *ctr) startServing(ps *podState, spec modelServerSpec, now time.Time, restored *v1.ContainerStatus) {
 	c.run++
 	run := c.run
-	c.srv = startModelServer(spec, ps.k.cfg.server, c.newRun(ps))
+	if spec.Exec != "" {
+		c.srv = ps.k.startExec(ps.pod, spec, c.newRun(ps))
+	} else {
+		c.srv = startModelServer(spec, ps.k.cfg.server, c.newRun(ps))
+	}
 	c.stopCh = make(chan struct{})
 	c.next, c.nextProbe = time.Time{}, time.Time{}
 	c.startedOK, c.readyAt = time.Time{}, time.Time{}
@@ -176,6 +193,7 @@ func (c *ctr) startServing(ps *podState, spec modelServerSpec, now time.Time, re
 		ref:       containerRef(ps.pod, c.spec.Name, c.init),
 		spec:      c.spec,
 		ip:        ps.ip,
+		grpc:      spec.Exec != "", // a real process may serve grpc.health.v1; the fake server does not
 		startedAt: c.startedAt,
 		started:   started,
 		ready:     ready,

@@ -88,7 +88,7 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 	st.InitContainerStatuses = nil
 	st.ContainerStatuses = nil
 	var unready, incompleteInit []string
-	pending, allStoppedNever := false, true
+	pending, allStoppedNever, allSucceeded := false, true, true
 	for _, c := range ps.ctrs {
 		cs := ps.containerStatus(c, now)
 		if c.init {
@@ -115,12 +115,16 @@ func (ps *podState) render(base *v1.Pod, now time.Time) v1.PodStatus {
 		case csCrashBackOff:
 			allStoppedNever = false
 		}
+		// Exited 0 and not restarting (restartPolicy Never, or OnFailure after a success).
+		allSucceeded = allSucceeded && c.state == csTerminated && c.next.IsZero() && c.term != nil && c.term.ExitCode == 0
 	}
 	switch {
 	case ps.evicted != "":
 		st.Phase, st.Reason, st.Message = v1.PodFailed, "Evicted", ps.evicted
 	case len(incompleteInit) > 0 || pending:
 		st.Phase = v1.PodPending
+	case ps.pod.Spec.RestartPolicy != v1.RestartPolicyAlways && allSucceeded && len(st.ContainerStatuses) > 0:
+		st.Phase = v1.PodSucceeded // every container exited 0 (a process of an exec image)
 	case ps.pod.Spec.RestartPolicy == v1.RestartPolicyNever && allStoppedNever:
 		st.Phase = v1.PodFailed
 	default:

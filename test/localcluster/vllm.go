@@ -58,6 +58,9 @@ type modelServerSpec struct {
 	Ray rayMember
 	// DNS is the pod's resolv.conf: how the process looks names up (clusterdns.go).
 	DNS podResolver
+	// Exec is the executable of an exec image (exec.go), run instead of the fake server, in
+	// its working directory Dir; "": the fake server.
+	Exec, Dir string
 }
 
 // exitStatus is how the process ended on its own.
