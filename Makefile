@@ -4,7 +4,7 @@ GO ?= go
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter fuzz faults-full
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
@@ -58,7 +58,8 @@ e2e:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+	test/epp/build.sh $(EPP_BIN)
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) \
 		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./test/e2e/ | test/slowest/slowest.sh 15
 
 # Leader election, in-cluster config, RBAC, overlays and manifests on the local cluster.
@@ -149,3 +150,11 @@ fuzz:
 # The fault suite at full size.
 faults-full:
 	FAULTS_N=500 FAULTS_KILLS=10 STORM_SECONDS=60 $(GO) test -timeout 60m -count=1 -v ./test/e2e/ -run 'Crash|Storm|APIServer|WatchExpiry'
+
+# The Service route against the pool route, side by side on one cluster and one model (4 pods,
+# 8 adapters): prefix-cache hit rate, time to a one-token answer p50/p99, requests per pod
+# (test/routing). About 5 minutes.
+bench-routing:
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/epp/build.sh $(EPP_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) run ./test/routing
