@@ -63,6 +63,12 @@ type Result struct {
 	RoutedReason   string         `json:"routedReason"`
 	RoutedMessage  string         `json:"routedMessage"`
 	ServerRequests float64        `json:"serverRequests"`
+	// AdapterMisses are adapter requests a pod answered 404: it had not loaded the adapter.
+	AdapterMisses int `json:"adapterMisses"`
+	// QueueSpreadMean and QueueSpreadMax are the spread of requests in the servers (running
+	// plus waiting, the most loaded pod's less the least loaded's), sampled every 100 ms.
+	QueueSpreadMean float64 `json:"queueSpreadMean"`
+	QueueSpreadMax  float64 `json:"queueSpreadMax"`
 }
 
 func main() {
@@ -99,6 +105,8 @@ func main() {
 const (
 	namespace = "routing"
 	modelName = "m"
+	// baseModel is the model's served name, which the chats ask for.
+	baseModel = "Qwen/Qwen3-8B"
 	parent    = "gateway-system/public"
 )
 
@@ -196,8 +204,8 @@ metadata:
   name: %s
   namespace: %s
   annotations: {%s: '%s'}
-spec: {model: Qwen/Qwen3-8B, replicas: %d, gpusPerReplica: 1}
-`, crd.GroupVersion, crd.Kind, modelName, namespace, crd.AnnotationV1beta1Spec, ext, c.Replicas)
+spec: {model: %s, replicas: %d, gpusPerReplica: 1}
+`, crd.GroupVersion, crd.Kind, modelName, namespace, crd.AnnotationV1beta1Spec, ext, baseModel, c.Replicas)
 	f := filepath.Join(e.Dir, "model.yaml")
 	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
 		return err
@@ -241,17 +249,27 @@ func measure(ctx context.Context, e *testenv.Env, gwAddr string, w Workload, tim
 		return Result{}, err
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: w.Workers}}
+	pods, err := podAddrs(ctx, e)
+	if err != nil {
+		return Result{}, err
+	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	queues := make(chan imbalance, 1)
+	go func() { queues <- sampleQueues(runCtx, pods) }()
 	start := time.Now()
-	samples := w.run(runCtx, client, "http://"+gwAddr+"/"+namespace+"/"+modelName+"/v1/completions", modelName)
-	cancel()
+	samples := w.run(runCtx, client, "http://"+gwAddr+"/"+namespace+"/"+modelName+"/v1/completions", baseModel)
 	wall := time.Since(start)
+	cancel()
+	q := <-queues
 	after, err := serverCounters(ctx, e)
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{Requests: len(samples), PerPod: map[string]int{}, WallSeconds: wall.Seconds()}
+	r := Result{Requests: len(samples), PerPod: map[string]int{}, WallSeconds: wall.Seconds(), QueueSpreadMean: q.mean, QueueSpreadMax: q.max}
 	for _, s := range samples {
+		if s.kind == "lora" && strings.Contains(s.err, "does not exist") {
+			r.AdapterMisses++
+		}
 		if s.err != "" {
 			if r.Errors++; r.FirstError == "" {
 				r.FirstError = s.err
@@ -272,6 +290,71 @@ func measure(ctx context.Context, e *testenv.Env, gwAddr string, w Workload, tim
 	}
 	r.ServerRequests = after.ttftCount - before.ttftCount
 	return r, nil
+}
+
+// podAddrs are the model's pods' metrics addresses.
+func podAddrs(ctx context.Context, e *testenv.Env) ([]string, error) {
+	pods, err := e.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=" + modelName})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			out = append(out, net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port)))
+		}
+	}
+	return out, nil
+}
+
+type imbalance struct{ mean, max float64 }
+
+// sampleQueues reads each pod's vllm:num_requests_running and _waiting every 100 ms until ctx
+// ends, and returns the mean and the largest spread between the busiest and the idlest pod.
+func sampleQueues(ctx context.Context, pods []string) imbalance {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var sum float64
+	var n int
+	var out imbalance
+	for {
+		select {
+		case <-ctx.Done():
+			if n > 0 {
+				out.mean = sum / float64(n)
+			}
+			return out
+		case <-tick.C:
+		}
+		lo, hi, ok := 0.0, 0.0, true
+		for i, addr := range pods {
+			resp, err := client.Get("http://" + addr + "/metrics")
+			if err != nil {
+				ok = false
+				break
+			}
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := parser.TextToMetricFamilies(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				ok = false
+				break
+			}
+			v := operator.SumCounter(fams, "vllm:num_requests_running", nil) + operator.SumCounter(fams, "vllm:num_requests_waiting", nil)
+			if i == 0 || v < lo {
+				lo = v
+			}
+			if i == 0 || v > hi {
+				hi = v
+			}
+		}
+		if ok && len(pods) > 0 {
+			sum += hi - lo
+			n++
+			out.max = max(out.max, hi-lo)
+		}
+	}
 }
 
 type counters struct{ hits, queries, ttftSum, ttftCount float64 }
@@ -315,14 +398,14 @@ func serverCounters(ctx context.Context, e *testenv.Env) (counters, error) {
 // PrintTable prints the routes side by side.
 func PrintTable(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "route\trequests\terrors\tprefix hit rate\tchat p50 ms\tchat p99 ms\tLoRA p50 ms\tLoRA p99 ms\tserver TTFT mean ms\tpods used (requests)")
+	fmt.Fprintln(tw, "route\trequests\terrors\tadapter misses\tprefix hit rate\tchat p50 ms\tchat p99 ms\tLoRA p50 ms\tLoRA p99 ms\tserver TTFT mean ms\tqueue spread mean/max\trequests per pod")
 	for _, r := range rs {
 		var pods []string
 		for _, ep := range sortedKeys(r.PerPod) {
 			pods = append(pods, fmt.Sprintf("%s:%d", ep, r.PerPod[ep]))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n", r.Route, r.Requests, r.Errors, 100*r.PrefixHitRate,
-			r.ChatP50Ms, r.ChatP99Ms, r.LoRAP50Ms, r.LoRAP99Ms, r.ServerTTFTMs, strings.Join(pods, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f%%\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f/%.0f\t%s\n", r.Route, r.Requests, r.Errors, r.AdapterMisses, 100*r.PrefixHitRate,
+			r.ChatP50Ms, r.ChatP99Ms, r.LoRAP50Ms, r.LoRAP99Ms, r.ServerTTFTMs, r.QueueSpreadMean, r.QueueSpreadMax, strings.Join(pods, " "))
 	}
 	tw.Flush()
 }

@@ -55,7 +55,9 @@ type gateway struct {
 	pods                  cache.GenericLister
 	slices                cache.Indexer
 	trigger               chan struct{}
-	rr                    atomic.Uint64
+	// backendRR and endpointRR turn apart: one counter for both stepped the endpoints by two,
+	// so a Service's requests went to every other pod.
+	backendRR, endpointRR atomic.Uint64
 	mu                    sync.Mutex
 	conns                 map[string]*grpc.ClientConn // picker address -> connection
 	stopInformers, cancel context.CancelFunc
@@ -201,7 +203,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("Service %s/%s: no ready endpoint (%v)", be.Namespace, be.Name, err), http.StatusServiceUnavailable)
 			return
 		}
-		endpoint = eps[int(g.rr.Add(1)-1)%len(eps)]
+		endpoint = eps[int(g.endpointRR.Add(1)-1)%len(eps)]
 	case be.IsPool():
 		kind = "InferencePool"
 		p, status, err := g.pickFromPool(r.Context(), be, r, path, body)
@@ -226,7 +228,7 @@ func (g *gateway) chooseBackend(bs []Backend) (Backend, bool) {
 	if total == 0 {
 		return Backend{}, false
 	}
-	n := int64(g.rr.Add(1)-1) % total
+	n := int64(g.backendRR.Add(1)-1) % total
 	for _, b := range bs {
 		if n < max(b.Weight, 0) {
 			return b, true
@@ -302,6 +304,7 @@ func (g *gateway) serviceEndpoints(ns, name string, port int64) ([]string, error
 		}
 	}
 	if len(slices) > 0 {
+		sort.Strings(out)
 		return out, nil
 	}
 	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
@@ -441,7 +444,7 @@ func (g *gateway) anyPoolPod(pool *unstructured.Unstructured) (string, error) {
 		return "", errors.New("no Ready pod")
 	}
 	sort.Strings(ready)
-	return ready[int(g.rr.Add(1)-1)%len(ready)], nil
+	return ready[int(g.endpointRR.Add(1)-1)%len(ready)], nil
 }
 
 // conn is a cached gRPC connection to a picker (TLS without verification, or plaintext),
