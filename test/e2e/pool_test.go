@@ -78,7 +78,7 @@ func TestPoolRoute(t *testing.T) {
 kind: InferenceService
 metadata:
   name: m
-  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/m"}}'}
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/m"},"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"},{"name":"chat","storageURI":"hf://org/chat-lora"}]}'}
 spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 `)
 	routed := func(want string, timeout time.Duration) *metav1.Condition {
@@ -89,7 +89,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 			if err != nil {
 				return err
 			}
-			if c = meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted); c == nil || c.Reason != want || i.Status.ReadyReplicas != 2 {
+			if c = meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted); c == nil || c.Reason != want || i.Status.ReadyReplicas < 2 {
 				return fmt.Errorf("ready %d, Routed %+v", i.Status.ReadyReplicas, c)
 			}
 			return nil
@@ -125,8 +125,8 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 	// One long system prompt, many turns: once a pod holds it, the picker keeps the chat there.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	url := "http://" + gwAddr + "/" + ns + "/m/v1/completions"
-	ask := func(prompt string) (endpoint string, err error) {
-		body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-8B", "prompt": prompt, "max_tokens": 1})
+	askModel := func(model, prompt string) (endpoint string, err error) {
+		body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 1})
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
 			return "", err
@@ -138,6 +138,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 		}
 		return resp.Header.Get("x-gateway-destination-endpoint"), nil
 	}
+	ask := func(prompt string) (string, error) { return askModel("Qwen/Qwen3-8B", prompt) }
 	system := "System:" + strings.Repeat(" you answer briefly and precisely about the cluster", 60)
 	history, seen := system, map[string]int{}
 	for turn := 0; turn < 8; turn++ {
@@ -156,6 +157,36 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 		t.Fatalf("a chat's turns spread over %v: the picker's prefix scorer should keep them on the pod that holds the prefix", seen)
 	}
 	t.Logf("8 turns of one chat, all on %v", seen)
+
+	// Adapter requests while the model scales up: the new pod joins the pool only once its
+	// adapters are loaded (the adapters readiness gate), so every request lands on a pod that
+	// lists its adapter on /v1/models, and none is answered 404. (Which pod is the picker's
+	// choice: its LoRA affinity keeps an adapter on a pod where it is running.)
+	env.Kubectl(t, "-n", ns, "scale", "isvc", "m", "--replicas=3")
+	served, afterReady := map[string]int{}, 0
+	for n := 0; afterReady < 20; n++ {
+		for _, a := range []string{"sql", "chat"} {
+			ep, err := askModel(a, fmt.Sprintf("adapter request %d", n))
+			if err != nil {
+				t.Fatalf("adapter %s, request %d: %v", a, n, err)
+			}
+			loaded, err := podAdapters(strings.TrimSuffix(ep, ":8000"))
+			if err != nil {
+				t.Fatalf("adapter %s served by %s: %v", a, ep, err)
+			}
+			if _, ok := loaded[a]; !ok {
+				t.Fatalf("adapter %s served by %s, which lists %v", a, ep, loaded)
+			}
+			served[ep]++
+		}
+		if i, err := env.ISVC(ns, "m"); err == nil && i.Status.ReadyReplicas == 3 {
+			afterReady++
+		}
+		if n > 2000 {
+			t.Fatalf("the third pod not ready after %d adapter requests (served by %v)", n, served)
+		}
+	}
+	t.Logf("adapter requests during the scale-up and after, per pod: %v", served)
 
 	// The picker down (its Deployment scaled to zero by hand): the operator sends the route back
 	// to the Service until the picker serves again, and scales it back, since it owns the
