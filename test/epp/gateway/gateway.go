@@ -43,18 +43,18 @@ var (
 const maxBody = 10 << 20
 
 type gateway struct {
-	log                   *slog.Logger
-	dyn                   dynamic.Interface
-	ns, name              string
-	m                     *metrics
-	eppTLS                *tls.Config // nil: plaintext
-	upstream              *http.Client
-	pickTimeout           time.Duration
-	factory               dynamicinformer.DynamicSharedInformerFactory
-	routes, pools, svcs   cache.GenericLister
-	pods                  cache.GenericLister
-	slices                cache.Indexer
-	trigger               chan struct{}
+	log                 *slog.Logger
+	dyn                 dynamic.Interface
+	ns, name            string
+	m                   *metrics
+	eppTLS              *tls.Config // nil: plaintext
+	upstream            *http.Client
+	pickTimeout         time.Duration
+	factory             dynamicinformer.DynamicSharedInformerFactory
+	routes, pools, svcs cache.GenericLister
+	pods                cache.GenericLister
+	slices              cache.Indexer
+	trigger             chan struct{}
 	// backendRR and endpointRR turn apart: one counter for both stepped the endpoints by two,
 	// so a Service's requests went to every other pod.
 	backendRR, endpointRR atomic.Uint64
