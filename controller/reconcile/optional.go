@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -92,7 +93,12 @@ type Features struct {
 }
 
 func newChildUnstructured(isvc *crd.InferenceService, apiVersion, kind string) *unstructured.Unstructured {
-	meta := childMeta(isvc)
+	return unstructuredWith(childMeta(isvc), apiVersion, kind)
+}
+
+// unstructuredWith is an unstructured child carrying meta's name, namespace, labels and
+// controller reference.
+func unstructuredWith(meta metav1.ObjectMeta, apiVersion, kind string) *unstructured.Unstructured {
 	labels := map[string]interface{}{}
 	for k, v := range meta.Labels {
 		labels[k] = v

@@ -139,33 +139,15 @@ func desiredPool(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features
 		},
 	}
 	meta := pickerMeta(isvc)
-	sa := newPickerUnstructured(meta, "v1", KindPickerServiceAccess)
+	sa := unstructuredWith(meta, "v1", KindPickerServiceAccess)
 	role := f.PickerClusterRole
 	if role == "" {
 		role = DefaultPickerClusterRole
 	}
-	rb := newPickerUnstructured(meta, "rbac.authorization.k8s.io/v1", KindPickerRoleBinding)
+	rb := unstructuredWith(meta, "rbac.authorization.k8s.io/v1", KindPickerRoleBinding)
 	rb.Object["roleRef"] = map[string]interface{}{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
 	rb.Object["subjects"] = []interface{}{map[string]interface{}{"kind": "ServiceAccount", "name": name, "namespace": isvc.Namespace}}
 	return poolChildren{Pool: pool, Picker: desiredPicker(isvc, meta, f), PickerService: desiredPickerService(meta), ServiceAccount: sa, RoleBinding: rb}
-}
-
-func newPickerUnstructured(meta metav1.ObjectMeta, apiVersion, kind string) *unstructured.Unstructured {
-	labels := map[string]interface{}{}
-	for k, v := range meta.Labels {
-		labels[k] = v
-	}
-	ref := meta.OwnerReferences[0]
-	return &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": apiVersion, "kind": kind,
-		"metadata": map[string]interface{}{
-			"name": meta.Name, "namespace": meta.Namespace, "labels": labels,
-			"ownerReferences": []interface{}{map[string]interface{}{
-				"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": string(ref.UID),
-				"controller": true, "blockOwnerDeletion": true,
-			}},
-		},
-	}}
 }
 
 // PickerArgs are the picker's flags: its pool, the scoring configuration, and no tracing (an

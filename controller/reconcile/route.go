@@ -96,7 +96,25 @@ func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, paren
 // routeAccepted reports whether the HTTPRoute's status says the parent Gateway accepted it
 // for the current generation; a route without status (no Gateway controller) is not.
 func routeAccepted(r *unstructured.Unstructured, parent types.NamespacedName) bool {
-	parents, _, _ := unstructured.NestedSlice(r.Object, "status", "parents")
+	for _, conds := range parentConditions(r, parent) {
+		for _, cm := range conds {
+			if cm["type"] != "Accepted" {
+				continue
+			}
+			gen, found, _ := unstructured.NestedInt64(cm, "observedGeneration")
+			if cm["status"] == "True" && (!found || gen == r.GetGeneration()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parentConditions are the conditions of each status.parents entry a Gateway API object (an
+// HTTPRoute, an InferencePool) has for parent, as the Gateway's controller wrote them.
+func parentConditions(obj *unstructured.Unstructured, parent types.NamespacedName) [][]map[string]interface{} {
+	var out [][]map[string]interface{}
+	parents, _, _ := unstructured.NestedSlice(obj.Object, "status", "parents")
 	for _, p := range parents {
 		pm, ok := p.(map[string]interface{})
 		if !ok {
@@ -108,16 +126,13 @@ func routeAccepted(r *unstructured.Unstructured, parent types.NamespacedName) bo
 			continue
 		}
 		conds, _, _ := unstructured.NestedSlice(pm, "conditions")
+		var cs []map[string]interface{}
 		for _, c := range conds {
-			cm, ok := c.(map[string]interface{})
-			if !ok || cm["type"] != "Accepted" {
-				continue
-			}
-			gen, found, _ := unstructured.NestedInt64(cm, "observedGeneration")
-			if cm["status"] == "True" && (!found || gen == r.GetGeneration()) {
-				return true
+			if cm, ok := c.(map[string]interface{}); ok {
+				cs = append(cs, cm)
 			}
 		}
+		out = append(out, cs)
 	}
-	return false
+	return out
 }

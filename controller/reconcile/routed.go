@@ -174,24 +174,9 @@ func pickerState(d *appsv1.Deployment, isvc *crd.InferenceService) string {
 // poolAccepted reads the pool's status as the Gateway wrote it: the parent's Accepted and
 // ResolvedRefs conditions (the latter False when the picker's Service cannot be resolved).
 func poolAccepted(pool *unstructured.Unstructured, parent types.NamespacedName) (bool, string) {
-	parents, _, _ := unstructured.NestedSlice(pool.Object, "status", "parents")
-	for _, p := range parents {
-		pm, ok := p.(map[string]interface{})
-		if !ok {
-			continue
-		}
-		name, _, _ := unstructured.NestedString(pm, "parentRef", "name")
-		ns, _, _ := unstructured.NestedString(pm, "parentRef", "namespace")
-		if name != parent.Name || (ns != "" && ns != parent.Namespace) {
-			continue
-		}
-		conds, _, _ := unstructured.NestedSlice(pm, "conditions")
+	for _, conds := range parentConditions(pool, parent) {
 		accepted := false
-		for _, c := range conds {
-			cm, ok := c.(map[string]interface{})
-			if !ok {
-				continue
-			}
+		for _, cm := range conds {
 			status, _ := cm["status"].(string)
 			reason, _ := cm["reason"].(string)
 			msg, _ := cm["message"].(string)
