@@ -124,8 +124,9 @@ func DecisiveLine(log string) string {
 }
 
 // processPrefix is how vLLM tags the lines of its processes: "(APIServer pid=1) ",
-// "(EngineCore_DP0 pid=250) ".
-var processPrefix = regexp.MustCompile(`^\([A-Za-z0-9_]+ pid=\d+\) `)
+// "(EngineCore_DP0 pid=250) ", in v0.11 always between colour codes ("\x1b[1;36m(...)\x1b[0;0m ",
+// vllm/utils _add_prefix), which a log read through pods/log keeps.
+var processPrefix = regexp.MustCompile(`^(?:\x1b\[[0-9;]*m)?\([A-Za-z0-9_]+ pid=\d+\)(?:\x1b\[[0-9;]*m)? `)
 
 // argparseError is argparse's last line: "vllm serve: error: unrecognized arguments: --foo".
 var argparseError = regexp.MustCompile(`^[\w./ -]+: error: `)

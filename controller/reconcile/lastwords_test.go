@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +102,11 @@ ImportError: vllm is not built for this CUDA version
 `
 )
 
+// colour prefixes each "(Name pid=N) " tag of log with vLLM's CYAN and RESET codes.
+func colour(log string) string {
+	return regexp.MustCompile(`(?m)^(\([A-Za-z0-9_]+ pid=\d+\))`).ReplaceAllString(log, "\x1b[1;36m$1\x1b[0;0m")
+}
+
 // TestDecisiveLine: the line of a crashed model server's log that says why it died.
 func TestDecisiveLine(t *testing.T) {
 	for _, c := range []struct{ name, log, want string }{
@@ -114,6 +120,9 @@ func TestDecisiveLine(t *testing.T) {
 		{"no traceback: the last line", logBindFailed, "ERROR:    [Errno 98] error while attempting to bind on address ('127.16.0.5', 8000): address already in use"},
 		{"chained exceptions: the last raised", logChained, "ImportError: vllm is not built for this CUDA version"},
 		{"a config check: the error pydantic wraps, not pydantic's count", logPydantic, "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3)."},
+		// vLLM v0.11 colours every process prefix, on a terminal or not (vllm/utils _add_prefix:
+		// CYAN, then RESET): the traceback's indentation comes after the codes.
+		{"coloured process prefixes, as vLLM writes them", colour(logGPUOOM), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.50 GiB."},
 		{"empty", "", ""},
 		{"blank lines only", "\n\n  \n", ""},
 	} {
