@@ -26,7 +26,7 @@ const (
 // replicas it last applied); the cached Deployments keep only these.
 const OwnedAnnotationPrefix = crd.Group + "/"
 
-// ContainerName is the model server's container, the only one the operator owns.
+// ContainerName is the model server's container, the only one of a model pod's containers the operator owns.
 const ContainerName = "vllm"
 
 // PickerLabel names the InferenceService whose endpoint picker an object is (its Deployment,
