@@ -1,9 +1,11 @@
 package activator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httputil"
@@ -22,7 +24,14 @@ type HandlerOptions struct {
 	Header string
 	// Transport reaches the model pods; a clone of http.DefaultTransport without a proxy when nil.
 	Transport http.RoundTripper
+	// MaxBufferedBody bounds the bytes of a body read before the hold; DefaultMaxBufferedBody
+	// when 0.
+	MaxBufferedBody int64
 }
+
+// DefaultMaxBufferedBody covers a chat request with a long prompt: held requests of one model
+// keep at most MaxHeld times this in memory.
+const DefaultMaxBufferedBody = 1 << 20
 
 // Handler holds each request until its model has an endpoint, then proxies it there. The model is
 // the header's "namespace/name", else the path's first two segments (/NS/NAME/v1/...), which are
@@ -30,6 +39,7 @@ type HandlerOptions struct {
 type Handler struct {
 	holder  *Holder
 	header  string
+	maxBody int64
 	proxy   *httputil.ReverseProxy
 	metrics *Metrics
 }
@@ -56,7 +66,10 @@ func NewHandler(holder *Holder, opts HandlerOptions) *Handler {
 		t.MaxIdleConnsPerHost = DefaultMaxHeld
 		opts.Transport = t
 	}
-	h := &Handler{holder: holder, header: opts.Header, metrics: holder.opts.Metrics}
+	if opts.MaxBufferedBody <= 0 {
+		opts.MaxBufferedBody = DefaultMaxBufferedBody
+	}
+	h := &Handler{holder: holder, header: opts.Header, maxBody: opts.MaxBufferedBody, metrics: holder.opts.Metrics}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(target)
@@ -89,6 +102,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", "no model in the request: send "+h.header+": namespace/name, or a path /namespace/name/...", 0)
 		return
 	}
+	if err := h.readAhead(r); err != nil {
+		return // the client went while sending its body
+	}
 	l, err := h.holder.hold(r.Context(), key)
 	var refused *Refused
 	switch {
@@ -104,6 +120,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.WithValue(r.Context(), targetKey{}, target{endpoint: l.endpoint, path: path})
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// readAhead reads r's body (up to maxBody) before the hold, and puts it back in front of the rest.
+// Go's HTTP/1 server notices a client that hangs up only once the body was read to its end, so
+// without this a held POST would keep its slot until MaxWait after its client left. A body over
+// the bound is forwarded as well, its client's leaving seen at MaxWait at the latest.
+func (h *Handler) readAhead(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody))
+	if err != nil {
+		return err
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	return nil
 }
 
 // keyOf reads r's model, and the path the pod should see when the model came from the path.
