@@ -189,8 +189,8 @@ func TestHandlerRefuses(t *testing.T) {
 }
 
 func TestHandlerClientGoneFreesSlot(t *testing.T) {
-	// MaxWait beyond the client's timeout: only the client's leaving can free the slot in time.
-	a := newActivator(t, Options{MaxHeld: 1, MaxWait: time.Minute})
+	// MaxWait beyond eventually's 5 s: only the client's leaving can free the slot in time.
+	a := newActivator(t, Options{MaxHeld: 1, MaxWait: 8 * time.Second})
 	ctx, cancel := context.WithCancel(t.Context())
 	out := a.arrive(t, ctx, 1, "/team-a/qwen3/v1/completions")
 	cancel()

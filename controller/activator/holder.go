@@ -64,7 +64,8 @@ type model struct {
 	// inflight counts requests given an endpoint and not yet released.
 	inflight int
 	// waking is set once Wake was called for this cold start; cleared when endpoints arrive
-	// or when every held request left without them, so a lost wake is asked for again.
+	// (the model back at zero later is a new cold start) or when every held request left
+	// without them, so a lost wake is asked for again.
 	waking bool
 }
 
@@ -193,10 +194,12 @@ func (h *Holder) SetEndpoints(key Key, endpoints []string) {
 	}
 	m.endpoints = append([]string(nil), endpoints...)
 	if len(m.endpoints) == 0 {
-		m.waking = false
+		// waking stays: an update that is still empty (a pod created, not ready) is the wake
+		// under way, not a new cold start.
 		h.forgetIfIdle(key, m)
 		return
 	}
+	// Up: the next time the list is empty is a new cold start, which wakes again.
 	m.waking = false
 	for _, w := range m.held {
 		w.ready <- m.pick()

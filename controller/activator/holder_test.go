@@ -232,6 +232,52 @@ func TestWakeRearmedAtZero(t *testing.T) {
 	}
 }
 
+// Updates that are still empty during a cold start (pods created, not ready) do not wake again.
+func TestWakeNotRepeatedWhileStarting(t *testing.T) {
+	var w wakes
+	h := NewHolder(Options{MaxWait: time.Minute, Wake: w.wake})
+	out := arrive(t, h, t.Context(), qwen, 2)
+	h.SetEndpoints(qwen, nil)
+	h.SetEndpoints(qwen, []string{})
+	out2 := arrive(t, h, t.Context(), qwen, 2)
+	h.SetEndpoints(qwen, []string{"10.0.0.1:8000"})
+	for range 2 {
+		<-out
+		<-out2
+	}
+	if n := w.of(qwen); n != 1 {
+		t.Fatalf("%d wakes in one cold start, want 1", n)
+	}
+}
+
+// With a request still in flight the model's entry stays, so the wake is re-armed by state, not
+// by forgetting: after the pods vanish (a crash), and after a wake that brought nothing.
+func TestWakeRearmedWithRequestInFlight(t *testing.T) {
+	var w wakes
+	h := NewHolder(Options{MaxWait: 200 * time.Millisecond, Wake: w.wake})
+	out := arrive(t, h, t.Context(), qwen, 1)
+	h.SetEndpoints(qwen, []string{"10.0.0.1:8000"})
+	r := <-out
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.release() // in flight throughout
+
+	h.SetEndpoints(qwen, nil)
+	if _, _, err := h.Hold(t.Context(), qwen); err == nil {
+		t.Fatal("held past the wait")
+	}
+	if n := w.of(qwen); n != 2 {
+		t.Fatalf("%d wakes after the pods vanished, want 2", n)
+	}
+	if _, _, err := h.Hold(t.Context(), qwen); err == nil {
+		t.Fatal("held past the wait")
+	}
+	if n := w.of(qwen); n != 3 {
+		t.Fatalf("%d wakes after a wake that brought nothing, want 3", n)
+	}
+}
+
 func TestWaitTimeoutRearmsWake(t *testing.T) {
 	var w wakes
 	h := NewHolder(Options{MaxWait: 200 * time.Millisecond, Wake: w.wake})
