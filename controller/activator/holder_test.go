@@ -382,3 +382,22 @@ func TestIdleModelForgotten(t *testing.T) {
 		t.Fatalf("%d entries left for an idle model at zero", len(h.models))
 	}
 }
+
+// A client leaving just as its endpoint comes does not leave a request counted in flight.
+func TestCancelRacingRelease(t *testing.T) {
+	h := NewHolder(Options{MaxWait: time.Minute})
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(t.Context())
+		out := arrive(t, h, ctx, qwen, 1)
+		// The endpoint is usually sent before the woken Hold takes the lock to leave the queue.
+		cancel()
+		h.SetEndpoints(qwen, []string{"10.0.0.1:8000"})
+		if r := <-out; r.err == nil {
+			r.release()
+		}
+		h.SetEndpoints(qwen, nil)
+		if n := h.Inflight(qwen); n != 0 {
+			t.Fatalf("round %d: %d in flight after every request ended", i, n)
+		}
+	}
+}
