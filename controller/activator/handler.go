@@ -83,7 +83,8 @@ func NewHandler(holder *Holder, opts HandlerOptions) *Handler {
 			pr.SetXForwarded()
 		},
 		Transport: opts.Transport,
-		// Completions stream token by token (SSE, or chunked JSON lines): flush every write.
+		// Completions stream token by token. The proxy flushes a response of unknown length
+		// (SSE, chunked) write by write already; -1 makes that the rule for every response.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
