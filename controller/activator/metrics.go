@@ -1,0 +1,73 @@
+package activator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the activator's collectors. A nil *Metrics records nothing, so the Holder and the
+// Handler need no registry in tests.
+type Metrics struct {
+	held      *prometheus.GaugeVec
+	refusedBy *prometheus.CounterVec
+	wakes     prometheus.Counter
+	coldStart prometheus.Histogram
+}
+
+// NewMetrics registers the activator's collectors on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "activator_held_requests", Help: "Requests held per model, waiting for a ready endpoint.",
+		}, []string{"namespace", "name"}),
+		refusedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "activator_refused_total", Help: "Requests answered 503 with Retry-After, by reason: queue_full (the model held its bound of requests), wait_timeout (no ready endpoint within the wait bound).",
+		}, []string{"reason"}),
+		wakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "activator_wakes_total", Help: "Scale-ups asked for: one per cold start of a model.",
+		}),
+		// Buckets from a warm node's restart (seconds) to a GPU node's provisioning (minutes).
+		coldStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "activator_cold_start_seconds", Help: "From a request's arrival at a model with no ready endpoint to its first response byte.",
+			Buckets: []float64{1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600},
+		}),
+	}
+	// Both reasons exported from the start, so a rate() sees the first refusal.
+	for _, r := range []Reason{ReasonQueueFull, ReasonWaitTimeout} {
+		m.refusedBy.WithLabelValues(string(r))
+	}
+	reg.MustRegister(m.held, m.refusedBy, m.wakes, m.coldStart)
+	return m
+}
+
+func (m *Metrics) setHeld(k Key, n int) {
+	if m != nil {
+		m.held.WithLabelValues(k.Namespace, k.Name).Set(float64(n))
+	}
+}
+
+// forget drops a model's series when the Holder drops its entry, so gone models leave none.
+func (m *Metrics) forget(k Key) {
+	if m != nil {
+		m.held.DeleteLabelValues(k.Namespace, k.Name)
+	}
+}
+
+func (m *Metrics) refused(r Reason) {
+	if m != nil {
+		m.refusedBy.WithLabelValues(string(r)).Inc()
+	}
+}
+
+func (m *Metrics) woke() {
+	if m != nil {
+		m.wakes.Inc()
+	}
+}
+
+func (m *Metrics) coldStarted(d time.Duration) {
+	if m != nil {
+		m.coldStart.Observe(d.Seconds())
+	}
+}
