@@ -57,3 +57,25 @@ const (
 // AdaptersGate is the pod condition the adapters readiness gate waits for; the cached pods of
 // a model with the gate keep it.
 const AdaptersGate corev1.PodConditionType = "ai.example.com/adapters-loaded"
+
+// Scale to zero (issue 35): the activator, which holds requests for a model at zero, writes
+// these on the model's Service and the operator reads them back from its cached Services.
+// LastRequestAnnotation is when the activator last saw a request for the model (RFC 3339,
+// UTC): written at once for a request that finds no ready pod (the wake), and at most once per
+// its refresh period while requests flow, so the operator can tell idle from busy.
+// ColdStartAnnotation is the last cold start as the activator measured it, JSON ColdStart.
+const (
+	LastRequestAnnotation = crd.Group + "/last-request"
+	ColdStartAnnotation   = crd.Group + "/last-cold-start"
+)
+
+// ColdStart is the value of ColdStartAnnotation: when the first request held for a model at
+// zero arrived, and how long until the first byte of its answer.
+type ColdStart struct {
+	Arrived          string  `json:"arrived"`
+	FirstByteSeconds float64 `json:"firstByteSeconds"`
+}
+
+// ActivatorModelHeader carries a request's model, "namespace/name", from the HTTPRoute's
+// RequestHeaderModifier to the activator (the route rewrites the path prefix away).
+const ActivatorModelHeader = "X-Activator-Model"
