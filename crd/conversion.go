@@ -266,6 +266,7 @@ func cloneAutoscaling(a *Autoscaling) *Autoscaling {
 	out := *a
 	out.TargetQueueLength = clonePtr(a.TargetQueueLength)
 	out.ScaleDownDelaySeconds = clonePtr(a.ScaleDownDelaySeconds)
+	out.IdleSeconds = clonePtr(a.IdleSeconds)
 	return &out
 }
 

@@ -174,8 +174,17 @@ func validateExtensions(e *SpecExtensions) []string {
 		}
 	}
 	if a := e.Autoscaling; a != nil {
-		if a.MinReplicas < 1 || a.MaxReplicas > MaxReplicas {
-			errs = append(errs, fmt.Sprintf("spec.autoscaling: replicas must be between 1 and %d", MaxReplicas))
+		if a.MinReplicas < 0 || a.MaxReplicas < 1 || a.MaxReplicas > MaxReplicas {
+			errs = append(errs, fmt.Sprintf("spec.autoscaling: minReplicas must be between 0 and %d, maxReplicas between 1 and %d", MaxReplicas, MaxReplicas))
+		}
+		if s := a.IdleSeconds; s != nil && (*s < MinIdleSeconds || *s > MaxIdleSeconds) {
+			errs = append(errs, RuleIdleSecondsMessage)
+		}
+		if a.IdleSeconds != nil && a.MinReplicas != 0 {
+			errs = append(errs, RuleIdleNeedsZeroMessage)
+		}
+		if a.MinReplicas == 0 && e.MultiNode != nil {
+			errs = append(errs, RuleZeroNotMultiNodeMsg)
 		}
 		if a.MinReplicas > a.MaxReplicas {
 			errs = append(errs, RuleMinLEMaxMessage)

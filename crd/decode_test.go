@@ -226,6 +226,10 @@ func TestExtensions(t *testing.T) {
 		{`{"startupTimeoutSeconds":5}`, "spec.startupTimeoutSeconds"},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3601}}`, RuleScaleDownDelayMessage},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":-1}}`, RuleScaleDownDelayMessage},
+		{`{"autoscaling":{"minReplicas":0,"maxReplicas":2,"idleSeconds":4}}`, RuleIdleSecondsMessage},
+		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"idleSeconds":60}}`, RuleIdleNeedsZeroMessage},
+		{`{"autoscaling":{"minReplicas":-1,"maxReplicas":2}}`, "minReplicas must be between 0"},
+		{`{"autoscaling":{"minReplicas":0,"maxReplicas":2},"multiNode":{"nodes":2}}`, RuleZeroNotMultiNodeMsg},
 	}, engineRefused...) {
 		i := &InferenceService{Spec: InferenceServiceSpec{Model: "m", Replicas: 5}}
 		i.Name, i.Annotations = "x", map[string]string{AnnotationV1beta1Spec: tc.ext}
@@ -236,6 +240,8 @@ func TestExtensions(t *testing.T) {
 	for _, ok := range append([]string{
 		`{"cache":{"claimName":"weights"},"startupTimeoutSeconds":7200}`,
 		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":0}}`,
+		`{"autoscaling":{"minReplicas":0,"maxReplicas":2,"idleSeconds":60}}`,
+		`{"autoscaling":{"minReplicas":0,"maxReplicas":2}}`,
 		`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3600}}`,
 		`{"adapters":[{"name":"chat","storageURI":"s3://b/chat"}]}`, // reported at run time, never blocks the base model
 	}, engineAllowed...) {

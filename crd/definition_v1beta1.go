@@ -29,6 +29,12 @@ const (
 	RuleOneNodeGPUsMsg        = "spec.gpusPerReplica above 16 needs spec.multiNode: one pod cannot hold more GPUs than a node; set spec.multiNode.nodes to spread the replica over several"
 	RuleMultiNodePerNode      = `!has(self.multiNode) || ` + ruleG + ` / self.multiNode.nodes <= 16`
 	RuleMultiNodePerNodeMsg   = "spec.gpusPerReplica / spec.multiNode.nodes must be at most 16: the GPUs of one node; raise spec.multiNode.nodes"
+	RuleIdleSeconds           = `self >= 5 && self <= 86400`
+	RuleIdleSecondsMessage    = "spec.autoscaling.idleSeconds must be between 5 and 86400: how long the model may go without a request before it is scaled to zero"
+	RuleIdleNeedsZero         = `!has(self.idleSeconds) || self.minReplicas == 0`
+	RuleIdleNeedsZeroMessage  = "spec.autoscaling.idleSeconds applies only with minReplicas 0 (scale to zero when idle)"
+	RuleZeroNotMultiNode      = `!has(self.multiNode) || !has(self.autoscaling) || self.autoscaling.minReplicas >= 1`
+	RuleZeroNotMultiNodeMsg   = "spec.autoscaling.minReplicas 0 (scale to zero) is not supported with spec.multiNode yet: set minReplicas to 1"
 	RuleScaleDownDelay        = `self >= 0 && self <= 3600`
 	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )
@@ -112,7 +118,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		Description: "HPA bounds on vLLM's num_requests_waiting, instead of deriving them from replicas. Exactly one of replicas and autoscaling.",
 		Required:    []string{"minReplicas", "maxReplicas"},
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"minReplicas":       bound("Lower bound of the HPA.", 1),
+			"minReplicas":       bound("Lower bound of the HPA; 0 scales the model to zero after idleSeconds without a request, and back up on the next request, which the activator holds meanwhile.", 0),
 			"maxReplicas":       bound("Upper bound of the HPA; at least minReplicas.", 1),
 			"targetQueueLength": bound("Target average of num_requests_waiting per pod.", 1),
 			// A CEL rule rather than minimum/maximum: one error that says what the bound is for.
@@ -121,8 +127,13 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 				Description:  fmt.Sprintf("Seconds the HPA waits before removing a pod, 0 to %d: its scale-down stabilization window (spec.behavior.scaleDown.stabilizationWindowSeconds), so a burst that ends does not drop loaded replicas at once. Unset: the HPA controller's default, 300 unless the cluster changed it. Scaling up has no window (the HPA's default).", MaxScaleDownDelaySeconds),
 				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleScaleDownDelay, Message: RuleScaleDownDelayMessage}},
 			},
+			"idleSeconds": {
+				Type: "integer", Format: "int32",
+				Description:  fmt.Sprintf("With minReplicas 0: seconds without a request before the model is scaled to zero, %d to %d; default %d. Requests must come through the activator (the model's gateway route, or the activator's /NAMESPACE/NAME/ path) for the operator to see them.", MinIdleSeconds, MaxIdleSeconds, DefaultIdleSeconds),
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleIdleSeconds, Message: RuleIdleSecondsMessage}},
+			},
 		},
-		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}},
+		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}, {Rule: RuleIdleNeedsZero, Message: RuleIdleNeedsZeroMessage}},
 	}
 
 	adapterName := apiextensionsv1.JSONSchemaProps{
@@ -212,6 +223,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleMultiNodeParallel, Message: RuleMultiNodeParallelMsg},
 		{Rule: RuleParallelismGPUs, Message: RuleParallelismGPUsMsg},
 		{Rule: RuleParallelismOnce, Message: RuleParallelismOnceMsg},
+		{Rule: RuleZeroNotMultiNode, Message: RuleZeroNotMultiNodeMsg},
 	}
 	spec.XValidations = append(spec.XValidations, withAdaptersRules()...)
 	s.Properties["spec"] = spec

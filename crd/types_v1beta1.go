@@ -1,6 +1,8 @@
 package crd
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -150,7 +152,8 @@ const MaxAdapterRank = 512
 
 // Autoscaling bounds the HorizontalPodAutoscaler.
 type Autoscaling struct {
-	// MinReplicas is the HPA's lower bound.
+	// MinReplicas is the HPA's lower bound; 0 scales the model to zero after IdleSeconds
+	// without a request, and back up on the next one (held by the activator meanwhile).
 	MinReplicas int32 `json:"minReplicas"`
 	// MaxReplicas is the HPA's upper bound; at least minReplicas.
 	MaxReplicas int32 `json:"maxReplicas"`
@@ -160,6 +163,29 @@ type Autoscaling struct {
 	// only once every recommendation of that many seconds allowed it. Unset, the operator sets
 	// no window and the HPA controller's default applies (5 minutes unless the cluster changed it).
 	ScaleDownDelaySeconds *int32 `json:"scaleDownDelaySeconds,omitempty"`
+	// IdleSeconds, with minReplicas 0, is how long the model may go without a request before
+	// it is scaled to zero; DefaultIdleSeconds when unset.
+	IdleSeconds *int32 `json:"idleSeconds,omitempty"`
+}
+
+// Bounds of spec.autoscaling.idleSeconds: below a few seconds a model would sleep between a
+// chat's turns; a day is longer than any idle window worth a GPU.
+const (
+	DefaultIdleSeconds = 300
+	MinIdleSeconds     = 5
+	MaxIdleSeconds     = 86400
+)
+
+// Idle returns the idle window of a model that scales to zero, and whether it does.
+func (a *Autoscaling) Idle() (time.Duration, bool) {
+	if a == nil || a.MinReplicas != 0 {
+		return 0, false
+	}
+	s := int32(DefaultIdleSeconds)
+	if a.IdleSeconds != nil {
+		s = *a.IdleSeconds
+	}
+	return time.Duration(s) * time.Second, true
 }
 
 // MaxScaleDownDelaySeconds bounds spec.autoscaling.scaleDownDelaySeconds as the HPA API
