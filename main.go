@@ -61,7 +61,7 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod          time.Duration
 	webhookAddr, webhookCertDir                        string
 	webhookCASync                                      time.Duration
-	apiVersion, gatewayParent                          string
+	apiVersion, gatewayParent, activatorService        string
 	inferencePool, pickerImage, pickerClusterRole      string
 	serviceMonitors                                    bool
 	autoscaler, kedaPrometheus                         string
@@ -104,6 +104,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
 	flag.StringVar(&o.gatewayParent, "gateway-parent", "", "namespace/name of the Gateway API Gateway that HTTPRoutes of models with spec.gateway attach to; empty creates no HTTPRoutes.")
 	flag.StringVar(&o.inferencePool, "inference-pool", controller.InferencePoolAuto, "auto: where the Gateway API Inference Extension's InferencePool (inference.networking.k8s.io/v1) is served, a model with spec.gateway gets an InferencePool and an endpoint picker, and its HTTPRoute sends requests to the pool once the picker is ready; off: HTTPRoutes send requests to the models' Services.")
+	flag.StringVar(&o.activatorService, "activator-service", controller.DefaultActivatorService, "namespace/name:port of the activator's Service, which holds requests for models scaled to zero (spec.autoscaling.minReplicas 0) and wakes them: their HTTPRoutes and status endpoints go through it. Empty: no activator; such models sleep and wake only on a change of spec.")
 	flag.StringVar(&o.pickerImage, "endpoint-picker-image", reconcile.DefaultPickerImage, "Image of the models' endpoint pickers (the extension's cmd/epp, v1.5.0's flags).")
 	flag.StringVar(&o.pickerClusterRole, "endpoint-picker-cluster-role", reconcile.DefaultPickerClusterRole, "ClusterRole each model's endpoint picker is bound to in its namespace (read pods and InferencePools); the install's manifests define it.")
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
@@ -202,6 +203,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
+	if features.Activator, features.ActivatorPort, err = controller.ParseActivatorService(o.activatorService); err != nil {
+		return err
+	}
 	optional = append(append(optional, scaledObjects...), pools...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes, APIServices: o.watchAPIServices,

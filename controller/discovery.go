@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,4 +185,26 @@ func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clus
 	f.InferencePools = mode == InferencePoolAuto
 	f.PickerImage, f.PickerClusterRole = image, clusterRole
 	return append(watch, reconcile.InferencePoolGVR), nil
+}
+
+// DefaultActivatorService is the activator the install's manifests run.
+const DefaultActivatorService = "inferenceservice-system/inferenceservice-activator:80"
+
+// ParseActivatorService reads --activator-service, "namespace/name[:port]" (port 80 when
+// omitted); empty is no activator.
+func ParseActivatorService(s string) (types.NamespacedName, int32, error) {
+	if s == "" {
+		return types.NamespacedName{}, 0, nil
+	}
+	ref, portStr, hasPort := strings.Cut(s, ":")
+	ns, name, ok := strings.Cut(ref, "/")
+	port := int64(80)
+	var err error
+	if hasPort {
+		port, err = strconv.ParseInt(portStr, 10, 32)
+	}
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") || err != nil || port < 1 || port > 65535 {
+		return types.NamespacedName{}, 0, fmt.Errorf("--activator-service=%q: want namespace/name or namespace/name:port", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, int32(port), nil
 }

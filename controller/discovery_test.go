@@ -79,3 +79,27 @@ func TestDiscoverInferencePool(t *testing.T) {
 		}
 	}
 }
+
+func TestParseActivatorService(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		port int32
+		bad  bool
+	}{
+		{"", "", 0, false},
+		{DefaultActivatorService, "inferenceservice-system/inferenceservice-activator", 80, false},
+		{"ops/act:8080", "ops/act", 8080, false},
+		{"ops/act", "ops/act", 80, false},
+		{"act:80", "", 0, true},
+		{"ops/:80", "", 0, true},
+		{"ops/act:http", "", 0, true},
+		{"ops/act:70000", "", 0, true},
+		{"a/b/c", "", 0, true},
+	} {
+		got, port, err := ParseActivatorService(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && (got.String() != tc.want && tc.want != "" || port != tc.port)) {
+			t.Errorf("%q: got %v %d %v", tc.in, got, port, err)
+		}
+	}
+}

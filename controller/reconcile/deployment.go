@@ -63,7 +63,8 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 
 func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] ||
-		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] || live.Annotations[RaisedAnnotation] != want.Annotations[RaisedAnnotation] {
+		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] || live.Annotations[RaisedAnnotation] != want.Annotations[RaisedAnnotation] ||
+		live.Annotations[AsleepSinceAnnotation] != want.Annotations[AsleepSinceAnnotation] || live.Annotations[AwakeSinceAnnotation] != want.Annotations[AwakeSinceAnnotation] {
 		return true
 	}
 	if _, change := wantedReplicas(live, sc); change {
@@ -86,7 +87,7 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 // has none.
 func setOwnedAnnotations(have, want map[string]string) map[string]string {
 	have = mergeLabels(have, want)
-	for _, k := range []string{EnvAnnotation, RaisedAnnotation} {
+	for _, k := range []string{EnvAnnotation, RaisedAnnotation, AsleepSinceAnnotation, AwakeSinceAnnotation} {
 		if _, ok := want[k]; !ok {
 			delete(have, k)
 		}

@@ -87,6 +87,11 @@ type Features struct {
 	// KueueClusterQueues: Kueue's ClusterQueues are watched, so an admitted model says what
 	// its ClusterQueue borrows from its cohort.
 	KueueClusterQueues bool
+	// Activator is the Service of the activator that holds requests for models at zero, and
+	// ActivatorPort its port: a model with minReplicas 0 is routed through it. Empty: no
+	// activator is installed, and such a model wakes only on a change of spec.
+	Activator     types.NamespacedName
+	ActivatorPort int32
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

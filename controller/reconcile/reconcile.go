@@ -25,10 +25,22 @@ const ReasonReplacingPrevious = "ReplacingPrevious"
 // create what is missing, update only owned fields that differ, delete what should not exist,
 // never touch a child someone else controls, and compute the status.
 func Reconcile(in Input) Output {
+	// A model that scales to zero is decided as its current state asks: a fixed 0 asleep, the
+	// HPA's bounds from 1 awake.
+	sleep := decideIdle(&in)
+	in.ISVC, in.Ext = sleep.view(in.ISVC, in.Ext)
 	isvc := in.ISVC
 	var out Output
 	built := desiredChildren(isvc, &in.Ext, in.Features) // on the stack: every resync builds it
 	want := &built
+	sleep.annotate(want)
+	activated := sleep.on && in.Features.Activator.Name != ""
+	if activated && want.HTTPRoute != nil {
+		// Through the activator always: it holds requests at zero and counts them awake. The
+		// pool route's picker would hide both from it.
+		want.HTTPRoute = withActivatorBackend(want.HTTPRoute, isvc, in.Features.Activator, in.Features.ActivatorPort)
+		want.Pool = poolChildren{}
+	}
 
 	sc := want.Scale
 	if isMultiNode(&in.Ext) && !in.Features.LeaderWorkerSets {
@@ -179,6 +191,9 @@ func Reconcile(in Input) Output {
 	}
 	out.Causes = append(out.Causes, plan.causes...)
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
+	if sleep.asleep {
+		sleep.setStatus(&out.Status, isvc, in.Features.Activator, in.Now)
+	}
 	plan.setCondition(&out.Status, isvc, len(in.Ext.Adapters) > 0, in.Now)
 	autoscaler, autoscalingRecheck := decideAutoscaling(isvc, in.Observed.HPA, wantH, in.Observed.Pods, in.Observed.MetricsAPI, in.Now.Time)
 	switch {
@@ -193,8 +208,8 @@ func Reconcile(in Input) Output {
 	autoscaler.set(&out.Status, isvc, in.Now)
 	admitted := decideAdmission(in)
 	admitted.set(&out.Status, isvc, in.Now)
-	decideRouted(in, wantR, wantPool.Pool != nil).set(&out.Status, isvc, in.Now)
-	out.StatusExt = statusExtensions(in, want.HTTPRoute)
+	decideRouted(in, wantR, wantPool.Pool != nil, activated).set(&out.Status, isvc, in.Now)
+	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.Recheck = diagnosisRecheck(in)
 	var groupsRecheck time.Duration
@@ -205,7 +220,7 @@ func Reconcile(in Input) Output {
 	if !hold.until.IsZero() {
 		holdRecheck = hold.until.Sub(in.Now.Time)
 	}
-	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck} {
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck, sleep.recheck} {
 		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
 			out.Recheck = r
 		}
@@ -245,11 +260,14 @@ func decideChild(out *Output, isvc *crd.InferenceService, kind string, live, wan
 
 // statusExtensions are v1beta1's status additions: the in-cluster endpoint and the model name
 // once the Service is ours, and the gateway path once our HTTPRoute is accepted.
-func statusExtensions(in Input, wantRoute *unstructured.Unstructured) crd.StatusExtensions {
+func statusExtensions(in Input, wantRoute *unstructured.Unstructured, activated bool) crd.StatusExtensions {
 	var ext crd.StatusExtensions
 	isvc := in.ISVC
 	if s := in.Observed.Service; s != nil && ControlledBy(s, isvc) {
 		ext.Endpoint = "http://" + isvc.Name + "." + isvc.Namespace + ".svc:" + portString
+		if activated { // the Service has no pod at zero: in-cluster clients go through the activator
+			ext.Endpoint = activatorURL(isvc, in.Features.Activator, in.Features.ActivatorPort)
+		}
 		ext.ModelName = ModelName(&isvc.Spec)
 	}
 	if r := in.Observed.HTTPRoute; in.Features.HTTPRoutes && wantRoute != nil && r != nil && ControlledBy(r, isvc) &&

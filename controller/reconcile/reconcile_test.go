@@ -41,6 +41,8 @@ type world struct {
 	servers   map[string][]LoadedAdapter
 	failed    map[string]map[string]string
 	loadFails map[string]string
+	// later moves the clock past the resourceVersion's seconds.
+	later time.Duration
 }
 
 // cached is what the informers hold of the live objects: copies through their transforms.
@@ -121,7 +123,7 @@ func newWorld(replicas int32) *world {
 }
 
 func (w *world) now() metav1.Time {
-	return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, w.rv, 0, time.UTC))
+	return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, w.rv, 0, time.UTC).Add(w.later))
 }
 
 func (w *world) reconcile() Output {

@@ -23,6 +23,9 @@ const (
 	// ReasonPoolRoute: the HTTPRoute sends requests to the InferencePool; its picker serves and
 	// the pool has ready pods.
 	ReasonPoolRoute = "InferencePoolRoute"
+	// ReasonActivatorRoute: the HTTPRoute sends requests to the activator, which holds them
+	// while the model is at zero (spec.autoscaling.minReplicas 0).
+	ReasonActivatorRoute = "ActivatorRoute"
 	// ReasonServiceRoute: the HTTPRoute sends requests to the model's Service (the cluster
 	// serves no InferencePool API, or the operator runs with --inference-pool=off).
 	ReasonServiceRoute = "ServiceRoute"
@@ -120,7 +123,7 @@ func (r routed) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, 
 // decideRouted reads the route layer from the caches: the HTTPRoute accepted by its Gateway,
 // and with the pool route the pool accepted, its picker ready and its ready pods. It says only
 // what the objects' statuses say: which pod a request reaches is the picker's choice.
-func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool bool) routed {
+func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool, activated bool) routed {
 	isvc, obs, f := in.ISVC, in.Observed, in.Features
 	if wantRoute == nil {
 		return routed{}
@@ -131,6 +134,10 @@ func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool bool)
 	if r == nil || !ControlledBy(r, isvc) || !routeAccepted(r, f.GatewayParent) {
 		return routed{true, metav1.ConditionFalse, ReasonRouteNotAccepted,
 			fmt.Sprintf("Gateway %s has not accepted HTTPRoute %s (no Accepted condition for its generation): no request reaches the model through it", parent, key)}
+	}
+	if activated {
+		return routed{true, metav1.ConditionTrue, ReasonActivatorRoute, "HTTPRoute " + key + " on Gateway " + parent + " sends requests to the activator " + f.Activator.String() +
+			", which holds them while the model is at zero and forwards them to its ready pods (spec.autoscaling.minReplicas 0)"}
 	}
 	if !wantPool {
 		why := "this cluster serves no InferencePool API (" + InferencePoolGVR.GroupVersion().String() + ")"
