@@ -194,6 +194,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := rule.RewritePath(r.URL.Path)
 	setHeaders := map[string]string{}
+	for k, v := range rule.SetHeaders {
+		setHeaders[k] = v
+	}
 	var endpoint, kind string
 	switch {
 	case be.IsService():
@@ -211,7 +214,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), status)
 			return
 		}
-		endpoint, setHeaders, body = p.Endpoint, p.SetHeaders, p.Body
+		endpoint, body = p.Endpoint, p.Body
+		for k, v := range p.SetHeaders {
+			setHeaders[k] = v
+		}
 	default:
 		http.Error(w, fmt.Sprintf("backend %s: unsupported kind", be), http.StatusInternalServerError)
 		return

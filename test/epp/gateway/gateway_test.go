@@ -32,7 +32,8 @@ spec:
     filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v1/completions}}}]
     backendRefs: [{group: inference.networking.k8s.io, kind: InferencePool, name: m}]
   - matches: [{path: {type: PathPrefix, value: /ns/m/}}]
-    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}},
+      {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Activator-Model, value: ns/m}]}}]
     backendRefs: [{name: svc, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /ns}}]
     backendRefs: [{name: other, namespace: x, port: 8000, weight: 0}]
@@ -88,6 +89,12 @@ func TestRoutesMatchAndRewrite(t *testing.T) {
 		case c.kind == "InferencePool" && !b.IsPool(), c.kind == "Service" && !b.IsService(), c.kind == "other" && b.Name != "other":
 			t.Errorf("%s: backend %s, want %s", c.path, b, c.kind)
 		}
+	}
+	if r, _ := Match(rules, "/ns/m/v1/models"); r.SetHeaders["X-Activator-Model"] != "ns/m" || len(r.SetHeaders) != 1 {
+		t.Errorf("RequestHeaderModifier: %v", r.SetHeaders)
+	}
+	if r, _ := Match(rules, "/ns/m/v1/completions"); len(r.SetHeaders) != 0 {
+		t.Errorf("a rule without the filter sets %v", r.SetHeaders)
 	}
 	if r, _ := Match(rules, "/ns/x"); r.Backends[0].Namespace != "x" || r.Backends[0].Port != 8000 || r.Backends[0].Weight != 0 {
 		t.Errorf("backend %+v", r.Backends[0])

@@ -34,7 +34,10 @@ type Rule struct {
 	Route    string // namespace/name of the HTTPRoute
 	Prefix   string // PathPrefix value ("/" without matches)
 	Rewrite  *string
-	Backends []Backend
+	// SetHeaders are the RequestHeaderModifier filter's set and add entries (add as set: one
+	// value a header is all this gateway's routes use).
+	SetHeaders map[string]string
+	Backends   []Backend
 }
 
 // Match finds the rule for path: the longest PathPrefix that matches it element-wise, as the
@@ -105,7 +108,8 @@ func ParentsGateway(route *unstructured.Unstructured, ns, name string) (map[stri
 }
 
 // Rules reads the route's rules: one Rule per PathPrefix match (a rule without matches is
-// "/"); other match types are skipped, filters other than URLRewrite ReplacePrefixMatch ignored.
+// "/"); other match types are skipped, filters other than URLRewrite ReplacePrefixMatch and
+// RequestHeaderModifier set/add ignored.
 func Rules(route *unstructured.Unstructured) []Rule {
 	var out []Rule
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
@@ -115,9 +119,25 @@ func Rules(route *unstructured.Unstructured) []Rule {
 			continue
 		}
 		var rewrite *string
+		var setHeaders map[string]string
 		filters, _, _ := unstructured.NestedSlice(rule, "filters")
 		for _, f := range filters {
 			fm, _ := f.(map[string]any)
+			if t, _, _ := unstructured.NestedString(fm, "type"); t == "RequestHeaderModifier" {
+				for _, op := range []string{"set", "add"} {
+					hs, _, _ := unstructured.NestedSlice(fm, "requestHeaderModifier", op)
+					for _, h := range hs {
+						hm, _ := h.(map[string]any)
+						n, _ := hm["name"].(string)
+						v, _ := hm["value"].(string)
+						if setHeaders == nil {
+							setHeaders = map[string]string{}
+						}
+						setHeaders[n] = v
+					}
+				}
+				continue
+			}
 			if t, _, _ := unstructured.NestedString(fm, "type"); t != "URLRewrite" {
 				continue
 			}
@@ -145,7 +165,7 @@ func Rules(route *unstructured.Unstructured) []Rule {
 		}
 		matches, _, _ := unstructured.NestedSlice(rule, "matches")
 		if len(matches) == 0 {
-			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: "/", Rewrite: rewrite, Backends: backends})
+			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: "/", Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends})
 		}
 		for _, m := range matches {
 			mm, _ := m.(map[string]any)
@@ -157,7 +177,7 @@ func Rules(route *unstructured.Unstructured) []Rule {
 			if t != "" && t != "PathPrefix" && !(t == "Exact" && v == "/") {
 				continue // Exact and RegularExpression are not implemented
 			}
-			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: v, Rewrite: rewrite, Backends: backends})
+			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: v, Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends})
 		}
 	}
 	return out
