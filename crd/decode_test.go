@@ -226,7 +226,7 @@ func TestExtensions(t *testing.T) {
 		{`{"startupTimeoutSeconds":5}`, "spec.startupTimeoutSeconds"},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":3601}}`, RuleScaleDownDelayMessage},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"scaleDownDelaySeconds":-1}}`, RuleScaleDownDelayMessage},
-		{`{"autoscaling":{"minReplicas":0,"maxReplicas":2,"idleSeconds":4}}`, RuleIdleSecondsMessage},
+		{`{"autoscaling":{"minReplicas":0,"maxReplicas":2,"idleSeconds":30}}`, RuleIdleSecondsMessage},
 		{`{"autoscaling":{"minReplicas":1,"maxReplicas":2,"idleSeconds":60}}`, RuleIdleNeedsZeroMessage},
 		{`{"autoscaling":{"minReplicas":-1,"maxReplicas":2}}`, "minReplicas must be between 0"},
 		{`{"autoscaling":{"minReplicas":0,"maxReplicas":2},"multiNode":{"nodes":2}}`, RuleZeroNotMultiNodeMsg},

@@ -29,8 +29,8 @@ const (
 	RuleOneNodeGPUsMsg        = "spec.gpusPerReplica above 16 needs spec.multiNode: one pod cannot hold more GPUs than a node; set spec.multiNode.nodes to spread the replica over several"
 	RuleMultiNodePerNode      = `!has(self.multiNode) || ` + ruleG + ` / self.multiNode.nodes <= 16`
 	RuleMultiNodePerNodeMsg   = "spec.gpusPerReplica / spec.multiNode.nodes must be at most 16: the GPUs of one node; raise spec.multiNode.nodes"
-	RuleIdleSeconds           = `self >= 5 && self <= 86400`
-	RuleIdleSecondsMessage    = "spec.autoscaling.idleSeconds must be between 5 and 86400: how long the model may go without a request before it is scaled to zero"
+	RuleIdleSeconds           = `self >= 60 && self <= 86400`
+	RuleIdleSecondsMessage    = "spec.autoscaling.idleSeconds must be between 60 and 86400: how long the model may go without a request before it is scaled to zero (the activator reports requests every 20s by default, so a shorter window would sleep a model that is in use)"
 	RuleIdleNeedsZero         = `!has(self.idleSeconds) || self.minReplicas == 0`
 	RuleIdleNeedsZeroMessage  = "spec.autoscaling.idleSeconds applies only with minReplicas 0 (scale to zero when idle)"
 	RuleZeroNotMultiNode      = `!has(self.multiNode) || !has(self.autoscaling) || self.autoscaling.minReplicas >= 1`

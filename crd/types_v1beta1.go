@@ -168,11 +168,11 @@ type Autoscaling struct {
 	IdleSeconds *int32 `json:"idleSeconds,omitempty"`
 }
 
-// Bounds of spec.autoscaling.idleSeconds: below a few seconds a model would sleep between a
+// Bounds of spec.autoscaling.idleSeconds: below a minute a model would sleep between a
 // chat's turns; a day is longer than any idle window worth a GPU.
 const (
 	DefaultIdleSeconds = 300
-	MinIdleSeconds     = 5
+	MinIdleSeconds     = 60
 	MaxIdleSeconds     = 86400
 )
 

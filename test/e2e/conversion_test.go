@@ -314,7 +314,7 @@ spec:
 		{"dup", `{baseModel: m, replicas: 1, adapters: [{name: a, storageURI: "hf://x"}, {name: a, storageURI: "hf://y"}]}`, crd.RuleAdapterNamesUniqueMsg},
 		{"minmax", `{baseModel: m, autoscaling: {minReplicas: 5, maxReplicas: 2}}`, crd.RuleMinLEMaxMessage},
 		{"idle", `{baseModel: m, autoscaling: {minReplicas: 1, maxReplicas: 2, idleSeconds: 60}}`, crd.RuleIdleNeedsZeroMessage},
-		{"idleshort", `{baseModel: m, autoscaling: {minReplicas: 0, maxReplicas: 2, idleSeconds: 1}}`, crd.RuleIdleSecondsMessage},
+		{"idleshort", `{baseModel: m, autoscaling: {minReplicas: 0, maxReplicas: 2, idleSeconds: 30}}`, crd.RuleIdleSecondsMessage},
 		{"zeromultinode", `{baseModel: m, gpusPerReplica: 2, multiNode: {nodes: 2}, autoscaling: {minReplicas: 0, maxReplicas: 2}}`, crd.RuleZeroNotMultiNodeMsg},
 		{"both", `{baseModel: m, replicas: 1, autoscaling: {minReplicas: 1, maxReplicas: 2}}`, crd.RuleReplicasXorAutoscalingMs},
 		{"neither", `{baseModel: m}`, crd.RuleReplicasXorAutoscalingMs},
