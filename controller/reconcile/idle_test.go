@@ -201,3 +201,30 @@ func TestScaleToZeroWithoutActivator(t *testing.T) {
 		t.Fatalf("Ready %s: %s", r, msg)
 	}
 }
+
+// TestScaleToZeroWithKEDA: under KEDA the ScaledObject scales the awake model from 1 and is
+// removed while it sleeps, as the HPA is: KEDA never holds the count at zero, the operator does.
+func TestScaleToZeroWithKEDA(t *testing.T) {
+	w := idleWorld()
+	w.f.HTTPRoutes, w.f.ScaledObjects, w.f.KEDAPrometheus = false, true, kedaProm
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create ScaledObject" {
+		t.Fatalf("first reconcile: %s", got)
+	}
+	w.apply(out.Actions)
+	if n, _, _ := unstructured.NestedInt64(w.obs.ScaledObject.Object, "spec", "minReplicaCount"); n != 1 {
+		t.Fatalf("awake: minReplicaCount %d", n)
+	}
+	w.podsReady()
+	w.later = 2 * time.Minute
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "update Deployment, delete ScaledObject" {
+		t.Fatalf("idle: %s", got)
+	}
+	w.apply(out.Actions)
+	w.podsReady()
+	w.request()
+	if got := verbs(w.reconcile().Actions); got != "update Deployment, create ScaledObject" {
+		t.Fatalf("woken: %s", got)
+	}
+}

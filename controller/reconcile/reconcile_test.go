@@ -239,6 +239,8 @@ func (w *world) apply(actions []Action) {
 				o.SetGeneration(o.GetGeneration() + 1)
 			case KindInferencePool:
 				slot = &w.obs.InferencePool
+			case KindScaledObject:
+				slot = &w.obs.ScaledObject
 			case KindPickerServiceAccess:
 				slot = &w.obs.PickerServiceAccount
 			case KindPickerRoleBinding:
