@@ -52,8 +52,8 @@ func Build(o Objects) Report {
 		Phase: string(i.Status.Phase), Reason: i.Status.Reason, Generation: i.Generation, ObservedGeneration: i.Status.ObservedGeneration}
 	for _, c := range i.Status.Conditions {
 		switch {
-		case c.Type == crd.ConditionReady && c.Status != metav1.ConditionTrue:
-			r.ISVC.Message = c.Message
+		case c.Type == crd.ConditionReady && (c.Status != metav1.ConditionTrue || c.Reason == reconcile.ReasonScaledToZero):
+			r.ISVC.Message = c.Message // at zero, when it slept and what wakes it
 		case c.Type == crd.ConditionAdmitted:
 			r.ISVC.Queue = &QueueLayer{LocalQueue: i.Spec.QueueName, Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 		}

@@ -218,3 +218,17 @@ func TestRouteLayer(t *testing.T) {
 		t.Fatalf("routed through the pool, marked %q", r.Marked)
 	}
 }
+
+// TestScaledToZeroIsNoFault: a model its idle window put to sleep marks no layer, and the walk
+// shows when it slept and what wakes it.
+func TestScaledToZeroIsNoFault(t *testing.T) {
+	o := model(0, 0)
+	o.HPA = nil
+	msg := "scaled to zero at 2026-01-01T00:00:00Z after 5m0s without a request (no request seen): no pods run and no GPUs are held; the next request through the activator ns/a wakes it"
+	o.ISVC.Status.Reason = reconcile.ReasonScaledToZero
+	o.ISVC.Status.Conditions = []metav1.Condition{{Type: crd.ConditionReady, Status: metav1.ConditionTrue, Reason: reconcile.ReasonScaledToZero, Message: msg}}
+	r := Build(o)
+	if r.Marked != "" || r.ISVC.Message != msg {
+		t.Fatalf("marked %q, message %q", r.Marked, r.ISVC.Message)
+	}
+}
