@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -205,6 +206,11 @@ func run(ctx context.Context, o options) error {
 	features.CreatingEvidenceAfter = o.creatingEvidenceAfter
 	if features.Activator, features.ActivatorPort, err = controller.ParseActivatorService(o.activatorService); err != nil {
 		return err
+	}
+	if ns := splitList(o.namespaces); features.ReferenceGrants && len(ns) > 0 && !slices.Contains(ns, features.Activator.Namespace) {
+		// The grants live in the activator's namespace, which this operator does not watch.
+		klog.InfoS("The activator's namespace is not watched: ReferenceGrants for routes through it are not managed", "activator", features.Activator)
+		features.ReferenceGrants = false
 	}
 	optional = append(append(optional, scaledObjects...), pools...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,

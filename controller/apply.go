@@ -134,6 +134,9 @@ func (c *Controller) apply(ctx context.Context, a reconcile.Action) (reconcile.V
 		if !apierrors.IsAlreadyExists(err) {
 			return reconcile.Create, err
 		}
+		if a.Kind == reconcile.KindReferenceGrant {
+			return "", nil // a namespace's grant, made for another of its models
+		}
 		// Not in the label-scoped cache: someone else's namesake, or ours with its labels
 		// changed (a relabel drops it from the cache). Ownership is the controller reference:
 		// ours gets its owned fields, labels included, back, and so returns to the cache.

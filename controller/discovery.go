@@ -112,6 +112,11 @@ func DiscoverFeatures(disco discovery.DiscoveryInterface, serviceMonitors bool, 
 		if f.HTTPRoutes = ok; ok {
 			f.GatewayParent = types.NamespacedName{Namespace: ns, Name: name}
 			watch = append(watch, reconcile.HTTPRouteGVR)
+			if f.ReferenceGrants, err = served(disco, reconcile.ReferenceGrantGVR); err != nil {
+				return f, nil, err
+			} else if f.ReferenceGrants {
+				watch = append(watch, reconcile.ReferenceGrantGVR)
+			}
 		}
 	}
 	return f, watch, nil

@@ -52,6 +52,13 @@ func TestDiscoverFeatures(t *testing.T) {
 	if _, _, err := DiscoverFeatures(discoveryServing(), false, "main"); err == nil {
 		t.Fatal("--gateway-parent without a namespace accepted")
 	}
+	grants := metav1.APIResourceList{GroupVersion: reconcile.ReferenceGrantGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: reconcile.ReferenceGrantGVR.Resource}}}
+	if f, watch, _ := DiscoverFeatures(discoveryServing(routes, grants), false, "gw/main"); !f.ReferenceGrants || len(watch) != 2 || watch[1] != reconcile.ReferenceGrantGVR {
+		t.Fatalf("ReferenceGrants served: %+v %v", f, watch)
+	}
+	if f, _, _ := DiscoverFeatures(discoveryServing(grants), false, "gw/main"); f.ReferenceGrants {
+		t.Fatal("ReferenceGrants without HTTPRoutes")
+	}
 }
 
 func TestDiscoverInferencePool(t *testing.T) {

@@ -204,6 +204,13 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 			*o.into = nil
 		}
 	}
+	if f := c.features; f.ReferenceGrants && f.Activator.Name != "" {
+		if obs.ActivatorGrant, ok, err = c.caches.Optional(reconcile.ReferenceGrantGVR, f.Activator.Namespace, reconcile.ActivatorGrantName(ns)); err != nil {
+			return obs, err
+		} else if !ok {
+			obs.ActivatorGrant = nil
+		}
+	}
 	if err := c.observePicker(&obs, ns, name); err != nil {
 		return obs, err
 	}

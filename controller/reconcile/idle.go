@@ -184,3 +184,39 @@ func activatorURL(isvc *crd.InferenceService, activator types.NamespacedName, po
 	}
 	return host + "/" + isvc.Namespace + "/" + isvc.Name
 }
+
+// ActivatorGrantName is the ReferenceGrant, in the activator's namespace, that lets the
+// HTTPRoutes of namespace ns send requests to the activator's Service. One per namespace,
+// shared by its models and never deleted by the operator: it grants only a reference to a
+// Service every route of that namespace may use, and a model's delete must not cut another's.
+func ActivatorGrantName(ns string) string { return "inferenceservice-routes-from-" + ns }
+
+// desiredActivatorGrant is the grant for namespace ns. It carries the operator's label (its
+// cache is label-scoped) and no owner: an owner in another namespace is no owner to the
+// garbage collector, which would delete it.
+func desiredActivatorGrant(ns string, activator types.NamespacedName) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": ReferenceGrantGVR.GroupVersion().String(),
+		"kind":       KindReferenceGrant,
+		"spec": map[string]interface{}{
+			"from": []interface{}{map[string]interface{}{"group": HTTPRouteGVR.Group, "kind": KindHTTPRoute, "namespace": ns}},
+			"to":   []interface{}{map[string]interface{}{"group": "", "kind": "Service", "name": activator.Name}},
+		},
+	}}
+	u.SetName(ActivatorGrantName(ns))
+	u.SetNamespace(activator.Namespace)
+	u.SetLabels(map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue})
+	return u
+}
+
+// decideActivatorGrant creates the namespace's grant while a route of it goes through the
+// activator in another namespace and none is seen. Create only: another model of the
+// namespace may have made it (the create's AlreadyExists is success), and one edited by hand
+// is the editor's.
+func decideActivatorGrant(out *Output, in *Input, route *unstructured.Unstructured) {
+	f := in.Features
+	if route == nil || !f.ReferenceGrants || f.Activator.Namespace == in.ISVC.Namespace || in.Observed.ActivatorGrant != nil {
+		return
+	}
+	out.add(Create, KindReferenceGrant, desiredActivatorGrant(in.ISVC.Namespace, f.Activator))
+}

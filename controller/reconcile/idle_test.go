@@ -228,3 +228,36 @@ func TestScaleToZeroWithKEDA(t *testing.T) {
 		t.Fatalf("woken: %s", got)
 	}
 }
+
+// TestActivatorGrant: a route through the activator in another namespace comes with the
+// namespace's ReferenceGrant, made once (none when seen, none for the activator's own
+// namespace), labelled for the cache and owned by no one.
+func TestActivatorGrant(t *testing.T) {
+	w := idleWorld()
+	w.f.ReferenceGrants = true
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create HTTPRoute, create ReferenceGrant" {
+		t.Fatalf("first reconcile: %s", got)
+	}
+	g := out.Actions[len(out.Actions)-1].Object.(*unstructured.Unstructured)
+	from, _, _ := unstructured.NestedSlice(g.Object, "spec", "from")
+	to, _, _ := unstructured.NestedSlice(g.Object, "spec", "to")
+	if g.GetNamespace() != testActivator.Namespace || g.GetName() != "inferenceservice-routes-from-default" || len(g.GetOwnerReferences()) != 0 ||
+		g.GetLabels()[kinds.ManagedByLabel] != kinds.ManagedByValue || from[0].(map[string]interface{})["namespace"] != "default" ||
+		to[0].(map[string]interface{})["name"] != testActivator.Name {
+		t.Fatalf("grant %v", g.Object)
+	}
+	w.apply(out.Actions[:len(out.Actions)-1])
+	w.obs.ActivatorGrant = g
+	w.podsReady()
+	if got := verbs(w.reconcile().Actions); got != "" {
+		t.Fatalf("grant seen: %s", got)
+	}
+	w.f.Activator.Namespace = "default" // the activator beside the model: no grant needed
+	w.obs.ActivatorGrant = nil
+	for _, a := range w.reconcile().Actions {
+		if a.Kind == KindReferenceGrant {
+			t.Fatal("a grant for the activator's own namespace")
+		}
+	}
+}

@@ -20,6 +20,9 @@ var (
 	ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
 	HTTPRouteGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
 	ScaledObjectGVR   = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+	// ReferenceGrantGVR at v1beta1, which every Gateway API release since v0.6 serves (v1
+	// only since v1.5).
+	ReferenceGrantGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
 )
 
 // Kinds of the optional children, and their resources.
@@ -27,6 +30,7 @@ const (
 	KindServiceMonitor = "ServiceMonitor"
 	KindHTTPRoute      = "HTTPRoute"
 	KindScaledObject   = "ScaledObject"
+	KindReferenceGrant = "ReferenceGrant"
 )
 
 // GVROfKind is the resource of an optional child's kind.
@@ -38,6 +42,8 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return HTTPRouteGVR, true
 	case KindScaledObject:
 		return ScaledObjectGVR, true
+	case KindReferenceGrant:
+		return ReferenceGrantGVR, true
 	case KindLeaderWorkerSet:
 		return LeaderWorkerSetGVR, true
 	case KindInferencePool:
@@ -92,6 +98,11 @@ type Features struct {
 	// activator is installed, and such a model wakes only on a change of spec.
 	Activator     types.NamespacedName
 	ActivatorPort int32
+	// ReferenceGrants: Gateway API ReferenceGrants are served and watched in the activator's
+	// namespace, so the operator grants the HTTPRoutes of a namespace with models routed
+	// through the activator the reference to its Service (gateways refuse a cross-namespace
+	// backendRef without one: ResolvedRefs False, RefNotPermitted).
+	ReferenceGrants bool
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

@@ -172,6 +172,9 @@ func Reconcile(in Input) Output {
 		}
 	}
 	decidePool(&out, in, wantPool)
+	if activated {
+		decideActivatorGrant(&out, &in, wantR)
+	}
 	if anchor == nil {
 		for i := range out.Actions {
 			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i])

@@ -41,8 +41,11 @@ type Observed struct {
 	PickerService        *corev1.Service
 	PickerServiceAccount *unstructured.Unstructured
 	PickerRoleBinding    *unstructured.Unstructured
-	ReplicaSets          []*appsv1.ReplicaSet
-	Pods                 []*corev1.Pod
+	// ActivatorGrant is the ReferenceGrant in the activator's namespace for the model's
+	// namespace (ActivatorGrantName), read when Features.ReferenceGrants.
+	ActivatorGrant *unstructured.Unstructured
+	ReplicaSets    []*appsv1.ReplicaSet
+	Pods           []*corev1.Pod
 	// Nodes are the cluster's nodes with GPU trouble (StripNode's view, NodeTroubled), by
 	// name; nil when the operator does not watch nodes.
 	Nodes map[string]*corev1.Node

@@ -326,7 +326,13 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	})
 	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io",
 		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io",
-		"crd/inferencepools.inference.networking.k8s.io", "--timeout=60s")
+		"crd/inferencepools.inference.networking.k8s.io", "crd/referencegrants.gateway.networking.k8s.io", "--timeout=60s")
+	// The activator's namespace, watched too: a model at zero's route gets a ReferenceGrant there.
+	actNS := ns + "-activator"
+	env.Kubectl(t, "create", "namespace", actNS)
+	t.Cleanup(func() {
+		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "namespace", actNS, "--wait=false")
+	})
 
 	// The install's rules, for a ServiceAccount of the test's own.
 	const name = "isvc-rbac-exact"
@@ -361,7 +367,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	errs := &answers{done: map[string]bool{}}
 	wire.Answer(errs.answer)
 	const lease = "isvc-rbac-exact"
-	p := startOperator(t, env.Bin, "rbac-exact", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns,
+	p := startOperator(t, env.Bin, "rbac-exact", "--kubeconfig="+wire.Kubeconfig, "--namespaces="+ns+","+actNS, "--activator-service="+actNS+"/activator:80",
 		"--leader-elect", "--leader-election-namespace="+systemNamespace, "--leader-election-id="+lease,
 		"--metrics-secure", "--gateway-url="+gw.URL, "--gateway-parent=gateway-system/public",
 		"--backoff-max=2s", "--creating-evidence-after=2s", "-v=2")
@@ -468,6 +474,20 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	errs.armConflicts(nil)
 	updateISVC(t, ns, "big", bigSpec, `{}`)
 	waitCalled(t, wire, "the LeaderWorkerSet deleted", with("delete", lws)...)
+
+	// A model that scales to zero, routed through the activator in another namespace: that
+	// namespace's ReferenceGrant is created there (list and watch from the start).
+	zero := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "zero", "namespace": ns, "annotations": map[string]any{
+			crd.AnnotationV1beta1Spec: `{"gateway":{"route":"/zero"},"autoscaling":{"minReplicas":0,"maxReplicas":1},"replicasUnset":true}`}},
+		"spec": map[string]any{"model": "m", "replicas": int64(0), "gpusPerReplica": int64(0),
+			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
+	}}
+	if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, zero, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "the activator's ReferenceGrant created", access{group: "gateway.networking.k8s.io", resource: "referencegrants", verb: "create"})
 	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,9 +31,9 @@ func (b Backend) String() string {
 
 // Rule is one (match, rule) pair of an HTTPRoute: a PathPrefix match and what it does.
 type Rule struct {
-	Route    string // namespace/name of the HTTPRoute
-	Prefix   string // PathPrefix value ("/" without matches)
-	Rewrite  *string
+	Route   string // namespace/name of the HTTPRoute
+	Prefix  string // PathPrefix value ("/" without matches)
+	Rewrite *string
 	// SetHeaders are the RequestHeaderModifier filter's set and add entries (add as set: one
 	// value a header is all this gateway's routes use).
 	SetHeaders map[string]string
