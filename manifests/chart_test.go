@@ -213,7 +213,7 @@ func appendArgs(c map[string]any, args ...string) {
 }
 
 // TestChartMatchesManifests: the chart with default values renders exactly what
-// `kubectl kustomize manifests/` renders, and each values combination the README documents
+// `kubectl kustomize manifests/` renders, and each values combination docs/operations.md documents
 // renders exactly its overlay, or, where there is none, the base with the documented change.
 func TestChartMatchesManifests(t *testing.T) {
 	h := helm(t)

@@ -38,7 +38,7 @@ func startKueue(t *testing.T) *operator.Kueue {
 	return operator.RunForTest(testenv.Ctx(t, 3*time.Minute), t, env.Cluster, operator.KueueBinEnv, "kueue", filepath.Join(env.Dir, "kueue"), operator.StartKueue)
 }
 
-// walkFile is one of the manifests of the README's Kueue walk, which this test runs.
+// walkFile is one of the manifests of the Kueue walk in docs/multi-tenancy.md, which this test runs.
 func walkFile(name string) string { return filepath.Join(env.Root, "test", "kueue", "walk", name) }
 
 // TestKueueTeamQuotaOnlinePreemptsOffline: a team with a 16-GPU quota runs an online model (4 x 2

@@ -145,7 +145,7 @@ spec:
 		}
 		return nil
 	})
-	// The README's v1beta1 sample is valid as shipped.
+	// The v1beta1 sample docs/api.md shows is valid as shipped.
 	kubectl("apply", "--dry-run=server", "-n", ns, "-f", filepath.Join(env.Root, "manifests", "samples", "qwen3-8b-lora.yaml"))
 	out := kubectl("get", "inferenceservices.v1beta1.ai.example.com", "lora", "-n", ns)
 	t.Logf("kubectl get:\n%s", out)

@@ -170,7 +170,7 @@ func TestManifestsApply(t *testing.T) {
 	}
 }
 
-// checkDeploymentHardening: the security settings the README promises.
+// checkDeploymentHardening: the security settings docs/operations.md promises.
 func checkDeploymentHardening(t *testing.T, d *appsv1.Deployment) {
 	t.Helper()
 	spec := d.Spec.Template.Spec

@@ -659,7 +659,7 @@ func updateISVC(t *testing.T, ns, name string, spec map[string]any, ext string) 
 // webhook, while an InferenceService stored as v1alpha1 is migrated: each of the overlay's
 // rules must be used (the caBundle patch, the rewrite, the storedVersions patch), and every
 // request granted. The base rules' uses are TestRBACExactlyWhatIsCalled's. Storage is then
-// rolled back and the default CRD restored, as the README's rollback says.
+// rolled back and the default CRD restored, as the rollback in docs/operations.md says.
 func TestRBACV1beta1OverlayCalls(t *testing.T) {
 	ns := env.Namespace(t)
 	createISVC(t, ns, "stored", 1) // stored as v1alpha1: the migration rewrites it
