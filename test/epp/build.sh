@@ -3,10 +3,10 @@
 # the full endpoint picker), two binaries next to each other:
 #   epp      the endpoint picker: cmd/epp's flags and scheduling through this module's own main
 #            (picker/), its listeners on $LOCALCLUSTER_POD_IP or 127.0.0.1 (see README.md);
-#   gateway  a minimal Gateway API data plane (gateway/): HTTPRoutes to Services and to
+#   gateway  a minimal Gateway API data plane (gateway/): HTTPRoutes (ReferenceGrants checked) to Services and to
 #            InferencePools through their picker over ext_proc.
 # and copies the CRDs the harness applies to <epp>-manifests/crd: InferencePool
-# (inference.networking.k8s.io/v1, from the module) and the HTTPRoute stand-in
+# (inference.networking.k8s.io/v1, from the module) and the HTTPRoute and ReferenceGrant stand-ins
 # (gateway/httproute-crd.yaml); the optional x-k8s CRDs (InferenceObjective,
 # InferenceModelRewrite, InferencePoolImport) go to <epp>-manifests/crd-optional.
 # The build is skipped while a stamp of its inputs (go.mod, go.sum, picker/, gateway/, this
@@ -35,7 +35,7 @@ src="$(go list -m -f '{{.Dir}}' "$mod")"
 rm -rf "$manifests"
 mkdir -p "$manifests/crd" "$manifests/crd-optional"
 # The module cache is read-only; install gives the copies a mode later builds can replace.
-install -m 0644 "$src"/config/crd/bases/inference.networking.k8s.io_*.yaml gateway/httproute-crd.yaml "$manifests/crd/"
+install -m 0644 "$src"/config/crd/bases/inference.networking.k8s.io_*.yaml gateway/httproute-crd.yaml gateway/referencegrant-crd.yaml "$manifests/crd/"
 install -m 0644 "$src"/config/crd/bases/inference.networking.x-k8s.io_*.yaml "$manifests/crd-optional/"
 echo "$stamp" > "$out.stamp"
 echo "$out"

@@ -36,6 +36,7 @@ var (
 	poolGVR  = schema.GroupVersionResource{Group: PoolGroup, Version: "v1", Resource: "inferencepools"}
 	svcGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	sliceGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	grantGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
 	podGVR   = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
@@ -53,8 +54,11 @@ type gateway struct {
 	factory             dynamicinformer.DynamicSharedInformerFactory
 	routes, pools, svcs cache.GenericLister
 	pods                cache.GenericLister
-	slices              cache.Indexer
-	trigger             chan struct{}
+	// grants are the ReferenceGrants, nil where the CRD is not installed (then no route may
+	// reference a backend in another namespace).
+	grants  cache.GenericLister
+	slices  cache.Indexer
+	trigger chan struct{}
 	// backendRR and endpointRR turn apart: one counter for both stepped the endpoints by two,
 	// so a Service's requests went to every other pod.
 	backendRR, endpointRR atomic.Uint64
@@ -115,6 +119,14 @@ func (g *gateway) start(ctx context.Context) error {
 	}
 	g.slices = sl.GetIndexer()
 	synced = append(synced, sl.HasSynced)
+	if _, err := g.dyn.Resource(grantGVR).List(ictx, metav1.ListOptions{Limit: 1}); err == nil {
+		inf := g.factory.ForResource(grantGVR)
+		if _, err := inf.Informer().AddEventHandler(h); err != nil {
+			return err
+		}
+		g.grants = inf.Lister()
+		synced = append(synced, inf.Informer().HasSynced)
+	}
 	g.factory.Start(ictx.Done())
 	wctx, wcancel := context.WithTimeout(ictx, time.Minute)
 	defer wcancel()
@@ -181,6 +193,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	be, ok := g.chooseBackend(rule.Backends)
 	if !ok {
 		http.Error(w, "route "+rule.Route+" has no backend", http.StatusInternalServerError)
+		return
+	}
+	if routeNS, _, _ := strings.Cut(rule.Route, "/"); !g.permitted(routeNS, be) {
+		// As the Gateway API says of a backendRef that cannot be resolved: 500.
+		http.Error(w, fmt.Sprintf("route %s: backendRef %s not permitted (no ReferenceGrant)", rule.Route, be), http.StatusInternalServerError)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
@@ -559,6 +576,8 @@ func (g *gateway) writeStatuses(ctx context.Context) error {
 		for _, rule := range Rules(rt) {
 			for _, be := range rule.Backends {
 				switch {
+				case !g.permitted(rt.GetNamespace(), be):
+					resolved, reason, msg = false, "RefNotPermitted", fmt.Sprintf("backendRef %s is in another namespace and no ReferenceGrant there permits HTTPRoutes of %s to reference it", be, rt.GetNamespace())
 				case be.IsService():
 					if _, err := g.svcs.ByNamespace(be.Namespace).Get(be.Name); err != nil {
 						resolved, reason, msg = false, "BackendNotFound", fmt.Sprintf("Service %s/%s not found", be.Namespace, be.Name)
@@ -685,4 +704,34 @@ func normalize(v any) any {
 		return fmt.Sprint(toInt(x))
 	}
 	return v
+}
+
+// permitted is the Gateway API's rule for a route's backendRef: one in the route's namespace,
+// or one a ReferenceGrant in the backend's namespace lets HTTPRoutes of the route's namespace
+// reference (its to entry naming the kind, and the name unless it names none).
+func (g *gateway) permitted(routeNS string, be Backend) bool {
+	if be.Namespace == routeNS {
+		return true
+	}
+	if g.grants == nil {
+		return false
+	}
+	objs, err := g.grants.ByNamespace(be.Namespace).List(labelsEverything())
+	if err != nil {
+		return false
+	}
+	kind := be.Kind
+	if kind == "" {
+		kind = "Service"
+	}
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if GrantPermits(u, routeNS, be.Group, kind, be.Name) {
+			return true
+		}
+	}
+	return false
 }

@@ -209,3 +209,37 @@ func TestPickExchange(t *testing.T) {
 		t.Errorf("a failing picker: err %v", err)
 	}
 }
+
+// TestGrantPermits: a ReferenceGrant lets routes of its from namespace reference its to kind,
+// by name or any; nothing else.
+func TestGrantPermits(t *testing.T) {
+	g := parse(t, `
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: g, namespace: system}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: team-a}]
+  to: [{group: "", kind: Service, name: activator}]
+`)
+	for _, c := range []struct {
+		from, group, kind, name string
+		want                    bool
+	}{
+		{"team-a", "", "Service", "activator", true},
+		{"team-b", "", "Service", "activator", false},
+		{"team-a", "", "Service", "other", false},
+		{"team-a", "inference.networking.k8s.io", "InferencePool", "activator", false},
+	} {
+		if got := GrantPermits(g, c.from, c.group, c.kind, c.name); got != c.want {
+			t.Errorf("%+v: %v", c, got)
+		}
+	}
+	any := parse(t, `
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: team-a}]
+  to: [{group: "", kind: Service}]
+`)
+	if !GrantPermits(any, "team-a", "", "Service", "whatever") {
+		t.Error("a to entry without a name permits every Service")
+	}
+}

@@ -198,3 +198,30 @@ func toInt(v any) int64 {
 }
 
 func labelsEverything() labels.Selector { return labels.Everything() }
+
+// GrantPermits says whether ReferenceGrant u lets HTTPRoutes of namespace from reference the
+// object group/kind/name in u's namespace.
+func GrantPermits(u *unstructured.Unstructured, from, group, kind, name string) bool {
+	froms, _, _ := unstructured.NestedSlice(u.Object, "spec", "from")
+	tos, _, _ := unstructured.NestedSlice(u.Object, "spec", "to")
+	fromOK := false
+	for _, f := range froms {
+		fm, _ := f.(map[string]any)
+		if fm["group"] == "gateway.networking.k8s.io" && fm["kind"] == "HTTPRoute" && fm["namespace"] == from {
+			fromOK = true
+		}
+	}
+	if !fromOK {
+		return false
+	}
+	for _, t := range tos {
+		tm, _ := t.(map[string]any)
+		g, _ := tm["group"].(string)
+		k, _ := tm["kind"].(string)
+		n, _ := tm["name"].(string)
+		if g == group && k == kind && (n == "" || n == name) {
+			return true
+		}
+	}
+	return false
+}
