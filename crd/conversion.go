@@ -69,14 +69,15 @@ func (e *SpecExtensions) derivedReplicas() int32 {
 
 // StatusExtensions are the v1beta1 status fields without a v1alpha1 counterpart.
 type StatusExtensions struct {
-	LoadedAdapters []string `json:"loadedAdapters,omitempty"`
-	Endpoint       string   `json:"endpoint,omitempty"`
-	ModelName      string   `json:"modelName,omitempty"`
-	RoutePath      string   `json:"routePath,omitempty"`
+	LoadedAdapters []string   `json:"loadedAdapters,omitempty"`
+	Endpoint       string     `json:"endpoint,omitempty"`
+	ModelName      string     `json:"modelName,omitempty"`
+	RoutePath      string     `json:"routePath,omitempty"`
+	LastColdStart  *ColdStart `json:"lastColdStart,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
-	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == ""
+	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -128,7 +129,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		ObservedGeneration: st.ObservedGeneration, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
-		ModelName: status.ModelName, RoutePath: status.RoutePath,
+		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
 	}
 	return out, nil
 }
@@ -174,7 +175,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		History:    append([]DiagnosisRecord(nil), st.History...),
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
-		ModelName: st.ModelName, RoutePath: st.RoutePath}
+		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart)}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}

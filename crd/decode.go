@@ -57,6 +57,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, ReadyReplicas: s.ReadyReplicas,
 		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions, History: s.History,
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
+		LastColdStart: ext.LastColdStart,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }

@@ -268,6 +268,8 @@ func TestStatusToUnstructuredV1beta1KeepsEveryField(t *testing.T) {
 				f.SetInt(1)
 			case reflect.Slice:
 				f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+			case reflect.Pointer:
+				f.Set(reflect.New(f.Type().Elem()))
 			}
 		}
 	}

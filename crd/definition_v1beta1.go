@@ -236,6 +236,13 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	status.Properties["endpoint"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "The model's OpenAI-compatible URL inside the cluster."}
 	status.Properties["modelName"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "The name clients send as \"model\" for the base model (vLLM's served model name); adapters are called by their names."}
 	status.Properties["routePath"] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "Path prefix the gateway serves the model's OpenAI API under (clients call <gateway address><routePath>/v1/...); set only while the HTTPRoute is the operator's and a Gateway accepted it."}
+	status.Properties["lastColdStart"] = apiextensionsv1.JSONSchemaProps{
+		Type: "object", Description: "The last start from zero (spec.autoscaling.minReplicas 0) as the activator measured it.",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"arrived":          {Type: "string", Description: "When the first request held for the model arrived (RFC 3339)."},
+			"firstByteSeconds": {Type: "number", Description: "Seconds from that arrival to the first byte of its answer."},
+		},
+	}
 	s.Properties["status"] = status
 	return s
 }

@@ -227,4 +227,15 @@ type InferenceServiceStatusV1beta1 struct {
 	// RoutePath is the path prefix the gateway serves the model's OpenAI API under (clients call
 	// <gateway>/<routePath>/v1/...), set only while the HTTPRoute is ours and a Gateway accepted it.
 	RoutePath string `json:"routePath,omitempty"`
+	// LastColdStart is the model's last start from zero as the activator measured it: when
+	// the first held request arrived and how long until the first byte of its answer.
+	LastColdStart *ColdStart `json:"lastColdStart,omitempty"`
+}
+
+// ColdStart is one start from zero, request arrival to first byte.
+type ColdStart struct {
+	// Arrived is when the first request held for the model arrived (RFC 3339).
+	Arrived string `json:"arrived"`
+	// FirstByteSeconds is how long after that the first byte of its answer came.
+	FirstByteSeconds float64 `json:"firstByteSeconds"`
 }

@@ -7,10 +7,12 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -219,4 +221,18 @@ func decideActivatorGrant(out *Output, in *Input, route *unstructured.Unstructur
 		return
 	}
 	out.add(Create, KindReferenceGrant, desiredActivatorGrant(in.ISVC.Namespace, f.Activator))
+}
+
+// coldStartOf reads the last cold start the activator wrote on the model's Service; nil when
+// none (or unreadable: the status never shows what it cannot read).
+func coldStartOf(s *corev1.Service) *crd.ColdStart {
+	v := s.Annotations[kinds.ColdStartAnnotation]
+	if v == "" {
+		return nil
+	}
+	var c kinds.ColdStart
+	if err := json.Unmarshal([]byte(v), &c); err != nil || c.FirstByteSeconds <= 0 || parseTime(c.Arrived).IsZero() {
+		return nil
+	}
+	return &crd.ColdStart{Arrived: c.Arrived, FirstByteSeconds: c.FirstByteSeconds}
 }

@@ -261,3 +261,20 @@ func TestActivatorGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestLastColdStartInStatus: the activator's measure on the Service is the status's; a value
+// that does not read is not shown.
+func TestLastColdStartInStatus(t *testing.T) {
+	w := idleWorld()
+	w.apply(w.reconcile().Actions)
+	s := w.obs.Service.DeepCopy()
+	s.Annotations = map[string]string{kinds.ColdStartAnnotation: `{"arrived":"2026-01-01T00:00:05Z","firstByteSeconds":12.5}`}
+	w.obs.Service = s
+	if c := w.reconcile().StatusExt.LastColdStart; c == nil || c.Arrived != "2026-01-01T00:00:05Z" || c.FirstByteSeconds != 12.5 {
+		t.Fatalf("last cold start %+v", c)
+	}
+	s.Annotations[kinds.ColdStartAnnotation] = `{"arrived":"yesterday","firstByteSeconds":12.5}`
+	if c := w.reconcile().StatusExt.LastColdStart; c != nil {
+		t.Fatalf("an unreadable cold start shown: %+v", c)
+	}
+}

@@ -271,6 +271,7 @@ func statusExtensions(in Input, wantRoute *unstructured.Unstructured, activated 
 		if activated { // the Service has no pod at zero: in-cluster clients go through the activator
 			ext.Endpoint = activatorURL(isvc, in.Features.Activator, in.Features.ActivatorPort)
 		}
+		ext.LastColdStart = coldStartOf(s)
 		ext.ModelName = ModelName(&isvc.Spec)
 	}
 	if r := in.Observed.HTTPRoute; in.Features.HTTPRoutes && wantRoute != nil && r != nil && ControlledBy(r, isvc) &&

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -218,7 +220,7 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 // ExtensionsEqual decides whether v1beta1's status additions need a write.
 func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 	return a.Endpoint == b.Endpoint && a.ModelName == b.ModelName && a.RoutePath == b.RoutePath &&
-		slices.Equal(a.LoadedAdapters, b.LoadedAdapters)
+		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart)
 }
 
 // WorthWriting reports whether next differs from stored in something a user acts on.
