@@ -1,8 +1,10 @@
 package metrics
 
 // Tests of manifests/monitoring: the rule files pass promtool's check and unit tests, the
-// PrometheusRule carries exactly rules.yaml, and every metric the rules and the dashboard
-// query is one this package exports.
+// PrometheusRule carries exactly rules.yaml, every metric of the operator the rules and its
+// dashboard query is one this package exports, and the serving dashboard's queries (vLLM's
+// series, proven on a real scrape by test/e2e's TestServingQueriesOnPrometheus) parse and are
+// per model.
 
 import (
 	"encoding/json"
@@ -15,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -82,45 +85,64 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 	}
 }
 
-// dashboardExprs returns every query of the Grafana dashboard.
-func dashboardExprs(t *testing.T) []string {
+// The Grafana dashboards of manifests/monitoring: the operator's own, and the serving dashboard,
+// which reads vLLM's series on the model pods.
+const (
+	operatorDashboard = "grafana_dashboard.json"
+	servingDashboard  = "serving_dashboard.json"
+)
+
+// dashboardPanel is what the tests read of a dashboard panel.
+type dashboardPanel struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+}
+
+// dashboardPanels returns the panels of a Grafana dashboard of manifests/monitoring.
+func dashboardPanels(t *testing.T, name string) []dashboardPanel {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(monitoringDir, "grafana_dashboard.json"))
+	b, err := os.ReadFile(filepath.Join(monitoringDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Panels []dashboardPanel `json:"panels"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("dashboard: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
+	return d.Panels
+}
+
+// dashboardExprs returns every query of a Grafana dashboard; it fails below min.
+func dashboardExprs(t *testing.T, name string, min int) []string {
+	t.Helper()
 	var out []string
-	for _, p := range d.Panels {
+	for _, p := range dashboardPanels(t, name) {
 		for _, tg := range p.Targets {
 			out = append(out, tg.Expr)
 		}
 	}
-	if len(out) < 20 {
-		t.Fatalf("dashboard has %d queries", len(out))
+	if len(out) < min {
+		t.Fatalf("%s has %d queries, want at least %d", name, len(out), min)
 	}
 	return out
 }
 
-// TestDashboardQueriesParse has promtool parse every dashboard query, Grafana's variables
-// replaced, as recording rules.
+// dashboardVars replaces Grafana's variables of both dashboards with what selects everything.
+var dashboardVars = strings.NewReplacer("$__rate_interval", "5m", "$job", ".*", "$namespace", ".*", "$model", ".*")
+
+// TestDashboardQueriesParse has promtool parse every query of both dashboards, Grafana's
+// variables replaced, as recording rules.
 func TestDashboardQueriesParse(t *testing.T) {
 	promtool(t)
-	vars := strings.NewReplacer("$__rate_interval", "5m", "$job", ".*", "$namespace", ".*")
 	var b strings.Builder
 	b.WriteString("groups:\n- name: dashboard\n  rules:\n")
-	for i, e := range dashboardExprs(t) {
-		q, _ := json.Marshal(vars.Replace(e))
+	exprs := append(dashboardExprs(t, operatorDashboard, 20), dashboardExprs(t, servingDashboard, 10)...)
+	for i, e := range exprs {
+		q, _ := json.Marshal(dashboardVars.Replace(e))
 		fmt.Fprintf(&b, "  - record: dashboard_query_%d\n    expr: %s\n", i, q)
 	}
 	dir := t.TempDir()
@@ -129,6 +151,36 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 	runPromtool(t, dir, "check", "rules", "dashboard_rules.yaml")
 }
+
+// modelSeriesLabel is the model's own label on its pods' series, as the model's ServiceMonitor
+// (podTargetLabels) and pod discovery name ai.example.com/inferenceservice; the operator's KEDA
+// query selects by the same name (reconcile.InstanceSeriesLabel, which this package may not
+// import: the e2e test runs every serving query on a real scrape).
+const modelSeriesLabel = "ai_example_com_inferenceservice"
+
+// TestServingDashboardIsPerModel: every query of the serving dashboard reads vLLM's series,
+// selects by both the namespace and the model variables, and keeps the two labels, so each
+// line is one model's and the dashboard shows only what is chosen.
+func TestServingDashboardIsPerModel(t *testing.T) {
+	sel := `namespace=~"$namespace",` + modelSeriesLabel + `=~"$model"`
+	by := "(namespace, " + modelSeriesLabel
+	for _, p := range dashboardPanels(t, servingDashboard) {
+		for _, tg := range p.Targets {
+			e := tg.Expr
+			if !strings.Contains(e, "vllm:") || !strings.Contains(e, by) {
+				t.Errorf("%s: %s does not keep namespace and %s of vLLM's series", p.Title, e, modelSeriesLabel)
+			}
+			for _, m := range selectorRE.FindAllString(e, -1) {
+				if !strings.HasPrefix(m, "{"+sel) {
+					t.Errorf("%s: the selector %s of %s does not select the namespace and the model", p.Title, m, e)
+				}
+			}
+		}
+	}
+}
+
+// selectorRE matches a PromQL label selector.
+var selectorRE = regexp.MustCompile(`\{[^}]*\}`)
 
 var (
 	metricRE    = regexp.MustCompile(`\b(?:inferenceservice|controller_runtime|workqueue|rest_client|leader_election)_[a-z_]+\b`)
@@ -164,7 +216,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 			exprs = append(exprs, r.Expr)
 		}
 	}
-	exprs = append(exprs, dashboardExprs(t)...)
+	exprs = append(exprs, dashboardExprs(t, operatorDashboard, 20)...)
 	missing := map[string]bool{}
 	for _, e := range exprs {
 		for _, rec := range recordingRE.FindAllString(e, -1) {
@@ -254,4 +306,67 @@ func TestScrapersMatchTheInstall(t *testing.T) {
 			t.Errorf("not %s", what)
 		}
 	}
+}
+
+// runbookBase is where the alerts' runbook_url point: the troubleshooting page on the default
+// branch.
+const runbookBase = "https://github.com/example/inferenceservice-operator/blob/main/docs/troubleshooting.md#"
+
+// TestRunbookURLsLeadToSections: each alert's runbook_url names a heading of
+// docs/troubleshooting.md (GitHub's anchor of it), so a renamed section cannot leave a page's
+// link pointing nowhere; the serving alerts have one.
+func TestRunbookURLsLeadToSections(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(monitoringDir, "../../docs/troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			anchors[githubAnchor(h)] = true
+		}
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	readYAML(t, "rules.yaml", &rules)
+	with := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			u, ok := r.Annotations["runbook_url"]
+			if !ok {
+				continue
+			}
+			with[r.Alert] = true
+			anchor, ok := strings.CutPrefix(u, runbookBase)
+			if !ok || !anchors[anchor] {
+				t.Errorf("%s: runbook_url %s is not a section of docs/troubleshooting.md", r.Alert, u)
+			}
+		}
+	}
+	for _, a := range []string{"InferenceServiceSlowFirstToken", "InferenceServiceErrorRate"} {
+		if !with[a] {
+			t.Errorf("%s has no runbook_url", a)
+		}
+	}
+}
+
+// githubAnchor is the fragment GitHub gives a heading: lower case, spaces to hyphens, and
+// everything but letters, digits, hyphens and underscores dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

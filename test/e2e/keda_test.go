@@ -310,6 +310,15 @@ func mustGetSO(t *testing.T, ns string) *unstructured.Unstructured {
 // test ends.
 func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 	t.Helper()
+	return runPrometheus(t, t.TempDir(), map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s"},
+		"scrape_configs": []any{modelScrapeJob(pods)},
+	})
+}
+
+// modelScrapeJob is the scrape job of startModelPrometheus: each pod's /metrics, labelled as
+// the model's ServiceMonitor labels its series.
+func modelScrapeJob(pods []corev1.Pod) map[string]any {
 	var static []any
 	for _, p := range pods {
 		static = append(static, map[string]any{
@@ -318,10 +327,7 @@ func startModelPrometheus(t *testing.T, pods []corev1.Pod) *promServer {
 				prometheusLabelName(kinds.InstanceLabel): p.Labels[kinds.InstanceLabel]},
 		})
 	}
-	return runPrometheus(t, t.TempDir(), map[string]any{
-		"global":         map[string]any{"scrape_interval": "1s"},
-		"scrape_configs": []any{map[string]any{"job_name": "models", "static_configs": static}},
-	})
+	return map[string]any{"job_name": "models", "static_configs": static}
 }
 
 // prometheusLabelName is a Kubernetes label key as Prometheus's pod discovery

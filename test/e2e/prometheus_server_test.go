@@ -246,3 +246,24 @@ func (p *promServer) target(job string) (health, lastError string, err error) {
 	}
 	return "", "", fmt.Errorf("no target of job %s", job)
 }
+
+// labelValues is what Grafana's label_values(match, label) lists: the values of label among
+// the series match selects.
+func (p *promServer) labelValues(label, match string) ([]string, error) {
+	resp, err := http.Get("http://" + p.addr + "/api/v1/label/" + url.PathEscape(label) + "/values?" + url.Values{"match[]": {match}}.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status, Error string
+		Data          []string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("label_values(%s, %s): %w", match, label, err)
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("label_values(%s, %s): %s", match, label, body.Error)
+	}
+	return body.Data, nil
+}

@@ -221,9 +221,13 @@ func (e *engine) finish(r requestRecord) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.stats
-	s.promptTokens += uint64(r.prompt)
+	if r.generated > 0 {
+		// vLLM counts a prompt's tokens in the iteration that ends its prefill with the first
+		// token; a request abandoned before it has prefilled nothing yet.
+		s.promptTokens += uint64(r.prompt)
+		e.windowPrompt += uint64(r.prompt)
+	}
 	s.generationTokens += uint64(r.generated)
-	e.windowPrompt += uint64(r.prompt)
 	e.windowGen += uint64(r.generated)
 	s.success[r.reason]++
 	s.queue.observe(r.queued.Seconds(), 1)

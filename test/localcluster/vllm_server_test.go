@@ -602,3 +602,82 @@ func TestVllmModelledStartTimes(t *testing.T) {
 		t.Errorf("downloaded in %ss, under the modelled %v", m[1], cfg.downloadTime(big))
 	}
 }
+
+// TestVllmAbandonedRequestsMetrics: requests whose client hangs up are counted as vLLM counts
+// them, finished_reason="abort", with what they had by then: a stream's tokens and their
+// intervals (real ones, not zero), a non-streamed answer's tokens generated before the hang-up,
+// and no prompt tokens for one abandoned during its prefill, which produced no token yet.
+func TestVllmAbandonedRequestsMetrics(t *testing.T) {
+	t.Parallel()
+	const tokenTime = 10 * time.Millisecond
+	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: tokenTime, PrefillTime: 100 * time.Millisecond, PrefillMax: 5 * time.Second})
+	vtWaitStatus(t, "GET", url+"/health", "", 200)
+	aborted := func(n float64) string {
+		var m string
+		vtEventually(t, fmt.Sprintf("%v requests aborted", n), func() (bool, string) {
+			_, m = vtCall("GET", url+"/metrics", "")
+			return strings.Contains(m, fmt.Sprintf(`vllm:request_success_total{engine="0",finished_reason="abort",model_name="Qwen/Qwen3-0.6B"} %s`, pyFloat(n))), m
+		})
+		return m
+	}
+	hangUp := func(body string, after func(*http.Response)) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(body))
+		resp, err := vtClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after(resp)
+		cancel()
+		resp.Body.Close()
+	}
+
+	// A stream abandoned after 6 of its 100 tokens ("x": one prompt token, prefilled in 100 ms).
+	hangUp(`{"prompt":"x","max_tokens":100,"stream":true}`, func(resp *http.Response) {
+		sc := bufio.NewScanner(resp.Body)
+		for n := 0; n < 6; {
+			if !sc.Scan() {
+				t.Fatalf("the stream ended after %d chunks: %v", n, sc.Err())
+			}
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				n++
+			}
+		}
+	})
+	m := aborted(1)
+	gen, itlN, itlSum := vtMetric(m, "vllm:generation_tokens_total"), vtMetric(m, "vllm:inter_token_latency_seconds_count"), vtMetric(m, "vllm:inter_token_latency_seconds_sum")
+	if gen < 6 || gen >= 100 || itlN != gen-1 || itlSum/itlN < tokenTime.Seconds() || vtMetric(m, "vllm:time_to_first_token_seconds_count") != 1 ||
+		vtMetric(m, "vllm:prompt_tokens_total") != 1 {
+		t.Fatalf("an abandoned stream: %v tokens, %v intervals averaging %vs (want its tokens less one, each at least %v), a first token, one prompt token:\n%s",
+			gen, itlN, itlSum/itlN, tokenTime, m)
+	}
+
+	// A non-streamed answer abandoned 300 ms into its 1 s of tokens.
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"prompt":"y","max_tokens":100}`))
+	if resp, err := vtClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the answer came before the client hung up: %s", resp.Status)
+	}
+	cancel()
+	m = aborted(2)
+	if g := vtMetric(m, "vllm:generation_tokens_total") - gen; g < 1 || g >= 100 || vtMetric(m, "vllm:time_to_first_token_seconds_count") != 2 ||
+		vtMetric(m, "vllm:prompt_tokens_total") != 2 {
+		t.Fatalf("an abandoned answer: %v tokens generated (want some of its 100), a first token and its prompt token:\n%s", g, m)
+	}
+	gen = vtMetric(m, "vllm:generation_tokens_total")
+
+	// Abandoned during the prefill of its 20 prompt tokens (2 s): nothing prefilled, nothing generated.
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"prompt":"`+strings.Repeat("w ", 20)+`","max_tokens":4}`))
+	if resp, err := vtClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the answer came before the client hung up: %s", resp.Status)
+	}
+	m = aborted(3)
+	if vtMetric(m, "vllm:generation_tokens_total") != gen || vtMetric(m, "vllm:prompt_tokens_total") != 2 || vtMetric(m, "vllm:time_to_first_token_seconds_count") != 2 {
+		t.Fatalf("abandoned during its prefill, it counts no prompt token, no token and no first token:\n%s", m)
+	}
+}
