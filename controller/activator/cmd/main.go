@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -144,14 +145,14 @@ func run(o options) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	side := []*http.Server{{Addr: o.probeAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
+	side := []*http.Server{{Addr: listenAddr(o.probeAddr), Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
 	if o.metricsAddr != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		side = append(side, &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		side = append(side, &http.Server{Addr: listenAddr(o.metricsAddr), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 	}
 	// No write timeout: a held request waits up to --max-wait, and a completion streams for minutes.
-	proxy := &http.Server{Addr: o.bindAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	errs := make(chan error, len(side)+1)
 	for _, s := range append(side, proxy) {
@@ -184,6 +185,22 @@ func run(o options) error {
 	}
 	stopActivity()
 	return nil
+}
+
+// listenAddr brackets an IPv6 host given bare, as $(POD_IP):8080 gives it on an IPv6 cluster
+// ("fd00::1:8080"), which net.Listen refuses.
+func listenAddr(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return addr
+	}
+	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
+		return net.JoinHostPort(addr[:i], addr[i+1:])
+	}
+	return addr
 }
 
 // namespaceList splits --namespaces; empty is the whole cluster.

@@ -17,3 +17,18 @@ func TestNamespaceList(t *testing.T) {
 		}
 	}
 }
+
+func TestListenAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		":8080":          ":8080",
+		"10.0.0.7:8080":  "10.0.0.7:8080",
+		"fd00::1:8080":   "[fd00::1]:8080",
+		"[fd00::1]:8080": "[fd00::1]:8080",
+		"localhost:8080": "localhost:8080",
+		"not-an-address": "not-an-address",
+	} {
+		if got := listenAddr(in); got != want {
+			t.Errorf("listenAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
