@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# The operator's image for users with Docker (or BuildKit, Podman, Kaniko): two static binaries
-# (the operator and its metrics adapter) on distroless, running as nonroot. Without Docker,
-# `make image` builds the equivalent OCI image (test/image, go-containerregistry) on an empty base.
+# The operator's image for users with Docker (or BuildKit, Podman, Kaniko): three static
+# binaries (the operator, its metrics adapter and its activator) on distroless, running as
+# nonroot. Without Docker, `make image` builds the equivalent OCI image (test/image,
+# go-containerregistry) on an empty base.
 #
 #   docker build --build-arg VERSION=v0.1.0 -t registry.example.com/isvc-operator:v0.1.0 .
 
@@ -18,7 +19,9 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/inferenceservice-operator . && \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/inferenceservice-metrics-adapter ./metrics/adapter
+    go build -trimpath -ldflags "-s -w" -o /out/inferenceservice-metrics-adapter ./metrics/adapter && \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w" -o /out/inferenceservice-activator ./controller/activator/cmd
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
@@ -28,5 +31,7 @@ LABEL org.opencontainers.image.source="https://github.com/example/inferenceservi
 COPY --from=build /out/inferenceservice-operator /inferenceservice-operator
 # The metrics adapter (manifests/metrics-adapter runs it with this image's command overridden).
 COPY --from=build /out/inferenceservice-metrics-adapter /inferenceservice-metrics-adapter
+# The activator (manifests/activator runs it with this image's command overridden).
+COPY --from=build /out/inferenceservice-activator /inferenceservice-activator
 USER 65532:65532
 ENTRYPOINT ["/inferenceservice-operator"]

@@ -248,6 +248,7 @@ func TestChartMatchesManifests(t *testing.T) {
 				c := container(t, objs, "inferenceservice-operator")
 				c["image"] = "registry.example.com/isvc-operator:v0.1.0"
 				container(t, objs, "inferenceservice-metrics-adapter")["image"] = "registry.example.com/isvc-operator:v0.1.0"
+				container(t, objs, "inferenceservice-activator")["image"] = "registry.example.com/isvc-operator:v0.1.0"
 				c["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1Gi"
 				env := c["env"].([]any)
 				env[0].(map[string]any)["value"] = "50"
@@ -259,6 +260,28 @@ func TestChartMatchesManifests(t *testing.T) {
 				c := container(t, objs, "inferenceservice-operator")
 				c["args"] = slices.DeleteFunc(c["args"].([]any), func(a any) bool { return a == "--leader-elect" })
 				delete(objs, "PodDisruptionBudget inferenceservice-system/inferenceservice-operator")
+			}},
+		{name: "activator bounds, one replica", values: []string{"--set", "activator.replicas=1,activator.maxHeld=20,activator.maxWait=90s"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				objs["Deployment inferenceservice-system/inferenceservice-activator"]["spec"].(map[string]any)["replicas"] = float64(1)
+				c := container(t, objs, "inferenceservice-activator")
+				for i, a := range c["args"].([]any) {
+					switch a {
+					case "--max-held=100":
+						c["args"].([]any)[i] = "--max-held=20"
+					case "--max-wait=3m":
+						c["args"].([]any)[i] = "--max-wait=90s"
+					}
+				}
+				delete(objs, "PodDisruptionBudget inferenceservice-system/inferenceservice-activator")
+			}},
+		{name: "activator off", values: []string{"--set", "activator.enabled=false"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				for k := range objs {
+					if strings.HasSuffix(k, "/inferenceservice-activator") {
+						delete(objs, k)
+					}
+				}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

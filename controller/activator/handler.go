@@ -27,6 +27,16 @@ type HandlerOptions struct {
 	// MaxBufferedBody bounds the bytes of a body read before the hold; DefaultMaxBufferedBody
 	// when 0.
 	MaxBufferedBody int64
+	// Recorder, if set, hears of every request and cold start (the activity writer).
+	Recorder Recorder
+}
+
+// Recorder hears of the requests a Handler serves; *Activity is one.
+type Recorder interface {
+	// Arrived is called as a request's model is known, done once it is answered or refused.
+	Arrived(Key) (done func())
+	// ColdStarted is called at the first byte of a request that was held.
+	ColdStarted(key Key, arrived time.Time, firstByte time.Duration)
 }
 
 // DefaultMaxBufferedBody covers a chat request with a long prompt: held requests of one model
@@ -42,6 +52,7 @@ type Handler struct {
 	maxBody int64
 	proxy   *httputil.ReverseProxy
 	metrics *Metrics
+	rec     Recorder
 }
 
 // target is where one request goes, handed from ServeHTTP to the proxy's Rewrite.
@@ -69,7 +80,7 @@ func NewHandler(holder *Holder, opts HandlerOptions) *Handler {
 	if opts.MaxBufferedBody <= 0 {
 		opts.MaxBufferedBody = DefaultMaxBufferedBody
 	}
-	h := &Handler{holder: holder, header: opts.Header, maxBody: opts.MaxBufferedBody, metrics: holder.opts.Metrics}
+	h := &Handler{holder: holder, header: opts.Header, maxBody: opts.MaxBufferedBody, metrics: holder.opts.Metrics, rec: opts.Recorder}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(target)
@@ -103,6 +114,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", "no model in the request: send "+h.header+": namespace/name, or a path /namespace/name/...", 0)
 		return
 	}
+	if h.rec != nil {
+		defer h.rec.Arrived(key)()
+	}
 	if err := h.readAhead(r); err != nil {
 		return // the client went while sending its body
 	}
@@ -117,7 +131,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.release()
 	if l.cold {
-		w = &firstByte{ResponseWriter: w, arrived: arrived, observe: h.metrics.coldStarted}
+		w = &firstByte{ResponseWriter: w, arrived: arrived, observe: func(d time.Duration) {
+			h.metrics.coldStarted(d)
+			if h.rec != nil {
+				h.rec.ColdStarted(key, arrived, d)
+			}
+		}}
 	}
 	ctx := context.WithValue(r.Context(), targetKey{}, target{endpoint: l.endpoint, path: path})
 	h.proxy.ServeHTTP(w, r.WithContext(ctx))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,5 +303,75 @@ func TestHandlerPodUnreachable(t *testing.T) {
 	}
 	if n := a.holder.Inflight(qwen); n != 0 {
 		t.Fatalf("%d in flight after the request ended", n)
+	}
+}
+
+// recorder counts what a Handler tells its Recorder.
+type recorder struct {
+	mu                   sync.Mutex
+	arrived, done, colds int
+	cold                 []time.Duration
+}
+
+func (r *recorder) Arrived(k Key) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arrived++
+	return func() { r.mu.Lock(); r.done++; r.mu.Unlock() }
+}
+
+func (r *recorder) ColdStarted(k Key, arrived time.Time, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.colds++
+	r.cold = append(r.cold, d)
+}
+
+func (r *recorder) counts() (int, int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.arrived, r.done, r.colds
+}
+
+// TestHandlerRecordsActivity: every request with a model is recorded from arrival to answer,
+// refused ones included (demand all the same), and only held ones as cold starts.
+func TestHandlerRecordsActivity(t *testing.T) {
+	var rec recorder
+	holder := NewHolder(Options{MaxHeld: 1, MaxWait: time.Minute})
+	srv := httptest.NewServer(NewHandler(holder, HandlerOptions{Recorder: &rec}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) int {
+		res, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+
+	cold := make(chan int, 1)
+	go func() { cold <- get("/team-a/qwen3/v1/models") }()
+	eventually(t, "the first request held", func() bool { return holder.Held(qwen) == 1 })
+	if code := get("/team-a/qwen3/v1/models"); code != http.StatusServiceUnavailable {
+		t.Fatalf("second request %d, want 503 past MaxHeld", code)
+	}
+	if a, d, _ := rec.counts(); a != 2 || d != 1 {
+		t.Fatalf("arrived %d done %d while one is held, want 2 and 1", a, d)
+	}
+	holder.SetEndpoints(qwen, []string{addr(backend(t, "pod-0"))})
+	if code := <-cold; code != http.StatusOK {
+		t.Fatalf("held request %d", code)
+	}
+	if code := get("/team-a/qwen3/v1/models"); code != http.StatusOK {
+		t.Fatalf("warm request %d", code)
+	}
+	if code := get("/"); code != http.StatusNotFound {
+		t.Fatalf("request without a model %d", code)
+	}
+	eventually(t, "every request done", func() bool { a, d, _ := rec.counts(); return a == 3 && d == 3 })
+	if _, _, c := rec.counts(); c != 1 {
+		t.Fatalf("%d cold starts recorded, want the held request's 1", c)
 	}
 }

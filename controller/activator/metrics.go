@@ -13,6 +13,7 @@ type Metrics struct {
 	refusedBy *prometheus.CounterVec
 	wakes     prometheus.Counter
 	coldStart prometheus.Histogram
+	writes    *prometheus.CounterVec
 }
 
 // NewMetrics registers the activator's collectors on reg.
@@ -32,12 +33,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "activator_cold_start_seconds", Help: "From a request's arrival at a model with no ready endpoint to its first response byte.",
 			Buckets: []float64{1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600},
 		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "activator_annotation_writes_total", Help: "Patches of a model Service's last-request and last-cold-start annotations, by result: ok, not_found (dropped), error (retried with backoff, then dropped).",
+		}, []string{"result"}),
 	}
 	// Both reasons exported from the start, so a rate() sees the first refusal.
 	for _, r := range []Reason{ReasonQueueFull, ReasonWaitTimeout} {
 		m.refusedBy.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.held, m.refusedBy, m.wakes, m.coldStart)
+	for _, r := range []string{WriteOK, WriteNotFound, WriteError} {
+		m.writes.WithLabelValues(r)
+	}
+	reg.MustRegister(m.held, m.refusedBy, m.wakes, m.coldStart, m.writes)
 	return m
 }
 
@@ -69,5 +76,11 @@ func (m *Metrics) woke() {
 func (m *Metrics) coldStarted(d time.Duration) {
 	if m != nil {
 		m.coldStart.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) wrote(result string) {
+	if m != nil {
+		m.writes.WithLabelValues(result).Inc()
 	}
 }

@@ -223,8 +223,8 @@ func replicaSets(t *testing.T) map[string]int32 {
 }
 
 // TestHelmInstallUpgradeUninstall: the chart passes helm lint; helm install brings up what the
-// manifests install (the operator and its metrics adapter ready, in a namespace enforcing the
-// restricted Pod Security level), and the operator run as its pod makes an InferenceService
+// manifests install (the operator, its metrics adapter and its activator ready, in a namespace
+// enforcing the restricted Pod Security level), and the operator run as its pod makes an InferenceService
 // Ready; helm upgrade with a changed value (the memory limit) and a new chart version (a
 // changed CRD) rolls the operator to a new ReplicaSet and updates the CRD in place, the model
 // staying Ready; helm uninstall removes the release's objects and, as documented, keeps the
@@ -251,7 +251,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Fatalf("namespace labels %v", ns.Labels)
 	}
-	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter"} {
+	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-activator"} {
 		d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -340,7 +340,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 		return fmt.Errorf("namespace %s: %v", systemNamespace, err)
 	})
-	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-operator-metrics-reader"} {
+	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-activator", "inferenceservice-operator-metrics-reader"} {
 		if _, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ClusterRole %s after uninstall: %v, want not found", name, err)
 		}

@@ -26,7 +26,9 @@ import (
 const (
 	Entrypoint = "/inferenceservice-operator"
 	// AdapterPath is the image's second binary, the metrics adapter (manifests/metrics-adapter).
-	AdapterPath   = "/inferenceservice-metrics-adapter"
+	AdapterPath = "/inferenceservice-metrics-adapter"
+	// ActivatorPath is its third, the activator (manifests/activator).
+	ActivatorPath = "/inferenceservice-activator"
 	User          = "65532:65532"
 	Title         = "inferenceservice-operator"
 	DefaultSource = "https://github.com/example/inferenceservice-operator"
@@ -37,6 +39,8 @@ type Options struct {
 	Output, Binary, Version, Source, Arch, CACerts string
 	// Adapter is a prebuilt metrics adapter binary; empty builds one with the operator.
 	Adapter string
+	// Activator is a prebuilt activator binary; empty builds one with the operator.
+	Activator string
 }
 
 // epoch stamps every file and the config, so the same binary gives the same digest.
@@ -45,7 +49,7 @@ var epoch = time.Unix(0, 0).UTC()
 // Build writes the image as an OCI layout tarball at o.Output and returns its digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	bin := o.Binary
-	if bin == "" || o.Adapter == "" {
+	if bin == "" || o.Adapter == "" || o.Activator == "" {
 		dir, err := os.MkdirTemp("", "image-build-")
 		if err != nil {
 			return v1.Hash{}, err
@@ -58,6 +62,11 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 		}
 		if o.Adapter == "" {
 			if o.Adapter, err = compile(ctx, dir, o.Version, o.Arch, "./metrics/adapter"); err != nil {
+				return v1.Hash{}, err
+			}
+		}
+		if o.Activator == "" {
+			if o.Activator, err = compile(ctx, dir, o.Version, o.Arch, "./controller/activator/cmd"); err != nil {
 				return v1.Hash{}, err
 			}
 		}
@@ -88,7 +97,7 @@ func compile(ctx context.Context, dir, version, arch, pkg string) (string, error
 
 // Image is the binary as one layer on an empty base, with the runtime config.
 func Image(bin string, o Options) (v1.Image, error) {
-	layer, err := binaryLayer(bin, o.Adapter, o.CACerts)
+	layer, err := binaryLayer(bin, o.Adapter, o.Activator, o.CACerts)
 	if err != nil {
 		return nil, err
 	}
@@ -116,9 +125,10 @@ func Image(bin string, o Options) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// binaryLayer is a tar holding the executables at Entrypoint and AdapterPath (root-owned,
-// 0755, so the non-root user runs but cannot change them) and, when present, the CA bundle.
-func binaryLayer(bin, adapter, caCerts string) (v1.Layer, error) {
+// binaryLayer is a tar holding the executables at Entrypoint, AdapterPath and ActivatorPath
+// (root-owned, 0755, so the non-root user runs but cannot change them) and, when present, the
+// CA bundle.
+func binaryLayer(bin, adapter, activator, caCerts string) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(src, dst string, mode int64) error {
@@ -137,6 +147,11 @@ func binaryLayer(bin, adapter, caCerts string) (v1.Layer, error) {
 	}
 	if adapter != "" {
 		if err := add(adapter, AdapterPath, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if activator != "" {
+		if err := add(activator, ActivatorPath, 0o755); err != nil {
 			return nil, err
 		}
 	}

@@ -64,7 +64,11 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Output: out, Binary: bin, Adapter: adapter, Version: "v0.0.1-test", Source: DefaultSource, Arch: "amd64", CACerts: ""}
+	activator, err := compile(context.Background(), dir, "v0.0.1-test", "amd64", "./controller/activator/cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Output: out, Binary: bin, Adapter: adapter, Activator: activator, Version: "v0.0.1-test", Source: DefaultSource, Arch: "amd64", CACerts: ""}
 	digest, err := Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +147,7 @@ func TestBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Name != "inferenceservice-operator" && h.Name != "inferenceservice-metrics-adapter" {
+		if h.Name != "inferenceservice-operator" && h.Name != "inferenceservice-metrics-adapter" && h.Name != "inferenceservice-activator" {
 			continue
 		}
 		found[h.Name] = true
@@ -155,8 +159,8 @@ func TestBuild(t *testing.T) {
 			t.Errorf("not an ELF executable: %q %v", head, err)
 		}
 	}
-	if !found["inferenceservice-operator"] || !found["inferenceservice-metrics-adapter"] {
-		t.Fatalf("executables in the layer: %v, want the operator and the metrics adapter", found)
+	if !found["inferenceservice-operator"] || !found["inferenceservice-metrics-adapter"] || !found["inferenceservice-activator"] {
+		t.Fatalf("executables in the layer: %v, want the operator, the metrics adapter and the activator", found)
 	}
 
 	// Reproducible: the same binary gives the same digest.

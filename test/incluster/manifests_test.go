@@ -151,6 +151,36 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatalf("the metrics adapter's pod template under restricted: %v", err)
 	}
 
+	// The activator: the image's third binary, as hardened, under the same Pod Security.
+	env.Kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-activator", "--timeout=120s")
+	act, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-activator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := act.Spec.Template.Spec.Containers[0]
+	vsc := vc.SecurityContext
+	for what, ok := range map[string]bool{
+		"2 ready replicas":       act.Status.ReadyReplicas == 2,
+		"the activator's binary": len(vc.Command) == 1 && vc.Command[0] == "/inferenceservice-activator",
+		"the operator's image":   vc.Image == d.Spec.Template.Spec.Containers[0].Image,
+		"readOnlyRootFilesystem": vsc != nil && ptr.Deref(vsc.ReadOnlyRootFilesystem, false),
+		"capabilities drop ALL":  vsc != nil && vsc.Capabilities != nil && slices.Contains(vsc.Capabilities.Drop, "ALL"),
+		"readiness on /readyz":   vc.ReadinessProbe != nil && vc.ReadinessProbe.HTTPGet != nil && vc.ReadinessProbe.HTTPGet.Path == "/readyz",
+		"memory limit":           !vc.Resources.Limits.Memory().IsZero(),
+		"its own ServiceAccount": act.Spec.Template.Spec.ServiceAccountName == "inferenceservice-activator",
+	} {
+		if !ok {
+			t.Errorf("activator deployment: not %s", what)
+		}
+	}
+	if _, err := env.Kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "inferenceservice-activator", metav1.GetOptions{}); err != nil {
+		t.Fatalf("activator PodDisruptionBudget: %v", err)
+	}
+	activatorPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "activator-dry-run", Namespace: systemNamespace}, Spec: *act.Spec.Template.Spec.DeepCopy()}
+	if _, err := env.Kube.CoreV1().Pods(systemNamespace).Create(ctx, activatorPod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the activator's pod template under restricted: %v", err)
+	}
+
 	// The enforcement is real: the same pod, privileged, is refused in that namespace.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: systemNamespace},

@@ -1,0 +1,218 @@
+// Command inferenceservice-activator holds requests for models scaled to zero (issue 35): a
+// model's HTTPRoute sends its requests here while it is at zero, the activator holds them,
+// records the demand on the model's Service (which wakes it) and proxies them to the first ready
+// pod. It ships in the operator's image as a third binary and runs as its own Deployment. This
+// file only wires: flags, clients, the pod informer, the servers and the shutdown.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/controller/activator"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+)
+
+type options struct {
+	kubeconfig, namespaces           string
+	bindAddr, metricsAddr, probeAddr string
+	maxHeld                          int
+	maxWait, retryAfter, refresh     time.Duration
+	shutdownDelay, shutdownGrace     time.Duration
+	qps                              float64
+	burst                            int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose model pods are watched; empty watches the whole cluster.")
+	flag.StringVar(&o.bindAddr, "bind-address", ":8080", "Address of the proxy the models' HTTPRoutes send requests to.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (ready once the pod informer synced).")
+	flag.IntVar(&o.maxHeld, "max-held", activator.DefaultMaxHeld, "Requests held at once per model; more are answered 503 with Retry-After.")
+	flag.DurationVar(&o.maxWait, "max-wait", activator.DefaultMaxWait, "How long one request is held for a ready pod before 503 with Retry-After; the gateway's request timeout must exceed it.")
+	flag.DurationVar(&o.retryAfter, "retry-after", activator.DefaultRetryAfter, "Retry-After told to refused clients.")
+	flag.DurationVar(&o.refresh, "refresh-period", activator.DefaultRefreshPeriod, "The most often a model's last-request annotation is rewritten while its requests arrive or are in flight (a wake is written at once).")
+	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "On SIGTERM, how long /readyz fails while requests are still accepted, so endpoints drop this pod first.")
+	flag.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "On SIGTERM, after the delay, how long requests in flight and held may finish before they are cut.")
+	flag.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side QPS limit toward the API server.")
+	flag.IntVar(&o.burst, "kube-api-burst", 40, "Client-side burst toward the API server.")
+	klog.InitFlags(nil)
+	flag.Parse()
+
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "Activator stopped")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+func run(o options) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " " + activator.FieldManager
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := activator.NewMetrics(reg)
+
+	activity := activator.NewActivity(client.CoreV1(), activator.ActivityOptions{RefreshPeriod: o.refresh, Metrics: metrics})
+	holder := activator.NewHolder(activator.Options{
+		MaxHeld: o.maxHeld, MaxWait: o.maxWait, RetryAfter: o.retryAfter, Wake: activity.Wake, Metrics: metrics,
+	})
+	handler := activator.NewHandler(holder, activator.HandlerOptions{Header: kinds.ActivatorModelHeader, Recorder: activity})
+
+	// One factory per watched namespace (or one for all), each listing only the operator's pods.
+	feed := activator.NewFeed(holder, activator.ModelPort)
+	var factories []informers.SharedInformerFactory
+	var synced []cache.InformerSynced
+	for _, ns := range namespaceList(o.namespaces) {
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = activator.PodSelector }),
+			informers.WithTransform(activator.StripPod))
+		s, err := feed.Watch(f.Core().V1().Pods().Informer())
+		if err != nil {
+			return err
+		}
+		factories, synced = append(factories, f), append(synced, s)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	informerStop := make(chan struct{})
+	for _, f := range factories {
+		f.Start(informerStop)
+	}
+	defer func() {
+		close(informerStop)
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
+	activityCtx, stopActivity := context.WithCancel(context.Background())
+	defer stopActivity()
+	wg.Go(func() { activity.Run(activityCtx) })
+
+	// Ready once every informer synced (a request held before would miss a ready pod), and not
+	// ready again from SIGTERM on.
+	var ready, terminating atomic.Bool
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), synced...) {
+			ready.Store(true)
+			klog.InfoS("Pod informers synced; ready")
+		}
+	}()
+	probes := http.NewServeMux()
+	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() || terminating.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	side := []*http.Server{{Addr: listenAddr(o.probeAddr), Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
+	if o.metricsAddr != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		side = append(side, &http.Server{Addr: listenAddr(o.metricsAddr), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+	}
+	// No write timeout: a held request waits up to --max-wait, and a completion streams for minutes.
+	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+
+	errs := make(chan error, len(side)+1)
+	for _, s := range append(side, proxy) {
+		go func() {
+			klog.InfoS("Serving", "address", s.Addr)
+			if err := s.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("serve %s: %w", s.Addr, err)
+			}
+		}()
+	}
+
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	klog.InfoS("Shutting down", "delay", o.shutdownDelay, "grace", o.shutdownGrace)
+	terminating.Store(true)
+	time.Sleep(o.shutdownDelay)
+	graceCtx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer cancel()
+	// Stops accepting, then waits for the requests held and in flight within the grace.
+	err = proxy.Shutdown(graceCtx)
+	if err != nil {
+		klog.ErrorS(err, "Requests cut at the end of the shutdown grace")
+		_ = proxy.Close()
+	}
+	for _, s := range side {
+		_ = s.Close()
+	}
+	stopActivity()
+	return nil
+}
+
+// listenAddr brackets an IPv6 host given bare, as $(POD_IP):8080 gives it on an IPv6 cluster
+// ("fd00::1:8080"), which net.Listen refuses.
+func listenAddr(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return addr
+	}
+	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
+		return net.JoinHostPort(addr[:i], addr[i+1:])
+	}
+	return addr
+}
+
+// namespaceList splits --namespaces; empty is the whole cluster.
+func namespaceList(s string) []string {
+	var out []string
+	for _, ns := range strings.Split(s, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	if len(out) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return out
+}
