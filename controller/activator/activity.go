@@ -27,8 +27,9 @@ import (
 // Activity defaults.
 const (
 	// DefaultRefreshPeriod spaces a busy model's last-request writes: one patch per model per
-	// period, far inside any idle window worth scaling to zero for.
-	DefaultRefreshPeriod = 30 * time.Second
+	// period, a third of the shortest idle window (crd.MinIdleSeconds), so a model in use is
+	// never idle a whole window between two writes.
+	DefaultRefreshPeriod = 20 * time.Second
 	// DefaultWriteWorkers bounds the patches in flight at once.
 	DefaultWriteWorkers = 4
 	// DefaultMaxRetries bounds one write's retries; the next request schedules a new one.

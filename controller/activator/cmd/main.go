@@ -47,7 +47,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, else the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose model pods are watched; empty watches the whole cluster.")
 	flag.StringVar(&o.bindAddr, "bind-address", ":8080", "Address of the proxy the models' HTTPRoutes send requests to.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus /metrics endpoint; 0 disables it.")
@@ -71,6 +71,10 @@ func main() {
 }
 
 func run(o options) error {
+	if o.kubeconfig == "" {
+		// $KUBECONFIG before the in-cluster ServiceAccount, as kubectl and controller-runtime read it.
+		o.kubeconfig = os.Getenv("KUBECONFIG")
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
