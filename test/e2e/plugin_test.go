@@ -26,12 +26,13 @@ import (
 
 var update = flag.Bool("update", false, "rewrite test/e2e/testdata/plugin/ from the plugin's output")
 
-// buildPlugin compiles kubectl-isvc into a directory of its own, for PATH.
+// buildPlugin compiles kubectl-isvc, a module of its own (make plugin), into a directory of
+// its own, for PATH.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", env.Root, nil, os.Stderr,
-		"-o", filepath.Join(dir, "kubectl-isvc"), "./controller/walk/kubectl-isvc"); err != nil {
+	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", filepath.Join(env.Root, "controller", "walk", "kubectl-isvc"),
+		buildprogress.Env("GOWORK=off"), os.Stderr, "-o", filepath.Join(dir, "kubectl-isvc"), "."); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -228,12 +229,12 @@ func TestPluginWhy(t *testing.T) {
 	list := strings.Join(rows, "\n") + "\n"
 	t.Logf("kubectl isvc list -A (this test's rows):\n%s", list)
 	golden(t, "list.txt", mask(list, names))
-	var all []walk.Row
+	var all struct{ Items []walk.Row } // a List of rows
 	if err := json.Unmarshal([]byte(plugin(t, dir, "list", "-A", "-o", "json")), &all); err != nil {
 		t.Fatal(err)
 	}
 	found := 0
-	for _, r := range all {
+	for _, r := range all.Items {
 		if r.Namespace == nss["big"] && r.Name == "big" && r.GPUsRequested == 12 && r.Reason == "QuotaExceeded" {
 			found++
 		}
