@@ -90,12 +90,13 @@ func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions
 			if len(args) > 0 {
 				return fmt.Errorf("unknown command %q: why, list or version", args[0])
 			}
-			_ = cmd.Usage()
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
 			return errors.New("a command is required: why or list")
 		},
 	}
 	a.flags.AddFlags(root.PersistentFlags())
 	pf := root.PersistentFlags()
+	pf.Lookup("request-timeout").Usage = "Bound on each server request and on the whole command, e.g. 30s, 2m; 0 for none."
 	pf.StringVarP(&a.opts.output, "output", "o", "", "Output format: json or yaml; wide adds list's columns.")
 	pf.StringVar(&a.opts.operatorNamespace, "operator-namespace", "inferenceservice-system", "Namespace the operator runs in (its leader Lease and pods).")
 	pf.StringVar(&a.opts.leaseName, "leader-election-id", "inferenceservice-operator", "Name of the operator's leader Lease.")
