@@ -30,13 +30,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite test/e2e/testdata/plugin/ from the plugin's output")
 
-// buildPlugin compiles kubectl-isvc, a module of its own (make plugin), into a directory of
-// its own, for PATH.
+// buildPlugin compiles kubectl-isvc, a module of its own, into a directory of its own, for
+// PATH, with kubectl_complete-isvc beside it, as make plugin leaves them in bin/.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", filepath.Join(env.Root, "controller", "walk", "kubectl-isvc"),
+	src := filepath.Join(env.Root, "controller", "walk", "kubectl-isvc")
+	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", src,
 		buildprogress.Env("GOWORK=off"), os.Stderr, "-o", filepath.Join(dir, "kubectl-isvc"), "."); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(src, "kubectl_complete-isvc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubectl_complete-isvc"), script, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -403,4 +411,13 @@ func TestPluginBesideKServe(t *testing.T) {
 		t.Errorf("kubectl isvc list: %v %s\n%s", err, stderr, stdout)
 	}
 	t.Logf("kubectl isvc list -n %s beside KServe's CRD:\n%s", ns, stdout)
+
+	// kubectl's own completion (1.26 and later) runs kubectl_complete-isvc from the PATH, which
+	// asks the plugin: `why`'s names are ours.
+	stdout, stderr, err = env.Cluster.KubectlEnv(testenv.Ctx(t, time.Minute), []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")},
+		"__complete", "isvc", "why", "-n", ns, "--kubeconfig="+env.Cluster.KubeconfigPath(), "")
+	if err != nil || !strings.HasPrefix(stdout, "shared\n:") {
+		t.Errorf("kubectl __complete isvc why: %v %s\n%q, want shared alone", err, stderr, stdout)
+	}
+	t.Logf("kubectl __complete isvc why -n %s '': %q", ns, stdout)
 }
