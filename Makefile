@@ -13,9 +13,13 @@ demo:
 	test/buildprogress/buildprogress.sh demo $(GO) build -o bin/demo ./test/demo
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) bin/demo
 
-# The kubectl plugin: kubectl isvc why NAME, kubectl isvc list. Copy bin/kubectl-isvc onto the PATH.
+# The kubectl plugin: kubectl isvc why NAME, kubectl isvc list. Copy bin/kubectl-isvc and
+# bin/kubectl_complete-isvc (kubectl's completion for it, 1.26 and later) onto the PATH. Its own
+# module (cli-runtime brings kustomize, which the operator does not need), built as test/epp is.
+PLUGIN_DIR := controller/walk/kubectl-isvc
 plugin:
-	CGO_ENABLED=0 $(GO) build -o bin/kubectl-isvc ./controller/walk/kubectl-isvc
+	cd $(PLUGIN_DIR) && CGO_ENABLED=0 GOWORK=off $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(CURDIR)/bin/kubectl-isvc .
+	install -m 0755 $(PLUGIN_DIR)/kubectl_complete-isvc bin/kubectl_complete-isvc
 
 # Everything CI runs: static checks, unit tables, the local cluster's own tests and the
 # end-to-end suite against it. The cluster is built first, once, outside any test's timeout
@@ -41,6 +45,8 @@ test: lint
 	# test/epp's own tests: the picker's configurations load, the gateway's route matching and
 	# rewriting and its ext_proc exchange.
 	cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...
+	# The plugin's own module: flags, outputs, completion, version, KServe's isvc beside ours.
+	cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...
 	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
 	# e2e tests that run side by side (test/e2e/main_test.go says which may).
 	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
@@ -52,6 +58,7 @@ test: lint
 
 unit:
 	$(GO) test -count=1 ./crd/... ./queue/... ./controller/... ./informers/... ./metrics/...
+	cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...
 	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
 
 e2e:
@@ -110,6 +117,7 @@ manifests:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(PLUGIN_DIR) && GOWORK=off $(GO) vet ./...
 
 # The scale benchmark at full size (CI runs it at N=20 through go test).
 bench:

@@ -248,10 +248,11 @@ func (s Source) List(ctx context.Context, ns string) ([]Row, error) {
 func RowOf(isvc *crd.InferenceService, h *autoscalingv2.HorizontalPodAutoscaler) Row {
 	g := isvc.Spec.GPUs()
 	r := Row{Namespace: isvc.Namespace, Name: isvc.Name, Model: isvc.Spec.Model, Phase: string(isvc.Status.Phase), Reason: isvc.Status.Reason,
-		Replicas: isvc.Spec.Replicas, Ready: isvc.Status.ReadyReplicas, GPUsRequested: isvc.Spec.Replicas * g, GPUsReady: isvc.Status.ReadyReplicas * g}
+		Replicas: isvc.Spec.Replicas, Ready: isvc.Status.ReadyReplicas, GPUsRequested: isvc.Spec.Replicas * g, GPUsReady: isvc.Status.ReadyReplicas * g,
+		GPUsPerReplica: g, Generation: isvc.Generation, ObservedGeneration: isvc.Status.ObservedGeneration}
 	if h != nil {
 		l := hpaLayer(h)
-		r.Queue, r.Target = l.Value, l.Target
+		r.Queue, r.Target, r.HPA = l.Value, l.Target, l.Name
 	}
 	return r
 }

@@ -197,15 +197,34 @@ type Row struct {
 	GPUsReady     int32  `json:"gpusReady"`
 	Queue         string `json:"queue,omitempty"`  // num_requests_waiting per pod, as the HPA last read it
 	Target        string `json:"target,omitempty"` // the HPA's target for it
+	// The wide columns: GPUs per replica, the HPA read (empty if none), and the generation the
+	// status was written for against the spec's, to tell a status that lags the spec.
+	GPUsPerReplica     int32  `json:"gpusPerReplica"`
+	HPA                string `json:"hpa,omitempty"`
+	Generation         int64  `json:"generation"`
+	ObservedGeneration int64  `json:"observedGeneration"`
 }
 
 // RenderList writes the models as a table, kubectl get's way.
 func RenderList(w io.Writer, rows []Row, allNamespaces bool) error {
+	return renderList(w, rows, allNamespaces, false)
+}
+
+// RenderListWide is RenderList with the wide columns after the others, as `-o wide` adds them.
+func RenderListWide(w io.Writer, rows []Row, allNamespaces bool) error {
+	return renderList(w, rows, allNamespaces, true)
+}
+
+func renderList(w io.Writer, rows []Row, allNamespaces, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	if allNamespaces {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "NAME\tMODEL\tPHASE\tREASON\tREADY\tGPUS READY/REQ\tQUEUE/TARGET")
+	fmt.Fprint(tw, "NAME\tMODEL\tPHASE\tREASON\tREADY\tGPUS READY/REQ\tQUEUE/TARGET")
+	if wide {
+		fmt.Fprint(tw, "\tGPUS/REPLICA\tHPA\tOBSERVED/GENERATION")
+	}
+	fmt.Fprintln(tw)
 	for _, r := range rows {
 		if allNamespaces {
 			fmt.Fprintf(tw, "%s\t", r.Namespace)
@@ -214,7 +233,11 @@ func RenderList(w io.Writer, rows []Row, allNamespaces bool) error {
 		if r.Target != "" {
 			q = orDash(r.Queue) + "/" + r.Target
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\n", r.Name, r.Model, orDash(r.Phase), orDash(r.Reason), r.Ready, r.Replicas, r.GPUsReady, r.GPUsRequested, q)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s", r.Name, r.Model, orDash(r.Phase), orDash(r.Reason), r.Ready, r.Replicas, r.GPUsReady, r.GPUsRequested, q)
+		if wide {
+			fmt.Fprintf(tw, "\t%d\t%s\t%d/%d", r.GPUsPerReplica, orDash(r.HPA), r.ObservedGeneration, r.Generation)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -69,6 +69,11 @@ func TestRenderList(t *testing.T) {
 		t.Fatal(err)
 	}
 	goldenFile(t, "list.txt", out.String())
+	out.Reset()
+	if err := RenderListWide(&out, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "list-wide.txt", out.String())
 }
 
 func goldenFile(t *testing.T, name, got string) {

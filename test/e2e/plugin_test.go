@@ -14,8 +14,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/inferenceservice-operator/controller/walk"
 	"github.com/example/inferenceservice-operator/crd"
@@ -26,12 +30,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite test/e2e/testdata/plugin/ from the plugin's output")
 
-// buildPlugin compiles kubectl-isvc into a directory of its own, for PATH.
+// buildPlugin compiles kubectl-isvc, a module of its own, into a directory of its own, for
+// PATH, with kubectl_complete-isvc beside it, as make plugin leaves them in bin/.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", env.Root, nil, os.Stderr,
-		"-o", filepath.Join(dir, "kubectl-isvc"), "./controller/walk/kubectl-isvc"); err != nil {
+	src := filepath.Join(env.Root, "controller", "walk", "kubectl-isvc")
+	if err := buildprogress.Build(testenv.Ctx(t, 10*time.Minute), "kubectl-isvc", src,
+		buildprogress.Env("GOWORK=off"), os.Stderr, "-o", filepath.Join(dir, "kubectl-isvc"), "."); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(src, "kubectl_complete-isvc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kubectl_complete-isvc"), script, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -228,12 +241,12 @@ func TestPluginWhy(t *testing.T) {
 	list := strings.Join(rows, "\n") + "\n"
 	t.Logf("kubectl isvc list -A (this test's rows):\n%s", list)
 	golden(t, "list.txt", mask(list, names))
-	var all []walk.Row
+	var all struct{ Items []walk.Row } // a List of rows
 	if err := json.Unmarshal([]byte(plugin(t, dir, "list", "-A", "-o", "json")), &all); err != nil {
 		t.Fatal(err)
 	}
 	found := 0
-	for _, r := range all {
+	for _, r := range all.Items {
 		if r.Namespace == nss["big"] && r.Name == "big" && r.GPUsRequested == 12 && r.Reason == "QuotaExceeded" {
 			found++
 		}
@@ -313,4 +326,98 @@ func applyYAMLOnce(t *testing.T, ns string) {
 		return
 	}
 	applyYAML(t, ns, "apiVersion: ai.example.com/v1alpha1\nkind: InferenceService\nmetadata: {name: probe}\nspec: {model: m, replicas: 1}\n")
+}
+
+// kserveCRD is KServe's InferenceService as far as names go: group serving.kserve.io, kind
+// InferenceService, short name isvc, the same as ours (its schema left open).
+const kserveCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: inferenceservices.serving.kserve.io}
+spec:
+  group: serving.kserve.io
+  scope: Namespaced
+  names: {kind: InferenceService, listKind: InferenceServiceList, plural: inferenceservices, singular: inferenceservice, shortNames: [isvc]}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+// TestPluginBesideKServe: with KServe's CRD installed next to ours (same kind, same short name)
+// and a KServe model of the same name as ours plus one of its own, list, why and real kubectl's
+// `kubectl isvc` read ours only. Serial: the CRD is the cluster's, removed at the end, and no
+// other test resolves `isvc` while it is there.
+func TestPluginBesideKServe(t *testing.T) {
+	dir := buildPlugin(t)
+	ns := env.Namespace(t)
+	kserve := schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"}
+	var def unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(kserveCRD), &def.Object); err != nil {
+		t.Fatal(err)
+	}
+	crds := env.Dyn.Resource(crd.CRDResource)
+	if _, err := crds.Create(context.Background(), &def, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := crds.Delete(context.Background(), def.GetName(), metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+			return
+		}
+		testenv.Eventually(t, time.Minute, "KServe's CRD gone", func() error {
+			if _, err := crds.Get(context.Background(), def.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %v", err)
+			}
+			return nil
+		})
+	})
+	for _, name := range []string{"shared", "kserve-only"} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":     map[string]any{"predictor": map[string]any{"model": map[string]any{"modelFormat": map[string]any{"name": "sklearn"}}}},
+		}}
+		testenv.Eventually(t, time.Minute, "KServe's "+name+" created (the CRD established)", func() error {
+			_, err := env.Dyn.Resource(kserve).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+			return err
+		})
+	}
+	// Created through the API, not kubectl: no kubectl here reads discovery while KServe's CRD
+	// is served, so the suite's shared discovery cache never holds a second isvc.
+	if _, err := env.CreateISVC(context.Background(), ns, "shared", map[string]any{"model": "ours", "replicas": int64(1)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var l struct{ Items []walk.Row }
+	if err := json.Unmarshal([]byte(plugin(t, dir, "list", "-n", ns, "-o", "json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != "shared" || l.Items[0].Model != "ours" {
+		t.Errorf("list: %+v, want ours only", l.Items)
+	}
+	if out := plugin(t, dir, "why", "shared", "-n", ns); !strings.Contains(out, "(ours)") {
+		t.Errorf("why shared, not ours:\n%s", out)
+	}
+	out, err := exec.CommandContext(testenv.Ctx(t, time.Minute), filepath.Join(dir, "kubectl-isvc"), "why", "kserve-only", "-n", ns,
+		"--kubeconfig="+env.Cluster.KubeconfigPath()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not found") {
+		t.Errorf("why kserve-only: %v\n%s\nwant not found: KServe's is not ours", err, out)
+	}
+	// Real kubectl hands `isvc` to the plugin before any resource lookup.
+	stdout, stderr, err := env.Cluster.KubectlEnv(testenv.Ctx(t, time.Minute), []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")},
+		"isvc", "list", "-n", ns, "--kubeconfig="+env.Cluster.KubeconfigPath())
+	if err != nil || !strings.Contains(stdout, "shared") || !strings.Contains(stdout, "ours") || strings.Contains(stdout, "kserve-only") {
+		t.Errorf("kubectl isvc list: %v %s\n%s", err, stderr, stdout)
+	}
+	t.Logf("kubectl isvc list -n %s beside KServe's CRD:\n%s", ns, stdout)
+
+	// kubectl's own completion (1.26 and later) runs kubectl_complete-isvc from the PATH, which
+	// asks the plugin: `why`'s names are ours.
+	stdout, stderr, err = env.Cluster.KubectlEnv(testenv.Ctx(t, time.Minute), []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")},
+		"__complete", "isvc", "why", "-n", ns, "--kubeconfig="+env.Cluster.KubeconfigPath(), "")
+	if err != nil || !strings.HasPrefix(stdout, "shared\n:") {
+		t.Errorf("kubectl __complete isvc why: %v %s\n%q, want shared alone", err, stderr, stdout)
+	}
+	t.Logf("kubectl __complete isvc why -n %s '': %q", ns, stdout)
 }
