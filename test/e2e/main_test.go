@@ -34,6 +34,8 @@ var env struct {
 	resync  time.Duration
 	// execImages: the cluster's kubelet runs the endpoint picker's image from EPP_BIN.
 	execImages bool
+	// activatorBin runs for operator.ActivatorImage, whatever EPP_BIN says.
+	activatorBin string
 }
 
 func TestMain(m *testing.M) {
@@ -43,12 +45,22 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	var err error
 	var opts cluster.Options
 	if bin := os.Getenv(operator.EPPBinEnv); bin != "" {
 		opts.ExtraArgs = []string{"--exec-image=" + operator.EPPImageRepository + "=" + bin}
 		env.execImages = true
 	}
+	// The activator runs as the manifests' Deployment does, its binary for its image.
+	actDir, err := os.MkdirTemp("", "isvc-activator-")
+	if err == nil {
+		defer os.RemoveAll(actDir)
+		env.activatorBin, err = operator.BuildActivator(ctx, actDir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup: activator:", err)
+		return 1
+	}
+	opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+operator.ActivatorImage+"="+env.activatorBin)
 	env.Env, err = testenv.Setup(ctx, opts, "e2e")
 	if err == nil {
 		env.gateway = newFakeGateway()
