@@ -156,10 +156,8 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
 	asleep := func(i *crd.InferenceService, c *metav1.Condition) bool {
 		return c.Status == metav1.ConditionTrue && c.Reason == reconcile.ReasonScaledToZero && i.Status.ReadyReplicas == 0
 	}
-	i := ready("awake with one pod", 3*time.Minute, awake)
-	if _, st, _ := crd.ExtensionsOf(i); st.Endpoint != "http://inferenceservice-activator.inferenceservice-system.svc/"+ns+"/idle" {
-		t.Fatalf("endpoint %q, want the activator's", st.Endpoint)
-	}
+	// (status.endpoint, the activator's URL, is v1beta1's: this suite serves v1alpha1.)
+	ready("awake with one pod", 3*time.Minute, awake)
 	if code, _, _, err := ask(client, url); code != http.StatusOK {
 		t.Fatalf("through the activator, awake: %d %v", code, err)
 	}
