@@ -38,6 +38,34 @@ func poolBins(t *testing.T) (epp, gateway string) {
 	return epp, gateway
 }
 
+// withGateway sets the pool route's world up for one test: the extension's InferencePool CRD
+// and the HTTPRoute and ReferenceGrant stand-ins, the operator restarted with the gateway's
+// parent (it discovers optional kinds at start), and the test gateway, logging to logName;
+// it returns the gateway's address. All undone at the test's end, ns's models deleted first.
+func withGateway(t *testing.T, ns, logName string) string {
+	t.Helper()
+	eppBin, gwBin := poolBins(t)
+	crds := filepath.Join(operator.EPPManifests(eppBin), "crd")
+	env.Kubectl(t, "apply", "-f", crds)
+	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")
+	stopOperator(t)
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+gatewayParent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+		stopOperator(t)
+		env.Kubectl(t, "delete", "-f", crds, "--wait=true", "--timeout=60s")
+		restartOperator(t)
+	})
+	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, logName), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+gatewayParent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopGW() })
+	return gwAddr
+}
+
 // TestPoolRoute: where the Inference Extension's InferencePool is served, a model with
 // spec.gateway gets a pool and an endpoint picker, which the local kubelet runs from the
 // extension's own code; the route goes to the Service until the picker serves, then to the
@@ -45,34 +73,9 @@ func poolBins(t *testing.T) (epp, gateway string) {
 // prefix land on one pod. The picker killed: the route goes back to the Service and requests
 // are still answered; back, the pool again. Deleted, the pool route's children go with it.
 func TestPoolRoute(t *testing.T) {
-	eppBin, gwBin := poolBins(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	// The extension's InferencePool and an HTTPRoute stand-in with its status subresource.
-	crds := []string{filepath.Join(operator.EPPManifests(eppBin), "crd")}
-	for _, f := range crds {
-		env.Kubectl(t, "apply", "-f", f)
-		env.Kubectl(t, "wait", "--for=condition=Established", "-f", f, "--timeout=60s")
-	}
-	// The operator discovers optional kinds at start: restart it with the gateway's parent.
-	const parent = "gateway-system/public"
-	stopOperator(t)
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+parent); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
-		stopOperator(t)
-		for _, f := range crds {
-			env.Kubectl(t, "delete", "-f", f, "--wait=true", "--timeout=60s")
-		}
-		restartOperator(t)
-	})
-	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway.log"), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+parent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopGW() })
+	gwAddr := withGateway(t, ns, "gateway.log")
 
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -265,27 +264,8 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 16}
 // for a cross-namespace backendRef no grant permits) forwards requests through the activator to
 // the model's pod. The grant deleted, requests fail until the operator makes it again.
 func TestScaleToZeroThroughTheGateway(t *testing.T) {
-	eppBin, gwBin := poolBins(t)
 	ns := env.Namespace(t)
-	crds := filepath.Join(operator.EPPManifests(eppBin), "crd") // HTTPRoute, ReferenceGrant, InferencePool
-	env.Kubectl(t, "apply", "-f", crds)
-	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")
-	const parent = "gateway-system/public"
-	stopOperator(t)
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+parent); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
-		stopOperator(t)
-		env.Kubectl(t, "delete", "-f", crds, "--wait=true", "--timeout=60s")
-		restartOperator(t)
-	})
-	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway-zero.log"), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+parent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopGW() })
+	gwAddr := withGateway(t, ns, "gateway-zero.log")
 	installActivator(t)
 
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
@@ -328,7 +308,7 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
 		t.Logf("without the grant: %v", err)
 		return nil
 	})
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+parent); err != nil {
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+gatewayParent); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Minute, "answered again once the operator made the grant", func() error {
