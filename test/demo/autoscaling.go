@@ -100,5 +100,5 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	cancel()
 	wg.Wait()
 	fmt.Printf("load stopped after %d requests; the HPA scales back down after its scale-down window (5 minutes by default)\n", sent.Load())
-	return kubectl("get", "isvc,deploy", "qwen3")
+	return kubectl("get", isvc+",deploy", "qwen3")
 }

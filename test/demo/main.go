@@ -111,9 +111,9 @@ func run(ctx context.Context, keep bool) error {
 	fmt.Print(string(b))
 	walk := [][]string{
 		{"apply", "-f", sample},
-		{"get", "isvc,deploy,svc,hpa"},
-		{"wait", "--for=condition=Ready", "isvc/qwen3", "--timeout=60s"},
-		{"get", "isvc"},
+		{"get", isvc+",deploy,svc,hpa"},
+		{"wait", "--for=condition=Ready", isvc+"/qwen3", "--timeout=60s"},
+		{"get", isvc},
 	}
 	for _, a := range walk {
 		if err := kubectl(a...); err != nil {
@@ -122,10 +122,10 @@ func run(ctx context.Context, keep bool) error {
 	}
 	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18 with the raise held as its minimum (6) until the new pods have served 5 minutes")
 	for _, a := range [][]string{
-		{"patch", "isvc/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
+		{"patch", isvc+"/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
 		{"wait", "--for=jsonpath={.spec.minReplicas}=6", "hpa/qwen3", "--timeout=60s"},
-		{"wait", "--for=jsonpath={.status.readyReplicas}=6", "isvc/qwen3", "--timeout=120s"},
-		{"get", "isvc,deploy,hpa"},
+		{"wait", "--for=jsonpath={.status.readyReplicas}=6", isvc+"/qwen3", "--timeout=120s"},
+		{"get", isvc+",deploy,hpa"},
 	} {
 		if err := kubectl(a...); err != nil {
 			return err
@@ -154,7 +154,7 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	step("What the operator recorded")
-	if err := kubectl("describe", "isvc/qwen3"); err != nil {
+	if err := kubectl("describe", isvc+"/qwen3"); err != nil {
 		return err
 	}
 
@@ -163,7 +163,7 @@ func run(ctx context.Context, keep bool) error {
 		return nil
 	}
 	step("Cluster and operator are up. In another shell:")
-	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc\n\nCtrl-C to stop.\n", c.KubeconfigPath())
+	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc   (isvc.ai.example.com where KServe's isvc is installed too)\n\nCtrl-C to stop.\n", c.KubeconfigPath())
 	<-ctx.Done()
 	return nil
 }
@@ -180,7 +180,7 @@ func askModel(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	if err != nil {
 		return err
 	}
-	model, _, err := c.Kubectl(ctx, "get", "isvc/qwen3", "-o", "jsonpath={.spec.model}")
+	model, _, err := c.Kubectl(ctx, "get", isvc+"/qwen3", "-o", "jsonpath={.spec.model}")
 	if err != nil {
 		return err
 	}
@@ -216,3 +216,7 @@ func askModel(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	}
 	return nil
 }
+
+// isvc is the operator's resource by its short name and group: on a cluster that also runs
+// KServe (same kind and short name, group serving.kserve.io) a bare "isvc" may name KServe's.
+const isvc = "isvc.ai.example.com"
