@@ -26,10 +26,11 @@ const chartDir = "chart/inferenceservice-operator"
 
 // helmLabels and helmAnnotations are what the chart adds on top of the kustomize manifests,
 // and with the order of RBAC rules (which the API server ignores) the only differences the
-// comparison forgives: Helm's labels on every object (not in selectors or pod templates) and the
-// keep policy on the CRD (crds.keep).
+// comparison forgives: the chart's labels on every object (Helm's, the appVersion and part-of;
+// not in selectors or pod templates) and the keep policy on the CRD (crds.keep).
 var (
-	helmLabels      = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+	helmLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart",
+		"app.kubernetes.io/version", "app.kubernetes.io/part-of"}
 	helmAnnotations = []string{"helm.sh/resource-policy"}
 )
 
@@ -274,6 +275,10 @@ func TestChartMatchesManifests(t *testing.T) {
 					}
 				}
 				delete(objs, "PodDisruptionBudget inferenceservice-system/inferenceservice-activator")
+			}},
+		{name: "CRD owned elsewhere", values: []string{"--set", "crds.install=false"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				delete(objs, "CustomResourceDefinition <nil>/inferenceservices.ai.example.com")
 			}},
 		{name: "activator off", values: []string{"--set", "activator.enabled=false"},
 			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {

@@ -8,16 +8,21 @@ app.kubernetes.io/name: {{ index . 1 }}
 {{ include "isvc.helmLabels" (index . 0) }}
 {{- end -}}
 
-{{/* isvc.helmLabels: Helm's labels alone (the dashboard's ConfigMap has no name label). */}}
+{{/*
+isvc.helmLabels: the chart's own labels alone (the dashboard's ConfigMap has no name label):
+Helm's, the app's version (appVersion) and the app it is part of, on every object.
+*/}}
 {{- define "isvc.helmLabels" -}}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: inferenceservice-operator
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* isvc.image: the operator's image, shared by the metrics adapter. */}}
+{{/* isvc.image: the operator's image, shared by the metrics adapter and the activator; its tag is the chart's appVersion unless image.tag is set. */}}
 {{- define "isvc.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/*
