@@ -111,8 +111,8 @@ func run(ctx context.Context, keep bool) error {
 	fmt.Print(string(b))
 	walk := [][]string{
 		{"apply", "-f", sample},
-		{"get", isvc+",deploy,svc,hpa"},
-		{"wait", "--for=condition=Ready", isvc+"/qwen3", "--timeout=60s"},
+		{"get", isvc + ",deploy,svc,hpa"},
+		{"wait", "--for=condition=Ready", isvc + "/qwen3", "--timeout=60s"},
 		{"get", isvc},
 	}
 	for _, a := range walk {
@@ -122,10 +122,10 @@ func run(ctx context.Context, keep bool) error {
 	}
 	step("Scaling 3 -> 6: the Deployment follows, the HPA becomes 3..18 with the raise held as its minimum (6) until the new pods have served 5 minutes")
 	for _, a := range [][]string{
-		{"patch", isvc+"/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
+		{"patch", isvc + "/qwen3", "--type=merge", "-p", `{"spec":{"replicas":6}}`},
 		{"wait", "--for=jsonpath={.spec.minReplicas}=6", "hpa/qwen3", "--timeout=60s"},
-		{"wait", "--for=jsonpath={.status.readyReplicas}=6", isvc+"/qwen3", "--timeout=120s"},
-		{"get", isvc+",deploy,hpa"},
+		{"wait", "--for=jsonpath={.status.readyReplicas}=6", isvc + "/qwen3", "--timeout=120s"},
+		{"get", isvc + ",deploy,hpa"},
 	} {
 		if err := kubectl(a...); err != nil {
 			return err
