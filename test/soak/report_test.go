@@ -70,7 +70,7 @@ func (sm *sampler) take(s *soakRun) {
 // the writes at rest, and the leader's samples.
 func (s *soakRun) report(faults []fault, count map[string]int, worst map[string]time.Duration, rest restFigures, sm *sampler) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: seed %d, %d models (+1 storm target), %g minutes of chaos, %s in all\n",
+	fmt.Fprintf(&b, "soak: seed %d, %d models (+ the storm's and the probe's), %g minutes of chaos, %s in all\n",
 		s.cfg.seed, s.cfg.models, s.cfg.minutes, time.Since(s.began).Round(time.Second))
 	fmt.Fprintf(&b, "replay: %s\n", s.cfg.replay())
 	fmt.Fprintf(&b, "faults (%d):\n", len(faults))
@@ -82,11 +82,7 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst map[string]
 	for _, k := range kinds {
 		fmt.Fprintf(&b, "  %-18s x%-3d worst time to converge %.1fs\n", k, count[k], worst[k].Seconds())
 	}
-	unplanned := 0
-	for _, r := range s.replicas {
-		unplanned += r.unplanned
-	}
-	fmt.Fprintf(&b, "replica exits nobody asked for: %d\n", unplanned)
+	fmt.Fprintf(&b, "replica exits nobody asked for: %d\n", s.unplanned())
 	fmt.Fprintf(&b, "writes at rest: %d in %s (proxies, without the Lease's), settled %.1fs after convergence; the leader's own count with its Lease renewals: %d\n",
 		rest.writes, rest.window, rest.settled.Seconds(), rest.operatorWrites)
 	sm.mu.Lock()

@@ -23,7 +23,10 @@ type soakRun struct {
 	replicas   []*replica
 	world      *world
 	stormModel *model
-	journal    *journal
+	// probe is toggled between 1 and 2 replicas after each fault: convergence then needs the
+	// operator to act, not only the world to have stood still.
+	probe   *model
+	journal *journal
 	// gate: the workload holds it shared for each action; a convergence check takes it alone,
 	// so what it measures is the fault's recovery, not the next edit.
 	gate sync.RWMutex
@@ -129,8 +132,11 @@ func TestSoak(t *testing.T) {
 
 	// Every model created (eight at a time), then the first convergence.
 	s.stormModel = &model{ns: stormNS, name: "storm", replicas: 1}
-	if err := s.world.create(ctx, s.stormModel); err != nil {
-		t.Fatal(err)
+	s.probe = &model{ns: stormNS, name: "probe", replicas: 1}
+	for _, m := range []*model{s.stormModel, s.probe} {
+		if err := s.world.create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	created := time.Now()
 	if err := s.createAll(ctx); err != nil {
@@ -139,7 +145,7 @@ func TestSoak(t *testing.T) {
 	if _, v := s.converge(ctx, 5*time.Minute+time.Duration(cfg.models)*300*time.Millisecond); v != nil {
 		failf("the %d models never converged after creation:\n%s", cfg.models, summary(v))
 	}
-	logf("%d models created and converged in %.1fs", cfg.models+1, time.Since(created).Seconds())
+	logf("%d models created and converged in %.1fs", cfg.models+2, time.Since(created).Seconds())
 
 	// Chaos: the workload runs throughout; the faults strike on their schedule, each followed
 	// by a convergence check (the periodic one) with the workload held.
@@ -147,7 +153,7 @@ func TestSoak(t *testing.T) {
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	bg.Add(2)
-	go func() { defer bg.Done(); s.runWorkload(chaosCtx, rand.New(rand.NewPCG(cfg.seed, 1)), chaos) }()
+	go func() { defer bg.Done(); s.runWorkload(chaosCtx, rand.New(rand.NewPCG(cfg.seed, 1))) }()
 	go func() { defer bg.Done(); samples.run(chaosCtx, s, max(15*time.Second, chaos/40)) }()
 	chaosBegan := time.Now()
 	worst := map[string]time.Duration{}
@@ -167,6 +173,11 @@ func TestSoak(t *testing.T) {
 		}
 		lastFault = time.Now()
 		logf("fault %d over: %s", i+1, what)
+		if err := s.toggleProbe(ctx); err != nil {
+			stopChaos()
+			bg.Wait()
+			failf("after fault %d (%s): the probe's edit: %v", i+1, f.Kind, err)
+		}
 		took, v := s.converge(ctx, 5*time.Minute+time.Duration(cfg.models)*100*time.Millisecond)
 		if v != nil {
 			stopChaos()
@@ -185,7 +196,10 @@ func TestSoak(t *testing.T) {
 	stopChaos()
 	bg.Wait()
 
-	// The end: everything converges, and the writes settle.
+	// The end: everything converges (the probe's edit included), and the writes settle.
+	if err := s.toggleProbe(ctx); err != nil {
+		failf("the probe's last edit: %v", err)
+	}
 	took, v := s.converge(ctx, 5*time.Minute+time.Duration(cfg.models)*300*time.Millisecond)
 	if v != nil {
 		failf("the world did not converge at the end:\n%s", summary(v))
@@ -206,11 +220,28 @@ func TestSoak(t *testing.T) {
 	if limit := 2 + cfg.models/10; rest.writes > limit {
 		failf("%d writes at rest in %s (bound %d): a hot loop", rest.writes, rest.window, limit)
 	}
-	unplanned := 0
-	for _, r := range s.replicas {
-		unplanned += r.unplanned
+	logf("replicas exited unasked %d times (a leader that cannot renew its Lease exits by design; so does a start while the API server is down)", s.unplanned())
+}
+
+// toggleProbe flips the probe model between 1 and 2 replicas.
+func (s *soakRun) toggleProbe(ctx context.Context) error {
+	r := 3 - s.probe.replicas
+	if err := patchSpec(ctx, s.probe, map[string]any{"replicas": r}); err != nil {
+		return err
 	}
-	logf("replicas exited unasked %d times (a leader that cannot renew its Lease exits by design)", unplanned)
+	s.world.set(s.probe, func(m *model) { m.replicas = r })
+	return nil
+}
+
+// unplanned sums the replicas' exits nobody asked for.
+func (s *soakRun) unplanned() int {
+	n := 0
+	for _, r := range s.replicas {
+		r.mu.Lock()
+		n += r.unplanned
+		r.mu.Unlock()
+	}
+	return n
 }
 
 // stopProcess stops a replica's process at the end of the test.
@@ -247,14 +278,15 @@ func (s *soakRun) createAll(ctx context.Context) error {
 	return nil
 }
 
-// runWorkload runs seeded actions until ctx ends or the chaos is over, one every interval
-// (bounded rate: two a second at the CI size, more with more models).
-func (s *soakRun) runWorkload(ctx context.Context, rng *rand.Rand, chaos time.Duration) {
+// runWorkload runs seeded actions until ctx ends (the chaos is over and so is its last fault),
+// one every interval (bounded rate: two a second at the CI size, more with more models), at
+// most maxActions.
+func (s *soakRun) runWorkload(ctx context.Context, rng *rand.Rand) {
 	interval := time.Second / time.Duration(max(2, s.cfg.models/200))
-	deadline := time.Now().Add(chaos)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for n := 0; time.Now().Before(deadline); n++ {
+	const maxActions = 1_000_000
+	for n := 0; n < maxActions; n++ {
 		select {
 		case <-ctx.Done():
 			return
