@@ -94,6 +94,12 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 			return "", err
 		}
 		p := standby.process()
+		select {
+		case <-p.Exited():
+			// Its supervisor is still restarting it (after an earlier fault): nothing to pause.
+			return fmt.Sprintf("standby %s not running (being restarted): no pause", standby.name), nil
+		default:
+		}
 		if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
 			return "", err
 		}

@@ -19,6 +19,7 @@ import (
 // env is the package's one cluster and operator binary.
 var env struct {
 	*testenv.Env
+	cfg config // read once: an unset SOAK_SEED is drawn from the clock
 }
 
 // config is one run's size and seed, read once from the environment.
@@ -57,6 +58,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cfg := readConfig()
+	env.cfg = cfg
 	var err error
 	// Models have at most maxReplicas GPU-less pods; the schedule model of the fake kubelet
 	// (no model server) keeps a thousand of them cheap. Room for all on the 4 nodes.

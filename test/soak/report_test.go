@@ -68,19 +68,19 @@ func (sm *sampler) take(s *soakRun) {
 
 // report is the run's figures: faults by kind with the worst time to converge after each,
 // the writes at rest, and the leader's samples.
-func (s *soakRun) report(faults []fault, count map[string]int, worst map[string]time.Duration, rest restFigures, sm *sampler) string {
+func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd map[string]time.Duration, rest restFigures, sm *sampler) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: seed %d, %d models (+ the storm's and the probe's), %g minutes of chaos, %s in all\n",
 		s.cfg.seed, s.cfg.models, s.cfg.minutes, time.Since(s.began).Round(time.Second))
 	fmt.Fprintf(&b, "replay: %s\n", s.cfg.replay())
-	fmt.Fprintf(&b, "faults (%d):\n", len(faults))
+	fmt.Fprintf(&b, "faults (%d); worst time to converge, from the first check (the workload held, a probe edited) and from the fault's end (a user action in flight finishing first):\n", len(faults))
 	kinds := make([]string, 0, len(count))
 	for k := range count {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  %-18s x%-3d worst time to converge %.1fs\n", k, count[k], worst[k].Seconds())
+		fmt.Fprintf(&b, "  %-18s x%-3d %6.1fs  %6.1fs\n", k, count[k], worst[k].Seconds(), worstEnd[k].Seconds())
 	}
 	fmt.Fprintf(&b, "replica exits nobody asked for: %d\n", s.unplanned())
 	fmt.Fprintf(&b, "writes at rest: %d in %s (proxies, without the Lease's), settled %.1fs after convergence; the leader's own count with its Lease renewals: %d\n",
