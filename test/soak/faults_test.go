@@ -25,8 +25,10 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// Fault kinds. The others (node NotReady, GPU fault, adapter killed, gateway down,
-// token rotation) have no harness helper yet.
+// Fault kinds. The others are left: a node NotReady and token rotation have no
+// harness helper; a GPU fault (the fake kubelet's kubelet.fake/gpu-fault node annotation) would
+// touch none of these GPU-less models; adapters and the gateway need served models and
+// test/e2e's fake gateway, which no other package can import yet.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while

@@ -322,6 +322,10 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 			v = []string{"reading the cluster: " + err.Error()}
 		}
 		if err == nil && len(v) == 0 {
+			if polls >= 10 && len(last) > 0 {
+				// A slow convergence says what it waited for, for the report's reader.
+				s.journal.logf("converged after %d polls; the last wait was on %d violations, e.g. %s", polls, len(last), last[0])
+			}
 			return time.Since(began), nil
 		}
 		last = v
