@@ -1,0 +1,260 @@
+package soak
+
+// The faults: a seeded schedule with jitter, and what each kind does. Each returns when its
+// fault is over (the process restarted, the API server back, the storm ended); the soak then
+// measures how long the world takes to converge.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+// Fault kinds. The issue's others are left: a node NotReady and token rotation have no
+// harness helper; a GPU fault (the fake kubelet's kubelet.fake/gpu-fault node annotation) would
+// touch none of these GPU-less models; adapters and the gateway need served models and
+// test/e2e's fake gateway, which no other package can import yet.
+const (
+	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
+	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
+	faultAPIRestart   = "apiserver-restart" // the whole control plane restarts on its data
+	faultWatchCut     = "watch-cut"         // both replicas' watches end (their proxies cut them)
+	faultCompaction   = "etcd-compaction"   // etcd compacted to its current revision
+	faultStorm        = "conflict-storm"    // writers race on one isvc's labels while the operator writes status
+)
+
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm}
+
+// fault is one scheduled fault.
+type fault struct {
+	At   time.Duration // after the chaos began
+	Kind string
+	Hold time.Duration // how long a pause or a storm lasts
+}
+
+// schedule draws the faults of a run: every kind at least once, then about two a minute,
+// spaced evenly over the first 80% of the chaos with ±30% jitter, in a seeded order.
+func schedule(rng *rand.Rand, chaos time.Duration) []fault {
+	n := max(len(faultKinds), int(chaos.Minutes()*2))
+	kinds := make([]string, 0, n)
+	for len(kinds) < n {
+		kinds = append(kinds, faultKinds...)
+	}
+	kinds = kinds[:n]
+	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	span := time.Duration(float64(chaos) * 0.8)
+	step := span / time.Duration(n)
+	out := make([]fault, n)
+	for i, k := range kinds {
+		jitter := time.Duration((rng.Float64()*0.6 - 0.3) * float64(step))
+		out[i] = fault{At: max(0, step*time.Duration(i)+step/2+jitter), Kind: k, Hold: time.Duration(5+rng.IntN(10)) * time.Second}
+	}
+	return out
+}
+
+func (f fault) String() string {
+	return fmt.Sprintf("%s at %s (hold %s)", f.Kind, f.At.Round(100*time.Millisecond), f.Hold)
+}
+
+// stormNS holds the storm's own isvc, out of the workload's reach.
+const stormNS = "soak-storm"
+
+// inject runs one fault and returns when it is over, with a line for the log.
+func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
+	switch f.Kind {
+	case faultLeaderKill:
+		lead, _, err := waitLeader(ctx, s.replicas, time.Minute)
+		if err != nil {
+			return "", err
+		}
+		pid := lead.process().Pid()
+		killed := time.Now()
+		lead.kill()
+		// The supervisor starts the next process; wait for a (new) leader.
+		if _, _, err := waitLeaderOtherThan(ctx, s.replicas, pid, 2*time.Minute); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL leader %s pid %d; a leader again after %.1fs", lead.name, pid, time.Since(killed).Seconds()), nil
+	case faultStandbyPause:
+		_, standby, err := waitLeader(ctx, s.replicas, time.Minute)
+		if err != nil {
+			return "", err
+		}
+		p := standby.process()
+		select {
+		case <-p.Exited():
+			// Its supervisor is still restarting it (after an earlier fault): nothing to pause.
+			return fmt.Sprintf("standby %s not running (being restarted): no pause", standby.name), nil
+		default:
+		}
+		if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+			return "", err
+		}
+		hold := time.NewTimer(f.Hold) // the schedule's pause length, not a wait for state
+		select {
+		case <-hold.C:
+		case <-ctx.Done():
+		}
+		if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGSTOP standby %s pid %d for %s, SIGCONT", standby.name, p.Pid(), f.Hold), nil
+	case faultAPIRestart:
+		began := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := env.Cluster.Restart(rctx); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("API server (whole control plane) restarted in %.1fs", time.Since(began).Seconds()), nil
+	case faultWatchCut:
+		for _, r := range s.replicas {
+			r.proxy.Cut()
+		}
+		return "both replicas' watches cut", nil
+	case faultCompaction:
+		rev, err := compactEtcd(ctx)
+		if err != nil {
+			return "", err
+		}
+		return "etcd compacted to revision " + rev, nil
+	case faultStorm:
+		return s.storm(ctx, f.Hold)
+	}
+	return "", fmt.Errorf("unknown fault %q", f.Kind)
+}
+
+// waitLeaderOtherThan polls until a live replica other than pid holds the Lease.
+func waitLeaderOtherThan(ctx context.Context, rs []*replica, pid int, timeout time.Duration) (lead, standby *replica, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		lead, standby, err = leader(ctx, rs)
+		if err == nil && lead.process().Pid() != pid {
+			return lead, standby, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("pid %d still holds the Lease", pid)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval
+	}
+}
+
+// compactEtcd compacts etcd, through its JSON gateway on loopback, to its current revision.
+func compactEtcd(ctx context.Context) (string, error) {
+	base, err := env.Cluster.EtcdURL()
+	if err != nil {
+		return "", err
+	}
+	call := func(path string, req, resp any) error {
+		body, _ := json.Marshal(req)
+		r, err := http.Post(base+path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd %s: %s: %s", path, r.Status, b)
+		}
+		return json.Unmarshal(b, resp)
+	}
+	var rng struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := call("/v3/kv/range", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/")), "limit": 1}, &rng); err != nil {
+		return "", err
+	}
+	var out map[string]any
+	return rng.Header.Revision, call("/v3/kv/compaction", map[string]any{"revision": rng.Header.Revision, "physical": true}, &out)
+}
+
+// storm is TestConflictStorm's user script: writers race on the storm isvc's labels (one of
+// them on its replicas too) for hold; no user update may be lost.
+func (s *soakRun) storm(ctx context.Context, hold time.Duration) (string, error) {
+	cl := env.Dyn.Resource(crd.Resource).Namespace(stormNS)
+	const writers = 4
+	last := make([]int, writers)
+	var lastReplicas int64 = -1
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var writes, conflicts int
+	deadline := time.Now().Add(hold)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				u, err := cl.Get(ctx, "storm", metav1.GetOptions{})
+				if err != nil {
+					continue
+				}
+				labels := u.GetLabels()
+				if labels == nil {
+					labels = map[string]string{}
+				}
+				labels[fmt.Sprintf("writer-%d", w)] = strconv.Itoa(i)
+				u.SetLabels(labels)
+				replicas := int64(1 + i%2)
+				if w == 0 {
+					_ = unstructured.SetNestedField(u.Object, replicas, "spec", "replicas")
+				}
+				_, err = cl.Update(ctx, u, metav1.UpdateOptions{})
+				mu.Lock()
+				switch {
+				case err == nil:
+					writes++
+					last[w] = i
+					if w == 0 {
+						lastReplicas = replicas
+					}
+				case apierrors.IsConflict(err):
+					conflicts++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if lastReplicas >= 0 {
+		s.world.set(s.stormModel, func(m *model) { m.replicas = lastReplicas })
+	}
+	var u *unstructured.Unstructured
+	if err := retry(ctx, time.Minute, func() (err error) {
+		u, err = cl.Get(ctx, "storm", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return "", err
+	}
+	for w := 0; w < writers; w++ {
+		if last[w] == 0 {
+			continue
+		}
+		if got := u.GetLabels()[fmt.Sprintf("writer-%d", w)]; got != strconv.Itoa(last[w]) {
+			return "", fmt.Errorf("storm: writer %d's last update (%d) lost: label is %q", w, last[w], got)
+		}
+	}
+	if r, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); lastReplicas >= 0 && r != lastReplicas {
+		return "", fmt.Errorf("storm: spec.replicas %d, last written %d", r, lastReplicas)
+	}
+	return fmt.Sprintf("conflict storm %s: %d user writes, %d user conflicts, none lost", hold, writes, conflicts), nil
+}

@@ -1,0 +1,81 @@
+// Package soak runs the operator through a long seeded mix of user actions and faults over many
+// models, on the project's local cluster with two operator replicas under leader election, and
+// checks that nothing is lost and every status ends true (issue 38). Without SOAK_* variables it
+// runs the CI size (about 2 minutes of chaos over 30 models); `make soak` runs the full hour.
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// env is the package's one cluster and operator binary.
+var env struct {
+	*testenv.Env
+	cfg config // read once: an unset SOAK_SEED is drawn from the clock
+}
+
+// config is one run's size and seed, read once from the environment.
+type config struct {
+	minutes float64 // of chaos, after the models are created
+	models  int
+	seed    uint64
+}
+
+// readConfig reads SOAK_MINUTES, SOAK_MODELS and SOAK_SEED; unset, the CI size and a seed
+// from the clock (logged, so a failure replays with SOAK_SEED).
+func readConfig() config {
+	c := config{minutes: 2, models: 30, seed: uint64(time.Now().UnixNano() % 1_000_000)}
+	if v, err := strconv.ParseFloat(os.Getenv("SOAK_MINUTES"), 64); err == nil && v > 0 {
+		c.minutes = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("SOAK_MODELS")); err == nil && v > 0 {
+		c.models = v
+	}
+	if v, err := strconv.ParseUint(os.Getenv("SOAK_SEED"), 10, 64); err == nil {
+		c.seed = v
+	}
+	return c
+}
+
+// replay is the command that runs the same schedule again.
+func (c config) replay() string {
+	return fmt.Sprintf("SOAK_SEED=%d SOAK_MINUTES=%g SOAK_MODELS=%d make soak", c.seed, c.minutes, c.models)
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cfg := readConfig()
+	env.cfg = cfg
+	var err error
+	// Models have at most maxReplicas GPU-less pods; the schedule model of the fake kubelet
+	// (no model server) keeps a thousand of them cheap. Room for all on the 4 nodes.
+	nodePods := max(110, cfg.models*maxReplicas/4+60)
+	if env.Env, err = testenv.Setup(ctx, cluster.Options{
+		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods), "--kubelet-serve=false"},
+	}, "soak"); err != nil {
+		fmt.Fprintln(os.Stderr, "soak setup:", err)
+		if env.Env != nil {
+			env.Teardown(false)
+		}
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with SOAK_KEEP=1)")
+	}
+	env.Teardown(os.Getenv("SOAK_KEEP") != "")
+	return code
+}
