@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -222,64 +221,21 @@ func TestConflictStorm(t *testing.T) {
 	}
 	env.WaitPhase(t, ns, "storm", crd.PhaseReady, time.Minute)
 	dur := time.Duration(envInt("STORM_SECONDS", 10)) * time.Second
-	writers := 4
-	last := make([]int, writers)
-	var lastReplicas int64 = 1
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var userConflicts, userWrites int
 	opBefore, _ := env.op.Writes()
 	fams, _ := env.op.Scrape()
 	retriesBefore := operator.SumCounter(fams, "inferenceservice_operator_conflict_retries_total", nil)
-	deadline := time.Now().Add(dur)
 	cl := env.Dyn.Resource(crd.Resource).Namespace(ns)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 1; time.Now().Before(deadline); i++ {
-				u, err := cl.Get(context.Background(), "storm", metav1.GetOptions{})
-				if err != nil {
-					continue
-				}
-				labels := u.GetLabels()
-				if labels == nil {
-					labels = map[string]string{}
-				}
-				labels[fmt.Sprintf("writer-%d", w)] = strconv.Itoa(i)
-				u.SetLabels(labels)
-				replicas := int64(1 + (i % 2))
-				if w == 0 {
-					_ = unstructured.SetNestedField(u.Object, replicas, "spec", "replicas")
-				}
-				_, err = cl.Update(context.Background(), u, metav1.UpdateOptions{})
-				mu.Lock()
-				switch {
-				case err == nil:
-					userWrites++
-					last[w] = i
-					if w == 0 {
-						lastReplicas = replicas
-					}
-				case apierrors.IsConflict(err):
-					userConflicts++
-				}
-				mu.Unlock()
-			}
-		}()
+	storm := testenv.ConflictStorm(context.Background(), cl, "storm", 4, time.Now().Add(dur))
+	userWrites, userConflicts, lastReplicas := storm.Writes, storm.Conflicts, storm.LastReplicas
+	if lastReplicas < 0 {
+		lastReplicas = 1 // as created
 	}
-	wg.Wait()
 	u, err := cl.Get(context.Background(), "storm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for w := 0; w < writers; w++ {
-		if got := u.GetLabels()[fmt.Sprintf("writer-%d", w)]; got != strconv.Itoa(last[w]) {
-			t.Errorf("writer %d's last update (%d) lost: label is %q", w, last[w], got)
-		}
-	}
-	if r, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); r != lastReplicas {
-		t.Errorf("spec.replicas %d, last written %d", r, lastReplicas)
+	if err := storm.Lost(u); err != nil {
+		t.Error(err)
 	}
 	testenv.Eventually(t, time.Minute, "status right for the final spec", func() error {
 		i, err := env.ISVC(ns, "storm")

@@ -13,16 +13,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // Fault kinds. The others are left: a node NotReady and token rotation have no
@@ -192,49 +190,8 @@ func compactEtcd(ctx context.Context) (string, error) {
 // them on its replicas too) for hold; no user update may be lost.
 func (s *soakRun) storm(ctx context.Context, hold time.Duration) (string, error) {
 	cl := env.Dyn.Resource(crd.Resource).Namespace(stormNS)
-	const writers = 4
-	last := make([]int, writers)
-	var lastReplicas int64 = -1
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var writes, conflicts int
-	deadline := time.Now().Add(hold)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 1; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				u, err := cl.Get(ctx, "storm", metav1.GetOptions{})
-				if err != nil {
-					continue
-				}
-				labels := u.GetLabels()
-				if labels == nil {
-					labels = map[string]string{}
-				}
-				labels[fmt.Sprintf("writer-%d", w)] = strconv.Itoa(i)
-				u.SetLabels(labels)
-				replicas := int64(1 + i%2)
-				if w == 0 {
-					_ = unstructured.SetNestedField(u.Object, replicas, "spec", "replicas")
-				}
-				_, err = cl.Update(ctx, u, metav1.UpdateOptions{})
-				mu.Lock()
-				switch {
-				case err == nil:
-					writes++
-					last[w] = i
-					if w == 0 {
-						lastReplicas = replicas
-					}
-				case apierrors.IsConflict(err):
-					conflicts++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	storm := testenv.ConflictStorm(ctx, cl, "storm", 4, time.Now().Add(hold))
+	writes, conflicts, lastReplicas := storm.Writes, storm.Conflicts, storm.LastReplicas
 	if lastReplicas >= 0 {
 		s.world.set(s.stormModel, func(m *model) { m.replicas = lastReplicas })
 	}
@@ -245,16 +202,8 @@ func (s *soakRun) storm(ctx context.Context, hold time.Duration) (string, error)
 	}); err != nil {
 		return "", err
 	}
-	for w := 0; w < writers; w++ {
-		if last[w] == 0 {
-			continue
-		}
-		if got := u.GetLabels()[fmt.Sprintf("writer-%d", w)]; got != strconv.Itoa(last[w]) {
-			return "", fmt.Errorf("storm: writer %d's last update (%d) lost: label is %q", w, last[w], got)
-		}
-	}
-	if r, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); lastReplicas >= 0 && r != lastReplicas {
-		return "", fmt.Errorf("storm: spec.replicas %d, last written %d", r, lastReplicas)
+	if err := storm.Lost(u); err != nil {
+		return "", fmt.Errorf("storm: %w", err)
 	}
 	return fmt.Sprintf("conflict storm %s: %d user writes, %d user conflicts, none lost", hold, writes, conflicts), nil
 }

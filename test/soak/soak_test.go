@@ -72,6 +72,9 @@ func (s *soakRun) namespaces() []string {
 // isvc lost or extra, children present and owned, no orphan, statuses true. SOAK_SEED replays
 // the same schedule.
 func TestSoak(t *testing.T) {
+	if env.skip {
+		t.Skip("the soak runs with make soak (SOAK_MINUTES, default the hour) or make soak-ci (SOAK_CI=1, its CI size)")
+	}
 	cfg := env.cfg
 	chaos := time.Duration(cfg.minutes * float64(time.Minute))
 	s := &soakRun{t: t, cfg: cfg, began: time.Now(), world: newWorld(cfg.models)}
