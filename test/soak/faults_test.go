@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -100,7 +101,10 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 			return fmt.Sprintf("standby %s not running (being restarted): no pause", standby.name), nil
 		default:
 		}
-		if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil {
+		// It may exit between the check and the signal (ESRCH): its supervisor restarts it.
+		if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); errors.Is(err, syscall.ESRCH) {
+			return fmt.Sprintf("standby %s pid %d exited before the pause: no pause", standby.name, p.Pid()), nil
+		} else if err != nil {
 			return "", err
 		}
 		hold := time.NewTimer(f.Hold) // the schedule's pause length, not a wait for state
@@ -108,7 +112,9 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 		case <-hold.C:
 		case <-ctx.Done():
 		}
-		if err := syscall.Kill(p.Pid(), syscall.SIGCONT); err != nil {
+		if err := syscall.Kill(p.Pid(), syscall.SIGCONT); errors.Is(err, syscall.ESRCH) {
+			return fmt.Sprintf("standby %s pid %d exited while paused", standby.name, p.Pid()), nil
+		} else if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("SIGSTOP standby %s pid %d for %s, SIGCONT", standby.name, p.Pid(), f.Hold), nil
