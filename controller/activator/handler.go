@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // DefaultHeader carries a request's model as "namespace/name", for a route that adds it (an
 // HTTPRoute's RequestHeaderModifier) instead of prefixing the path.
-const DefaultHeader = "X-Activator-Model"
+const DefaultHeader = kinds.ActivatorModelHeader // the operator's routes set it
 
 // HandlerOptions configure a Handler; zero fields take the defaults.
 type HandlerOptions struct {
