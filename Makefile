@@ -49,8 +49,9 @@ test: lint
 	cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...
 	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
 	# e2e tests that run side by side (test/e2e/main_test.go says which may).
+	# SOAK_CI=1: the soak's CI size (test/soak) runs too, in the slot beside the e2e package.
 	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
-		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
+		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
 	# about 5-11 s a target on 2 cores.
@@ -162,7 +163,7 @@ faults-full:
 # The soak (issue 38): two operator replicas under leader election, SOAK_MODELS models, a seeded
 # workload and seeded faults for SOAK_MINUTES, every invariant checked after each fault and at
 # the end (test/soak). SOAK_SEED replays a failed run's schedule. Its CI size, 2 minutes and 30
-# models with make soak-ci (not yet part of make test).
+# models, is make soak-ci, and runs inside make test (SOAK_CI=1, beside the e2e package).
 SOAK_MINUTES ?= 60
 SOAK_MODELS ?= 1000
 SOAK_SEED ?=

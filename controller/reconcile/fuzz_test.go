@@ -93,13 +93,17 @@ func FuzzReconcileConverges(f *testing.F) {
 				t.Fatalf("HPA status %+v: no status fixed point: %+v -> %+v", st, stored.Conditions, out.Status.Conditions)
 			}
 		}
-		// A spec change converges in one round too.
+		// A spec change converges in one round too; two when it lowers the count below the live
+		// HPA's minimum, which is lowered first (holdForHPAMin).
 		w.isvc.Spec.Replicas, w.isvc.Generation = newReplicas, w.isvc.Generation+1
 		if w.ext.Autoscaling != nil && newReplicas != w.ext.Autoscaling.MinReplicas {
 			w.ext.Autoscaling = nil // a fixed count set through v1alpha1 wins, as crd.ExtensionsOf reads it
 		}
 		if crd.Validate(w.isvc) != nil {
 			return
+		}
+		if w.obs.HPA != nil && w.obs.Deployment != nil && newReplicas < ptr.Deref(w.obs.HPA.Spec.MinReplicas, 1) {
+			w.apply(w.reconcile().Actions)
 		}
 		w.apply(w.reconcile().Actions)
 		w.podsReady()

@@ -65,15 +65,17 @@ func Reconcile(in Input) Output {
 			}
 			queueCause = move.cause
 		}
+		liveH := in.Observed.HPA
+		wantD, dsc := holdForHPAMin(liveD, wantD, liveH, liveH != nil && want.HPA != nil && ControlledBy(liveH, isvc), sc)
 		switch {
 		case liveD == nil:
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
 		case !ControlledBy(liveD, isvc):
 			out.conflict(isvc, "Deployment", liveD)
-		case deploymentDrifted(liveD, wantD, sc):
+		case deploymentDrifted(liveD, wantD, dsc):
 			upd := liveD.DeepCopy()
-			setDeployment(upd, wantD, sc)
-			out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Cached: liveD, Scale: sc})
+			setDeployment(upd, wantD, dsc)
+			out.Actions = append(out.Actions, Action{Verb: Update, Kind: "Deployment", Object: upd, Cached: liveD, Scale: dsc})
 		}
 		if liveD != nil {
 			anchor = liveD

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -66,4 +67,29 @@ func wantedCount(cur int32, appliedAnnotation string, sc Scale) (int32, bool) {
 		want = min(max(cur, sc.Min), sc.Max)
 	}
 	return want, want != cur
+}
+
+// holdForHPAMin keeps the Deployment's count this pass when lowering it would go below the
+// minimum our live HPA still holds: the HPA controller scales from its own cache of the HPA,
+// and a count below a minimum it still sees is raised straight back ("Current number of
+// replicas below Spec.MinReplicas"), after which the HPA owns the count and the user's scale-
+// down is lost (seen in the soak's conflict storm). The HPA's update, in this pass, brings the
+// pass that lowers the count; until then the Deployment keeps its count and its record of the
+// last count applied.
+func holdForHPAMin(liveD, wantD *appsv1.Deployment, liveH *autoscalingv2.HorizontalPodAutoscaler, ours bool, sc Scale) (*appsv1.Deployment, Scale) {
+	if liveD == nil || wantD == nil || liveH == nil || !ours {
+		return wantD, sc
+	}
+	n, change := wantedReplicas(liveD, sc)
+	if !change || n >= ptr.Deref(liveD.Spec.Replicas, 1) || ptr.Deref(liveH.Spec.MinReplicas, 1) <= n {
+		return wantD, sc
+	}
+	applied, err := strconv.Atoi(liveD.Annotations[ReplicasAnnotation])
+	if err != nil {
+		return wantD, sc
+	}
+	held := wantD.DeepCopy()
+	held.Annotations[ReplicasAnnotation] = liveD.Annotations[ReplicasAnnotation]
+	sc.Replicas = int32(applied)
+	return held, sc
 }

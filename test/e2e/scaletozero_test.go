@@ -221,9 +221,8 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
 		t.Logf("recorded cold start: %+v", cs)
 		return nil
 	})
-	sleep("second idle")
-
-	// A model that cannot start (16 GPUs a pod, 8 a node): past 100 held, refused at once;
+	// While its second idle window runs, a model that cannot start (16 GPUs a pod, 8 a node):
+	// past 100 held, refused at once;
 	// the 100 held, refused after the wait bound. Each 503 says when to retry.
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
@@ -256,6 +255,7 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 16}
 	if why["held 100 already"] != 1 || why["wait bound"] != 100 {
 		t.Fatalf("refusals %v, want 1 past the count bound and 100 past the wait bound", why)
 	}
+	sleep("second idle")
 }
 
 // TestScaleToZeroThroughTheGateway: a model with minReplicas 0 and spec.gateway is routed

@@ -14,6 +14,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,7 +29,8 @@ import (
 // Fault kinds. The issue's others are left: a node NotReady and token rotation have no
 // harness helper; a GPU fault (the fake kubelet's kubelet.fake/gpu-fault node annotation) would
 // touch none of these GPU-less models; adapters and the gateway need served models and
-// test/e2e's fake gateway, which no other package can import yet.
+// test/e2e's fake gateway, which no other package can import yet. A watch resumed from a
+// compacted revision gets 410 Gone from a real API server; faultWatchGone forces that answer.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
@@ -35,9 +38,10 @@ const (
 	faultWatchCut     = "watch-cut"         // both replicas' watches end (their proxies cut them)
 	faultCompaction   = "etcd-compaction"   // etcd compacted to its current revision
 	faultStorm        = "conflict-storm"    // writers race on one isvc's labels while the operator writes status
+	faultWatchGone    = "watch-gone"        // watches cut, and every watch resumed during the hold answered 410 Gone
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -131,6 +135,34 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 			r.proxy.Cut()
 		}
 		return "both replicas' watches cut", nil
+	case faultWatchGone:
+		// As a server whose history begins at rev answers: a watch resumed from an older
+		// resourceVersion gets 410 Gone; a relist, and a watch from what it returned, do not.
+		rev, err := etcdRevision(ctx)
+		if err != nil {
+			return "", err
+		}
+		var gone atomic.Int64
+		for _, r := range s.replicas {
+			r.proxy.Answer(func(req *http.Request) int {
+				q := req.URL.Query()
+				if v, err := strconv.ParseInt(q.Get("resourceVersion"), 10, 64); err == nil && v > 0 && v < rev && q.Get("watch") == "true" {
+					gone.Add(1)
+					return http.StatusGone
+				}
+				return 0
+			})
+			r.proxy.Cut()
+		}
+		hold := time.NewTimer(f.Hold) // the schedule's length, not a wait for state
+		select {
+		case <-hold.C:
+		case <-ctx.Done():
+		}
+		for _, r := range s.replicas {
+			r.proxy.Answer(nil)
+		}
+		return fmt.Sprintf("both replicas' watches cut; %d watches resumed from before revision %d answered 410 Gone for %s (each informer relists)", gone.Load(), rev, f.Hold), nil
 	case faultCompaction:
 		rev, err := compactEtcd(ctx)
 		if err != nil {
@@ -162,34 +194,51 @@ func waitLeaderOtherThan(ctx context.Context, rs []*replica, pid int, timeout ti
 }
 
 // compactEtcd compacts etcd, through its JSON gateway on loopback, to its current revision.
-func compactEtcd(ctx context.Context) (string, error) {
+// etcdCall posts req to etcd's JSON gateway at path and decodes its answer into resp.
+func etcdCall(ctx context.Context, path string, req, resp any) error {
 	base, err := env.Cluster.EtcdURL()
 	if err != nil {
-		return "", err
+		return err
 	}
-	call := func(path string, req, resp any) error {
-		body, _ := json.Marshal(req)
-		r, err := http.Post(base+path, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer r.Body.Close()
-		b, _ := io.ReadAll(r.Body)
-		if r.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd %s: %s: %s", path, r.Status, b)
-		}
-		return json.Unmarshal(b, resp)
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
 	}
+	hr.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd %s: %s: %s", path, r.Status, b)
+	}
+	return json.Unmarshal(b, resp)
+}
+
+// etcdRevision is etcd's current revision (the API server's resourceVersions are its revisions).
+func etcdRevision(ctx context.Context) (int64, error) {
 	var rng struct {
 		Header struct {
 			Revision string `json:"revision"`
 		} `json:"header"`
 	}
-	if err := call("/v3/kv/range", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/")), "limit": 1}, &rng); err != nil {
+	if err := etcdCall(ctx, "/v3/kv/range", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/")), "limit": 1}, &rng); err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(rng.Header.Revision, 10, 64)
+}
+
+// compactEtcd compacts etcd to its current revision and returns it.
+func compactEtcd(ctx context.Context) (string, error) {
+	rev, err := etcdRevision(ctx)
+	if err != nil {
 		return "", err
 	}
 	var out map[string]any
-	return rng.Header.Revision, call("/v3/kv/compaction", map[string]any{"revision": rng.Header.Revision, "physical": true}, &out)
+	return strconv.FormatInt(rev, 10), etcdCall(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &out)
 }
 
 // storm is TestConflictStorm's user script: writers race on the storm isvc's labels (one of

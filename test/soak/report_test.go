@@ -60,10 +60,25 @@ func (sm *sampler) take(s *soakRun) {
 	}
 	smp := sample{at: time.Since(s.began), replica: fmt.Sprintf("%s pid %d", lead.name, p.Pid()), rss: rss,
 		goroutines: operator.SumCounter(fams, "go_goroutines", nil)}
+	if err := s.warns.collect(ctx, s.namespaces()); err != nil {
+		s.journal.logf("the Warning Events not read: %v", err)
+	}
 	s.journal.logf("sample: leader %s RSS %.1f MiB, %.0f goroutines", smp.replica, float64(rss)/(1<<20), smp.goroutines)
 	sm.mu.Lock()
 	sm.samples = append(sm.samples, smp)
 	sm.mu.Unlock()
+}
+
+// series are the samples' times (seconds into the run), RSS (MiB) and goroutines, in order.
+func (sm *sampler) series() (at, rss, goroutines []float64) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	for _, x := range sm.samples {
+		at = append(at, x.at.Seconds())
+		rss = append(rss, float64(x.rss)/(1<<20))
+		goroutines = append(goroutines, x.goroutines)
+	}
+	return at, rss, goroutines
 }
 
 // report is the run's figures: faults by kind with the worst time to converge after each,
@@ -85,6 +100,8 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd m
 	fmt.Fprintf(&b, "replica exits nobody asked for: %d\n", s.unplanned())
 	fmt.Fprintf(&b, "writes at rest: %d in %s (proxies, without the Lease's), settled %.1fs after convergence; the leader's own count with its Lease renewals: %d\n",
 		rest.writes, rest.window, rest.settled.Seconds(), rest.operatorWrites)
+	ws := s.warns.all()
+	fmt.Fprintf(&b, "Warning Events (%d objects, by reason and raises): %s\n", len(ws), byReason(ws))
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	fmt.Fprintf(&b, "leader samples (%d):\n", len(sm.samples))

@@ -27,6 +27,8 @@ type soakRun struct {
 	// operator to act, not only the world to have stood still.
 	probe   *model
 	journal *journal
+	// warns: the Warning Events of the soak's namespaces, collected as the run goes.
+	warns warnings
 	// gate: the workload holds it shared for each action; a convergence check takes it alone,
 	// so what it measures is the fault's recovery, not the next edit.
 	gate sync.RWMutex
@@ -142,12 +144,14 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	created := time.Now()
+	endCreation := s.world.act.begin("", "creation") // a Warning while everything starts is the creation's
 	if err := s.createAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, v := s.converge(ctx, 5*time.Minute+time.Duration(cfg.models)*300*time.Millisecond); v != nil {
 		failf("the %d models never converged after creation:\n%s", cfg.models, summary(v))
 	}
+	endCreation()
 	logf("%d models created and converged in %.1fs", cfg.models+2, time.Since(created).Seconds())
 
 	// Chaos: the workload runs throughout; the faults strike on their schedule, each followed
@@ -157,7 +161,7 @@ func TestSoak(t *testing.T) {
 	var bg sync.WaitGroup
 	bg.Add(2)
 	go func() { defer bg.Done(); s.runWorkload(chaosCtx, rand.New(rand.NewPCG(cfg.seed, 1))) }()
-	go func() { defer bg.Done(); samples.run(chaosCtx, s, max(15*time.Second, chaos/40)) }()
+	go func() { defer bg.Done(); samples.run(chaosCtx, s, max(5*time.Second, chaos/120)) }()
 	chaosBegan := time.Now()
 	worst := map[string]time.Duration{}    // from the first check (the workload held)
 	worstEnd := map[string]time.Duration{} // from the fault's end
@@ -169,7 +173,9 @@ func TestSoak(t *testing.T) {
 			<-timer.C
 		}
 		logf("fault %d/%d: %s", i+1, len(faults), f)
+		endFault := s.world.act.begin("", f.Kind)
 		what, err := s.inject(ctx, f)
+		endFault()
 		if err != nil {
 			stopChaos()
 			bg.Wait()
@@ -216,6 +222,9 @@ func TestSoak(t *testing.T) {
 		failf("%v", err)
 	}
 	samples.take(s)
+	if err := s.warns.collect(ctx, s.namespaces()); err != nil {
+		failf("the Warning Events: %v", err)
+	}
 	report := s.report(faults, count, worst, worstEnd, rest, samples)
 	logf("report:\n%s", report)
 	path := s.writeJournal()
@@ -226,12 +235,26 @@ func TestSoak(t *testing.T) {
 	if limit := 2 + cfg.models/10; rest.writes > limit {
 		failf("%d writes at rest in %s (bound %d): a hot loop", rest.writes, rest.window, limit)
 	}
+	if u := unexplained(s.warns.all(), s.world.act.all()); len(u) > 0 {
+		lines := make([]string, len(u))
+		for i, w := range u {
+			lines[i] = "  " + w.String()
+		}
+		failf("%d Warning Events no fault or user action explains:\n%s", len(u), strings.Join(lines, "\n"))
+	}
+	at, rss, goroutines := samples.series()
+	for _, err := range []error{growth("the leader's RSS (MiB)", at, rss, 0.2, 5), growth("the leader's goroutines", at, goroutines, 0.2, 20)} {
+		if err != nil {
+			failf("%v: a leak", err)
+		}
+	}
 	logf("replicas exited unasked %d times (a leader that cannot renew its Lease exits by design; so does a start while the API server is down)", s.unplanned())
 }
 
 // toggleProbe flips the probe model between 1 and 2 replicas.
 func (s *soakRun) toggleProbe(ctx context.Context) error {
 	r := 3 - s.probe.replicas
+	defer s.world.act.begin(s.probe.key(), "probe")()
 	if err := patchSpec(ctx, s.probe, map[string]any{"replicas": r}); err != nil {
 		return err
 	}
@@ -329,7 +352,11 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 				// A slow convergence says what it waited for, for the report's reader.
 				s.journal.logf("converged after %d polls; the last wait was on %d violations, e.g. %s", polls, len(last), last[0])
 			}
-			return time.Since(began), nil
+			took := time.Since(began)
+			if err := s.warns.collect(ctx, s.namespaces()); err != nil {
+				s.journal.logf("the Warning Events not read: %v", err)
+			}
+			return took, nil
 		}
 		last = v
 		if time.Now().After(deadline) || ctx.Err() != nil {

@@ -55,10 +55,11 @@ type world struct {
 	mu     sync.Mutex
 	models map[string]*model // key ns/name
 	all    []*model          // every name the workload may use, existing or not
+	act    *activity         // when each action ran, on what
 }
 
 func newWorld(n int) *world {
-	w := &world{models: map[string]*model{}}
+	w := &world{models: map[string]*model{}, act: &activity{}}
 	for i := 0; i < n; i++ {
 		w.all = append(w.all, &model{ns: nsName(i % namespaces), name: fmt.Sprintf("m-%04d", i), replicas: 1})
 	}
@@ -165,6 +166,7 @@ var actions = []action{
 		if !ok {
 			return "", nil
 		}
+		defer w.act.begin(m.key(), "create")()
 		w.set(m, func(m *model) { m.replicas, m.image = int64(rng.IntN(maxReplicas+1)), rng.IntN(2) })
 		return fmt.Sprintf("create %s replicas=%d", m.key(), m.replicas), w.create(ctx, m)
 	}},
@@ -173,6 +175,7 @@ var actions = []action{
 		if !ok {
 			return "", nil
 		}
+		defer w.act.begin(m.key(), "replicas")()
 		r := int64(rng.IntN(maxReplicas + 1))
 		err := patchSpec(ctx, m, map[string]any{"replicas": r})
 		if err == nil {
@@ -185,6 +188,7 @@ var actions = []action{
 		if !ok {
 			return "", nil
 		}
+		defer w.act.begin(m.key(), "image")()
 		img := 1 - m.image
 		err := patchSpec(ctx, m, map[string]any{"image": images[img]})
 		if err == nil {
@@ -197,6 +201,7 @@ var actions = []action{
 		if !ok {
 			return "", nil
 		}
+		defer w.act.begin(m.key(), "engineArgs")()
 		// The v1beta1 fields a v1alpha1 object carries, in the annotation the conversion keeps.
 		v := strconv.Itoa(1024 * (1 + rng.IntN(8)))
 		ann, _ := json.Marshal(map[string]any{"engineArgs": []string{"--max-model-len", v}})
@@ -212,6 +217,7 @@ var actions = []action{
 		if !ok {
 			return "", nil
 		}
+		defer w.act.begin(m.key(), "scale")()
 		r := int64(rng.IntN(maxReplicas + 1))
 		err := retry(ctx, 2*time.Minute, func() error {
 			_, _, err := env.Cluster.Kubectl(ctx, "scale", "-n", m.ns, "isvc/"+m.name, "--replicas="+strconv.FormatInt(r, 10))
@@ -228,6 +234,7 @@ var actions = []action{
 			return "", nil
 		}
 		what := "delete and recreate " + m.key()
+		defer w.act.begin(m.key(), "recreate")()
 		w.mu.Lock()
 		delete(w.models, m.key())
 		w.mu.Unlock()
@@ -248,6 +255,7 @@ var actions = []action{
 	{"namespace", 1, func(ctx context.Context, w *world, rng *rand.Rand) (string, error) {
 		ns := nsName(rng.IntN(namespaces))
 		what := "delete and remake namespace " + ns
+		defer w.act.begin(ns+"/*", "namespace")()
 		w.mu.Lock()
 		var gone []*model
 		for _, m := range w.all {

@@ -228,6 +228,8 @@ func reasonForCode(code int) metav1.StatusReason {
 		return metav1.StatusReasonConflict
 	case http.StatusNotFound:
 		return metav1.StatusReasonNotFound
+	case http.StatusGone:
+		return metav1.StatusReasonExpired
 	default:
 		return metav1.StatusReasonInternalError
 	}

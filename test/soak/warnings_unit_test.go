@@ -1,0 +1,76 @@
+package soak
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestUnexplainedWarnings(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	spans := []span{
+		{from: at(0), to: at(10), key: "", what: "apiserver-restart"},
+		{from: at(200), to: at(205), key: "soak-1/m-0001", what: "image"},
+		{from: at(400), to: at(460), key: "soak-2/*", what: "namespace"},
+	}
+	w := func(ns, name string, first, last int) warning {
+		return warning{ns: ns, kind: "Pod", name: name, reason: "R", first: at(first), last: at(last), count: 1}
+	}
+	for _, c := range []struct {
+		name string
+		w    warning
+		want bool // explained
+	}{
+		{"during a fault", w("soak-3", "m-0007", 5, 5), true},
+		{"within the grace after a fault", w("soak-3", "m-0007", 95, 95), true},
+		{"long after every fault", w("soak-3", "m-0007", 150, 150), false},
+		{"a child of the model an action edited", w("soak-1", "m-0001-7d9f-abcde", 230, 230), true},
+		{"another model than the action's", w("soak-1", "m-0010", 230, 230), false},
+		{"before the action began", w("soak-1", "m-0001", 150, 150), false},
+		{"anything in a namespace being remade", w("soak-2", "m-0042", 470, 470), true},
+		{"repeated until long after its cause", w("soak-3", "m-0007", 5, 300), false},
+	} {
+		got := len(unexplained([]warning{c.w}, spans)) == 0
+		if got != c.want {
+			t.Errorf("%s: explained %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestGrowth(t *testing.T) {
+	at := []float64{0, 15, 30, 45, 60, 75, 90, 105, 120}
+	for _, c := range []struct {
+		name  string
+		xs    []float64
+		grows bool
+	}{
+		{"flat", []float64{40, 44, 42, 43, 41, 44, 42, 43, 42}, false},
+		{"one spike after a restart", []float64{40, 44, 42, 43, 41, 44, 42, 90, 42}, false},
+		{"a restart's drop", []float64{40, 44, 42, 43, 41, 30, 31, 30, 31}, false},
+		{"a steady leak", []float64{40, 44, 48, 52, 56, 60, 64, 68, 72}, true},
+		{"growth only in the warm-up", []float64{20, 30, 42, 43, 41, 44, 42, 43, 42}, false},
+	} {
+		err := growth("rss", at, c.xs, 0.2, 5)
+		if (err != nil) != c.grows {
+			t.Errorf("%s: %v, want growth %v", c.name, err, c.grows)
+		}
+	}
+	if err := growth("rss", at[:5], []float64{40, 50, 60, 70, 80}, 0.2, 5); err != nil {
+		t.Errorf("too few samples to judge: %v", err)
+	}
+}
+
+func TestScheduleHasEveryKind(t *testing.T) {
+	for _, minutes := range []float64{2, 60} {
+		seen := map[string]int{}
+		for _, f := range schedule(rand.New(rand.NewPCG(7, 38)), time.Duration(minutes*float64(time.Minute))) {
+			seen[f.Kind]++
+		}
+		for _, k := range faultKinds {
+			if seen[k] == 0 {
+				t.Errorf("%g minutes: no %s in the schedule %v", minutes, k, seen)
+			}
+		}
+	}
+}
