@@ -80,6 +80,14 @@ type Adapter struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
+	// again starts the same adapter anew (same port, certificates, flags and log).
+	again func(context.Context) (*Adapter, error)
+}
+
+// Restart starts a killed adapter again as it was started, as its Deployment's controller
+// would, and waits until it serves.
+func (a *Adapter) Restart(ctx context.Context) (*Adapter, error) {
+	return a.again(ctx)
 }
 
 // StartAdapter runs bin serving on 127.0.0.1:port with kubeconfig for every client (lister,
@@ -100,7 +108,8 @@ func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 	}, args...)
-	logf, err := os.Create(logPath)
+	// Appended to: a restarted adapter (Restart) keeps its earlier runs' lines.
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +120,10 @@ func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{}), log: logf}
+	a := &Adapter{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{}), log: logf,
+		again: func(ctx context.Context) (*Adapter, error) {
+			return StartAdapterEnv(ctx, env, bin, logPath, kubeconfig, certDir, port, args...)
+		}}
 	go func() { _ = cmd.Wait(); close(a.done) }()
 	// Its own self-signed certificate, as the aggregator sees it (insecureSkipTLSVerify).
 	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

@@ -39,9 +39,10 @@ const (
 	faultCompaction   = "etcd-compaction"   // etcd compacted to its current revision
 	faultStorm        = "conflict-storm"    // writers race on one isvc's labels while the operator writes status
 	faultWatchGone    = "watch-gone"        // watches cut, and every watch resumed during the hold answered 410 Gone
+	faultAdapterKill  = "adapter-kill"      // the metrics adapter SIGKILLed, started again after the hold
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -163,6 +164,21 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 			r.proxy.Answer(nil)
 		}
 		return fmt.Sprintf("both replicas' watches cut; %d watches resumed from before revision %d answered 410 Gone for %s (each informer relists)", gone.Load(), rev, f.Hold), nil
+	case faultAdapterKill:
+		pid := env.adapter.Pid()
+		env.adapter.Kill()
+		hold := time.NewTimer(f.Hold) // the schedule's length, not a wait for state
+		select {
+		case <-hold.C:
+		case <-ctx.Done():
+		}
+		began := time.Now()
+		a, err := env.adapter.Restart(ctx)
+		if err != nil {
+			return "", err
+		}
+		env.adapter = a
+		return fmt.Sprintf("metrics adapter pid %d SIGKILLed, down %s, serving again %.1fs after its restart", pid, f.Hold, time.Since(began).Seconds()), nil
 	case faultCompaction:
 		rev, err := compactEtcd(ctx)
 		if err != nil {

@@ -7,13 +7,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -33,6 +36,7 @@ func check(ctx context.Context, expected []model, nsList []string) ([]string, er
 	isvcs := map[string]*crd.InferenceService{}
 	uids := map[types.UID]bool{}
 	deps := map[string]*appsv1.Deployment{}
+	hpas := map[string]*autoscalingv2.HorizontalPodAutoscaler{}
 	type child struct {
 		kind, key string
 		meta      metav1.Object
@@ -77,6 +81,7 @@ func check(ctx context.Context, expected []model, nsList []string) ([]string, er
 			return nil, err
 		}
 		for i := range hl.Items {
+			hpas[ns+"/"+hl.Items[i].Name] = &hl.Items[i]
 			children = append(children, child{"HorizontalPodAutoscaler", ns + "/" + hl.Items[i].Name, &hl.Items[i]})
 		}
 	}
@@ -128,13 +133,27 @@ func check(ctx context.Context, expected []model, nsList []string) ([]string, er
 			continue
 		}
 		st := isvc.Status
+		// The count is the HPA's between the bounds spec.replicas gives it (the seed's: half to
+		// three times); the operator applied the user's count (its record on the Deployment) and
+		// the bounds (the HPA's). Zero replicas: no HPA, no pods.
+		r, n := int32(m.replicas), ptr.Deref(d.Spec.Replicas, 1)
+		lo, hi := max(1, r/2), 3*r
+		h := hpas[key]
 		switch {
 		case st.ObservedGeneration != isvc.Generation:
 			add("%s status for generation %d, object at %d", key, st.ObservedGeneration, isvc.Generation)
-		case ptr.Deref(d.Spec.Replicas, 1) != int32(m.replicas):
-			add("%s Deployment replicas %d, spec %d", key, ptr.Deref(d.Spec.Replicas, 1), m.replicas)
-		case d.Status.ReadyReplicas != int32(m.replicas) || d.Status.UpdatedReplicas != int32(m.replicas) || d.Status.Replicas != int32(m.replicas):
-			add("%s Deployment not rolled out: %d ready, %d updated, %d total of %d", key, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas, m.replicas)
+		case modelImage(d) != isvc.Spec.Image:
+			add("%s Deployment runs image %q, spec %q", key, modelImage(d), isvc.Spec.Image)
+		case d.Annotations[reconcile.ReplicasAnnotation] != strconv.Itoa(int(r)):
+			add("%s Deployment records replicas %q applied, spec %d", key, d.Annotations[reconcile.ReplicasAnnotation], r)
+		case r == 0 && n != 0:
+			add("%s Deployment replicas %d, spec 0", key, n)
+		case r > 0 && (n < heldMin(d, lo) || n > hi):
+			add("%s Deployment replicas %d, outside the HPA's bounds %d..%d for spec %d", key, n, lo, hi, r)
+		case r > 0 && h != nil && (ptr.Deref(h.Spec.MinReplicas, 1) != heldMin(d, lo) || h.Spec.MaxReplicas != hi):
+			add("%s HPA bounds %d..%d, spec %d wants %d..%d", key, ptr.Deref(h.Spec.MinReplicas, 1), h.Spec.MaxReplicas, r, heldMin(d, lo), hi)
+		case d.Status.ReadyReplicas != n || d.Status.UpdatedReplicas != n || d.Status.Replicas != n:
+			add("%s Deployment not rolled out: %d ready, %d updated, %d total of %d", key, d.Status.ReadyReplicas, d.Status.UpdatedReplicas, d.Status.Replicas, n)
 		case st.ReadyReplicas != d.Status.ReadyReplicas:
 			add("%s status readyReplicas %d, Deployment %d", key, st.ReadyReplicas, d.Status.ReadyReplicas)
 		case m.replicas > 0 && st.Phase != crd.PhaseReady:
@@ -143,6 +162,25 @@ func check(ctx context.Context, expected []model, nsList []string) ([]string, er
 	}
 	sort.Strings(v)
 	return v, nil
+}
+
+// heldMin is the HPA's minimum: lo, or the raised count while a raise of spec.replicas is held
+// (the Deployment's raised-to record, until the new pods have served for the HPA's window).
+func heldMin(d *appsv1.Deployment, lo int32) int32 {
+	if n, err := strconv.Atoi(d.Annotations[reconcile.RaisedAnnotation]); err == nil && int32(n) > lo {
+		return int32(n)
+	}
+	return lo
+}
+
+// modelImage is the image of the Deployment's model server container.
+func modelImage(d *appsv1.Deployment) string {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == kinds.ContainerName {
+			return c.Image
+		}
+	}
+	return ""
 }
 
 // summary is the first violations, one a line, and how many there were.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -22,6 +23,8 @@ var env struct {
 	*testenv.Env
 	cfg  config // read once: an unset SOAK_SEED is drawn from the clock
 	skip bool   // neither SOAK_MINUTES nor SOAK_CI: not asked for
+	// adapter is the default install's metrics adapter, serving the HPAs their queue metric.
+	adapter *operator.Adapter
 }
 
 // config is one run's size and seed, read once from the environment.
@@ -66,11 +69,11 @@ func run(m *testing.M) int {
 	cfg := readConfig()
 	env.cfg = cfg
 	var err error
-	// Models have at most maxReplicas GPU-less pods; the schedule model of the fake kubelet
-	// (no model server) keeps a thousand of them cheap. Room for all on the 4 nodes.
+	// Models have at most maxReplicas pods (the busy one, three), each a fake vLLM server
+	// without a GPU. Room for all on the 4 nodes.
 	nodePods := max(110, cfg.models*maxReplicas/4+60)
 	if env.Env, err = testenv.Setup(ctx, cluster.Options{
-		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods), "--kubelet-serve=false"},
+		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods)},
 	}, "soak"); err != nil {
 		fmt.Fprintln(os.Stderr, "soak setup:", err)
 		if env.Env != nil {
@@ -78,7 +81,13 @@ func run(m *testing.M) int {
 		}
 		return 1
 	}
+	if env.adapter, err = operator.InstallAdapter(ctx, env.Cluster, env.Dir, "--scrape-period=5s"); err != nil {
+		fmt.Fprintln(os.Stderr, "soak setup: the metrics adapter:", err)
+		env.Teardown(false)
+		return 1
+	}
 	code := m.Run()
+	env.adapter.Kill()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with SOAK_KEEP=1)")
 	}

@@ -83,7 +83,7 @@ func (sm *sampler) series() (at, rss, goroutines []float64) {
 
 // report is the run's figures: faults by kind with the worst time to converge after each,
 // the writes at rest, and the leader's samples.
-func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd map[string]time.Duration, rest restFigures, sm *sampler) string {
+func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd map[string]time.Duration, rest restFigures, sm *sampler, load *loadFigures) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: seed %d, %d models (+ the storm's and the probe's), %g minutes of chaos, %s in all\n",
 		s.cfg.seed, s.cfg.models, s.cfg.minutes, time.Since(s.began).Round(time.Second))
@@ -100,6 +100,7 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd m
 	fmt.Fprintf(&b, "replica exits nobody asked for: %d\n", s.unplanned())
 	fmt.Fprintf(&b, "writes at rest: %d in %s (proxies, without the Lease's), settled %.1fs after convergence; the leader's own count with its Lease renewals: %d\n",
 		rest.writes, rest.window, rest.settled.Seconds(), rest.operatorWrites)
+	fmt.Fprintf(&b, "load on %s: %d requests (%d failed), the HPA moved it to %d replicas at most\n", s.busy.key(), load.sent, load.failed, load.peak)
 	ws := s.warns.all()
 	fmt.Fprintf(&b, "Warning Events (%d objects, by reason and raises): %s\n", len(ws), byReason(ws))
 	sm.mu.Lock()

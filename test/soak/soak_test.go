@@ -25,8 +25,11 @@ type soakRun struct {
 	stormModel *model
 	// probe is toggled between 1 and 2 replicas after each fault: convergence then needs the
 	// operator to act, not only the world to have stood still.
-	probe   *model
-	journal *journal
+	probe *model
+	// busy is loaded through the chaos, so its HPA moves; loadDone closes when the load ends.
+	busy     *model
+	loadDone chan struct{}
+	journal  *journal
 	// warns: the Warning Events of the soak's namespaces, collected as the run goes.
 	warns warnings
 	// gate: the workload holds it shared for each action; a convergence check takes it alone,
@@ -143,6 +146,10 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	s.busy = &model{ns: stormNS, name: "busy", replicas: 1}
+	if err := s.createBusy(ctx); err != nil {
+		t.Fatal(err)
+	}
 	created := time.Now()
 	endCreation := s.world.act.begin("", "creation") // a Warning while everything starts is the creation's
 	if err := s.createAll(ctx); err != nil {
@@ -152,7 +159,7 @@ func TestSoak(t *testing.T) {
 		failf("the %d models never converged after creation:\n%s", cfg.models, summary(v))
 	}
 	endCreation()
-	logf("%d models created and converged in %.1fs", cfg.models+2, time.Since(created).Seconds())
+	logf("%d models created and converged in %.1fs", cfg.models+3, time.Since(created).Seconds())
 
 	// Chaos: the workload runs throughout; the faults strike on their schedule, each followed
 	// by a convergence check (the periodic one) with the workload held.
@@ -162,6 +169,9 @@ func TestSoak(t *testing.T) {
 	bg.Add(2)
 	go func() { defer bg.Done(); s.runWorkload(chaosCtx, rand.New(rand.NewPCG(cfg.seed, 1))) }()
 	go func() { defer bg.Done(); samples.run(chaosCtx, s, max(5*time.Second, chaos/120)) }()
+	s.loadDone = make(chan struct{})
+	endLoad := s.world.act.begin(s.busy.key(), "load") // its HPA moving it is the load's doing
+	load := s.runLoad(chaosCtx)
 	chaosBegan := time.Now()
 	worst := map[string]time.Duration{}    // from the first check (the workload held)
 	worstEnd := map[string]time.Duration{} // from the fault's end
@@ -174,8 +184,13 @@ func TestSoak(t *testing.T) {
 		}
 		logf("fault %d/%d: %s", i+1, len(faults), f)
 		endFault := s.world.act.begin("", f.Kind)
+		endStorm := func() {}
+		if f.Kind == faultStorm { // its writers' conflicts show on its model
+			endStorm = s.world.act.begin(s.stormModel.key(), f.Kind)
+		}
 		what, err := s.inject(ctx, f)
 		endFault()
+		endStorm()
 		if err != nil {
 			stopChaos()
 			bg.Wait()
@@ -207,6 +222,12 @@ func TestSoak(t *testing.T) {
 	}
 	stopChaos()
 	bg.Wait()
+	<-s.loadDone
+	endLoad()
+	logf("load on %s: %d requests, %d failed (e.g. %q); the HPA moved it up to %d replicas", s.busy.key(), load.sent, load.failed, load.errors, load.peak)
+	if load.failed > load.sent/10 {
+		failf("the load on %s: %d of %d requests failed, e.g. %q", s.busy.key(), load.failed, load.sent, load.errors)
+	}
 
 	// The end: everything converges (the probe's edit included), and the writes settle.
 	if err := s.toggleProbe(ctx); err != nil {
@@ -225,13 +246,18 @@ func TestSoak(t *testing.T) {
 	if err := s.warns.collect(ctx, s.namespaces()); err != nil {
 		failf("the Warning Events: %v", err)
 	}
-	report := s.report(faults, count, worst, worstEnd, rest, samples)
+	report := s.report(faults, count, worst, worstEnd, rest, samples, load)
 	logf("report:\n%s", report)
 	path := s.writeJournal()
 	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "report.txt"), []byte(report), 0o644); err != nil {
 		t.Error(err)
 	}
-	logf("journal %s, report %s", path, filepath.Join(filepath.Dir(path), "report.txt"))
+	at, rss, goroutines := samples.series()
+	plot := filepath.Join(filepath.Dir(path), "memory.svg")
+	if err := os.WriteFile(plot, []byte(plotSVG(fmt.Sprintf("the leader's RSS (MiB), seed %d, %d models", cfg.seed, cfg.models), at, rss, 480, 160)), 0o644); err != nil {
+		t.Error(err)
+	}
+	logf("journal %s, report %s, memory plot %s", path, filepath.Join(filepath.Dir(path), "report.txt"), plot)
 	if limit := 2 + cfg.models/10; rest.writes > limit {
 		failf("%d writes at rest in %s (bound %d): a hot loop", rest.writes, rest.window, limit)
 	}
@@ -242,7 +268,9 @@ func TestSoak(t *testing.T) {
 		}
 		failf("%d Warning Events no fault or user action explains:\n%s", len(u), strings.Join(lines, "\n"))
 	}
-	at, rss, goroutines := samples.series()
+	if chaos >= 2*time.Minute && load.peak < 2 {
+		failf("the HPA never moved %s under %d clients' load over %s: its queue metric did not reach it", s.busy.key(), loadClients, chaos)
+	}
 	for _, err := range []error{growth("the leader's RSS (MiB)", at, rss, 0.2, 5), growth("the leader's goroutines", at, goroutines, 0.2, 20)} {
 		if err != nil {
 			failf("%v: a leak", err)

@@ -19,8 +19,18 @@ import (
 )
 
 // warningGrace is how long after a fault or an action its consequences may still raise a
-// Warning: a convergence's bound at the CI size, the kubelet's and controllers' retries included.
-const warningGrace = 90 * time.Second
+// Warning: a new pod's probes and its first metrics, the HPA's next sync, a controller's retry.
+const warningGrace = 60 * time.Second
+
+// faultWarnings are the Warning reasons a fault may raise on any object ("*": any reason). A
+// fault not listed raises none: the operator's own faults (a leader killed or paused, watches
+// cut or expired, etcd compacted) must not show on any model, and the storm's conflicts are
+// explained on the storm's model alone (a span on it).
+var faultWarnings = map[string][]string{
+	"creation":       {"*"},                                                                          // every model starting at once
+	faultAPIRestart:  {"*"},                                                                          // every controller and the kubelet lose the API server
+	faultAdapterKill: {"FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"}, // the HPAs lose their metric
+}
 
 // span is a stretch of time something ran: a fault (key "": any object may feel it), an action
 // on one model (key ns/name) or on a namespace (key ns/*).
@@ -131,7 +141,7 @@ func unexplained(ws []warning, spans []span) []warning {
 	for _, w := range ws {
 		explained := func(at time.Time) bool {
 			for _, s := range spans {
-				if concerns(s.key, w) && !at.Before(s.from.Add(-2*time.Second)) && !at.After(s.to.Add(warningGrace)) {
+				if concerns(s, w) && !at.Before(s.from.Add(-2*time.Second)) && !at.After(s.to.Add(warningGrace)) {
 					return true
 				}
 			}
@@ -144,13 +154,19 @@ func unexplained(ws []warning, spans []span) []warning {
 	return out
 }
 
-// concerns says whether a span on key may have caused w: a fault may cause any Warning; an
-// action on a model, its own and its children's (named after it); on a namespace, any in it.
-func concerns(key string, w warning) bool {
-	if key == "" {
-		return true
+// concerns says whether span s may have caused w: a fault, the reasons faultWarnings gives
+// it; an action on a model, any on the model and its children (named after it: a new pod's
+// probes, its HPA before its first metrics); on a namespace, any in it.
+func concerns(s span, w warning) bool {
+	if s.key == "" {
+		for _, r := range faultWarnings[s.what] {
+			if r == "*" || r == w.reason {
+				return true
+			}
+		}
+		return false
 	}
-	ns, name, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(s.key, "/")
 	if ns != w.ns {
 		return false
 	}

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,11 +12,18 @@ func TestUnexplainedWarnings(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	spans := []span{
 		{from: at(0), to: at(10), key: "", what: "apiserver-restart"},
+		{from: at(600), to: at(610), key: "", what: "adapter-kill"},
+		{from: at(700), to: at(710), key: "", what: "leader-kill"},
 		{from: at(200), to: at(205), key: "soak-1/m-0001", what: "image"},
 		{from: at(400), to: at(460), key: "soak-2/*", what: "namespace"},
 	}
 	w := func(ns, name string, first, last int) warning {
 		return warning{ns: ns, kind: "Pod", name: name, reason: "R", first: at(first), last: at(last), count: 1}
+	}
+	hpaWarning := func(at0 int) warning {
+		x := w("soak-3", "m-0007", at0, at0)
+		x.kind, x.reason = "HorizontalPodAutoscaler", "FailedGetPodsMetric"
+		return x
 	}
 	for _, c := range []struct {
 		name string
@@ -23,7 +31,10 @@ func TestUnexplainedWarnings(t *testing.T) {
 		want bool // explained
 	}{
 		{"during a fault", w("soak-3", "m-0007", 5, 5), true},
-		{"within the grace after a fault", w("soak-3", "m-0007", 95, 95), true},
+		{"within the grace after a fault", w("soak-3", "m-0007", 65, 65), true},
+		{"the HPA's metric lost while the adapter is down", hpaWarning(615), true},
+		{"another reason while the adapter is down", w("soak-3", "m-0007", 615, 615), false},
+		{"anything after the operator's own fault", hpaWarning(705), false},
 		{"long after every fault", w("soak-3", "m-0007", 150, 150), false},
 		{"a child of the model an action edited", w("soak-1", "m-0001-7d9f-abcde", 230, 230), true},
 		{"another model than the action's", w("soak-1", "m-0010", 230, 230), false},
@@ -72,5 +83,17 @@ func TestScheduleHasEveryKind(t *testing.T) {
 				t.Errorf("%g minutes: no %s in the schedule %v", minutes, k, seen)
 			}
 		}
+	}
+}
+
+func TestPlotSVG(t *testing.T) {
+	svg := plotSVG("leader RSS (MiB) <seed 1>", []float64{0, 60, 120}, []float64{40, 44, 42}, 480, 160)
+	for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, "&lt;seed 1&gt;", `<polyline`, "2 min", "</svg>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("no %q in\n%s", want, svg)
+		}
+	}
+	if n := strings.Count(strings.SplitN(strings.SplitN(svg, `points="`, 2)[1], `"`, 2)[0], ","); n != 3 {
+		t.Errorf("%d points, want 3", n)
 	}
 }

@@ -28,9 +28,10 @@ const maxReplicas = 2
 // namespaces the models are spread over; one of them is deleted and made again now and then.
 const namespaces = 4
 
-// images are two schedule-model images (no vLLM server: the fake kubelet makes them ready on
-// the probes' timing), so an image edit rolls pods without serving.
-var images = [2]string{"registry.example.com/model-server:v1", "registry.example.com/model-server:v2"}
+// images are two of the fake kubelet's serving images: every pod runs the fake vLLM server (no
+// GPU needed for kubelet.fake/ images), so the metrics adapter reads each model's queue and
+// every HPA has its metric, as in a cluster of real model servers; an image edit rolls pods.
+var images = [2]string{"kubelet.fake/ready:v1", "kubelet.fake/ready:v2"}
 
 func nsName(i int) string { return fmt.Sprintf("soak-%d", i) }
 
