@@ -97,7 +97,7 @@ func get(ctx context.Context, t Target, roots *x509.CertPool, token string, time
 	}
 	client := &http.Client{
 		Transport: &http.Transport{
-			Proxy:           nil, // in-cluster names never go through a proxy
+			Proxy:           nil,                                                                                       // in-cluster names never go through a proxy
 			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, InsecureSkipVerify: t.Insecure}, //nolint:gosec // only for Target.Insecure
 		},
 		// A redirect is not the endpoint answering: report it, do not follow it.
