@@ -42,6 +42,7 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
+	"github.com/example/inferenceservice-operator/urlcheck"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -118,6 +119,10 @@ func parseFlags() options {
 }
 
 func main() {
+	// `inferenceservice-operator check --url ...`: the chart's helm test, in an image without curl.
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(urlcheck.Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	o := parseFlags()
 	if soft := memlimit.FromContainer(os.Getenv); soft > 0 {
 		klog.InfoS("Go heap soft limit set from the container's memory limit", "bytes", soft)

@@ -136,7 +136,7 @@ func useWebhookCRD(t *testing.T) *webhookInstall {
 			t.Errorf("restarting the operator: %v", err)
 		}
 	})
-	env.Kubectl(t, "apply", "-f", filepath.Join(env.Root, "manifests", "overlays", "v1beta1", "storage_migration_rbac.yaml"))
+	env.Kubectl(t, "apply", "-f", filepath.Join(env.Root, "manifests", "components", "v1beta1", "storage_migration_rbac.yaml"))
 	applyCRD(t, w.cache, w.definition())
 	w.start(t)
 	// The operator writes its CA into the CRD; then v1beta1 lists convert.

@@ -414,7 +414,7 @@ spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {n
 	var rules struct {
 		Data map[string]string `json:"data"`
 	}
-	b, err := os.ReadFile(filepath.Join(env.Root, "manifests", "overlays", "prometheus-adapter", "adapter_rules.yaml"))
+	b, err := os.ReadFile(filepath.Join(env.Root, "manifests", "components", "prometheus-adapter", "adapter_rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestRBACKEDAOverlayCalls(t *testing.T) {
 	env.Kubectl(t, "wait", "--for=condition=Established", "crd/scaledobjects.keda.sh", "--timeout=60s")
 
 	base := readRules(t, "manifests", "rbac", "cluster_role.yaml")
-	overlay := readRules(t, "manifests", "overlays", "keda", "keda_rbac.yaml")
+	overlay := readRules(t, "manifests", "components", "keda", "keda_rbac.yaml")
 	granted := append(slices.Clone(base), overlay...)
 	kc := serviceAccountWithRole(t, ns, "isvc-rbac-keda", &rbacv1.ClusterRole{Rules: granted})
 	wire := env.StartProxyFor(t, kc)

@@ -665,7 +665,7 @@ func TestRBACV1beta1OverlayCalls(t *testing.T) {
 	createISVC(t, ns, "stored", 1) // stored as v1alpha1: the migration rewrites it
 	const name = "isvc-rbac-v1beta1"
 	base := readRules(t, "manifests", "rbac", "cluster_role.yaml")
-	overlay := readRules(t, "manifests", "overlays", "v1beta1", "storage_migration_rbac.yaml")
+	overlay := readRules(t, "manifests", "components", "v1beta1", "storage_migration_rbac.yaml")
 	granted := append(slices.Clone(base), overlay...)
 	kc := serviceAccountWithRole(t, ns, name, &rbacv1.ClusterRole{Rules: granted})
 	wire := env.StartProxyFor(t, kc)
