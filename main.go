@@ -42,7 +42,7 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
-	"github.com/example/inferenceservice-operator/urlcheck"
+	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
