@@ -3,6 +3,7 @@ package crd
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,7 +111,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Gateway:               spec.Gateway,
 		EngineArgs:            spec.EngineArgs,
 		Env:                   spec.Env,
-		Cache:                 spec.Cache,
+		Cache:                 cloneCache(spec.Cache),
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 		MultiNode:             spec.MultiNode,
 		Parallelism:           spec.Parallelism,
@@ -149,7 +150,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		ReplicasUnset:         s.Replicas == nil,
 		EngineArgs:            cloneStrings(s.EngineArgs),
 		Env:                   cloneEnv(s.Env),
-		Cache:                 clonePtr(s.Cache),
+		Cache:                 cloneCache(s.Cache),
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 		MultiNode:             cloneMultiNode(s.MultiNode),
 		Parallelism:           clonePtr(s.Parallelism),
@@ -338,4 +339,16 @@ func cloneMultiNode(m *MultiNode) *MultiNode {
 		return nil
 	}
 	return &MultiNode{Nodes: m.Nodes, TensorParallelSize: clonePtr(m.TensorParallelSize), PipelineParallelSize: clonePtr(m.PipelineParallelSize)}
+}
+
+// cloneCache copies spec.cache deeply: its class, modes and secret are shared otherwise.
+func cloneCache(c *Cache) *Cache {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.StorageClassName = clonePtr(c.StorageClassName)
+	out.AccessModes = slices.Clone(c.AccessModes)
+	out.TokenSecret = clonePtr(c.TokenSecret)
+	return &out
 }
