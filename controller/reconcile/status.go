@@ -73,6 +73,7 @@ var failing = map[string]bool{
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true, ReasonParallelismRefused: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
+	ReasonWeightsDownloadFailed: true,
 }
 
 // IsFailing reports whether a Ready reason means the model cannot serve without a change.
@@ -259,7 +260,7 @@ func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 		}
 		// A queued model's message is the queue's account (Kueue's words on its Workloads): it
 		// changes at the queue's pace, and is what a user waiting reads.
-		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason) || n.Reason == ReasonWaitingForAdmission) {
+		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason) || n.Reason == ReasonWaitingForAdmission || n.Reason == ReasonWeightsDownloading) {
 			return true
 		}
 	}
