@@ -142,7 +142,11 @@ func weightsMeta(isvc *crd.InferenceService, ext *crd.SpecExtensions, name, clai
 // weightsOwner is a model's reference on the shared claim and Job: not their controller (no
 // model is), and not blocking its owner's deletion (which would need rights on finalizers).
 func weightsOwner(isvc *crd.InferenceService) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: isvc.APIVersion, Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID}
+	v := isvc.APIVersion
+	if v == "" { // a decoded object may lose its TypeMeta; the garbage collector needs one
+		v = crd.GroupVersion.String()
+	}
+	return metav1.OwnerReference{APIVersion: v, Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID}
 }
 
 // desiredWeightsClaim is the managed claim: ReadWriteMany by default, so replicas on many
