@@ -246,7 +246,9 @@ func decideWeights(in *Input) WeightsPlan {
 		p.Filled = true
 	}
 	j := w.Job
-	done := j != nil && jobCondition(j, batchv1.JobComplete)
+	// A Job older than its claim filled a claim since deleted: it fills nothing now.
+	stale := j != nil && w.Claim != nil && j.CreationTimestamp.Before(&w.Claim.CreationTimestamp)
+	done := j != nil && w.Claim != nil && !stale && jobCondition(j, batchv1.JobComplete)
 	p.Filled = p.Filled || done
 	if c := w.Claim; c != nil {
 		upd := withOwner(c, isvc)
@@ -272,6 +274,9 @@ func decideWeights(in *Input) WeightsPlan {
 		p.cause = &Cause{RankWeights, ReasonWeightsDownloading, "downloading " + model + ": starting the fill Job " + WeightsJobName(claim) + " on PersistentVolumeClaim " + claim}
 	case j.Labels[WeightsLabel] != claim:
 		p.cause = &Cause{RankConflict, ReasonChildConflict, ConflictMessage("Job", j)}
+	case stale:
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, "the fill Job " + j.Name + " is older than PersistentVolumeClaim " + claim +
+			" (the claim it filled was deleted): delete the Job to fill the new claim"}
 	case jobCondition(j, batchv1.JobFailed):
 		msg := "downloading " + model + " failed: Job " + j.Name + " " + jobConditionMessage(j, batchv1.JobFailed)
 		if last := lastLogLine(w.Log); last != "" {

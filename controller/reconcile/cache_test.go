@@ -190,3 +190,22 @@ func readyCondition(t *testing.T, out Output) metav1.Condition {
 	}
 	return *c
 }
+
+// A completed Job older than its claim filled a deleted claim: the new one is not filled.
+func TestManagedCacheStaleJob(t *testing.T) {
+	w := managedWorld()
+	p := w.reconcile().Weights
+	pvc, job := p.Creates[0].(*corev1.PersistentVolumeClaim), p.Creates[1].(*batchv1.Job)
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	job.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pvc.CreationTimestamp = metav1.NewTime(job.CreationTimestamp.Add(time.Hour))
+	w.obs.Weights = Weights{Claim: pvc, Job: job}
+	out := w.reconcile()
+	if out.Weights.Filled || readyCondition(t, out).Reason != ReasonWeightsDownloadFailed || !strings.Contains(readyCondition(t, out).Message, "delete the Job") {
+		t.Fatalf("stale Job: filled %v, %+v", out.Weights.Filled, readyCondition(t, out))
+	}
+	w.obs.Weights = Weights{Job: job} // the claim gone: never filled
+	if w.reconcile().Weights.Filled {
+		t.Fatal("filled without a claim")
+	}
+}
