@@ -75,10 +75,13 @@ type StatusExtensions struct {
 	ModelName      string     `json:"modelName,omitempty"`
 	RoutePath      string     `json:"routePath,omitempty"`
 	LastColdStart  *ColdStart `json:"lastColdStart,omitempty"`
+	// Cache is a managed weights cache's state (status.cache).
+	Cache *CacheStatus `json:"cache,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
-	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil
+	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil &&
+		e.Cache == nil
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -131,6 +134,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
 		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
+		Cache: clonePtr(status.Cache),
 	}
 	return out, nil
 }
@@ -176,7 +180,8 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		History:    append([]DiagnosisRecord(nil), st.History...),
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
-		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart)}
+		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart),
+		Cache: clonePtr(st.Cache)}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}

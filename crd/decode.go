@@ -59,6 +59,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions, History: s.History,
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 		LastColdStart: ext.LastColdStart,
+		Cache:         ext.Cache,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }

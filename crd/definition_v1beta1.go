@@ -243,6 +243,16 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 			"firstByteSeconds": {Type: "number", Description: "Seconds from that arrival to the first byte of its answer."},
 		},
 	}
+	status.Properties["cache"] = apiextensionsv1.JSONSchemaProps{
+		Type: "object", Description: "The managed weights cache (spec.cache.size): its claim, its phase (Filling, Filled, Failed) and, while it fills, the bytes downloaded of the total and the rate, read from the fill's log.",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"claim":          {Type: "string"},
+			"phase":          {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"Filling"`)}, {Raw: []byte(`"Filled"`)}, {Raw: []byte(`"Failed"`)}}},
+			"bytes":          {Type: "integer", Format: "int64"},
+			"totalBytes":     {Type: "integer", Format: "int64"},
+			"bytesPerSecond": {Type: "integer", Format: "int64"},
+		},
+	}
 	s.Properties["status"] = status
 	return s
 }

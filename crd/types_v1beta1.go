@@ -132,6 +132,23 @@ type Cache struct {
 	TokenSecret *SecretKey `json:"tokenSecret,omitempty"`
 }
 
+// CacheStatus is a managed weights cache as the model last read it: its claim, whether it is
+// filled, and while it fills the fill's bytes, total and rate (from its log, so approximate).
+type CacheStatus struct {
+	Claim          string `json:"claim"`
+	Phase          string `json:"phase"`
+	Bytes          int64  `json:"bytes,omitempty"`
+	TotalBytes     int64  `json:"totalBytes,omitempty"`
+	BytesPerSecond int64  `json:"bytesPerSecond,omitempty"`
+}
+
+// Phases of a managed weights cache.
+const (
+	CacheFilling = "Filling"
+	CacheFilled  = "Filled"
+	CacheFailed  = "Failed"
+)
+
 // SecretKey names one key of a Secret in the model's namespace.
 type SecretKey struct {
 	Name string `json:"name"`
@@ -249,6 +266,8 @@ type InferenceServiceStatusV1beta1 struct {
 	// LastColdStart is the model's last start from zero as the activator measured it: when
 	// the first held request arrived and how long until the first byte of its answer.
 	LastColdStart *ColdStart `json:"lastColdStart,omitempty"`
+	// Cache is the managed weights cache's state while the model uses one (spec.cache.size).
+	Cache *CacheStatus `json:"cache,omitempty"`
 }
 
 // ColdStart is one start from zero, request arrival to first byte.

@@ -76,6 +76,7 @@ type WeightsPlan struct {
 	// Filled: the model's pods may start.
 	Filled bool
 	cause  *Cause
+	status *crd.CacheStatus
 }
 
 // WeightsRevision is the revision the model is served at: vLLM's --revision among the engine
@@ -266,8 +267,10 @@ func decideWeights(in *Input) WeightsPlan {
 		}
 	}
 	if p.Filled {
+		p.status = &crd.CacheStatus{Claim: claim, Phase: crd.CacheFilled}
 		return p
 	}
+	p.status = &crd.CacheStatus{Claim: claim, Phase: crd.CacheFilling}
 	switch {
 	case j == nil:
 		p.Creates = append(p.Creates, desiredFillJob(isvc, ext, claim))
@@ -277,16 +280,19 @@ func decideWeights(in *Input) WeightsPlan {
 	case stale:
 		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, "the fill Job " + j.Name + " is older than PersistentVolumeClaim " + claim +
 			" (the claim it filled was deleted): delete the Job to fill the new claim"}
+		p.status.Phase = crd.CacheFailed
 	case jobCondition(j, batchv1.JobFailed):
 		msg := "downloading " + model + " failed: Job " + j.Name + " " + jobConditionMessage(j, batchv1.JobFailed)
 		if last := lastLogLine(w.Log); last != "" {
 			msg += "; its log ends: " + last
 		}
 		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + "; delete the Job to try again"}
+		p.status.Phase = crd.CacheFailed
 	default:
 		msg := "downloading " + model + ": waiting for the fill Job " + j.Name + "'s pod"
 		if pr, ok := ParseDownloadProgress(w.Log); ok {
 			msg = pr.Message(model)
+			p.status.Bytes, p.status.TotalBytes, p.status.BytesPerSecond = pr.Bytes, pr.Total, int64(pr.Rate)
 		}
 		p.cause = &Cause{RankWeights, ReasonWeightsDownloading, msg}
 	}

@@ -112,6 +112,9 @@ func TestManagedCacheGatesThePods(t *testing.T) {
 	if ready.Reason != ReasonWeightsDownloading || !strings.Contains(ready.Message, "6.2 GB of 16.4 GB") || out.Recheck <= 0 || out.Recheck > weightsRecheck {
 		t.Fatalf("filling: %s %q recheck %v", ready.Reason, ready.Message, out.Recheck)
 	}
+	if c := out.StatusExt.Cache; c == nil || c.Phase != crd.CacheFilling || c.Claim != claim || c.Bytes != 6_200_000_000 || c.TotalBytes != 16_400_000_000 || c.BytesPerSecond != 210e6 {
+		t.Errorf("status.cache while filling: %+v", c)
+	}
 	if w.obs.Deployment != nil || len(out.Weights.Updates) != 0 {
 		t.Fatalf("filling: deployment %v, updates %+v", w.obs.Deployment != nil, out.Weights.Updates)
 	}
@@ -120,6 +123,9 @@ func TestManagedCacheGatesThePods(t *testing.T) {
 	done.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	w.obs.Weights.Job = done
 	out = w.reconcile()
+	if c := out.StatusExt.Cache; c == nil || c.Phase != crd.CacheFilled {
+		t.Errorf("status.cache filled: %+v", c)
+	}
 	if len(out.Weights.Updates) != 1 || out.Weights.Updates[0].Object.GetAnnotations()[WeightsFilledAnnotation] != "true" {
 		t.Fatalf("filled: updates %+v", out.Weights.Updates)
 	}
