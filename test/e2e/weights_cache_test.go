@@ -67,6 +67,7 @@ spec:
 	// While it fills: the status names the download, and its byte count moves.
 	figure := regexp.MustCompile(`: ([0-9.]+ [kMG]?B) of `)
 	var seen []string
+	var bytes []int64 // v1beta1's status.cache.bytes
 	testenv.Eventually(t, 3*time.Minute, "the download's progress moving in status", func() error {
 		i, err := env.ISVC(ns, "second")
 		if err != nil {
@@ -77,11 +78,17 @@ spec:
 			seen = append(seen, m[1])
 			t.Logf("%5.1fs %s", time.Since(start).Seconds(), msg)
 		}
-		if len(seen) < 3 {
-			return fmt.Errorf("progress seen %v; now %s %q", seen, i.Status.Reason, msg)
+		if u, err := getVersion(t, true, ns, "second"); err == nil {
+			if b, ok := nested(u, "status", "cache", "bytes").(int64); ok && nested(u, "status", "cache", "phase") == crd.CacheFilling && !slices.Contains(bytes, b) {
+				bytes = append(bytes, b)
+			}
+		}
+		if len(seen) < 3 || len(bytes) < 2 {
+			return fmt.Errorf("progress seen %v, status.cache.bytes %v; now %s %q", seen, bytes, i.Status.Reason, msg)
 		}
 		return nil
 	})
+	t.Logf("status.cache.bytes seen %v", bytes)
 	row := getRow(t, ns, "first")
 	if !strings.Contains(row, reconcile.ReasonWeightsDownloading) {
 		t.Logf("first while filling: %s", row)
@@ -95,6 +102,12 @@ spec:
 		env.WaitPhase(t, ns, name, crd.PhaseReady, 3*time.Minute)
 	}
 	t.Logf("both Ready %.1fs after the create", time.Since(start).Seconds())
+	for _, name := range []string{"first", "second"} {
+		u, err := getVersion(t, true, ns, name)
+		if err != nil || nested(u, "status", "cache", "phase") != crd.CacheFilled || nested(u, "status", "cache", "claim") != claim {
+			t.Fatalf("%s status.cache: %v %v", name, err, nested(u, "status", "cache"))
+		}
+	}
 
 	// One claim, one Job, one fill pod; each model an owner of both.
 	pvcs, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: reconcile.WeightsLabel})
