@@ -92,17 +92,24 @@ func (s *modelServer) runHFDownload(d hfDownload) {
 	every = max(every, time.Second)
 	s.log.Printf("Downloading (incomplete total...): 0.00B [00:00, ?B/s]\x1b[A")
 	s.log.Printf("\rFetching %d files:   0%%|          | 0/%d [00:00<?, ?it/s]\x1b[A", files, files)
+	// A retry resumes the .incomplete blobs an interrupted run left: only the rest is fetched.
+	resumed := s.cfg.Weights.resumeFrom(volume, d.repo)
+	took = time.Duration(float64(took) * float64(total-resumed) / float64(max(total, 1)))
 	start := time.Now()
+	at := func() int64 {
+		return resumed + int64(float64(total-resumed)*float64(min(time.Since(start), took))/float64(max(took, 1)))
+	}
 	for {
 		elapsed := time.Since(start)
 		if elapsed >= took {
 			break
 		}
 		if !s.wait(min(every, took-elapsed)) {
-			return // stopped: the blobs stay .incomplete, a retry resumes them
+			s.cfg.Weights.interrupted(volume, d.repo, at()) // stopped: the blobs stay .incomplete
+			return
 		}
 		elapsed = min(time.Since(start), took)
-		done := int64(float64(total) * float64(elapsed) / float64(max(took, 1)))
+		done := at()
 		modelled := elapsed.Seconds() / s.cfg.TimeScale
 		left := took.Seconds()/s.cfg.TimeScale - modelled
 		s.log.Printf("\rDownloading (incomplete total...): %3d%%|%s| %s/%s [%s<%s, %sB/s]\x1b[A",

@@ -69,3 +69,30 @@ func TestHFDownloadFillsTheVolume(t *testing.T) {
 		t.Errorf("a second fill downloaded: %+v\n%s", st, alog.Render(logOptions{TailLines: -1}))
 	}
 }
+
+// A fill stopped half way leaves its partial blobs: the next one fetches only the rest.
+func TestHFDownloadResumes(t *testing.T) {
+	t.Parallel()
+	cfg := serverConfig{Weights: newWeightsCache(), TimeScale: 1}
+	fill := modelServerSpec{Command: []string{"hf", "download", "Qwen/Qwen3-0.6B"}, GPUs: -1, DownloadMBPerS: 400,
+		Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/resume"}, Env: map[string]string{"TQDM_MININTERVAL": "1"}}
+	s, log, _ := vtStart(t, fill, cfg)
+	vtEventually(t, "a first bar line", func() (bool, string) {
+		return byteBar.MatchString(log.Render(logOptions{TailLines: -1})), vtLastLine(log)
+	})
+	s.Stop()
+	vtEventually(t, "the stopped fill's partial blobs kept", func() (bool, string) {
+		return cfg.Weights.resumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") > 0, ""
+	})
+	again, alog, _ := vtStart(t, fill, cfg)
+	if st := vtExit(t, again, alog); st.Code != 0 {
+		t.Fatalf("resumed fill: %+v", st)
+	}
+	m := byteBar.FindStringSubmatch(alog.Render(logOptions{TailLines: -1}))
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the resumed fill started from zero:\n%s", alog.Render(logOptions{TailLines: -1}))
+	}
+	if !cfg.Weights.has("pvc:ns/resume", "Qwen/Qwen3-0.6B") || cfg.Weights.resumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") != 0 {
+		t.Error("the resumed fill did not complete the volume")
+	}
+}
