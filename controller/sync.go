@@ -80,6 +80,9 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if err != nil {
 		return queue.Done(), err
 	}
+	if obs.Weights, err = c.observeWeights(ctx, isvc, &ext); err != nil {
+		return queue.Done(), err
+	}
 	obs.Nodes = c.caches.TroubledNodes()
 	obs.MetricsAPI = c.caches.MetricsAPI()
 	ev, evidenceWait := c.evidence.Read(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
@@ -89,6 +92,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	out := reconcile.Reconcile(in)
 
 	conflicts, applyErr := c.applyAll(ctx, isvc, out.Actions)
+	applyErr = errors.Join(applyErr, c.applyWeights(ctx, isvc, out.Weights))
 	// A call made shows on the pods' next /v1/models; steps waiting for their back-off are
 	// looked at again when it ends.
 	called, failed, adapterWait := c.applyAdapterSteps(ctx, key, adapters, out.AdapterSteps)

@@ -3,6 +3,7 @@ package crd
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,10 +75,13 @@ type StatusExtensions struct {
 	ModelName      string     `json:"modelName,omitempty"`
 	RoutePath      string     `json:"routePath,omitempty"`
 	LastColdStart  *ColdStart `json:"lastColdStart,omitempty"`
+	// Cache is a managed weights cache's state (status.cache).
+	Cache *CacheStatus `json:"cache,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
-	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil
+	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil &&
+		e.Cache == nil
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -110,7 +114,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Gateway:               spec.Gateway,
 		EngineArgs:            spec.EngineArgs,
 		Env:                   spec.Env,
-		Cache:                 spec.Cache,
+		Cache:                 cloneCache(spec.Cache),
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 		MultiNode:             spec.MultiNode,
 		Parallelism:           spec.Parallelism,
@@ -130,6 +134,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
 		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
+		Cache: clonePtr(status.Cache),
 	}
 	return out, nil
 }
@@ -149,7 +154,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		ReplicasUnset:         s.Replicas == nil,
 		EngineArgs:            cloneStrings(s.EngineArgs),
 		Env:                   cloneEnv(s.Env),
-		Cache:                 clonePtr(s.Cache),
+		Cache:                 cloneCache(s.Cache),
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 		MultiNode:             cloneMultiNode(s.MultiNode),
 		Parallelism:           clonePtr(s.Parallelism),
@@ -175,7 +180,8 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		History:    append([]DiagnosisRecord(nil), st.History...),
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
-		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart)}
+		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart),
+		Cache: clonePtr(st.Cache)}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}
@@ -338,4 +344,16 @@ func cloneMultiNode(m *MultiNode) *MultiNode {
 		return nil
 	}
 	return &MultiNode{Nodes: m.Nodes, TensorParallelSize: clonePtr(m.TensorParallelSize), PipelineParallelSize: clonePtr(m.PipelineParallelSize)}
+}
+
+// cloneCache copies spec.cache deeply: its class, modes and secret are shared otherwise.
+func cloneCache(c *Cache) *Cache {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.StorageClassName = clonePtr(c.StorageClassName)
+	out.AccessModes = slices.Clone(c.AccessModes)
+	out.TokenSecret = clonePtr(c.TokenSecret)
+	return &out
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -58,6 +59,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions, History: s.History,
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 		LastColdStart: ext.LastColdStart,
+		Cache:         ext.Cache,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
@@ -270,9 +272,7 @@ func validateEngine(e *SpecExtensions) []string {
 		}
 		seen[v.Name] = true
 	}
-	if c := e.Cache; c != nil && (c.ClaimName == "" || len(c.ClaimName) > 253 || !dns1123.MatchString(c.ClaimName)) {
-		errs = append(errs, fmt.Sprintf("spec.cache.claimName %q must be a PersistentVolumeClaim name", c.ClaimName))
-	}
+	errs = append(errs, cacheErrors(e.Cache)...)
 	if t := e.StartupTimeoutSeconds; t != nil && (*t < MinStartupTimeoutSeconds || *t > MaxStartupTimeoutSeconds) {
 		errs = append(errs, fmt.Sprintf("spec.startupTimeoutSeconds must be between %d and %d", MinStartupTimeoutSeconds, MaxStartupTimeoutSeconds))
 	}
@@ -280,3 +280,30 @@ func validateEngine(e *SpecExtensions) []string {
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// cacheErrors checks spec.cache as its schema and CEL rule do: a claim of the user's or a
+// managed size, exactly one.
+func cacheErrors(c *Cache) []string {
+	if c == nil {
+		return nil
+	}
+	if (c.ClaimName == "") == (c.Size == "") {
+		return []string{RuleCacheClaimXorSizeMsg}
+	}
+	var errs []string
+	if c.ClaimName != "" && (len(c.ClaimName) > 253 || !dns1123.MatchString(c.ClaimName)) {
+		errs = append(errs, fmt.Sprintf("spec.cache.claimName %q must be a PersistentVolumeClaim name", c.ClaimName))
+	}
+	if c.Size != "" {
+		if q, err := resource.ParseQuantity(c.Size); err != nil || q.Sign() <= 0 {
+			errs = append(errs, RuleCacheSizeMsg+fmt.Sprintf(" (%q)", c.Size))
+		}
+	}
+	if c.ClaimName != "" && (c.StorageClassName != nil || len(c.AccessModes) > 0 || c.TokenSecret != nil) {
+		errs = append(errs, RuleCacheManagedFieldsMsg)
+	}
+	if s := c.TokenSecret; s != nil && (s.Name == "" || s.Key == "") {
+		errs = append(errs, "spec.cache.tokenSecret needs name and key")
+	}
+	return errs
+}

@@ -19,6 +19,13 @@ const (
 	RuleReplicasXorAutoscalingMs = "exactly one of spec.replicas and spec.autoscaling must be set"
 	RuleEnvHFHomeWithCache       = `!has(self.cache) || !has(self.env) || self.env.all(e, e.name != 'HF_HOME')`
 	RuleEnvHFHomeWithCacheMsg    = "spec.env: HF_HOME is set by the operator to " + CachePath + " when spec.cache is set; remove it from spec.env"
+	// spec.cache: the user's filled claim or a managed one, and the managed one's fields only with it.
+	RuleCacheClaimXorSize     = `has(self.claimName) != has(self.size)`
+	RuleCacheClaimXorSizeMsg  = "spec.cache: set exactly one of claimName (a filled claim of your own) and size (a claim the operator makes and fills)"
+	RuleCacheManagedFields    = `has(self.size) || !(has(self.storageClassName) || has(self.accessModes) || has(self.tokenSecret))`
+	RuleCacheManagedFieldsMsg = "spec.cache: storageClassName, accessModes and tokenSecret are for a managed cache (size); a claimName is mounted as it is"
+	RuleCacheSize             = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
+	RuleCacheSizeMsg          = "spec.cache.size must be a positive quantity such as 100Gi"
 	// G is spec.gpusPerReplica with its default, inside the spec-level rules below.
 	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
 	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
@@ -199,14 +206,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 
 	props["engineArgs"] = engineArgsSchema()
 	props["env"] = envSchema()
-	props["cache"] = apiextensionsv1.JSONSchemaProps{
-		Type:        "object",
-		Description: "A PersistentVolumeClaim keeping Hugging Face downloads, mounted at " + CachePath + " with HF_HOME pointing there, so a restart or a new replica does not download the weights again. ReadWriteMany when replicas run on more than one node.",
-		Required:    []string{"claimName"},
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"claimName": {Type: "string", Description: "Name of a PersistentVolumeClaim in the model's namespace.", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253), Pattern: `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`},
-		},
-	}
+	props["cache"] = cacheSchema()
 	lo32, hi32 := float64(MinStartupTimeoutSeconds), float64(MaxStartupTimeoutSeconds)
 	props["startupTimeoutSeconds"] = apiextensionsv1.JSONSchemaProps{
 		Type: "integer", Format: "int32", Minimum: &lo32, Maximum: &hi32,
@@ -241,6 +241,16 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"arrived":          {Type: "string", Description: "When the first request held for the model arrived (RFC 3339)."},
 			"firstByteSeconds": {Type: "number", Description: "Seconds from that arrival to the first byte of its answer."},
+		},
+	}
+	status.Properties["cache"] = apiextensionsv1.JSONSchemaProps{
+		Type: "object", Description: "The managed weights cache (spec.cache.size): its claim, its phase (Filling, Filled, Failed) and, while it fills, the bytes downloaded of the total and the rate, read from the fill's log.",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"claim":          {Type: "string"},
+			"phase":          {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"Filling"`)}, {Raw: []byte(`"Filled"`)}, {Raw: []byte(`"Failed"`)}}},
+			"bytes":          {Type: "integer", Format: "int64"},
+			"totalBytes":     {Type: "integer", Format: "int64"},
+			"bytesPerSecond": {Type: "integer", Format: "int64"},
 		},
 	}
 	s.Properties["status"] = status
@@ -341,4 +351,32 @@ func InClusterWebhook() apiextensionsv1.WebhookClientConfig {
 	return apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
 		Namespace: WebhookServiceNamespace, Name: WebhookServiceName, Path: ptr.To(WebhookPath), Port: ptr.To[int32](443),
 	}}
+}
+
+// cacheSchema is spec.cache: the user's claim (claimName) or a managed one (size and its options).
+func cacheSchema() apiextensionsv1.JSONSchemaProps {
+	return apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Description: "A PersistentVolumeClaim keeping Hugging Face downloads, mounted at " + CachePath + " with HF_HOME pointing there, so a restart or a new replica does not download the weights again. " +
+			"claimName mounts a claim of yours as it is; size makes it managed: the operator creates (or adopts) a claim named after the weights, shared by the namespace's models on the same weights, fills it once with a Job (hf download), and starts the model's pods only on the filled cache, read-only and offline.",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"claimName":        {Type: "string", Description: "Name of a PersistentVolumeClaim in the model's namespace, already holding the weights or filled by the pods.", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253), Pattern: `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`},
+			"size":             {Type: "string", MaxLength: ptr.To[int64](32), Description: "The managed claim's size, a quantity such as 100Gi: the weights and some room."},
+			"storageClassName": {Type: "string", MaxLength: ptr.To[int64](253), Description: "The managed claim's StorageClass; the cluster's default when unset."},
+			"accessModes": {Type: "array", MaxItems: ptr.To[int64](4), Description: "The managed claim's access modes; default [ReadWriteMany], so replicas on several nodes share it.",
+				Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string",
+					Enum: []apiextensionsv1.JSON{{Raw: []byte(`"ReadWriteOnce"`)}, {Raw: []byte(`"ReadOnlyMany"`)}, {Raw: []byte(`"ReadWriteMany"`)}, {Raw: []byte(`"ReadWriteOncePod"`)}}}}},
+			"tokenSecret": {Type: "object", Description: "The Secret key holding the Hugging Face token (HF_TOKEN) the fill Job downloads a gated model with.",
+				Required: []string{"name", "key"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"name": {Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253)},
+					"key":  {Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253)},
+				}},
+		},
+		XValidations: apiextensionsv1.ValidationRules{
+			{Rule: RuleCacheClaimXorSize, Message: RuleCacheClaimXorSizeMsg},
+			{Rule: RuleCacheManagedFields, Message: RuleCacheManagedFieldsMsg},
+			{Rule: RuleCacheSize, Message: RuleCacheSizeMsg},
+		},
+	}
 }

@@ -115,12 +115,48 @@ type Parallelism struct {
 // MaxParallelSize bounds each of a replica's parallel sizes: its most GPUs, with spec.multiNode.
 const MaxParallelSize = MaxGPUsPerReplica * MaxNodesPerReplica
 
-// Cache is the PersistentVolumeClaim the model server keeps Hugging Face downloads on.
+// Cache is the PersistentVolumeClaim the model server keeps Hugging Face downloads on: one of
+// the user's (ClaimName), or a managed one the operator makes and fills once (Size).
 type Cache struct {
 	// ClaimName is a PersistentVolumeClaim in the model's namespace, mounted at CachePath with
 	// HF_HOME pointing there; ReadWriteMany when replicas run on more than one node.
-	ClaimName string `json:"claimName"`
+	ClaimName string `json:"claimName,omitempty"`
+	// Size makes the cache managed: a claim of this size, named after the weights and shared
+	// by the namespace's models on them, filled once by a Job before any pod starts.
+	Size string `json:"size,omitempty"`
+	// StorageClassName is the managed claim's class; the cluster's default when unset.
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// AccessModes are the managed claim's; default ReadWriteMany (replicas on many nodes).
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+	// TokenSecret is the Secret key holding the Hugging Face token the fill Job downloads with.
+	TokenSecret *SecretKey `json:"tokenSecret,omitempty"`
 }
+
+// CacheStatus is a managed weights cache as the model last read it: its claim, whether it is
+// filled, and while it fills the fill's bytes, total and rate (from its log, so approximate).
+type CacheStatus struct {
+	Claim          string `json:"claim"`
+	Phase          string `json:"phase"`
+	Bytes          int64  `json:"bytes,omitempty"`
+	TotalBytes     int64  `json:"totalBytes,omitempty"`
+	BytesPerSecond int64  `json:"bytesPerSecond,omitempty"`
+}
+
+// Phases of a managed weights cache.
+const (
+	CacheFilling = "Filling"
+	CacheFilled  = "Filled"
+	CacheFailed  = "Failed"
+)
+
+// SecretKey names one key of a Secret in the model's namespace.
+type SecretKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Managed reports whether the operator makes and fills the cache's claim.
+func (c *Cache) Managed() bool { return c != nil && c.Size != "" }
 
 const (
 	// CachePath is where spec.cache is mounted and HF_HOME points: the image's default
@@ -230,6 +266,8 @@ type InferenceServiceStatusV1beta1 struct {
 	// LastColdStart is the model's last start from zero as the activator measured it: when
 	// the first held request arrived and how long until the first byte of its answer.
 	LastColdStart *ColdStart `json:"lastColdStart,omitempty"`
+	// Cache is the managed weights cache's state while the model uses one (spec.cache.size).
+	Cache *CacheStatus `json:"cache,omitempty"`
 }
 
 // ColdStart is one start from zero, request arrival to first byte.

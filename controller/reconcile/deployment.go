@@ -23,15 +23,9 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 	}
 	podLabels := meta.Labels // the queue label goes on the pods too: Kueue admits pods
 	volumes := []corev1.Volume{{Name: ShmVolume, VolumeSource: corev1.VolumeSource{EmptyDir: shmSource}}}
-	if c := ext.Cache; c != nil {
-		volumes = append(volumes, corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.ClaimName},
-		}})
-	} else {
-		// The container's own filesystem does not outlive a restart: without a claim the
-		// weights go on an emptyDir, which does, so a restarted container loads, not downloads.
-		volumes = append(volumes, corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	}
+	// The container's own filesystem does not outlive a restart: without a claim the weights
+	// go on an emptyDir, which does, so a restarted container loads, not downloads.
+	volumes = append(volumes, cacheVolume(isvc, ext))
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,

@@ -23,6 +23,9 @@ func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 	if ext.Cache != nil || !slices.ContainsFunc(ext.Env, func(e corev1.EnvVar) bool { return e.Name == HFHomeEnv }) {
 		env = append(env, cacheEnv)
 	}
+	if ext.Cache.Managed() {
+		env = append(env, offlineEnv) // the filled cache is all it may read, read-only
+	}
 	for _, e := range ext.Env {
 		e = *e.DeepCopy()
 		if f := e.ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {

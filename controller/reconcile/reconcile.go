@@ -183,6 +183,10 @@ func Reconcile(in Input) Output {
 		}
 	}
 
+	weights := decideWeights(&in)
+	weights.gate(&out)
+	out.Weights = weights
+
 	plan := planAdapters(in.Ext.Adapters, in.Adapters)
 	out.AdapterSteps = plan.steps
 	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, in.Observed.Pods)
@@ -195,6 +199,9 @@ func Reconcile(in Input) Output {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}
 	out.Causes = append(out.Causes, plan.causes...)
+	if weights.cause != nil {
+		out.Causes = append(out.Causes, *weights.cause)
+	}
 	out.Status = WithCauses(observedStatus(in, want.Selector), isvc, out.Causes, in.Now)
 	if sleep.asleep {
 		sleep.setStatus(&out.Status, isvc, in.Features.Activator, in.Now)
@@ -216,6 +223,7 @@ func Reconcile(in Input) Output {
 	decideRouted(in, wantR, wantPool.Pool != nil, activated).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
+	out.StatusExt.Cache = weights.status
 	out.Recheck = diagnosisRecheck(in)
 	var groupsRecheck time.Duration
 	if WantsGroupFailures(in) {
@@ -225,7 +233,7 @@ func Reconcile(in Input) Output {
 	if !hold.until.IsZero() {
 		holdRecheck = hold.until.Sub(in.Now.Time)
 	}
-	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck, sleep.recheck} {
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck, sleep.recheck, weights.recheck()} {
 		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
 			out.Recheck = r
 		}

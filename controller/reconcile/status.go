@@ -73,6 +73,7 @@ var failing = map[string]bool{
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true, ReasonParallelismRefused: true,
 	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
+	ReasonWeightsDownloadFailed: true,
 }
 
 // IsFailing reports whether a Ready reason means the model cannot serve without a change.
@@ -220,7 +221,8 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 // ExtensionsEqual decides whether v1beta1's status additions need a write.
 func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 	return a.Endpoint == b.Endpoint && a.ModelName == b.ModelName && a.RoutePath == b.RoutePath &&
-		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart)
+		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart) &&
+		ptr.Equal(a.Cache, b.Cache)
 }
 
 // WorthWriting reports whether next differs from stored in something a user acts on.
@@ -259,7 +261,7 @@ func WorthWriting(stored, next *crd.InferenceServiceStatus) bool {
 		}
 		// A queued model's message is the queue's account (Kueue's words on its Workloads): it
 		// changes at the queue's pace, and is what a user waiting reads.
-		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason) || n.Reason == ReasonWaitingForAdmission) {
+		if o.Message != n.Message && (n.Type != crd.ConditionReady && n.Type != crd.ConditionProgressing || IsFailing(n.Reason) || n.Reason == ReasonWaitingForAdmission || n.Reason == ReasonWeightsDownloading) {
 			return true
 		}
 	}

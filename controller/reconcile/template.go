@@ -37,6 +37,8 @@ var (
 	runtimeLoRA = corev1.EnvVar{Name: RuntimeLoRAEnv, Value: "True"}
 	// cacheEnv points Hugging Face at the cache volume when spec.cache is set.
 	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
+	// offlineEnv keeps a server on a managed cache from downloading: what is missing fails.
+	offlineEnv = corev1.EnvVar{Name: HFOfflineEnv, Value: "1"}
 )
 
 // startupPeriod is the startup probe's period; its failure threshold spreads the model's

@@ -69,6 +69,9 @@ type Observed struct {
 	// GroupFailures are a multi-node model's StatefulSets' refused pod creations (the latest
 	// fresh FailedCreate Event's message, by StatefulSet name), read when WantsGroupFailures.
 	GroupFailures map[string]string
+	// Weights is a managed cache's claim, fill Job and fill log (cache.go), read by the I/O
+	// layer when spec.cache.size is set.
+	Weights Weights
 }
 
 // Input is everything Reconcile depends on.
@@ -138,6 +141,8 @@ type Output struct {
 	// AdapterGates are the adapters readiness gate conditions to write on pods' status, where
 	// they change.
 	AdapterGates []PodGate
+	// Weights is the managed cache's plan (cache.go), applied beside Actions.
+	Weights WeightsPlan
 	// Recheck, when positive, is how long until Status changes with time alone (a started
 	// pod's readiness window ends with no event to say so).
 	Recheck time.Duration

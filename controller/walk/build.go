@@ -118,6 +118,9 @@ func mark(r Report, o Objects) (layer, next string) {
 	switch {
 	case o.ISVC.Status.Reason != "" && layerOf(o.ISVC.Status.Reason) == LayerISVC && reconcile.IsFailing(o.ISVC.Status.Reason):
 		reason = o.ISVC.Status.Reason
+	case weightsReason(o.ISVC.Status.Reason):
+		// No Deployment by design while the cache fills: the isvc's message has the progress.
+		return LayerISVC, runbook[o.ISVC.Status.Reason]
 	case o.Deployment == nil:
 		if r.ISVC.Desired == 0 {
 			return "", ""
@@ -138,6 +141,11 @@ func mark(r Report, o Objects) (layer, next string) {
 		return "", ""
 	}
 	return layerOf(reason), runbook[reason]
+}
+
+// weightsReason is a managed weights cache's reason (reconcile/cache.go).
+func weightsReason(reason string) bool {
+	return reason == reconcile.ReasonWeightsDownloading || reason == reconcile.ReasonWeightsDownloadFailed
 }
 
 func deref(d *DeploymentLayer) int32 {

@@ -128,6 +128,14 @@ func TestBuildMarks(t *testing.T) {
 		{"quota", quota(model(3, 2)), LayerReplicaSet, reconcile.ReasonQuotaExceeded, "kubectl describe resourcequota -n team-a", 1},
 		{"GPUs", model(1, 0).withPods(unschedulablePod("qwen3-7b6cd-p1")).failed(reconcile.ReasonInsufficientGPU), LayerPods, reconcile.ReasonInsufficientGPU, "nodes", 0},
 		{"crash loop", model(1, 0).withPods(crashingPod("qwen3-7b6cd-p1")).failed(reconcile.ReasonCrashLoopBackOff), LayerPods, reconcile.ReasonCrashLoopBackOff, "kubectl logs qwen3-7b6cd-p1 -n team-a --previous", 0},
+		{"weights filling", func() Objects {
+			o := model(1, 0)
+			o.Deployment = nil
+			o.ISVC.Status.Reason = reconcile.ReasonWeightsDownloading
+			o.ISVC.Status.Conditions = []metav1.Condition{{Type: crd.ConditionReady, Status: metav1.ConditionFalse, Reason: reconcile.ReasonWeightsDownloading,
+				Message: "downloading Qwen/Qwen3-8B: 6.2 GB of 16.4 GB (37%), 210.0 MB/s, about 48s left"}}
+			return o
+		}(), LayerISVC, "", "the cache is filled once", 0},
 		{"no Deployment", func() Objects { o := model(1, 0); o.Deployment = nil; return o }(), LayerDeployment, "", "the operator has not created the Deployment", 0},
 		{"conflict", func() Objects {
 			o := model(1, 0).failed("ChildConflict")
@@ -176,6 +184,7 @@ func TestEveryFailingReasonHasANextStep(t *testing.T) {
 		reconcile.ReasonContainerCreateFailed, reconcile.ReasonGPUError, reconcile.ReasonOOMKilled, reconcile.ReasonCrashLoopBackOff,
 		reconcile.ReasonEvicted, reconcile.ReasonFrequentEviction, reconcile.ReasonReadinessProbeFailing, reconcile.ReasonStarting,
 		reconcile.ReasonProgressDeadlineExceeded, reconcile.ReasonRolloutInProgress, reconcile.ReasonReplicasNotReady,
+		reconcile.ReasonWeightsDownloading, reconcile.ReasonWeightsDownloadFailed,
 		reconcile.ReasonChildConflict, reconcile.ReasonForbidden, reconcile.ReasonAdmissionDenied, reconcile.ReasonInvalidSpec, reconcile.ReasonReconcileError,
 	} {
 		if runbook[reason] == "" {

@@ -15,6 +15,8 @@ const runbookMissingDeployment = "the operator has not created the Deployment: c
 // runbook is where to look after the marked layer, per reason: the command that shows more, and
 // the change that usually fixes it.
 var runbook = map[string]string{
+	reconcile.ReasonWeightsDownloading:       "kubectl logs -n NS -l ai.example.com/weights --tail=3: the cache is filled once before any pod starts; not a failure",
+	reconcile.ReasonWeightsDownloadFailed:    "kubectl logs -n NS -l ai.example.com/weights --tail=20: the token (spec.cache.tokenSecret), the model id, the claim's size; delete the Job to try again",
 	reconcile.ReasonQuotaExceeded:            "kubectl describe resourcequota -n NS: raise the quota, or lower spec.replicas or spec.gpusPerReplica",
 	reconcile.ReasonLimitRangeRefused:        "kubectl describe limitrange -n NS: set spec.resources within the range",
 	reconcile.ReasonPodCreationRefused:       "the ReplicaSet's FailedCreate events above: an admission webhook or PodSecurity refused the pods",

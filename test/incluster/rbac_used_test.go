@@ -492,6 +492,29 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Two models on the same weights with a managed cache (spec.cache.size): the claim and its
+	// fill Job read by name, created by the first, and patched by the second to add itself as
+	// an owner. (No volume binds the claim here: the fill never runs.)
+	for _, name := range []string{"cached-a", "cached-b"} {
+		m := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
+			"metadata": map[string]any{"name": name, "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: `{"cache":{"size":"1Gi"}}`}},
+			"spec": map[string]any{"model": "m", "replicas": int64(1), "gpusPerReplica": int64(0),
+				"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
+		}}
+		if _, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, m, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claims, jobs := access{resource: "persistentvolumeclaims"}, access{group: "batch", resource: "jobs"}
+	waitCalled(t, wire, "the weights claim and Job read, created and adopted",
+		append(append(with("get", claims, jobs), with("create", claims, jobs)...), with("patch", claims, jobs)...)...)
+	for _, name := range []string{"cached-a", "cached-b"} {
+		if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// A crash-looping model: the last words of its crashed run are read (pods/log), then it
 	// goes, so the conflicts below meet only the first model's writes.
 	crash := &unstructured.Unstructured{Object: map[string]any{

@@ -94,7 +94,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		GPUFault:    fault,
 		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
-		DNS: podDNS(ps.pod, ps.k.cfg.dnsServer),
+		DNS:            podDNS(ps.pod, ps.k.cfg.dnsServer),
+		DownloadMBPerS: ps.downloadSpeed(ps.ctx),
 	}
 	if path := ps.k.cfg.execImages.execPath(c.spec.Image); path != "" {
 		if err := ps.execSpec(&spec, path, c); err != nil {

@@ -58,6 +58,9 @@ type modelServerSpec struct {
 	Ray rayMember
 	// DNS is the pod's resolv.conf: how the process looks names up (clusterdns.go).
 	DNS podResolver
+	// DownloadMBPerS is the link speed a volume of the pod imposes (hf_download.go); 0: the
+	// kubelet's.
+	DownloadMBPerS float64
 	// Exec is the executable of an exec image (exec.go), run instead of the fake server, in
 	// its working directory Dir; "": the fake server.
 	Exec, Dir string
@@ -203,6 +206,10 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 	command := spec.Command
 	if len(command) == 0 { // the runtime runs the image's entrypoint with the args
 		command = imageEntrypoint(spec.Image)
+	}
+	if d, ok := parseHFDownload(command, spec.Args); ok {
+		go s.runHFDownload(d)
+		return s
 	}
 	prog, argv, ok := serveCommand(command, spec.Args)
 	if !ok {

@@ -162,10 +162,35 @@ func mountFor(mounts map[string]string, p string) (path, identity string, ok boo
 type weightsCache struct {
 	mu   sync.Mutex
 	held map[string]bool // volume identity + "\x00" + model id
+	// partial are the bytes an interrupted `hf download` left (its .incomplete blobs), which
+	// the next one resumes from (hf_download.go).
+	partial map[string]int64
 }
 
 // newWeightsCache is the cache one kubelet's servers share.
-func newWeightsCache() *weightsCache { return &weightsCache{held: map[string]bool{}} }
+func newWeightsCache() *weightsCache {
+	return &weightsCache{held: map[string]bool{}, partial: map[string]int64{}}
+}
+
+// resumeFrom is what an interrupted download of model left on volume.
+func (c *weightsCache) resumeFrom(volume, model string) int64 {
+	if c == nil || volume == "" {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.partial[volume+"\x00"+model]
+}
+
+// interrupted records the bytes a stopped download of model left on volume.
+func (c *weightsCache) interrupted(volume, model string, n int64) {
+	if c == nil || volume == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partial[volume+"\x00"+model] = n
+}
 
 func (c *weightsCache) has(volume, model string) bool {
 	if c == nil || volume == "" {
@@ -183,6 +208,7 @@ func (c *weightsCache) put(volume, model string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held[volume+"\x00"+model] = true
+	delete(c.partial, volume+"\x00"+model)
 }
 
 // forget drops every model held on a volume (the volume was deleted).
@@ -195,6 +221,11 @@ func (c *weightsCache) forget(volume string) {
 	for k := range c.held {
 		if strings.HasPrefix(k, volume+"\x00") {
 			delete(c.held, k)
+		}
+	}
+	for k := range c.partial {
+		if strings.HasPrefix(k, volume+"\x00") {
+			delete(c.partial, k)
 		}
 	}
 }
@@ -210,6 +241,11 @@ func (c *weightsCache) forgetPrefix(prefix string) {
 	for k := range c.held {
 		if strings.HasPrefix(k, prefix) {
 			delete(c.held, k)
+		}
+	}
+	for k := range c.partial {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.partial, k)
 		}
 	}
 }

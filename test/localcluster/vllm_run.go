@@ -271,8 +271,19 @@ func (s *modelServer) run() {
 	}
 
 	if !local && !s.cfg.Weights.has(cacheVolume, model) {
+		if envTrue(sp.Env["HF_HUB_OFFLINE"]) { // huggingface_hub looks only in the cache
+			s.failPython([]string{
+				`  File "` + pyLib + `/huggingface_hub/file_download.py", line 1123, in _hf_hub_download_to_cache_dir`,
+				"    _raise_on_head_call_error(head_call_error, force_download, local_files_only)",
+			}, "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.")
+			return
+		}
+		took := s.cfg.downloadTime(weights)
+		if sp.DownloadMBPerS > 0 {
+			took = s.cfg.scaled(weights, sp.DownloadMBPerS*1e6)
+		}
 		t0 := time.Now()
-		if !s.wait(s.cfg.downloadTime(weights)) {
+		if !s.wait(took) {
 			return
 		}
 		s.cfg.Weights.put(cacheVolume, model)

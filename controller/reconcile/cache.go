@@ -1,0 +1,479 @@
+// The managed weights cache (spec.cache.size): the claim named after the weights, the Job
+// that fills it once, the fill's progress read from its log, and the gate that keeps the
+// model's pods from starting before the weights are there.
+
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+)
+
+const (
+	// WeightsLabel names the weights a managed claim and its fill Job hold (their claim's
+	// name): a claim of that name without it is someone else's, never adopted.
+	WeightsLabel = "ai.example.com/weights"
+	// WeightsModelAnnotation is the model id and revision a managed claim holds.
+	WeightsModelAnnotation = "ai.example.com/weights-model"
+	// WeightsFilledAnnotation marks a managed claim its fill Job completed, so the cache stays
+	// filled when that Job is deleted (a later Job would only hold the models back again).
+	WeightsFilledAnnotation = "ai.example.com/weights-filled"
+	// HFOfflineEnv keeps a server on the filled cache from reaching the Hub at all.
+	HFOfflineEnv = "HF_HUB_OFFLINE"
+	// ReasonWeightsDownloading: the managed cache is being filled; no pod starts before it is.
+	ReasonWeightsDownloading = "WeightsDownloading"
+	// ReasonWeightsDownloadFailed: the fill Job gave up (its retries or its deadline spent).
+	ReasonWeightsDownloadFailed = "WeightsDownloadFailed"
+	// RankWeights comes before a start's own causes: no pod exists while the cache fills.
+	RankWeights = RankPulling - 2
+	// weightsRecheck is how often a filling cache is looked at: its Job's completion and its
+	// log's progress come with no event the operator watches.
+	weightsRecheck = 5 * time.Second
+	// fillBackoffLimit retries a failed download; each retry resumes the files the last one
+	// left (huggingface_hub keeps .incomplete blobs and continues them with a Range request).
+	fillBackoffLimit = 6
+	// fillDeadline bounds a whole fill, retries included: a few hundred GB on a slow link.
+	fillDeadline = 6 * 3600
+	// fillContainer is the fill Job's container.
+	fillContainer = "download"
+)
+
+// Weights is what the I/O layer read of a managed cache: its claim, its fill Job and the
+// tail of the running fill pod's log (nil and "" when absent).
+type Weights struct {
+	Claim *corev1.PersistentVolumeClaim
+	Job   *batchv1.Job
+	Log   string
+}
+
+// WeightsPlan is the decision on a managed cache, applied by the I/O layer beside Actions:
+// the claim and Job are shared by the models on the same weights, so none of them controls
+// them, and each model adds itself as a (non-controller) owner. The garbage collector deletes
+// them with their last owner.
+type WeightsPlan struct {
+	// Claim is the managed claim's name; "" without a managed cache.
+	Claim string
+	// Creates are the claim and Job to create; an AlreadyExists is adopted next pass.
+	Creates []Child
+	// Updates are copies of the cached claim or Job with this model's owner reference (and,
+	// on the claim, the filled mark) added, sent as patches from Cached.
+	Updates []Action
+	// Filled: the model's pods may start.
+	Filled bool
+	cause  *Cause
+	status *crd.CacheStatus
+}
+
+// WeightsRevision is the revision the model is served at: vLLM's --revision among the engine
+// arguments, else the Hub's main.
+func WeightsRevision(ext *crd.SpecExtensions) string {
+	args := ext.EngineArgs
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--revision="); ok {
+			return v
+		}
+		if a == "--revision" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return "main"
+}
+
+// WeightsClaimName is the managed claim of a model id at a revision: the same for every model
+// on those weights in a namespace, so they share one claim and one fill. At most 57
+// characters, so its Job's name (and the job-name label on its pods) stays within 63.
+func WeightsClaimName(model, revision string) string {
+	sum := sha256.Sum256([]byte(model + "@" + revision))
+	slug := strings.Trim(nonName.ReplaceAllString(strings.ToLower(model), "-"), "-")
+	const room = 57 - len("weights-") - 1 - 10
+	if len(slug) > room {
+		slug = strings.TrimRight(slug[:room], "-")
+	}
+	return "weights-" + slug + "-" + hex.EncodeToString(sum[:5])
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// WeightsJobName is the fill Job of a managed claim.
+func WeightsJobName(claim string) string { return claim + "-fill" }
+
+// cacheClaimName is the claim the model's pods mount: the user's, or the managed one.
+func cacheClaimName(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
+	if c := ext.Cache; c.Managed() {
+		return WeightsClaimName(isvc.Spec.Model, WeightsRevision(ext))
+	}
+	return ext.Cache.ClaimName
+}
+
+// cacheVolume is the model's HF_HOME volume: the claim (the managed one read-only, since only
+// its fill Job writes it), or an emptyDir, which outlives a container restart.
+func cacheVolume(isvc *crd.InferenceService, ext *crd.SpecExtensions) corev1.Volume {
+	if ext.Cache == nil {
+		return corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
+	return corev1.Volume{Name: CacheVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+		ClaimName: cacheClaimName(isvc, ext), ReadOnly: ext.Cache.Managed()}}}
+}
+
+// weightsMeta is the managed claim's and Job's metadata, owned by the model that makes them.
+func weightsMeta(isvc *crd.InferenceService, ext *crd.SpecExtensions, name, claim string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: name, Namespace: isvc.Namespace,
+		Labels:          map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, WeightsLabel: claim},
+		Annotations:     map[string]string{WeightsModelAnnotation: isvc.Spec.Model + "@" + WeightsRevision(ext)},
+		OwnerReferences: []metav1.OwnerReference{weightsOwner(isvc)},
+	}
+}
+
+// weightsOwner is a model's reference on the shared claim and Job: not their controller (no
+// model is), and not blocking its owner's deletion (which would need rights on finalizers).
+func weightsOwner(isvc *crd.InferenceService) metav1.OwnerReference {
+	v := isvc.APIVersion
+	if v == "" { // a decoded object may lose its TypeMeta; the garbage collector needs one
+		v = crd.GroupVersion.String()
+	}
+	return metav1.OwnerReference{APIVersion: v, Kind: crd.Kind, Name: isvc.Name, UID: isvc.UID}
+}
+
+// desiredWeightsClaim is the managed claim: ReadWriteMany by default, so replicas on many
+// nodes mount it.
+func desiredWeightsClaim(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string) *corev1.PersistentVolumeClaim {
+	c := ext.Cache
+	modes := c.AccessModes
+	if len(modes) == 0 {
+		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	}
+	size, _ := resource.ParseQuantity(c.Size) // validated by the CRD and crd.Validate
+	return &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: weightsMeta(isvc, ext, claim, claim),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      modes,
+			StorageClassName: c.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+}
+
+// desiredFillJob downloads the weights onto the claim with huggingface_hub's CLI, in the
+// model's own image (which ships it): hf download into HF_HOME's hub cache, the layout vLLM
+// reads. TQDM_POSITION=-1 turns its progress bars on without a terminal (huggingface_hub's
+// is_tqdm_disabled), each on a line of its own, and TQDM_MININTERVAL spaces them, so the log
+// the operator tails stays small.
+func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string) *batchv1.Job {
+	env := []corev1.EnvVar{
+		{Name: HFHomeEnv, Value: crd.CachePath},
+		{Name: "TQDM_POSITION", Value: "-1"},
+		{Name: "TQDM_MININTERVAL", Value: "5"},
+	}
+	if ref := tokenRef(ext); ref != nil {
+		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
+	}
+	meta := weightsMeta(isvc, ext, WeightsJobName(claim), claim)
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](fillBackoffLimit),
+			ActiveDeadlineSeconds: ptr.To[int64](fillDeadline),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{WeightsLabel: claim}},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyNever,
+					EnableServiceLinks: ptr.To(false),
+					Containers: []corev1.Container{{
+						Name:         fillContainer,
+						Image:        isvc.Spec.ImageOrDefault(),
+						Command:      []string{"hf", "download", isvc.Spec.Model, "--revision", WeightsRevision(ext)},
+						Env:          env,
+						VolumeMounts: []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}},
+					}},
+					Volumes: []corev1.Volume{{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+				},
+			},
+		},
+	}
+}
+
+// tokenRef is the Hub token's Secret key: spec.cache.tokenSecret, else the one spec.env gives
+// the server as HF_TOKEN (the fill needs what the server would have downloaded with).
+func tokenRef(ext *crd.SpecExtensions) *corev1.SecretKeySelector {
+	if s := ext.Cache.TokenSecret; s != nil {
+		return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: s.Key}
+	}
+	for _, e := range ext.Env {
+		if e.Name == "HF_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.DeepCopy()
+		}
+	}
+	return nil
+}
+
+// decideWeights decides a managed cache: create the claim and its Job, adopt them (owner
+// reference), mark the claim filled, and whether the model's pods may start.
+func decideWeights(in *Input) WeightsPlan {
+	ext, isvc := &in.Ext, in.ISVC
+	if !ext.Cache.Managed() {
+		return WeightsPlan{Filled: true}
+	}
+	claim := cacheClaimName(isvc, ext)
+	p := WeightsPlan{Claim: claim}
+	w := in.Observed.Weights
+	model := isvc.Spec.Model
+	switch c := w.Claim; {
+	case c == nil:
+		p.Creates = append(p.Creates, desiredWeightsClaim(isvc, ext, claim))
+	case c.Labels[WeightsLabel] != claim:
+		p.cause = &Cause{RankConflict, ReasonChildConflict, ConflictMessage("PersistentVolumeClaim", c) +
+			" (a weights cache carries the label " + WeightsLabel + "=" + claim + ")"}
+		return p
+	case c.Annotations[WeightsFilledAnnotation] == "true":
+		p.Filled = true
+	}
+	j := w.Job
+	// A Job older than its claim filled a claim since deleted: it fills nothing now.
+	stale := j != nil && w.Claim != nil && j.CreationTimestamp.Before(&w.Claim.CreationTimestamp)
+	done := j != nil && w.Claim != nil && !stale && jobCondition(j, batchv1.JobComplete)
+	p.Filled = p.Filled || done
+	if c := w.Claim; c != nil {
+		upd := withOwner(c, isvc)
+		if done && c.Annotations[WeightsFilledAnnotation] != "true" {
+			if upd == nil {
+				upd = c.DeepCopy()
+			}
+			if upd.Annotations == nil {
+				upd.Annotations = map[string]string{}
+			}
+			upd.Annotations[WeightsFilledAnnotation] = "true"
+		}
+		if upd != nil {
+			p.Updates = append(p.Updates, Action{Verb: Update, Kind: "PersistentVolumeClaim", Object: upd, Cached: c})
+		}
+	}
+	if p.Filled {
+		p.status = &crd.CacheStatus{Claim: claim, Phase: crd.CacheFilled}
+		return p
+	}
+	p.status = &crd.CacheStatus{Claim: claim, Phase: crd.CacheFilling}
+	switch {
+	case j == nil:
+		p.Creates = append(p.Creates, desiredFillJob(isvc, ext, claim))
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloading, "downloading " + model + ": starting the fill Job " + WeightsJobName(claim) + " on PersistentVolumeClaim " + claim}
+	case j.Labels[WeightsLabel] != claim:
+		p.cause = &Cause{RankConflict, ReasonChildConflict, ConflictMessage("Job", j)}
+	case stale:
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, "the fill Job " + j.Name + " is older than PersistentVolumeClaim " + claim +
+			" (the claim it filled was deleted): delete the Job to fill the new claim"}
+		p.status.Phase = crd.CacheFailed
+	case jobCondition(j, batchv1.JobFailed):
+		msg := "downloading " + model + " failed: Job " + j.Name + " " + jobConditionMessage(j, batchv1.JobFailed)
+		if last := lastLogLine(w.Log); last != "" {
+			msg += "; its log ends: " + last
+		}
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + "; delete the Job to try again"}
+		p.status.Phase = crd.CacheFailed
+	default:
+		msg := "downloading " + model + ": waiting for the fill Job " + j.Name + "'s pod"
+		if pr, ok := ParseDownloadProgress(w.Log); ok {
+			msg = pr.Message(model)
+			p.status.Bytes, p.status.TotalBytes, p.status.BytesPerSecond = pr.Bytes, pr.Total, int64(pr.Rate)
+		}
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloading, msg}
+	}
+	if j != nil && j.Labels[WeightsLabel] == claim {
+		if upd := withOwner(j, isvc); upd != nil {
+			p.Updates = append(p.Updates, Action{Verb: Update, Kind: "Job", Object: upd, Cached: j})
+		}
+	}
+	return p
+}
+
+// withOwner is a copy of obj with the model's owner reference added, or nil when it has it.
+func withOwner[T interface {
+	Child
+	DeepCopy() T
+}](obj T, isvc *crd.InferenceService) T {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID == isvc.UID {
+			var none T
+			return none
+		}
+	}
+	c := obj.DeepCopy()
+	c.SetOwnerReferences(append(c.GetOwnerReferences(), weightsOwner(isvc)))
+	return c
+}
+
+func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func jobConditionMessage(j *batchv1.Job, t batchv1.JobConditionType) string {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t {
+			return strings.TrimSpace(c.Reason + ": " + c.Message)
+		}
+	}
+	return ""
+}
+
+// gate holds the model's pods while the cache fills: no create or update of the Deployment
+// (or LeaderWorkerSet), so a new model starts none and a serving one keeps its pods on the
+// weights they have until the new ones are there.
+func (p *WeightsPlan) gate(out *Output) {
+	if p.Filled {
+		return
+	}
+	kept := out.Actions[:0]
+	for _, a := range out.Actions {
+		if !IsAnchorKind(a.Kind) || a.Verb == Delete {
+			kept = append(kept, a)
+		}
+	}
+	out.Actions = kept
+}
+
+// recheck is how soon to look at a filling cache again.
+func (p *WeightsPlan) recheck() time.Duration {
+	if p.Filled || p.cause == nil || p.cause.Reason != ReasonWeightsDownloading {
+		return 0
+	}
+	return weightsRecheck
+}
+
+// Progress is one line of huggingface_hub's byte progress bar.
+type Progress struct {
+	Bytes, Total int64 // Total 0 while unknown
+	Rate         float64
+	Left         time.Duration // -1 while unknown
+}
+
+// progressLine is a tqdm bar with unit "B" and unit_scale, as snapshot_download prints it:
+// "Downloading (incomplete total...):  38%|███▊      | 6.20G/16.4G [00:30<00:48, 210MB/s]",
+// or without a total yet "Downloading (incomplete total...): 1.41M [00:00, 5.33MB/s]".
+var progressLine = regexp.MustCompile(`(?:(\d+)%\|[^|]*\|\s*)?([0-9.]+[kMGTPEZY]?)(?:B)?(?:/([0-9.]+[kMGTPEZY]?)B?)?\s+\[([0-9:]+)(?:<([0-9:?]+))?,\s*([0-9.?]+[kMGTPEZY]?)B/s\]`)
+
+// ParseDownloadProgress reads the last byte progress line of a fill pod's log: lines end in
+// "\n" or tqdm's "\r" redraws, with terminal escapes around them. The per-file bars count
+// files ("it/s"), not bytes, and are skipped.
+func ParseDownloadProgress(log string) (Progress, bool) {
+	lines := strings.FieldsFunc(log, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		if !strings.Contains(l, "Downloading") && !strings.Contains(l, "Download complete") {
+			continue
+		}
+		m := progressLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		p := Progress{Bytes: scaled(m[2]), Total: scaled(m[3]), Left: -1}
+		if m[6] != "?" {
+			p.Rate = float64(scaled(m[6]))
+		}
+		if d, ok := clock(m[5]); ok {
+			p.Left = d
+		}
+		return p, true
+	}
+	return Progress{}, false
+}
+
+// scaled reads tqdm's unit_scale figure (SI prefixes, divisor 1000); 0 for "".
+func scaled(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	mult := 1.0
+	if i := strings.IndexAny(s, "kMGTPEZY"); i >= 0 {
+		mult = math.Pow(1000, float64(strings.IndexByte("kMGTPEZY", s[i])+1))
+		s = s[:i]
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	return int64(math.Round(f * mult))
+}
+
+// clock reads tqdm's [hh:]mm:ss.
+func clock(s string) (time.Duration, bool) {
+	if s == "" || strings.Contains(s, "?") {
+		return 0, false
+	}
+	var d time.Duration
+	for _, part := range strings.Split(s, ":") {
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return 0, false
+		}
+		d = d*60 + time.Duration(n)
+	}
+	return d * time.Second, true
+}
+
+// Message is the status line of a download in progress, as a pull or an install shows one:
+// "downloading Qwen/Qwen3-8B: 6.2 GB of 16.4 GB (38%), 210 MB/s, about 48s left".
+func (p Progress) Message(model string) string {
+	var b strings.Builder
+	b.WriteString("downloading " + model + ": " + humanBytes(p.Bytes))
+	if p.Total > 0 {
+		fmt.Fprintf(&b, " of %s (%d%%)", humanBytes(p.Total), min(100, p.Bytes*100/p.Total))
+	}
+	if p.Rate > 0 {
+		b.WriteString(", " + humanBytes(int64(p.Rate)) + "/s")
+	}
+	if p.Left >= 0 && p.Total > 0 {
+		b.WriteString(", about " + p.Left.String() + " left")
+	}
+	return b.String()
+}
+
+// humanBytes is bytes in decimal units with one decimal, as tqdm and docker pull show them.
+func humanBytes(n int64) string {
+	f, units := float64(n), []string{"B", "kB", "MB", "GB", "TB"}
+	i := 0
+	for f >= 1000 && i < len(units)-1 {
+		f /= 1000
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i]
+}
+
+// lastLogLine is the last non-empty line of a log, bounded for a status message.
+func lastLogLine(log string) string {
+	lines := strings.FieldsFunc(log, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			if len(l) > 300 {
+				l = l[:300]
+			}
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,217 @@
+package reconcile
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/example/inferenceservice-operator/crd"
+)
+
+func TestWeightsClaimName(t *testing.T) {
+	a := WeightsClaimName("Qwen/Qwen3-8B", "main")
+	if a != WeightsClaimName("Qwen/Qwen3-8B", "main") || !strings.HasPrefix(a, "weights-qwen-qwen3-8b-") {
+		t.Errorf("claim name %q: stable, named after the model", a)
+	}
+	for _, other := range []string{WeightsClaimName("Qwen/Qwen3-8B", "v2"), WeightsClaimName("qwen/qwen3-8b", "main"), WeightsClaimName("Qwen/Qwen3-0.6B", "main")} {
+		if other == a {
+			t.Errorf("%q names other weights too", a)
+		}
+	}
+	long := WeightsClaimName(strings.Repeat("very-long-organisation/", 5)+"Model", "main")
+	for _, n := range []string{a, long, WeightsJobName(long)} {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			t.Errorf("%q: %v", n, errs)
+		}
+	}
+	if !slices.Contains([]string{"main"}, WeightsRevision(&crd.SpecExtensions{})) ||
+		WeightsRevision(&crd.SpecExtensions{EngineArgs: []string{"--revision", "abc"}}) != "abc" ||
+		WeightsRevision(&crd.SpecExtensions{EngineArgs: []string{"--revision=def"}}) != "def" {
+		t.Error("revision: main, or vLLM's --revision")
+	}
+}
+
+// Lines as huggingface_hub's snapshot_download prints them with TQDM_POSITION=-1: each
+// refresh on its own line, the cursor moved back up after it.
+const fillLog = "Downloading (incomplete total...): 0.00B [00:00, ?B/s]\x1b[A\n" +
+	"\rFetching 5 files:   0%|          | 0/5 [00:00<?, ?it/s]\x1b[A\n" +
+	"\rDownloading (incomplete total...):   1%|▏         | 83.9M/16.2G [00:02<06:16, 42.7MB/s]\x1b[A\n" +
+	"\rDownloading (incomplete total...):  38%|███▊      | 6.20G/16.4G [00:30<00:48, 210MB/s]\x1b[A\n" +
+	"\rFetching 5 files:  20%|██        | 1/5 [00:31<02:04, 31.1s/it]\x1b[A\n"
+
+func TestParseDownloadProgress(t *testing.T) {
+	p, ok := ParseDownloadProgress(fillLog)
+	if !ok || p.Bytes != 6_200_000_000 || p.Total != 16_400_000_000 || p.Rate != 210e6 || p.Left != 48*time.Second {
+		t.Fatalf("%+v %v", p, ok)
+	}
+	if got, want := p.Message("Qwen/Qwen3-8B"), "downloading Qwen/Qwen3-8B: 6.2 GB of 16.4 GB (37%), 210.0 MB/s, about 48s left"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	p, ok = ParseDownloadProgress("Downloading (incomplete total...): 1.41M [00:00, 5.33MB/s]\r")
+	if !ok || p.Bytes != 1_410_000 || p.Total != 0 || p.Left != -1 {
+		t.Errorf("without a total: %+v %v", p, ok)
+	}
+	if _, ok := ParseDownloadProgress("Fetching 5 files:   0%|          | 0/5 [00:00<?, ?it/s]\n"); ok {
+		t.Error("a file count read as bytes")
+	}
+	if _, ok := ParseDownloadProgress(""); ok {
+		t.Error("progress from an empty log")
+	}
+}
+
+func managedWorld() *world {
+	w := newWorld(2)
+	w.isvc.APIVersion = crd.GroupVersionV1beta1.String()
+	w.ext.Cache = &crd.Cache{Size: "40Gi", TokenSecret: &crd.SecretKey{Name: "hf", Key: "token"}}
+	return w
+}
+
+// The cycle of a managed cache: claim and Job made, no Deployment while it fills (progress in
+// the message, a recheck), the Deployment on the filled claim read-only and offline after.
+func TestManagedCacheGatesThePods(t *testing.T) {
+	w := managedWorld()
+	out := w.reconcile()
+	claim := WeightsClaimName("Qwen/Qwen3-0.6B", "main")
+	if out.Weights.Claim != claim || len(out.Weights.Creates) != 2 {
+		t.Fatalf("first pass: %+v", out.Weights)
+	}
+	pvc := out.Weights.Creates[0].(*corev1.PersistentVolumeClaim)
+	job := out.Weights.Creates[1].(*batchv1.Job)
+	if pvc.Name != claim || pvc.Labels[WeightsLabel] != claim || pvc.Spec.AccessModes[0] != corev1.ReadWriteMany ||
+		len(pvc.OwnerReferences) != 1 || pvc.OwnerReferences[0].Controller != nil {
+		t.Errorf("claim %+v", pvc.ObjectMeta)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{"hf", "download", "Qwen/Qwen3-0.6B", "--revision", "main"}) ||
+		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "HF_TOKEN" && e.ValueFrom.SecretKeyRef.Name == "hf" && e.ValueFrom.SecretKeyRef.Key == "token"
+		}) || !slices.Contains(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: crd.CachePath}) ||
+		job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever || *job.Spec.BackoffLimit == 0 || job.Spec.ActiveDeadlineSeconds == nil ||
+		job.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != claim {
+		t.Errorf("job %+v", job.Spec)
+	}
+	for _, a := range out.Actions {
+		if IsAnchorKind(a.Kind) {
+			t.Fatalf("a Deployment before the weights: %s", verbs(out.Actions))
+		}
+	}
+	w.apply(out.Actions)
+	// filling: progress in the Ready message, looked at again in seconds
+	pvc.UID, job.UID = types.UID("pvc"), types.UID("job")
+	w.obs.Weights = Weights{Claim: pvc, Job: job, Log: fillLog}
+	out = w.reconcile()
+	ready := readyCondition(t, out)
+	if ready.Reason != ReasonWeightsDownloading || !strings.Contains(ready.Message, "6.2 GB of 16.4 GB") || out.Recheck <= 0 || out.Recheck > weightsRecheck {
+		t.Fatalf("filling: %s %q recheck %v", ready.Reason, ready.Message, out.Recheck)
+	}
+	if c := out.StatusExt.Cache; c == nil || c.Phase != crd.CacheFilling || c.Claim != claim || c.Bytes != 6_200_000_000 || c.TotalBytes != 16_400_000_000 || c.BytesPerSecond != 210e6 {
+		t.Errorf("status.cache while filling: %+v", c)
+	}
+	if w.obs.Deployment != nil || len(out.Weights.Updates) != 0 {
+		t.Fatalf("filling: deployment %v, updates %+v", w.obs.Deployment != nil, out.Weights.Updates)
+	}
+	// filled: the claim marked, the Deployment made on it
+	done := job.DeepCopy()
+	done.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	w.obs.Weights.Job = done
+	out = w.reconcile()
+	if c := out.StatusExt.Cache; c == nil || c.Phase != crd.CacheFilled {
+		t.Errorf("status.cache filled: %+v", c)
+	}
+	if len(out.Weights.Updates) != 1 || out.Weights.Updates[0].Object.GetAnnotations()[WeightsFilledAnnotation] != "true" {
+		t.Fatalf("filled: updates %+v", out.Weights.Updates)
+	}
+	w.apply(out.Actions)
+	ps := w.obs.Deployment.Spec.Template.Spec
+	i := slices.IndexFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == CacheVolume })
+	if i < 0 || ps.Volumes[i].PersistentVolumeClaim == nil || ps.Volumes[i].PersistentVolumeClaim.ClaimName != claim || !ps.Volumes[i].PersistentVolumeClaim.ReadOnly ||
+		!slices.Contains(ps.Containers[0].Env, corev1.EnvVar{Name: HFOfflineEnv, Value: "1"}) {
+		t.Fatalf("deployment volumes %+v env %+v", ps.Volumes, ps.Containers[0].Env)
+	}
+	// the Job deleted later: the marked claim stays filled, nothing is downloaded again
+	marked := out.Weights.Updates[0].Object.(*corev1.PersistentVolumeClaim)
+	w.obs.Weights = Weights{Claim: marked}
+	w.podsReady()
+	out = w.reconcile()
+	if len(out.Weights.Creates) != 0 || len(out.Weights.Updates) != 0 || readyCondition(t, out).Reason != ReasonAvailable {
+		t.Fatalf("filled claim without its Job: %+v %s", out.Weights, readyCondition(t, out).Reason)
+	}
+}
+
+// A second model on the same weights adopts the claim and the Job: an owner reference each,
+// nothing created.
+func TestManagedCacheShared(t *testing.T) {
+	first := managedWorld().reconcile().Weights
+	w := managedWorld()
+	w.isvc.Name, w.isvc.UID = "second", "second-uid"
+	pvc := first.Creates[0].(*corev1.PersistentVolumeClaim)
+	job := first.Creates[1].(*batchv1.Job)
+	w.obs.Weights = Weights{Claim: pvc, Job: job}
+	p := w.reconcile().Weights
+	if len(p.Creates) != 0 || len(p.Updates) != 2 {
+		t.Fatalf("second model: %+v", p)
+	}
+	for _, u := range p.Updates {
+		if refs := u.Object.GetOwnerReferences(); len(refs) != 2 || refs[1].UID != "second-uid" || refs[1].Controller != nil {
+			t.Errorf("%s owners %+v", u.Kind, refs)
+		}
+	}
+	// someone else's claim of that name is reported, never adopted
+	foreign := pvc.DeepCopy()
+	foreign.Labels = nil
+	w.obs.Weights = Weights{Claim: foreign}
+	out := w.reconcile()
+	if len(out.Weights.Updates)+len(out.Weights.Creates) != 0 || readyCondition(t, out).Reason != ReasonChildConflict {
+		t.Fatalf("foreign claim: %+v %s", out.Weights, readyCondition(t, out).Reason)
+	}
+}
+
+// A fill that gave up is a failure naming the log's last words.
+func TestManagedCacheFillFailed(t *testing.T) {
+	w := managedWorld()
+	p := w.reconcile().Weights
+	job := p.Creates[1].(*batchv1.Job)
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+	w.obs.Weights = Weights{Claim: p.Creates[0].(*corev1.PersistentVolumeClaim), Job: job, Log: "huggingface_hub.errors.GatedRepoError: 401 Client Error.\n"}
+	out := w.reconcile()
+	r := readyCondition(t, out)
+	if r.Reason != ReasonWeightsDownloadFailed || !strings.Contains(r.Message, "GatedRepoError") || out.Status.Phase != crd.PhaseFailed {
+		t.Fatalf("%s %q %s", r.Reason, r.Message, out.Status.Phase)
+	}
+}
+
+func readyCondition(t *testing.T, out Output) metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionReady)
+	if c == nil {
+		t.Fatalf("no Ready condition: %+v", out.Status)
+	}
+	return *c
+}
+
+// A completed Job older than its claim filled a deleted claim: the new one is not filled.
+func TestManagedCacheStaleJob(t *testing.T) {
+	w := managedWorld()
+	p := w.reconcile().Weights
+	pvc, job := p.Creates[0].(*corev1.PersistentVolumeClaim), p.Creates[1].(*batchv1.Job)
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	job.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pvc.CreationTimestamp = metav1.NewTime(job.CreationTimestamp.Add(time.Hour))
+	w.obs.Weights = Weights{Claim: pvc, Job: job}
+	out := w.reconcile()
+	if out.Weights.Filled || readyCondition(t, out).Reason != ReasonWeightsDownloadFailed || !strings.Contains(readyCondition(t, out).Message, "delete the Job") {
+		t.Fatalf("stale Job: filled %v, %+v", out.Weights.Filled, readyCondition(t, out))
+	}
+	w.obs.Weights = Weights{Job: job} // the claim gone: never filled
+	if w.reconcile().Weights.Filled {
+		t.Fatal("filled without a claim")
+	}
+}
