@@ -219,6 +219,11 @@ func TestStartPhasesOf(t *testing.T) {
 				{PhaseWeightsDownload, 840.123456, "Time spent downloading", false},
 				{PhaseWeightsLoad, 0.25, "Time spent downloading", true},
 			}, time.Date(2026, 12, 5, 14, 14, 32, 5e8, time.UTC)},
+		{"tqdm's bar, carriage returns and all, after its process's prefix", append(upTo("Time spent downloading"),
+			core+"\rLoading safetensors checkpoint shards:   0% Completed | 0/5 [00:00<?, ?it/s]\rLoading safetensors checkpoint shards:  20% Completed | 1/5 [00:05<00:20,  5.01s/it]"),
+			startedAt, []wantPhase{full[0], full[1],
+				{PhaseWeightsLoad, 0, "Time spent downloading", true},
+			}, time.Date(2026, 12, 5, 14, 14, 32, 0, time.UTC)},
 		{"cut short in torch.compile", upTo("Compiling a graph for dynamic shape"), startedAt, []wantPhase{
 			full[0], full[1], full[2], full[3],
 			{PhaseCompile, 42, "Model loading took", true},
