@@ -74,10 +74,13 @@ type StatusExtensions struct {
 	ModelName      string     `json:"modelName,omitempty"`
 	RoutePath      string     `json:"routePath,omitempty"`
 	LastColdStart  *ColdStart `json:"lastColdStart,omitempty"`
+
+	LastStart *StartRecord `json:"lastStart,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
-	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil
+	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil &&
+		e.LastStart == nil
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -130,6 +133,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
 		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
+		LastStart: status.LastStart.clone(),
 	}
 	return out, nil
 }
@@ -175,7 +179,8 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		History:    append([]DiagnosisRecord(nil), st.History...),
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
-		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart)}
+		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart),
+		LastStart: st.LastStart.clone()}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}
@@ -338,4 +343,14 @@ func cloneMultiNode(m *MultiNode) *MultiNode {
 		return nil
 	}
 	return &MultiNode{Nodes: m.Nodes, TensorParallelSize: clonePtr(m.TensorParallelSize), PipelineParallelSize: clonePtr(m.PipelineParallelSize)}
+}
+
+// clone is a deep copy of r; nil for nil.
+func (r *StartRecord) clone() *StartRecord {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Phases = append([]StartPhase(nil), r.Phases...)
+	return &c
 }

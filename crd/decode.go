@@ -58,6 +58,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		Selector: s.Selector, Phase: s.Phase, Reason: s.Reason, Conditions: s.Conditions, History: s.History,
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 		LastColdStart: ext.LastColdStart,
+		LastStart:     ext.LastStart,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
