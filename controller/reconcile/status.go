@@ -220,7 +220,8 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 // ExtensionsEqual decides whether v1beta1's status additions need a write.
 func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 	return a.Endpoint == b.Endpoint && a.ModelName == b.ModelName && a.RoutePath == b.RoutePath &&
-		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart)
+		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart) &&
+		equality.Semantic.DeepEqual(a.LastStart, b.LastStart)
 }
 
 // WorthWriting reports whether next differs from stored in something a user acts on.
