@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -163,6 +165,18 @@ func SlowStart(rec *crd.StartRecord, ext *crd.SpecExtensions) (string, bool) {
 	phases = append(phases, Phase{Name: PhaseServing, Seconds: rec.TotalSeconds})
 	_, msg, ok := SlowestPhase(phases)
 	return msg, ok
+}
+
+// withSlowStart adds a slow last start's SlowStart to a serving model's Ready message: what
+// to shorten before the next scale-up waits as long.
+func withSlowStart(st *crd.InferenceServiceStatus, rec *crd.StartRecord, ext *crd.SpecExtensions) {
+	msg, ok := SlowStart(rec, ext)
+	if !ok {
+		return
+	}
+	if c := meta.FindStatusCondition(st.Conditions, crd.ConditionReady); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonAvailable {
+		c.Message += "; " + msg
+	}
 }
 
 // SlowStartWarning is the SlowStart to warn of once: a slow start the stored status did not

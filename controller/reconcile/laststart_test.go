@@ -92,6 +92,12 @@ func TestSlowStart(t *testing.T) {
 	if _, ok := SlowStart(quick, &crd.SpecExtensions{StartupTimeoutSeconds: ptr.To[int32](600)}); !ok {
 		t.Errorf("a 9m start of a 10m budget is slow")
 	}
+	st := crd.InferenceServiceStatus{Conditions: []metav1.Condition{{Type: crd.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAvailable, Message: "2/2 replicas ready"}}}
+	withSlowStart(&st, quick, &crd.SpecExtensions{})
+	withSlowStart(&st, rec, &crd.SpecExtensions{})
+	if m := st.Conditions[0].Message; m != "2/2 replicas ready; SlowStart: weights download 14m of 17m" {
+		t.Errorf("Ready message %q", m)
+	}
 	stored, next := &crd.StatusExtensions{}, &crd.StatusExtensions{LastStart: rec}
 	if _, ok := SlowStartWarning(stored, next, &crd.SpecExtensions{}); !ok {
 		t.Errorf("a new slow start is warned of")

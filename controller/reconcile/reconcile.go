@@ -214,6 +214,7 @@ func Reconcile(in Input) Output {
 	decideRouted(in, wantR, wantPool.Pool != nil, activated).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
+	withSlowStart(&out.Status, out.StatusExt.LastStart, &in.Ext)
 	out.Recheck = diagnosisRecheck(in)
 	var groupsRecheck time.Duration
 	if WantsGroupFailures(in) {
