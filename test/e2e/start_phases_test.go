@@ -16,9 +16,13 @@ import (
 // from the pod's conditions and the lines its vLLM printed; the phases add up to the start's
 // wall time (pod creation to "Application startup complete.", as the kubelet stamped it) within
 // a second, they are the phases the log holds, and the operator's histogram counted them.
+// status.lastStart is v1beta1's: the test runs on the v1beta1 install (the CRD swapped, so not
+// in parallel), where the operator watches v1beta1 and writes its status additions.
 func TestStartPhases(t *testing.T) {
-	t.Parallel()
 	ns := env.Namespace(t)
+	// Runs after the default CRD and operator are back: the isvc goes through its finalizer.
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	useWebhookCRD(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: phases}
