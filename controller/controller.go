@@ -177,6 +177,11 @@ func evidenceConfig(cfg Config) evidence.Config {
 	if m, ok := cfg.Metrics.(interface{ PodEventRead(result string) }); ok {
 		ec.CountEventRead = m.PodEventRead
 	}
+	if m, ok := cfg.Metrics.(interface {
+		StartPhase(phase string, seconds float64)
+	}); ok {
+		ec.ObserveStartPhase = m.StartPhase
+	}
 	return ec
 }
 

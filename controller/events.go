@@ -21,6 +21,9 @@ const (
 	// EventAutoscalingInactive: the HPA cannot scale the model on its queue (AutoscalingActive
 	// turned False); one per transition.
 	EventAutoscalingInactive = "AutoscalingInactive"
+	// EventSlowStart: a pod's start took longer than reconcile.SlowStartAfter; one per start,
+	// naming its slowest phase.
+	EventSlowStart = "SlowStart"
 )
 
 // sheddingRecorder drops (sheds) Normal Events while the request budget is contended: they only

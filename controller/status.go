@@ -81,6 +81,9 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 	})
 	if written {
 		c.warnOnNewReason(isvc, replaced, st)
+		if v1beta1 {
+			c.warnOnSlowStart(isvc, stored, ext)
+		}
 	}
 	return err
 }
@@ -94,6 +97,21 @@ func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, replaced, st *c
 	}
 	if msg, ok := reconcile.AutoscalingWarning(replaced, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventAutoscalingInactive, "Autoscale", "%s", msg)
+	}
+}
+
+// warnOnSlowStart emits one Warning Event for a new last start that was slow, naming its
+// slowest phase.
+func (c *Controller) warnOnSlowStart(isvc *crd.InferenceService, stored, ext *crd.StatusExtensions) {
+	if ext.LastStart == nil || stored.LastStart != nil && ext.LastStart.ServingAt == stored.LastStart.ServingAt {
+		return // the common case, decided before decoding the spec's extensions
+	}
+	spec, _, err := crd.ExtensionsOf(isvc)
+	if err != nil {
+		return
+	}
+	if msg, ok := reconcile.SlowStartWarning(stored, ext, &spec); ok {
+		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventSlowStart, "Start", "%s", msg)
 	}
 }
 

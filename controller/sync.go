@@ -87,6 +87,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	obs.MetricsAPI = c.caches.MetricsAPI()
 	ev, evidenceWait := c.evidence.Read(ctx, key, reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features})
 	ev.AddTo(&obs)
+	obs.StoredLastStart = storedExt.LastStart
 	adapters := c.observeAdapters(ctx, key, isvc, &ext, &storedExt, obs)
 	in := reconcile.Input{ISVC: isvc, Ext: ext, Observed: obs, Now: now, Features: c.features, Adapters: adapters}
 	out := reconcile.Reconcile(in)

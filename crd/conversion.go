@@ -76,12 +76,13 @@ type StatusExtensions struct {
 	RoutePath      string     `json:"routePath,omitempty"`
 	LastColdStart  *ColdStart `json:"lastColdStart,omitempty"`
 	// Cache is a managed weights cache's state (status.cache).
-	Cache *CacheStatus `json:"cache,omitempty"`
+	Cache     *CacheStatus `json:"cache,omitempty"`
+	LastStart *StartRecord `json:"lastStart,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
 	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil &&
-		e.Cache == nil
+		e.Cache == nil && e.LastStart == nil
 }
 
 // ConvertToV1beta1 converts a v1alpha1 object into the hub version, v1beta1, restoring the
@@ -134,7 +135,8 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		Selector: st.Selector, Phase: st.Phase, Reason: st.Reason, Conditions: st.Conditions, History: st.History,
 		LoadedAdapters: status.LoadedAdapters, Endpoint: status.Endpoint,
 		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
-		Cache: clonePtr(status.Cache),
+		Cache:     clonePtr(status.Cache),
+		LastStart: status.LastStart.clone(),
 	}
 	return out, nil
 }
@@ -181,7 +183,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
 		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart),
-		Cache: clonePtr(st.Cache)}
+		Cache: clonePtr(st.Cache), LastStart: st.LastStart.clone()}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}
@@ -356,4 +358,14 @@ func cloneCache(c *Cache) *Cache {
 	out.AccessModes = slices.Clone(c.AccessModes)
 	out.TokenSecret = clonePtr(c.TokenSecret)
 	return &out
+}
+
+// clone is a deep copy of r; nil for nil.
+func (r *StartRecord) clone() *StartRecord {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Phases = append([]StartPhase(nil), r.Phases...)
+	return &c
 }

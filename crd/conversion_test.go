@@ -50,7 +50,10 @@ func beta() *InferenceServiceV1beta1 {
 			Parallelism:           &Parallelism{TensorParallelSize: 2, PipelineParallelSize: 3},
 		},
 		Status: InferenceServiceStatusV1beta1{Phase: PhaseReady, LoadedAdapters: []string{"sql"}, Endpoint: "http://qwen3.team-a.svc:8000/v1",
-			ModelName: "Qwen/Qwen3-8B", RoutePath: "/qwen"},
+			ModelName: "Qwen/Qwen3-8B", RoutePath: "/qwen",
+			LastStart: &StartRecord{Pod: "qwen3-7d9f-x2", Started: "2026-12-05T14:00:00Z", ServingAt: "2026-12-05T14:17:00Z", TotalSeconds: 1020,
+				Phases:  []StartPhase{{Name: "scheduled", Seconds: 1}, {Name: "weights download", Seconds: 840}, {Name: "weights load", Seconds: 179}},
+				Slowest: "weights download"}},
 	}
 }
 

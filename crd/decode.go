@@ -60,6 +60,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		LoadedAdapters: ext.LoadedAdapters, Endpoint: ext.Endpoint, ModelName: ext.ModelName, RoutePath: ext.RoutePath,
 		LastColdStart: ext.LastColdStart,
 		Cache:         ext.Cache,
+		LastStart:     ext.LastStart,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }

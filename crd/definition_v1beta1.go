@@ -253,8 +253,31 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 			"bytesPerSecond": {Type: "integer", Format: "int64"},
 		},
 	}
+	status.Properties["lastStart"] = lastStartSchema()
 	s.Properties["status"] = status
 	return s
+}
+
+// lastStartSchema is status.lastStart's: where the last pod start's time went.
+func lastStartSchema() apiextensionsv1.JSONSchemaProps {
+	return apiextensionsv1.JSONSchemaProps{
+		Type: "object", Description: "Where the last pod start's time went, creation to serving, phase by phase (the pod's conditions and its model server's own start log).",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"pod":          {Type: "string", Description: "The pod that started."},
+			"started":      {Type: "string", Description: "The pod's creation (RFC 3339)."},
+			"servingAt":    {Type: "string", Description: "When its model server said it serves (RFC 3339)."},
+			"totalSeconds": {Type: "number", Description: "Seconds from creation to serving."},
+			"phases": {Type: "array", Description: "The parts of the start in order; their seconds add up to totalSeconds.", MaxItems: ptr.To[int64](16),
+				Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Required: []string{"name", "seconds"},
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"name":    {Type: "string", Description: "The phase: scheduled, container started, process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start."},
+						"seconds": {Type: "number", Description: "The phase's own seconds."},
+					},
+				}}},
+			"slowest": {Type: "string", Description: "The longest phase's name."},
+		},
+	}
 }
 
 func engineArgsSchema() apiextensionsv1.JSONSchemaProps {

@@ -268,6 +268,32 @@ type InferenceServiceStatusV1beta1 struct {
 	LastColdStart *ColdStart `json:"lastColdStart,omitempty"`
 	// Cache is the managed weights cache's state while the model uses one (spec.cache.size).
 	Cache *CacheStatus `json:"cache,omitempty"`
+
+	// LastStart is where the last pod start's time went, phase by phase, read from the pod's
+	// conditions and its model server's own start log.
+	LastStart *StartRecord `json:"lastStart,omitempty"`
+}
+
+// StartRecord is one pod's start, creation to serving, and its phases.
+type StartRecord struct {
+	// Pod is the pod that started.
+	Pod string `json:"pod"`
+	// Started is the pod's creation (RFC 3339).
+	Started string `json:"started"`
+	// ServingAt is when its model server said it serves (RFC 3339).
+	ServingAt string `json:"servingAt,omitempty"`
+	// TotalSeconds is ServingAt less Started.
+	TotalSeconds float64 `json:"totalSeconds"`
+	// Phases are the parts of the start in order; their seconds add up to TotalSeconds.
+	Phases []StartPhase `json:"phases,omitempty"`
+	// Slowest is the longest phase's name.
+	Slowest string `json:"slowest,omitempty"`
+}
+
+// StartPhase is one part of a start.
+type StartPhase struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 // ColdStart is one start from zero, request arrival to first byte.

@@ -62,6 +62,9 @@ type Metrics struct {
 	// podEventReads counts reads of the Events of pods still being created, by result.
 	podEventReads *prometheus.CounterVec
 	Workqueue     *WorkqueueProvider
+
+	// startPhases are the phases of model pods' starts, by phase: where a slow start's minutes went.
+	startPhases *prometheus.HistogramVec
 }
 
 // New registers the operator's collectors on reg.
@@ -117,12 +120,19 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "inferenceservice_operator_model_server_requests_total", Help: "Calls to model pods' vLLM API for LoRA adapters, by call (models, load, unload) and result (ok, error). Only models with adapters are called.",
 		}, []string{"call", "result"}),
 		podLogReads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferenceservice_operator_pod_log_reads_total", Help: "Reads of a crashed model server's log tail (pods/log) for the decisive line its status quotes, by result (ok, forbidden, error). At most two per crashed run of the pod a status names; none at rest.",
+			Name: "inferenceservice_operator_pod_log_reads_total", Help: "Reads of model servers' logs (pods/log), by result (ok, forbidden, error): a crashed run's tail for the decisive line its status quotes (at most two per crashed run of the pod a status names), and a serving run's head for its start's phases (one per run). None at rest.",
 		}, []string{"result"}),
 		podEventReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferenceservice_operator_pod_event_reads_total", Help: "Reads of the Events of a model pod still being created long after it was scheduled (a pull in progress, a volume that will not mount), by result (ok, forbidden, error). At most three pods a model, each once per --creating-evidence-after; none at rest.",
 		}, []string{"result"}),
 	}
+	// Buckets from a second to about an hour (the default startup budget): a download or a
+	// compile takes minutes, a process start seconds.
+	m.startPhases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "inferenceservice_start_phase_seconds", Help: "Seconds each phase of a model pod's start took (scheduled, container started, then the model server's from its own log: process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start), by phase. One sample per phase of each start the operator sees end.",
+		Buckets: []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800, 2700, 3600},
+	}, []string{"phase"})
+	reg.MustRegister(m.startPhases)
 	m.Workqueue = newWorkqueueProvider(reg)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "inferenceservice_operator_build_info", Help: "1, labelled with the operator's version.",
@@ -146,6 +156,11 @@ func (m *Metrics) PodLogRead(result string) { m.podLogReads.WithLabelValues(resu
 
 // PodEventRead counts one read of a creating pod's Events by its result (ok, forbidden, error).
 func (m *Metrics) PodEventRead(result string) { m.podEventReads.WithLabelValues(result).Inc() }
+
+// StartPhase counts one phase of a model pod's start.
+func (m *Metrics) StartPhase(phase string, seconds float64) {
+	m.startPhases.WithLabelValues(phase).Observe(seconds)
+}
 
 // ObserveReconcile records one reconcile's result and duration.
 func (m *Metrics) ObserveReconcile(result string, d time.Duration) {

@@ -271,6 +271,7 @@ func fullRegistry(t *testing.T) (*prometheus.Registry, *Metrics) {
 	m.SetLeader("lease", true)
 	m.SetConversionUp(true) // exported only where the conversion probe runs
 	m.SetMaxConcurrentReconciles(4)
+	m.StartPhase("weights download", 840)
 	opts := m.ClientGoOpts()
 	u := url.URL{Scheme: "https", Host: "127.0.0.1:6443", Path: "/api"}
 	opts.RequestLatency.Observe(context.Background(), "GET", u, time.Millisecond)

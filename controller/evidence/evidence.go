@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
@@ -49,6 +50,8 @@ type Config struct {
 	// CountLogRead and CountEventRead count reads by result (metrics.Metrics' PodLogRead and
 	// PodEventRead); nil counts none.
 	CountLogRead, CountEventRead func(result string)
+	// ObserveStartPhase counts one phase of a start (metrics.Metrics' StartPhase); nil counts none.
+	ObserveStartPhase func(phase string, seconds float64)
 }
 
 // Reader reads the evidence and remembers it between syncs; it is safe for concurrent use.
@@ -58,6 +61,7 @@ type Reader struct {
 	nodes                        Nodes
 	queue                        Enqueuer
 	countLogRead, countEventRead func(result string)
+	observeStartPhase            func(phase string, seconds float64)
 
 	events   memo[queue.Key, map[types.UID]stamped[[]reconcile.PodEvent]] // podevents.go
 	words    memo[queue.Key, map[runKey]string]                           // lastwords.go
@@ -65,6 +69,8 @@ type Reader struct {
 	survey   memo[struct{}, gpuUse]                                       // gpusurvey.go
 	surveyMu sync.Mutex                                                   // one survey at a time
 	queues   memo[localQueue, queueReads]                                 // queuepositions.go
+
+	startReads memo[queue.Key, map[string]*crd.StartRecord] // starts.go
 }
 
 // New builds a Reader.
@@ -75,8 +81,12 @@ func New(cfg Config) *Reader {
 		}
 		return f
 	}
+	observe := cfg.ObserveStartPhase
+	if observe == nil {
+		observe = func(string, float64) {}
+	}
 	return &Reader{kube: cfg.Kube, dyn: cfg.Dynamic, nodes: cfg.Nodes, queue: cfg.Queue,
-		countLogRead: count(cfg.CountLogRead), countEventRead: count(cfg.CountEventRead)}
+		countLogRead: count(cfg.CountLogRead), countEventRead: count(cfg.CountEventRead), observeStartPhase: observe}
 }
 
 // Evidence is what a Read found: the fields of reconcile.Observed the caches cannot fill.
@@ -91,11 +101,14 @@ type Evidence struct {
 	GroupFailures map[string]string
 	// LastWords are the decisive lines of the crashed runs, by run (container ID).
 	LastWords map[string]string
+	// Starts are the serving runs' starts, by run (reconcile.StartRun.RunID).
+	Starts map[string]*crd.StartRecord
 }
 
 // AddTo sets the evidence on obs, the caches' view.
 func (e Evidence) AddTo(obs *reconcile.Observed) {
 	obs.PodEvents, obs.Workloads, obs.GPUSurvey, obs.GroupFailures, obs.LastWords = e.PodEvents, e.Workloads, e.GPUSurvey, e.GroupFailures, e.LastWords
+	obs.Starts = e.Starts
 }
 
 // Read returns the evidence the diagnosis of in (the caches' view, no adapters) wants, reading
@@ -110,8 +123,9 @@ func (r *Reader) Read(ctx context.Context, key queue.Key, in reconcile.Input) (E
 	obs.GPUSurvey = r.gpuSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
 	obs.GroupFailures = r.groupFailures(ctx, key, reconcile.Input{ISVC: isvc, Ext: in.Ext, Observed: obs, Now: now, Features: in.Features})
 	obs.LastWords = r.lastWords(ctx, key, reconcile.LastWordsWanted(reconcile.Input{ISVC: isvc, Observed: obs, Now: now}))
+	starts := r.starts(ctx, key, reconcile.StartsWanted(reconcile.Input{ISVC: isvc, Observed: obs, Now: now}), now.Time)
 	return Evidence{PodEvents: obs.PodEvents, Workloads: obs.Workloads, GPUSurvey: obs.GPUSurvey,
-		GroupFailures: obs.GroupFailures, LastWords: obs.LastWords}, lookAgain
+		GroupFailures: obs.GroupFailures, LastWords: obs.LastWords, Starts: starts}, lookAgain
 }
 
 // Forget drops what is remembered for a deleted model. The GPU survey is the cluster's and
@@ -120,4 +134,5 @@ func (r *Reader) Forget(key queue.Key) {
 	r.events.forget(key)
 	r.words.forget(key)
 	r.groups.forget(key)
+	r.startReads.forget(key)
 }

@@ -224,6 +224,7 @@ func Reconcile(in Input) Output {
 	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.StatusExt.Cache = weights.status
+	withSlowStart(&out.Status, out.StatusExt.LastStart, &in.Ext)
 	out.Recheck = diagnosisRecheck(in)
 	var groupsRecheck time.Duration
 	if WantsGroupFailures(in) {
@@ -274,7 +275,7 @@ func decideChild(out *Output, isvc *crd.InferenceService, kind string, live, wan
 // statusExtensions are v1beta1's status additions: the in-cluster endpoint and the model name
 // once the Service is ours, and the gateway path once our HTTPRoute is accepted.
 func statusExtensions(in Input, wantRoute *unstructured.Unstructured, activated bool) crd.StatusExtensions {
-	var ext crd.StatusExtensions
+	ext := crd.StatusExtensions{LastStart: lastStartOf(in)}
 	isvc := in.ISVC
 	if s := in.Observed.Service; s != nil && ControlledBy(s, isvc) {
 		ext.Endpoint = "http://" + isvc.Name + "." + isvc.Namespace + ".svc:" + portString

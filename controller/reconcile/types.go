@@ -60,6 +60,11 @@ type Observed struct {
 	// LastWords are the decisive lines of the crashed runs LastWordsWanted named, by the run's
 	// container ID (CrashedRun.RunID), from the I/O layer's pods/log reads.
 	LastWords map[string]string
+
+	// Starts are the starts of the runs StartsWanted named, by run ID, as StartOf tells them
+	// (nil for a run whose log did not say); StoredLastStart is the status's last start.
+	Starts          map[string]*crd.StartRecord
+	StoredLastStart *crd.StartRecord
 	// Workloads are the Kueue Workloads of the model's pods, by pod UID (WorkloadOf), read
 	// when Features.KueueWorkloads, with positions read for the pending ones.
 	Workloads map[types.UID]kinds.Workload

@@ -107,6 +107,10 @@ func Build(o Objects) Report {
 	if len(crashed) > 0 {
 		r.Crashed = crashedOf(crashed[0], pods, o.Now)
 	}
+	if spec, st, err := crd.ExtensionsOf(i); err == nil && st.LastStart != nil {
+		r.LastStart = &StartLayer{StartRecord: *st.LastStart}
+		r.LastStart.SlowStart, _ = reconcile.SlowStart(st.LastStart, &spec)
+	}
 	return r
 }
 

@@ -6,6 +6,7 @@ package walk
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -197,15 +198,23 @@ func (s Source) runLog(ctx context.Context, run reconcile.CrashedRun) (string, e
 const logReadLines = 50
 
 // Tail is the last n of run's lines in a log read with timestamps (reconcile.RunLines: the
-// stamps removed, other runs' lines dropped), and the decisive line, the operator's.
+// stamps removed, other runs' lines dropped), without colour codes, and the decisive line, the
+// operator's.
 func Tail(log string, run reconcile.CrashedRun, n int) (lines []string, decisive string) {
 	lines = reconcile.RunLines(strings.TrimRight(log, "\n"), run)
 	decisive, _ = reconcile.LastWordsOf(log, run)
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
+	for i, l := range lines {
+		lines[i] = colourCode.ReplaceAllString(l, "")
+	}
 	return lines, decisive
 }
+
+// colourCode is a terminal colour code: vLLM v0.11 colours its process prefixes, which the
+// screen quotes as text (a pipe or a file would show the codes).
+var colourCode = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // List reads every isvc in ns (all namespaces when empty) with its HPA's queue reading.
 func (s Source) List(ctx context.Context, ns string) ([]Row, error) {

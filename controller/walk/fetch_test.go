@@ -18,11 +18,11 @@ func TestTail(t *testing.T) {
 		stamp(39*time.Second) + " Traceback (most recent call last):",
 		stamp(39*time.Second) + `   File "x.py", line 1, in <module>`,
 		stamp(39*time.Second) + " torch.OutOfMemoryError: CUDA out of memory",
-		stamp(38*time.Second) + " INFO: shutting down",
+		stamp(38*time.Second) + " \x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO: shutting down",
 		stamp(5*time.Second) + " the next run's first line",
 	}, "\n") + "\n"
 	lines, decisive := Tail(log, run, 3)
-	want := []string{`  File "x.py", line 1, in <module>`, "torch.OutOfMemoryError: CUDA out of memory", "INFO: shutting down"}
+	want := []string{`  File "x.py", line 1, in <module>`, "torch.OutOfMemoryError: CUDA out of memory", "(APIServer pid=1) INFO: shutting down"}
 	if strings.Join(lines, "|") != strings.Join(want, "|") || decisive != "torch.OutOfMemoryError: CUDA out of memory" {
 		t.Fatalf("lines %q decisive %q", lines, decisive)
 	}

@@ -5,8 +5,11 @@ package walk
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // RenderWhy writes the report as one screen: the operator, each layer with its numbers (the
@@ -150,6 +153,17 @@ func RenderWhy(w io.Writer, r Report) error {
 			}
 		}
 	}
+	if l := r.LastStart; l != nil {
+		fmt.Fprintf(b, "\nLast start: pod %s, %s from creation to serving (created %s):\n", l.Pod, seconds(l.TotalSeconds), l.Started)
+		var parts []string
+		for _, p := range l.Phases {
+			parts = append(parts, p.Name+" "+seconds(p.Seconds))
+		}
+		fmt.Fprintf(b, "  %s\n", strings.Join(parts, ", "))
+		if l.SlowStart != "" {
+			fmt.Fprintf(b, "  %s\n", l.SlowStart)
+		}
+	}
 	switch {
 	case r.Next != "":
 		fmt.Fprintf(b, "\nLook here next: %s\n", r.next())
@@ -158,6 +172,15 @@ func RenderWhy(w io.Writer, r Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// seconds is a phase's time to the tenth of a second, in minutes past 90 s: "0.4s", "14m05s".
+func seconds(s float64) string {
+	if s < 90 {
+		return strconv.FormatFloat(s, 'f', 1, 64) + "s"
+	}
+	d := time.Duration(math.Round(s)) * time.Second
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 }
 
 // next is the runbook line with the isvc's names filled in.

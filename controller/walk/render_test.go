@@ -31,6 +31,18 @@ func TestRenderWhy(t *testing.T) {
 				Message: "1 of 3 pods wait for admission in LocalQueue team-a; the nearest has 0 workloads ahead of it in its LocalQueue, 2 workloads in its ClusterQueue"}}
 			return Build(o)
 		}(),
+		"why-slow-start.txt": func() Report {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			b, _ := json.Marshal(crd.StatusExtensions{LastStart: &crd.StartRecord{Pod: "qwen3-7b6cd-p2", Started: "2026-12-05T14:00:00Z",
+				ServingAt: "2026-12-05T14:17:04.750Z", TotalSeconds: 1024.75, Slowest: reconcile.PhaseWeightsDownload,
+				Phases: []crd.StartPhase{{Name: reconcile.PhaseScheduled, Seconds: 1}, {Name: reconcile.PhaseContainerStarted, Seconds: 59},
+					{Name: reconcile.PhaseProcessStart, Seconds: 31.25}, {Name: reconcile.PhaseWeightsDownload, Seconds: 840.123},
+					{Name: reconcile.PhaseWeightsLoad, Seconds: 25.07}, {Name: reconcile.PhaseModelLoad, Seconds: 2.339},
+					{Name: reconcile.PhaseCompile, Seconds: 41.26}, {Name: reconcile.PhaseCUDAGraphs, Seconds: 10},
+					{Name: reconcile.PhaseEngineInit, Seconds: 10.58}, {Name: reconcile.PhaseAPIServer, Seconds: 3.5}}}})
+			o.ISVC.Annotations = map[string]string{crd.AnnotationV1beta1Status: string(b)}
+			return Build(o)
+		}(),
 		"why-operator-down.txt": func() Report {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), unschedulablePod("qwen3-7b6cd-p2"))
 			o.Deployment.Status.ReadyReplicas = 1

@@ -2,7 +2,10 @@
 
 package walk
 
-import "github.com/example/inferenceservice-operator/controller/reconcile"
+import (
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+)
 
 // Layers, top down; Report.Marked names one of them.
 const (
@@ -35,6 +38,16 @@ type Report struct {
 	Events  []Event  `json:"events,omitempty"`
 	Crashed *Crashed `json:"crashed,omitempty"`
 	Next    string   `json:"next,omitempty"`
+
+	// LastStart is where the last pod start's time went (status.lastStart), and its SlowStart
+	// when it was slow; nil before a start was told.
+	LastStart *StartLayer `json:"lastStart,omitempty"`
+}
+
+// StartLayer is the isvc's last start.
+type StartLayer struct {
+	crd.StartRecord
+	SlowStart string `json:"slowStart,omitempty"`
 }
 
 // ISVCLayer is the top layer's numbers.

@@ -383,6 +383,17 @@ func (c serverConfig) loadTime(perGPU int64) time.Duration {
 	return max(100*time.Millisecond, c.scaled(perGPU, c.LoadBandwidth))
 }
 
+// compileTime is torch.compile's time in a start: 40 real seconds (Dynamo and Inductor on an
+// 8B model, cold), under TimeScale.
+func (c serverConfig) compileTime() time.Duration {
+	return time.Duration(40 * c.TimeScale * float64(time.Second))
+}
+
+// graphTime is the CUDA graphs' capture: 10 real seconds, under TimeScale.
+func (c serverConfig) graphTime() time.Duration {
+	return time.Duration(10 * c.TimeScale * float64(time.Second))
+}
+
 // prefillTime is how long prefilling uncached prompt tokens takes: PrefillBase plus PrefillTime
 // each, capped at PrefillMax.
 func (c serverConfig) prefillTime(uncached int) time.Duration {

@@ -45,6 +45,7 @@ type serveArgs struct {
 	blockSize           int
 	prefixCaching       bool
 	gpuBlocksOverride   int
+	enforceEager        bool // --enforce-eager: no torch.compile, no CUDA graphs
 	promptTokensDetails bool
 	nonDefault          []string // "'dest': value" in the parser's order, as vLLM's non-default args line
 }
@@ -933,6 +934,8 @@ func (p *argParser) result(ns map[string]any) *serveArgs {
 			a.blockSize = max(intOf(v, a.blockSize), 1)
 		case "enable_prefix_caching":
 			a.prefixCaching = v != false
+		case "enforce_eager":
+			a.enforceEager = v == true
 		case "num_gpu_blocks_override":
 			a.gpuBlocksOverride = max(intOf(v, 0), 0)
 		case "enable_prompt_tokens_details":

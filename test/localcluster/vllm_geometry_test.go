@@ -109,6 +109,7 @@ func vtLines(log *containerLog) []string {
 
 // processPrefixOf strips "(APIServer pid=1) " and the like.
 func processPrefixOf(l string) string {
+	l = strings.NewReplacer("\x1b[1;36m", "", "\x1b[0;0m", "").Replace(l)
 	if strings.HasPrefix(l, "(") {
 		if i := strings.Index(l, ") "); i > 0 && strings.Contains(l[:i], " pid=") {
 			return l[i+2:]

@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"net"
 	"net/http"
@@ -24,14 +25,20 @@ const (
 // now is the time as vLLM's logger prints it.
 func logStamp() string { return time.Now().UTC().Format("01-02 15:04:05") }
 
+// procPrefix is a process's tag on each line it writes, in vLLM v0.11's colours (vllm/utils
+// _add_prefix: CYAN "\033[1;36m", RESET "\033[0;0m"), which pods/log keeps.
+func procPrefix(name string, pid int) string {
+	return fmt.Sprintf("\x1b[1;36m(%s pid=%d)\x1b[0;0m ", name, pid)
+}
+
 // api logs a line of the API server process (pid 1).
 func (s *modelServer) api(level, src, format string, args ...any) {
-	s.log.Printf("(APIServer pid=1) %s %s [%s] %s", level, logStamp(), src, fmt.Sprintf(format, args...))
+	s.log.Printf("%s%s %s [%s] %s", apiPrefix, level, logStamp(), src, fmt.Sprintf(format, args...))
 }
 
 // core logs a line of the engine core process.
 func (s *modelServer) core(level, src, format string, args ...any) {
-	s.log.Printf("(EngineCore_DP0 pid=%d) %s %s [%s] %s", enginePID, level, logStamp(), src, fmt.Sprintf(format, args...))
+	s.log.Printf("%s%s %s [%s] %s", corePrefix(), level, logStamp(), src, fmt.Sprintf(format, args...))
 }
 
 // uvicorn logs a line of uvicorn's own logger.
@@ -40,7 +47,7 @@ func (s *modelServer) uvicorn(format string, args ...any) {
 	case "warning", "error", "critical":
 		return
 	}
-	s.log.Printf("(APIServer pid=1) INFO:     %s", fmt.Sprintf(format, args...))
+	s.log.Printf("%sINFO:     %s", apiPrefix, fmt.Sprintf(format, args...))
 }
 
 // raw writes lines with a process prefix as that process prints to stderr (tracebacks).
@@ -52,11 +59,9 @@ func (s *modelServer) raw(prefix string, lines ...string) {
 	}
 }
 
-const (
-	apiPrefix = "(APIServer pid=1) "
-)
+var apiPrefix = procPrefix("APIServer", 1)
 
-func corePrefix() string { return fmt.Sprintf("(EngineCore_DP0 pid=%d) ", enginePID) }
+func corePrefix() string { return procPrefix("EngineCore_DP0", enginePID) }
 
 // wait sleeps d unless the process is stopped first; false: stopped.
 func (s *modelServer) wait(d time.Duration) bool {
@@ -239,9 +244,9 @@ func (s *modelServer) run() {
 	}
 	s.core("INFO", "core.py:77", "Initializing a V1 LLM engine (v%s) with config: model='%s', speculative_config=None, tokenizer='%s', "+
 		"trust_remote_code=False, dtype=%s, max_seq_len=%d, download_dir=None, load_format=auto, tensor_parallel_size=%d, "+
-		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=%s, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "+
+		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=%s, enforce_eager=%s, kv_cache_dtype=auto, device_config=cuda, "+
 		"seed=0, served_model_name=%s, enable_prefix_caching=%s, chunked_prefill_enabled=True",
-		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, strings.Join(a.served, ","), pyBoolStr(a.prefixCaching))
+		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, pyBoolStr(a.enforceEager), strings.Join(a.served, ","), pyBoolStr(a.prefixCaching))
 	if sp.GPUFault != faultNone {
 		s.failGPUStart(sp.GPUFault)
 		return
@@ -270,6 +275,11 @@ func (s *modelServer) run() {
 		}
 	}
 
+	loadStart := time.Now() // gpu_model_runner's time_before_load: the download is a part of loading
+	if !local {
+		// download_weights_from_hf names the format first, cached or not
+		s.core("INFO", "weight_utils.py:392", "Using model weights format ['*.safetensors']")
+	}
 	if !local && !s.cfg.Weights.has(cacheVolume, model) {
 		if envTrue(sp.Env["HF_HUB_OFFLINE"]) { // huggingface_hub looks only in the cache
 			s.failPython([]string{
@@ -287,7 +297,11 @@ func (s *modelServer) run() {
 			return
 		}
 		s.cfg.Weights.put(cacheVolume, model)
-		s.core("INFO", "weight_utils.py:392", "Time spent downloading weights for %s: %.6f seconds", model, time.Since(t0).Seconds())
+		// vLLM says so only past half a second; the threshold is applied to the modelled
+		// (unscaled) time, so a download a real start would report is reported
+		if took := time.Since(t0).Seconds(); took/s.cfg.TimeScale > 0.5 {
+			s.core("INFO", "weight_utils.py:413", "Time spent downloading weights for %s: %.6f seconds", model, took)
+		}
 	}
 
 	// loading: each GPU holds its share of the weights; the host stages them
@@ -342,7 +356,11 @@ func (s *modelServer) run() {
 	loadSecs := time.Since(t0).Seconds()
 	s.log.Printf("%s", corePrefix())
 	s.core("INFO", "default_loader.py:267", "Loading weights took %.2f seconds", loadSecs)
-	s.core("INFO", "gpu_model_runner.py:2653", "Model loading took %.4f GiB and %.6f seconds", float64(perGPU)/float64(gib), loadSecs)
+	s.core("INFO", "gpu_model_runner.py:2653", "Model loading took %.4f GiB and %.6f seconds", float64(perGPU)/float64(gib), time.Since(loadStart).Seconds())
+	initStart := time.Now() // core.py's _initialize_kv_caches: profile (torch.compile), KV cache, graphs
+	if !a.enforceEager && !s.compile() {
+		return
+	}
 	free := budget - perGPU - gib // activations and CUDA graphs take about 1 GiB
 	if free <= 0 {
 		s.core("ERROR", "core.py:708", "EngineCore failed to start.")
@@ -368,7 +386,10 @@ func (s *modelServer) run() {
 	kvTokens := kv.tokens
 	s.core("INFO", "kv_cache_utils.py:1087", "GPU KV cache size: %s tokens", thousands(kvTokens))
 	s.core("INFO", "kv_cache_utils.py:1091", "Maximum concurrency for %s tokens per request: %.2fx", thousands(maxLen), float64(kvTokens)/float64(maxLen))
-	s.core("INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(t0).Seconds())
+	if !a.enforceEager && !s.captureGraphs(a.maxNumSeqs) {
+		return
+	}
+	s.core("INFO", "core.py:210", "init engine (profile, create kv cache, warmup model) took %.2f seconds", time.Since(initStart).Seconds())
 	numBlocks := kvTokens / a.blockSize
 	if a.gpuBlocksOverride > 0 {
 		s.core("INFO", "kv_cache_utils.py:1051", "Overriding num_gpu_blocks=%d with num_gpu_blocks_override=%d", numBlocks, a.gpuBlocksOverride)
@@ -416,6 +437,58 @@ func (s *modelServer) run() {
 		}
 		s.stopMu.Unlock()
 	}
+}
+
+// compile is vLLM's torch.compile during the profile run, as v0.11 logs it (compilation/
+// backends.py, monitor.py): Dynamo's bytecode transform, then Inductor's compile of the graph
+// for dynamic shapes, the total last. False: stopped meanwhile.
+func (s *modelServer) compile() bool {
+	total := s.cfg.compileTime()
+	t0 := time.Now()
+	s.core("INFO", "backends.py:548", "Using cache directory: /root/.cache/vllm/torch_compile_cache/%s/rank_0_0/backbone for vLLM's torch.compile", compileHash(s.args.model))
+	if !s.wait(total / 5) {
+		return false
+	}
+	s.core("INFO", "backends.py:559", "Dynamo bytecode transform time: %.2f s", time.Since(t0).Seconds())
+	s.core("INFO", "backends.py:197", "Cache the graph for dynamic shape for later use")
+	t1 := time.Now()
+	if !s.wait(total - time.Since(t0)) {
+		return false
+	}
+	s.core("INFO", "backends.py:218", "Compiling a graph for dynamic shape takes %.2f s", time.Since(t1).Seconds())
+	s.core("INFO", "monitor.py:34", "torch.compile takes %.2f s in total", time.Since(t0).Seconds())
+	return true
+}
+
+// captureGraphs is the CUDA graph capture after the KV cache is allocated (gpu_model_runner
+// capture_model): tqdm's bars for the mixed and the decode batch sizes, then the summary.
+// False: stopped meanwhile.
+func (s *modelServer) captureGraphs(maxNumSeqs int) bool {
+	t0 := time.Now()
+	// v0.11 captures up to 512 sizes, capped by max_num_seqs: 1, 2, 4, then multiples of 8
+	sizes := 3 + min(512, max(maxNumSeqs, 8))/8
+	d := s.cfg.graphTime()
+	if !s.wait(d * 2 / 3) {
+		return false
+	}
+	s.log.Printf("%sCapturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%%|██████████| %d/%d [%s<00:00, %.2fit/s]",
+		corePrefix(), sizes, sizes, clock(time.Since(t0).Seconds()), float64(sizes)/math.Max(time.Since(t0).Seconds(), 1e-3))
+	t1 := time.Now()
+	if !s.wait(d - time.Since(t0)) {
+		return false
+	}
+	decode := (sizes + 1) / 2
+	s.log.Printf("%sCapturing CUDA graphs (decode, FULL): 100%%|██████████| %d/%d [%s<00:00, %.2fit/s]",
+		corePrefix(), decode, decode, clock(time.Since(t1).Seconds()), float64(decode)/math.Max(time.Since(t1).Seconds(), 1e-3))
+	s.core("INFO", "gpu_model_runner.py:3480", "Graph capturing finished in %.0f secs, took %.2f GiB", time.Since(t0).Seconds(), 0.85)
+	return true
+}
+
+// compileHash is the cache directory's name for the model's compile (vLLM hashes the config).
+func compileHash(model string) string {
+	h := fnv.New32a()
+	h.Write([]byte(model))
+	return fmt.Sprintf("%010x", h.Sum32())
 }
 
 // gpuOOM is torch running out of GPU memory while loading: the engine core's traceback,
