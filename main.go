@@ -35,6 +35,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 	"github.com/example/inferenceservice-operator/controller/process/leader"
 	"github.com/example/inferenceservice-operator/controller/process/memlimit"
+	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/crd/storage"
@@ -42,7 +43,6 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
-	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
