@@ -96,8 +96,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
 		DNS: podDNS(ps.pod, ps.k.cfg.dnsServer),
 	}
-	if path := ps.k.cfg.execImages.execPath(c.spec.Image); path != "" {
-		if err := ps.execSpec(&spec, path, c); err != nil {
+	if x, ok := ps.k.cfg.execImages.match(c.spec.Image); ok {
+		if err := ps.execSpec(&spec, x.binary(spec.Command), c); err != nil {
 			return modelServerSpec{}, err
 		}
 	}
