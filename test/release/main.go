@@ -118,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 	var digest string
 	if err := step("image "+strings.Join(o.ImageArchs, ","), func() error {
 		d, err := oci.Platforms(ctx, oci.Options{Output: filepath.Join(o.Out, ImageArchive(o.Version)), Version: o.Version,
-			Source: oci.DefaultSource, CACerts: o.CACerts}, o.ImageArchs)
+			Source: oci.DefaultSource, CACerts: o.CACerts, Name: repository + ":" + o.Version}, o.ImageArchs)
 		digest = d.String()
 		return err
 	}); err != nil {

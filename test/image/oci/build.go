@@ -44,6 +44,10 @@ type Options struct {
 	Adapter string
 	// Activator is a prebuilt activator binary; empty builds one with the operator.
 	Activator string
+	// Name, when set, is the image's full name (registry/repository:tag) in the layout's
+	// io.containerd.image.name annotation, which `ctr images import` names the image by
+	// (org.opencontainers.image.ref.name holds only the tag).
+	Name string
 }
 
 // epoch stamps every file and the config, so the same binary gives the same digest.
@@ -55,7 +59,7 @@ func Build(ctx context.Context, o Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := writeOCIArchive(o.Output, o.Version, func(p layout.Path, opt layout.Option) error { return p.AppendImage(img, opt) }); err != nil {
+	if err := writeOCIArchive(o, func(p layout.Path, opt layout.Option) error { return p.AppendImage(img, opt) }); err != nil {
 		return v1.Hash{}, err
 	}
 	return img.Digest()
@@ -107,7 +111,7 @@ func Platforms(ctx context.Context, o Options, archs []string) (v1.Hash, error) 
 		}})
 	}
 	// The index itself carries the version, as buildx's OCI output does: the layout's one entry.
-	if err := writeOCIArchive(o.Output, o.Version, func(p layout.Path, opt layout.Option) error { return p.AppendIndex(idx, opt) }); err != nil {
+	if err := writeOCIArchive(o, func(p layout.Path, opt layout.Option) error { return p.AppendIndex(idx, opt) }); err != nil {
 		return v1.Hash{}, err
 	}
 	return idx.Digest()
@@ -224,7 +228,12 @@ func mkdirs(tw *tar.Writer, dir string) error {
 
 // writeOCIArchive writes one entry (an image or an index, added by add with the ref name
 // annotation) into an OCI image layout and tars that directory to out.
-func writeOCIArchive(out, version string, add func(layout.Path, layout.Option) error) error {
+func writeOCIArchive(o Options, add func(layout.Path, layout.Option) error) error {
+	out := o.Output
+	annotations := map[string]string{"org.opencontainers.image.ref.name": o.Version}
+	if o.Name != "" {
+		annotations["io.containerd.image.name"] = o.Name
+	}
 	dir, err := os.MkdirTemp("", "oci-layout-")
 	if err != nil {
 		return err
@@ -234,9 +243,7 @@ func writeOCIArchive(out, version string, add func(layout.Path, layout.Option) e
 	if err != nil {
 		return err
 	}
-	if err := add(p, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": version,
-	})); err != nil {
+	if err := add(p, layout.WithAnnotations(annotations)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
