@@ -55,7 +55,8 @@ func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release and starts the local cluster")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	// A cold release cross-compiles the image for two platforms: most of this bound.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	root, err := cluster.RepoRoot()
 	if err != nil {
