@@ -553,17 +553,21 @@ func localArgs(command, chartPackage, dist string) []string {
 }
 
 // operatorAvailable adapts the install to the local node, then waits for the operator's
-// Deployment to be Available. The local node is one network namespace, where a second replica
-// of a pod listening on :8081 cannot bind it, so every Deployment runs one; and it mounts no
-// ServiceAccount files, so the operator is given its Lease's namespace, which it reads from
-// them in a pod.
+// Deployment to be Available. The local node runs every pod in its one network namespace, where
+// the operator's :8081 would collide with the activator's podIP:8081, so the operator binds its
+// pod IP as the activator does; it mounts no ServiceAccount files, where the operator reads its
+// Lease's namespace in a pod, so that is given by flag; and every Deployment runs one replica
+// (a standby's readiness and failover are test/incluster's).
 func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interface) {
 	t.Helper()
 	ctx := testenv.Ctx(t, 5*time.Minute)
+	patch := `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}}`
+	for _, a := range []string{"--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081", "--leader-election-namespace=" + systemNamespace} {
+		patch += `,{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"` + a + `"}`
+	}
 	for _, args := range [][]string{
 		{"-n", systemNamespace, "scale", "deployment", "--all", "--replicas=1"},
-		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json",
-			"-p", `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--leader-election-namespace=` + systemNamespace + `"}]`},
+		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json", "-p", patch + "]"},
 	} {
 		if _, _, err := c.Kubectl(ctx, args...); err != nil {
 			t.Fatal(err)
