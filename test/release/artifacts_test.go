@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +134,35 @@ func TestVersion(t *testing.T) {
 		if versionRE.MatchString(v) != ok {
 			t.Errorf("%s: match %v", v, !ok)
 		}
+	}
+}
+
+// TestArchives: both archive kinds hold each file flat with its bytes, and the same files give
+// the same tar.gz (stamped at the epoch).
+func TestArchives(t *testing.T) {
+	dir := t.TempDir()
+	bin, notes := filepath.Join(dir, "kubectl-isvc"), filepath.Join(dir, "LICENSE")
+	if err := os.WriteFile(bin, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notes, []byte("license"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tgz, err := tarGzFiles([]string{bin, notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipped, err := zipFiles([]string{bin, notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"a.tar.gz": tgz, "a.zip": zipped} {
+		files := archiveFiles(t, name, data)
+		if string(files["kubectl-isvc"]) != "\x7fELF" || string(files["LICENSE"]) != "license" || len(files) != 2 {
+			t.Errorf("%s holds %q", name, files)
+		}
+	}
+	if again, _ := tarGzFiles([]string{bin, notes}); !bytes.Equal(again, tgz) {
+		t.Error("the same files gave another tar.gz")
 	}
 }
