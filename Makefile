@@ -4,7 +4,7 @@ GO ?= go
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
@@ -85,6 +85,20 @@ image: build
 IMG ?= inferenceservice-operator:$(VERSION)
 docker-build:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+# A release into dist/$(VERSION) (test/release; nothing is pushed, .github/workflows/release.yaml
+# pushes it): the image as one OCI index of linux/amd64 and linux/arm64, the chart and the
+# manifests pinned to it by tag and digest, the plugin's archives for RELEASE_PLUGIN_PLATFORMS
+# with a krew manifest, checksums.txt and RELEASE_NOTES.md. REGISTRY is where the workflow
+# pushes the image (REGISTRY/inferenceservice-operator) and the chart (REGISTRY/charts).
+REGISTRY ?= ghcr.io/example
+RELEASE_PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
+# Empty is dist/$(VERSION).
+DIST ?=
+release:
+	test/helm/build.sh $(HELM_BIN)
+	$(GO) run ./test/release -version $(VERSION) -registry $(REGISTRY) -helm $(HELM_BIN) \
+		-plugin-platforms $(RELEASE_PLUGIN_PLATFORMS) $(if $(DIST),-o $(DIST))
 
 cluster:
 	test/localcluster/build.sh

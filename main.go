@@ -73,7 +73,7 @@ type options struct {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster ServiceAccount.")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, else the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
 	flag.DurationVar(&o.creatingEvidenceAfter, "creating-evidence-after", reconcile.DefaultCreatingEvidenceAfter, "A model pod whose container is still being created this long after it was scheduled has its Events read (a pull in progress, a volume that will not mount), again each period while it stays; 0 reads none.")
 	flag.BoolVar(&o.watchAPIServices, "watch-apiservices", true, "Watch the aggregator's APIServices (list and watch, stripped to their availability) so a model whose HPA cannot read custom metrics because no metrics adapter is registered, or its APIService is down, says AutoscalingActive False from its first status instead of waiting for a ready pod; false waits.")
@@ -140,6 +140,11 @@ func main() {
 func restConfig(o options) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
+	if o.kubeconfig == "" {
+		// $KUBECONFIG before the in-cluster ServiceAccount, as kubectl, controller-runtime and
+		// the activator read it (a pod has none set, so in a cluster nothing changes).
+		o.kubeconfig = os.Getenv("KUBECONFIG")
+	}
 	if o.kubeconfig == "" {
 		cfg, err = rest.InClusterConfig()
 	} else {

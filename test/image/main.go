@@ -6,7 +6,8 @@
 //	go run ./test/image -version v0.1.0 -o bin/inferenceservice-operator.oci.tar
 //	skopeo copy oci-archive:bin/inferenceservice-operator.oci.tar docker://registry.example.com/isvc-operator:v0.1.0
 //
-// The Dockerfile at the repository root builds the same image for users with Docker.
+// The Dockerfile at the repository root builds the same image for users with Docker; the
+// builder is test/image/oci, which make release (test/release) uses for both platforms.
 package main
 
 import (
@@ -15,18 +16,20 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+
+	"github.com/example/inferenceservice-operator/test/image/oci"
 )
 
 func main() {
-	var o Options
+	var o oci.Options
 	flag.StringVar(&o.Output, "o", "bin/inferenceservice-operator.oci.tar", "Output OCI layout tarball.")
 	flag.StringVar(&o.Binary, "binary", "", "A prebuilt static operator binary; empty builds one (CGO_ENABLED=0) from the repository.")
 	flag.StringVar(&o.Version, "version", "dev", "Image version: the org.opencontainers.image.version label, the ref name, and main.version when building.")
-	flag.StringVar(&o.Source, "source", DefaultSource, "The org.opencontainers.image.source label.")
+	flag.StringVar(&o.Source, "source", oci.DefaultSource, "The org.opencontainers.image.source label.")
 	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "GOARCH of the binary and the image.")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to add at the same path (for an HTTPS --gateway-url); empty or missing skips it.")
 	flag.Parse()
-	digest, err := Build(context.Background(), o)
+	digest, err := oci.Build(context.Background(), o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)

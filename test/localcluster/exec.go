@@ -1,13 +1,15 @@
-// Exec images: a container whose image is named by --exec-image PREFIX=PATH runs PATH as a real
-// OS process, as a runtime would run the image's entrypoint: its command and args, its resolved
-// environment, its own process group, stdout and stderr into the container's log, a kubeconfig
-// holding a token of the pod's ServiceAccount, SIGTERM then SIGKILL when the kubelet stops it.
-// It listens on $LOCALCLUSTER_POD_IP, where the probes and clients reach it.
+// Exec images: a container whose image is named by --exec-image PREFIX=PATH runs PATH (or, when
+// PATH is an unpacked image, the file its command names in it) as a real OS process, as a
+// runtime would run the image's entrypoint: its command and args, its resolved environment, its
+// own process group, stdout and stderr into the container's log, a kubeconfig holding a token
+// of the pod's ServiceAccount, SIGTERM then SIGKILL when the kubelet stops it. It listens on
+// $LOCALCLUSTER_POD_IP, where the probes and clients reach it.
 
 package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +32,40 @@ import (
 // execImage is one --exec-image PREFIX=PATH.
 type execImage struct {
 	prefix string // a repository, or a path ending in "/" for every repository under it
-	path   string // absolute path of the executable
+	path   string // absolute path of the executable: the image's entrypoint
+	// rootfs is set when PATH is an unpacked image (its config.json and rootfs/): a container's
+	// command then names a file in it, as a runtime resolves it in the image's filesystem, so
+	// one image can hold several binaries.
+	rootfs string
+}
+
+// binary is what a container of the image runs: the entrypoint, or in an unpacked image the
+// file its command names (a missing one fails to start, as it does in a runtime).
+func (x execImage) binary(command []string) string {
+	if x.rootfs != "" && len(command) > 0 {
+		return filepath.Join(x.rootfs, command[0])
+	}
+	return x.path
+}
+
+// unpackedImage reads an unpacked image's entrypoint from its config.json (the OCI image
+// configuration) and returns it within the image's rootfs/.
+func unpackedImage(dir string) (entrypoint, rootfs string, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return "", "", fmt.Errorf("an unpacked image needs config.json: %w", err)
+	}
+	var cf struct {
+		Config struct{ Entrypoint []string }
+	}
+	if err := json.Unmarshal(b, &cf); err != nil {
+		return "", "", fmt.Errorf("%s/config.json: %w", dir, err)
+	}
+	if len(cf.Config.Entrypoint) != 1 {
+		return "", "", fmt.Errorf("%s/config.json: entrypoint %q, want one path", dir, cf.Config.Entrypoint)
+	}
+	rootfs = filepath.Join(dir, "rootfs")
+	return filepath.Join(rootfs, cf.Config.Entrypoint[0]), rootfs, nil
 }
 
 // execImages is the repeatable --exec-image flag.
@@ -44,8 +79,8 @@ func (e *execImages) String() string {
 	return strings.Join(s, ",")
 }
 
-// Set parses PREFIX=PATH; PATH must be an executable file (a typo fails at start, not as a
-// container that never starts).
+// Set parses PREFIX=PATH; PATH must be an executable file, or an unpacked image whose
+// entrypoint is one (a typo fails at start, not as a container that never starts).
 func (e *execImages) Set(v string) error {
 	prefix, path, ok := strings.Cut(v, "=")
 	if !ok || prefix == "" || path == "" {
@@ -55,14 +90,20 @@ func (e *execImages) Set(v string) error {
 	if err != nil {
 		return err
 	}
+	x := execImage{prefix: prefix, path: abs}
 	st, err := os.Stat(abs)
+	if err == nil && st.IsDir() {
+		if x.path, x.rootfs, err = unpackedImage(abs); err == nil {
+			st, err = os.Stat(x.path)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	if st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", abs)
+		return fmt.Errorf("%s is not an executable file", x.path)
 	}
-	*e = append(*e, execImage{prefix: prefix, path: abs})
+	*e = append(*e, x)
 	return nil
 }
 
@@ -77,16 +118,22 @@ func imageRepository(image string) string {
 	return image
 }
 
-// execPath is the executable an image runs as; "": none. The repository must equal a prefix
-// (any tag or digest), or lie under a prefix ending in "/"; the first flag that matches wins.
-func (e execImages) execPath(image string) string {
+// match is the flag an image runs by. The repository must equal a prefix (any tag or digest),
+// or lie under a prefix ending in "/"; the first flag that matches wins.
+func (e execImages) match(image string) (execImage, bool) {
 	repo := imageRepository(image)
 	for _, x := range e {
 		if repo == x.prefix || (strings.HasSuffix(x.prefix, "/") && strings.HasPrefix(repo, x.prefix)) {
-			return x.path
+			return x, true
 		}
 	}
-	return ""
+	return execImage{}, false
+}
+
+// execPath is the entrypoint an image runs as; "": none.
+func (e execImages) execPath(image string) string {
+	x, _ := e.match(image)
+	return x.path
 }
 
 // execArgv is what the runtime runs, as Kubernetes composes an image's entrypoint with the

@@ -180,6 +180,50 @@ func TestExecImageMatch(t *testing.T) {
 	}
 }
 
+// TestExecUnpackedImage: an unpacked image runs its config's entrypoint, or the file a
+// container's command names in its rootfs (one image, several binaries, as the operator's).
+func TestExecUnpackedImage(t *testing.T) {
+	dir := t.TempDir()
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"entry", "second"} {
+		if err := os.WriteFile(filepath.Join(rootfs, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var f execImages
+	if err := f.Set("example.test/img=" + dir); err == nil {
+		t.Fatal("an unpacked image without config.json accepted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architecture":"amd64","config":{"Entrypoint":["/entry"],"User":"65532"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Set("example.test/img=" + dir); err != nil {
+		t.Fatal(err)
+	}
+	x, ok := f.match("example.test/img:v1@sha256:abcd")
+	if !ok {
+		t.Fatal("no match")
+	}
+	for _, c := range []struct {
+		command []string
+		want    string
+	}{
+		{nil, filepath.Join(rootfs, "entry")},
+		{[]string{"/second", "--x"}, filepath.Join(rootfs, "second")},
+		{[]string{"/missing"}, filepath.Join(rootfs, "missing")},
+	} {
+		if got := x.binary(c.command); got != c.want {
+			t.Errorf("command %q runs %s, want %s", c.command, got, c.want)
+		}
+	}
+	if got := (execImage{path: "/p"}).binary([]string{"/other"}); got != "/p" {
+		t.Errorf("a plain PATH ran %s for a command, want /p", got)
+	}
+}
+
 // execTestImage is the image the tests map to their own binary.
 const execTestImage = "example.test/exectest"
 

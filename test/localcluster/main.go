@@ -91,7 +91,7 @@ func run() int {
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
 		execs       execImages
 	)
-	flag.Var(&execs, "exec-image", "fake kubelet, repeatable: PREFIX=PATH runs a container whose image's repository is PREFIX (any tag or digest; a PREFIX ending in / : every repository under it) as a real process of the executable PATH, on its pod IP ($LOCALCLUSTER_POD_IP) with a kubeconfig of its ServiceAccount ($KUBECONFIG)")
+	flag.Var(&execs, "exec-image", "fake kubelet, repeatable: PREFIX=PATH runs a container whose image's repository is PREFIX (any tag or digest; a PREFIX ending in / : every repository under it) as a real process of the executable PATH (or PATH an unpacked image, config.json and rootfs/: its entrypoint, or the file a container's command names in it), on its pod IP ($LOCALCLUSTER_POD_IP) with a kubeconfig of its ServiceAccount ($KUBECONFIG)")
 	flag.Parse()
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)

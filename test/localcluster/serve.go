@@ -97,8 +97,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		DNS:            podDNS(ps.pod, ps.k.cfg.dnsServer),
 		DownloadMBPerS: ps.downloadSpeed(ps.ctx),
 	}
-	if path := ps.k.cfg.execImages.execPath(c.spec.Image); path != "" {
-		if err := ps.execSpec(&spec, path, c); err != nil {
+	if x, ok := ps.k.cfg.execImages.match(c.spec.Image); ok {
+		if err := ps.execSpec(&spec, x.binary(spec.Command), c); err != nil {
 			return modelServerSpec{}, err
 		}
 	}

@@ -20,9 +20,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* isvc.image: the operator's image, shared by the metrics adapter and the activator; its tag is the chart's appVersion unless image.tag is set. */}}
+{{/* isvc.image: the operator's image, shared by the metrics adapter and the activator; its tag is the chart's appVersion unless image.tag is set, pinned by image.digest when set. */}}
 {{- define "isvc.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end -}}
 
 {{/*

@@ -1,9 +1,12 @@
-package main
+// Package oci builds the operator's OCI image without Docker, for make image (test/image, one
+// platform) and make release (test/release, one index of linux/amd64 and linux/arm64).
+package oci
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -41,6 +44,10 @@ type Options struct {
 	Adapter string
 	// Activator is a prebuilt activator binary; empty builds one with the operator.
 	Activator string
+	// Name, when set, is the image's full name (registry/repository:tag) in the layout's
+	// io.containerd.image.name annotation, which `ctr images import` names the image by
+	// (org.opencontainers.image.ref.name holds only the tag).
+	Name string
 }
 
 // epoch stamps every file and the config, so the same binary gives the same digest.
@@ -48,37 +55,66 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Build writes the image as an OCI layout tarball at o.Output and returns its digest.
 func Build(ctx context.Context, o Options) (v1.Hash, error) {
+	img, err := build(ctx, o)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeOCIArchive(o, func(p layout.Path, opt layout.Option) error { return p.AppendImage(img, opt) }); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
+}
+
+// build compiles the binaries o does not name, for o.Arch, and makes the image.
+func build(ctx context.Context, o Options) (v1.Image, error) {
 	bin := o.Binary
 	if bin == "" || o.Adapter == "" || o.Activator == "" {
 		dir, err := os.MkdirTemp("", "image-build-")
 		if err != nil {
-			return v1.Hash{}, err
+			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		if bin == "" {
 			if bin, err = compile(ctx, dir, o.Version, o.Arch, "."); err != nil {
-				return v1.Hash{}, err
+				return nil, err
 			}
 		}
 		if o.Adapter == "" {
 			if o.Adapter, err = compile(ctx, dir, o.Version, o.Arch, "./metrics/adapter"); err != nil {
-				return v1.Hash{}, err
+				return nil, err
 			}
 		}
 		if o.Activator == "" {
 			if o.Activator, err = compile(ctx, dir, o.Version, o.Arch, "./controller/activator/cmd"); err != nil {
-				return v1.Hash{}, err
+				return nil, err
 			}
 		}
 	}
-	img, err := Image(bin, o)
-	if err != nil {
+	// Image reads the binaries into memory, so the temporary directory may go.
+	return Image(bin, o)
+}
+
+// Platforms builds the image for each of archs (linux) and writes one OCI image index listing
+// them, each with its platform, as an OCI layout tarball at o.Output; o's binaries are ignored
+// (each platform compiles its own). It returns the index's digest, which pins every platform.
+func Platforms(ctx context.Context, o Options, archs []string) (v1.Hash, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, arch := range archs {
+		po := o
+		po.Arch, po.Binary, po.Adapter, po.Activator = arch, "", "", ""
+		img, err := build(ctx, po)
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("linux/%s: %w", arch, err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: "linux", Architecture: arch},
+		}})
+	}
+	// The index itself carries the version, as buildx's OCI output does: the layout's one entry.
+	if err := writeOCIArchive(o, func(p layout.Path, opt layout.Option) error { return p.AppendIndex(idx, opt) }); err != nil {
 		return v1.Hash{}, err
 	}
-	if err := writeOCIArchive(o.Output, img, o.Version); err != nil {
-		return v1.Hash{}, err
-	}
-	return img.Digest()
+	return idx.Digest()
 }
 
 // compile builds a static binary of the package pkg (no cgo: no libc needed on an empty base).
@@ -190,8 +226,14 @@ func mkdirs(tw *tar.Writer, dir string) error {
 	return nil
 }
 
-// writeOCIArchive writes img into an OCI image layout and tars that directory to out.
-func writeOCIArchive(out string, img v1.Image, version string) error {
+// writeOCIArchive writes one entry (an image or an index, added by add with the ref name
+// annotation) into an OCI image layout and tars that directory to out.
+func writeOCIArchive(o Options, add func(layout.Path, layout.Option) error) error {
+	out := o.Output
+	annotations := map[string]string{"org.opencontainers.image.ref.name": o.Version}
+	if o.Name != "" {
+		annotations["io.containerd.image.name"] = o.Name
+	}
 	dir, err := os.MkdirTemp("", "oci-layout-")
 	if err != nil {
 		return err
@@ -201,9 +243,7 @@ func writeOCIArchive(out string, img v1.Image, version string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": version,
-	})); err != nil {
+	if err := add(p, layout.WithAnnotations(annotations)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {

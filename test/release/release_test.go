@@ -1,0 +1,597 @@
+package main
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/test/chart"
+	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// testVersion is the release the test builds; a pre-release, as no tag names it.
+const testVersion = "v0.0.1-test.1"
+
+// PluginPlatformsEnv narrows the plugin's platforms the test builds (cross-compiling all six
+// is the slow part of a cold release); make release builds every one.
+const PluginPlatformsEnv = "RELEASE_TEST_PLUGIN_PLATFORMS"
+
+const systemNamespace = testenv.SystemNamespace
+
+// TestRelease runs make release and checks each artifact: the image index lists linux/amd64
+// and linux/arm64 with configs that say so, the sums and the krew manifest match the files,
+// the manifests pin exactly what the packaged chart pins; then it runs the README's two install
+// commands on the local cluster (the release's files for its URLs), with the image loaded from
+// the release's archive, and the operator becomes Available from each.
+func TestRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a release and starts the local cluster")
+	}
+	// A cold release cross-compiles the image for two platforms: most of this bound.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := chart.Bin(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	platforms := os.Getenv(PluginPlatformsEnv)
+	if platforms == "" {
+		// The host's, run below: a cold cross-compile of the plugin takes about 7 minutes on 2
+		// busy cores (TestArchives covers the zip); make release builds all six.
+		platforms = "linux/" + runtime.GOARCH
+	}
+	dist := filepath.Join(t.TempDir(), "dist")
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+testVersion, "DIST="+dist,
+		"HELM_BIN="+helm, "RELEASE_PLUGIN_PLATFORMS="+platforms)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	t.Logf("make release VERSION=%s (plugins %s) in %s:\n%s", testVersion, platforms, time.Since(start).Round(time.Second), tail(out, 30))
+	if err != nil {
+		t.Fatalf("make release: %v", err)
+	}
+
+	ref := strings.TrimSpace(readText(t, filepath.Join(dist, "image.txt")))
+	repository, digest, _ := strings.Cut(ref, "@")
+	repository = strings.TrimSuffix(repository, ":"+testVersion)
+	if repository != "ghcr.io/example/"+ImageName || !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("image.txt: %s", ref)
+	}
+	rootfs := checkImageIndex(t, dist, repository, digest)
+	checkChecksums(t, dist)
+	checkKrew(t, dist, platforms)
+	h := chart.Helm{Bin: helm, Home: t.TempDir()}
+	chartPackage := filepath.Join(dist, ChartName+"-"+strings.TrimPrefix(testVersion, "v")+".tgz")
+	checkPins(t, h, dist, chartPackage, ref)
+
+	// The local node runs the image unpacked from the release's archive, as a node that
+	// imported it (ctr images import) would.
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: 1, ExtraArgs: []string{"--exec-image=" + repository + "=" + rootfs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	kube, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPlugin(t, dist, c)
+	helmCmd, kubectlCmd := readmeInstall(t, root)
+	h.Kubeconfig = c.KubeconfigPath()
+
+	// The chart from its package, as the README's helm install.
+	args := localArgs(helmCmd, chartPackage, dist)
+	t.Logf("$ %s", strings.Join(args, " "))
+	if o, _, err := h.Run(ctx, root, args[1:]...); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Log(o)
+	}
+	operatorAvailable(t, c, kube)
+	if _, err := os.Stat(filepath.Join(root, chartDir, "templates", "tests")); err == nil {
+		o, _, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("$ helm test %s\n%s", args[2], o)
+	}
+	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "--wait", "--timeout", "3m"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, "namespace "+systemNamespace+" gone after helm uninstall", func() error {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+
+	// The manifests, as the README's kubectl apply.
+	args = localArgs(kubectlCmd, chartPackage, dist)
+	t.Logf("$ %s", strings.Join(args, " "))
+	if o, _, err := c.Kubectl(ctx, args[1:]...); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Log(o)
+	}
+	operatorAvailable(t, c, kube)
+}
+
+// tail is the last n lines of out.
+func tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func readText(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkImageIndex reads the archive back: one entry, the index named by version and full
+// name, whose digest is the pinned one, listing linux/amd64 and linux/arm64, each image's
+// config saying the same and holding the three binaries. It returns the host platform's
+// image unpacked (config.json and rootfs/) for the local kubelet.
+func checkImageIndex(t *testing.T, dist, repository, digest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	untar(t, filepath.Join(dist, ImageArchive(testVersion)), filepath.Join(dir, "layout"))
+	top, err := layout.ImageIndexFromPath(filepath.Join(dir, "layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 {
+		t.Fatalf("index.json lists %d entries, want the release's index", len(tm.Manifests))
+	}
+	d := tm.Manifests[0]
+	if d.MediaType != types.OCIImageIndex || d.Digest.String() != digest ||
+		d.Annotations["org.opencontainers.image.ref.name"] != testVersion || d.Annotations["io.containerd.image.name"] != repository+":"+testVersion {
+		t.Fatalf("index.json entry %+v, want an OCI index %s named %s:%s", d, digest, repository, testVersion)
+	}
+	idx, err := top.ImageIndex(d.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	var host v1.Image
+	for _, m := range im.Manifests {
+		if m.Platform == nil {
+			t.Fatalf("manifest %s without a platform", m.Digest)
+		}
+		listed = append(listed, m.Platform.OS+"/"+m.Platform.Architecture)
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.OS != m.Platform.OS || cf.Architecture != m.Platform.Architecture {
+			t.Errorf("%s: the config says %s/%s", m.Digest, cf.OS, cf.Architecture)
+		}
+		if len(cf.Config.Entrypoint) != 1 || cf.Config.Labels["org.opencontainers.image.version"] != testVersion {
+			t.Errorf("%s/%s config: entrypoint %v, labels %v", cf.OS, cf.Architecture, cf.Config.Entrypoint, cf.Config.Labels)
+		}
+		if m.Platform.Architecture == runtime.GOARCH {
+			host = img
+		}
+	}
+	sort.Strings(listed)
+	if strings.Join(listed, ",") != "linux/amd64,linux/arm64" {
+		t.Fatalf("the index lists %v, want linux/amd64 and linux/arm64", listed)
+	}
+	t.Logf("image %s@%s: %v", repository, digest, listed)
+	if host == nil {
+		t.Fatalf("no image for the host's %s", runtime.GOARCH)
+	}
+	return unpack(t, host, filepath.Join(dir, "image"))
+}
+
+// unpack writes img's configuration and its layers applied, as a node keeps a pulled image.
+func unpack(t *testing.T, img v1.Image, dir string) string {
+	t.Helper()
+	cfg, err := img.RawConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var bins []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "rootfs", filepath.FromSlash(path.Clean("/"+h.Name)))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, b, os.FileMode(h.Mode).Perm())
+			}
+			if h.Mode&0o111 != 0 {
+				bins = append(bins, h.Name)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(bins)
+	if strings.Join(bins, " ") != "inferenceservice-activator inferenceservice-metrics-adapter inferenceservice-operator" {
+		t.Fatalf("executables in the image: %v", bins)
+	}
+	return dir
+}
+
+func untar(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(path.Clean("/"+h.Name)))
+		if h.Typeflag == tar.TypeDir {
+			err = os.MkdirAll(p, 0o755)
+		} else if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, b, 0o644)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkChecksums: checksums.txt lists every other file of the release, with its sha256.
+func checkChecksums(t *testing.T, dist string) {
+	t.Helper()
+	listed := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(readText(t, filepath.Join(dist, "checksums.txt"))))
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok {
+			t.Fatalf("checksums.txt line %q", sc.Text())
+		}
+		b, err := os.ReadFile(filepath.Join(dist, filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hex.EncodeToString(SHA256(b)); got != sum {
+			t.Errorf("%s: sha256 %s, checksums.txt says %s", name, got, sum)
+		}
+		listed[name] = true
+	}
+	err := filepath.Walk(dist, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dist, p)
+		if rel = filepath.ToSlash(rel); rel != "checksums.txt" && !listed[rel] {
+			t.Errorf("%s is not in checksums.txt", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checksums.txt: %d files, each matching", len(listed))
+}
+
+// checkKrew: one platform per archive built, its uri the forge's download of it, its sha256
+// the archive's, and its bin inside the archive.
+func checkKrew(t *testing.T, dist, platforms string) {
+	t.Helper()
+	var m struct {
+		Spec struct{ Platforms []krewPlatform }
+	}
+	if err := yaml.Unmarshal([]byte(readText(t, filepath.Join(dist, "krew", "isvc.yaml"))), &m); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ParsePlatforms(platforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Spec.Platforms) != len(want) {
+		t.Fatalf("krew lists %d platforms, %d built", len(m.Spec.Platforms), len(want))
+	}
+	for _, kp := range m.Spec.Platforms {
+		name := path.Base(kp.URI)
+		if kp.URI != Homepage+"/releases/download/"+testVersion+"/"+name {
+			t.Errorf("uri %s", kp.URI)
+		}
+		b, err := os.ReadFile(filepath.Join(dist, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hex.EncodeToString(SHA256(b)); got != kp.SHA256 {
+			t.Errorf("%s: sha256 %s, krew says %s", name, got, kp.SHA256)
+		}
+		files := archiveFiles(t, name, b)
+		if _, ok := files[kp.Bin]; !ok {
+			t.Errorf("%s holds %v, not its bin %s", name, keys(files), kp.Bin)
+		}
+	}
+}
+
+// archiveFiles reads a plugin archive (tar.gz or zip) into name -> content.
+func archiveFiles(t *testing.T, name string, b []byte) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	if strings.HasSuffix(name, ".zip") {
+		zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range zr.File {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[f.Name], err = io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return files
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if files[h.Name], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// imageRE finds container images in rendered YAML.
+var imageRE = regexp.MustCompile(`(?m)^\s*(?:- )?image: "?([^"\s]+)"?\s*$`)
+
+// checkPins: the packaged chart has the release's version and appVersion, and every image it
+// renders is the pinned ref; install.yaml's images are exactly the same, crds.yaml only CRDs.
+func checkPins(t *testing.T, h chart.Helm, dist, pkg, ref string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	show, _, err := h.Run(ctx, dist, "show", "chart", pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal([]byte(show), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Version != strings.TrimPrefix(testVersion, "v") || meta.AppVersion != testVersion {
+		t.Errorf("chart version %s, appVersion %s", meta.Version, meta.AppVersion)
+	}
+	rendered, _, err := h.Run(ctx, dist, "template", "isvc", pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartImages := images(rendered)
+	manifestImages := images(readText(t, filepath.Join(dist, "install.yaml")))
+	if len(chartImages) != 1 || chartImages[0] != ref {
+		t.Errorf("the chart renders images %v, want only %s", chartImages, ref)
+	}
+	if strings.Join(manifestImages, ",") != strings.Join(chartImages, ",") {
+		t.Errorf("install.yaml runs %v, the chart %v", manifestImages, chartImages)
+	}
+	crds, _, err := SplitCRDs(readText(t, filepath.Join(dist, "crds.yaml")) + "---\nkind: Namespace\n")
+	if err != nil || strings.Count(crds, "kind: CustomResourceDefinition") == 0 {
+		t.Errorf("crds.yaml: %v", err)
+	}
+	if strings.Contains(readText(t, filepath.Join(dist, "install.yaml")), "kind: CustomResourceDefinition") {
+		t.Error("install.yaml holds a CRD")
+	}
+	t.Logf("chart %s (appVersion %s) and install.yaml run %v", meta.Version, meta.AppVersion, chartImages)
+}
+
+// images is the set of images in rendered YAML, sorted.
+func images(rendered string) []string {
+	set := map[string]bool{}
+	for _, m := range imageRE.FindAllStringSubmatch(rendered, -1) {
+		set[m[1]] = true
+	}
+	var out []string
+	for i := range set {
+		out = append(out, i)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runPlugin runs the host's plugin from its archive against the cluster: its version is the
+// release's.
+func runPlugin(t *testing.T, dist string, c *cluster.Cluster) {
+	t.Helper()
+	p := Platform{"linux", runtime.GOARCH}
+	b, err := os.ReadFile(filepath.Join(dist, PluginArchive(testVersion, p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), PluginBinary(p))
+	if err := os.WriteFile(bin, archiveFiles(t, "x.tar.gz", b)[PluginBinary(p)], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testenv.Ctx(t, time.Minute), bin, "version", "--kubeconfig", c.KubeconfigPath())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Client Version: "+testVersion+"\n") {
+		t.Fatalf("kubectl-isvc version: %v\n%s", err, out)
+	}
+	t.Logf("$ kubectl-isvc version\n%s", out)
+}
+
+// readmeInstall is the README's two install commands, from the first sh block of its install
+// section: the helm install and the kubectl apply.
+func readmeInstall(t *testing.T, root string) (helmCmd, kubectlCmd string) {
+	t.Helper()
+	readme := readText(t, filepath.Join(root, "README.md"))
+	_, section, ok := strings.Cut(readme, "\n## Install on your cluster\n")
+	if !ok {
+		t.Fatal("README.md has no install section")
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md's install section has no sh block")
+	}
+	for _, l := range strings.Split(block, "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		switch l = strings.TrimSpace(l); {
+		case strings.HasPrefix(l, "helm install "):
+			helmCmd = l
+		case strings.HasPrefix(l, "kubectl apply "):
+			kubectlCmd = l
+		}
+	}
+	if helmCmd == "" || kubectlCmd == "" {
+		t.Fatalf("README.md's install block lacks a helm install or a kubectl apply:\n%s", block)
+	}
+	return helmCmd, kubectlCmd
+}
+
+var (
+	chartURLRE    = regexp.MustCompile(`oci://ghcr\.io/example/charts/` + ChartName + ` --version \S+`)
+	downloadURLRE = regexp.MustCompile(regexp.QuoteMeta(Homepage) + `/releases/download/[^/\s]+/`)
+)
+
+// localArgs is a README command with the release's addresses replaced by its files here.
+func localArgs(command, chartPackage, dist string) []string {
+	command = chartURLRE.ReplaceAllLiteralString(command, chartPackage)
+	command = downloadURLRE.ReplaceAllLiteralString(command, dist+"/")
+	return strings.Fields(command)
+}
+
+// operatorAvailable adapts the install to the local node, then waits for the operator's
+// Deployment to be Available. The local node runs every pod in its one network namespace, where
+// the operator's :8081 would collide with the activator's podIP:8081, so the operator binds its
+// pod IP as the activator does; it mounts no ServiceAccount files, where the operator reads its
+// Lease's namespace in a pod, so that is given by flag; and every Deployment runs one replica
+// (a standby's readiness and failover are test/incluster's).
+func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interface) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	patch := `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}}`
+	for _, a := range []string{"--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081", "--leader-election-namespace=" + systemNamespace} {
+		patch += `,{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"` + a + `"}`
+	}
+	for _, args := range [][]string{
+		{"-n", systemNamespace, "scale", "deployment", "--all", "--replicas=1"},
+		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json", "-p", patch + "]"},
+	} {
+		if _, _, err := c.Kubectl(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	var d *appsv1.Deployment
+	testenv.Eventually(t, 4*time.Minute, "the operator's Deployment Available", func() error {
+		var err error
+		if d, err = kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 || d.Status.Replicas != 1 {
+			return fmt.Errorf("status %+v", d.Status)
+		}
+		for _, cond := range d.Status.Conditions {
+			if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", d.Status.Conditions)
+	})
+	pods, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "get", "pods,deployments", "-o", "wide")
+	logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "deployment/inferenceservice-operator", "--tail=5")
+	t.Logf("operator Available %s after the adaptation, image %s:\n%s\n%s", time.Since(start).Round(time.Second), d.Spec.Template.Spec.Containers[0].Image, pods, logs)
+}
