@@ -58,7 +58,7 @@ var epoch = time.Unix(0, 0).UTC()
 
 func main() {
 	var o Options
-	var plugins string
+	var plugins, archs string
 	flag.StringVar(&o.Version, "version", "", "The release version, vX.Y.Z.")
 	flag.StringVar(&o.Registry, "registry", "ghcr.io/example", "The registry the image is pushed to (REGISTRY/inferenceservice-operator) and its charts (REGISTRY/charts).")
 	flag.StringVar(&o.Out, "o", "", "Output folder; empty is dist/VERSION.")
@@ -67,10 +67,11 @@ func main() {
 	flag.StringVar(&o.Download, "download", "", "URL prefix of the release's files; empty is "+Homepage+"/releases/download/VERSION.")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle added to the image (see test/image).")
 	flag.StringVar(&plugins, "plugin-platforms", allPlatform, "The plugin's os/arch list.")
+	flag.StringVar(&archs, "image-archs", "amd64,arm64", "The image index's linux architectures.")
 	flag.Parse()
 	var err error
 	if o.Plugins, err = ParsePlatforms(plugins); err == nil {
-		o.ImageArchs = []string{"amd64", "arm64"}
+		o.ImageArchs = strings.Split(archs, ",")
 		err = Run(context.Background(), o)
 	}
 	if err != nil {

@@ -44,6 +44,11 @@ const testVersion = "v0.0.1-test.1"
 // is the slow part of a cold release); make release builds every one.
 const PluginPlatformsEnv = "RELEASE_TEST_PLUGIN_PLATFORMS"
 
+// ImageArchsEnv narrows the image index's architectures the test builds (make test: the
+// host's, since a cold cross-compile of the image's three binaries is most of a release's
+// time); make release and make release-check build amd64 and arm64.
+const ImageArchsEnv = "RELEASE_TEST_IMAGE_ARCHS"
+
 const systemNamespace = testenv.SystemNamespace
 
 // TestRelease runs make release and checks each artifact: the image index lists linux/amd64
@@ -72,13 +77,17 @@ func TestRelease(t *testing.T) {
 		// busy cores (TestArchives covers the zip); make release builds all six.
 		platforms = "linux/" + runtime.GOARCH
 	}
+	archs := os.Getenv(ImageArchsEnv)
+	if archs == "" {
+		archs = "amd64,arm64"
+	}
 	dist := filepath.Join(t.TempDir(), "dist")
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+testVersion, "DIST="+dist,
-		"HELM_BIN="+helm, "RELEASE_PLUGIN_PLATFORMS="+platforms)
+		"HELM_BIN="+helm, "RELEASE_PLUGIN_PLATFORMS="+platforms, "RELEASE_IMAGE_ARCHS="+archs)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
-	t.Logf("make release VERSION=%s (plugins %s) in %s:\n%s", testVersion, platforms, time.Since(start).Round(time.Second), tail(out, 30))
+	t.Logf("make release VERSION=%s (image %s, plugins %s) in %s:\n%s", testVersion, archs, platforms, time.Since(start).Round(time.Second), tail(out, 30))
 	if err != nil {
 		t.Fatalf("make release: %v", err)
 	}
@@ -89,7 +98,7 @@ func TestRelease(t *testing.T) {
 	if repository != "ghcr.io/example/"+ImageName || !strings.HasPrefix(digest, "sha256:") {
 		t.Fatalf("image.txt: %s", ref)
 	}
-	rootfs := checkImageIndex(t, dist, repository, digest)
+	rootfs := checkImageIndex(t, dist, repository, digest, archs)
 	checkChecksums(t, dist)
 	checkKrew(t, dist, platforms)
 	h := chart.Helm{Bin: helm, Home: t.TempDir()}
@@ -120,13 +129,9 @@ func TestRelease(t *testing.T) {
 		t.Log(o)
 	}
 	operatorAvailable(t, c, kube)
-	if _, err := os.Stat(filepath.Join(root, chartDir, "templates", "tests")); err == nil {
-		o, _, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("$ helm test %s\n%s", args[2], o)
-	}
+	// helm test is not run here: its Pod dials the Services by their DNS names, and the local
+	// cluster has no Service network for the processes its kubelet runs (TestHelmTestCredentials
+	// proves the hook's check and token against the installed operator instead).
 	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "--wait", "--timeout", "3m"); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +176,7 @@ func readText(t *testing.T, p string) string {
 // name, whose digest is the pinned one, listing linux/amd64 and linux/arm64, each image's
 // config saying the same and holding the three binaries. It returns the host platform's
 // image unpacked (config.json and rootfs/) for the local kubelet.
-func checkImageIndex(t *testing.T, dist, repository, digest string) string {
+func checkImageIndex(t *testing.T, dist, repository, digest, archs string) string {
 	t.Helper()
 	dir := t.TempDir()
 	untar(t, filepath.Join(dist, ImageArchive(testVersion)), filepath.Join(dir, "layout"))
@@ -225,8 +230,13 @@ func checkImageIndex(t *testing.T, dist, repository, digest string) string {
 		}
 	}
 	sort.Strings(listed)
-	if strings.Join(listed, ",") != "linux/amd64,linux/arm64" {
-		t.Fatalf("the index lists %v, want linux/amd64 and linux/arm64", listed)
+	var want []string
+	for _, a := range strings.Split(archs, ",") {
+		want = append(want, "linux/"+a)
+	}
+	sort.Strings(want)
+	if strings.Join(listed, ",") != strings.Join(want, ",") {
+		t.Fatalf("the index lists %v, want %v", listed, want)
 	}
 	t.Logf("image %s@%s: %v", repository, digest, listed)
 	if host == nil {
