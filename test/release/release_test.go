@@ -34,6 +34,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/test/chart"
 	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/image/oci"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -179,7 +180,9 @@ func readText(t *testing.T, p string) string {
 func checkImageIndex(t *testing.T, dist, repository, digest, archs string) string {
 	t.Helper()
 	dir := t.TempDir()
-	untar(t, filepath.Join(dist, ImageArchive(testVersion)), filepath.Join(dir, "layout"))
+	if err := oci.Untar(filepath.Join(dist, ImageArchive(testVersion)), filepath.Join(dir, "layout")); err != nil {
+		t.Fatal(err)
+	}
 	top, err := layout.ImageIndexFromPath(filepath.Join(dir, "layout"))
 	if err != nil {
 		t.Fatal(err)
@@ -292,37 +295,6 @@ func unpack(t *testing.T, img v1.Image, dir string) string {
 		t.Fatalf("executables in the image: %v", bins)
 	}
 	return dir
-}
-
-func untar(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(path.Clean("/"+h.Name)))
-		if h.Typeflag == tar.TypeDir {
-			err = os.MkdirAll(p, 0o755)
-		} else if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			var b []byte
-			if b, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, b, 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // checkChecksums: checksums.txt lists every other file of the release, with its sha256.

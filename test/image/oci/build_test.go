@@ -13,40 +13,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// untar extracts an OCI layout tarball into dir.
-func untar(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.Clean(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestBuild builds the operator and its image, then reads the OCI layout back: an OCI
 // manifest, the config's entrypoint, user and labels, and one layer holding the static
 // executable with mode 0755.
@@ -77,7 +43,9 @@ func TestBuild(t *testing.T) {
 	t.Logf("built %s: %s, %d bytes", out, digest, st.Size())
 
 	layoutDir := filepath.Join(dir, "layout")
-	untar(t, out, layoutDir)
+	if err := Untar(out, layoutDir); err != nil {
+		t.Fatal(err)
+	}
 	idx, err := layout.ImageIndexFromPath(layoutDir)
 	if err != nil {
 		t.Fatal(err)
