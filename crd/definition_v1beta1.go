@@ -271,7 +271,7 @@ func lastStartSchema() apiextensionsv1.JSONSchemaProps {
 				Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object", Required: []string{"name", "seconds"},
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"name":    {Type: "string", Description: "The phase: scheduled, container started, process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start."},
+						"name":    {Type: "string", Description: "The phase: scheduled, image pulled, container started, process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start."},
 						"seconds": {Type: "number", Description: "The phase's own seconds."},
 					},
 				}}},

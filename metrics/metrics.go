@@ -129,7 +129,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	// Buckets from a second to about an hour (the default startup budget): a download or a
 	// compile takes minutes, a process start seconds.
 	m.startPhases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "inferenceservice_start_phase_seconds", Help: "Seconds each phase of a model pod's start took (scheduled, container started, then the model server's from its own log: process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start), by phase. One sample per phase of each start the operator sees end.",
+		Name: "inferenceservice_start_phase_seconds", Help: "Seconds each phase of a model pod's start took (scheduled, image pulled, container started, then the model server's from its own log: process start, weights download, weights load, model load, torch.compile, CUDA graph capture, engine init, API server start), by phase. One sample per phase of each start the operator sees end.",
 		Buckets: []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800, 2700, 3600},
 	}, []string{"phase"})
 	reg.MustRegister(m.startPhases)

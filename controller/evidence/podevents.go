@@ -62,20 +62,28 @@ func (r *Reader) podEvents(ctx context.Context, key queue.Key, in reconcile.Inpu
 // readPodEvents lists the Events about one pod; nil when the read failed (the status then says
 // Starting, as without the read).
 func (r *Reader) readPodEvents(ctx context.Context, p *corev1.Pod) []reconcile.PodEvent {
-	ctx, cancel := context.WithTimeout(ctx, eventReadTimeout)
-	defer cancel()
-	list, err := r.kube.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(p.UID)).String(), Limit: maxPodEvents})
-	r.countEventRead(resultOf(err))
+	out, err := r.listPodEvents(ctx, p.Namespace, p.UID)
 	if err != nil {
 		klog.V(2).InfoS("Events of a pod still being created not read; its status says Starting", "pod", klog.KObj(p), "err", err)
-		return nil
+	}
+	return out
+}
+
+// listPodEvents lists the Events about the pod with uid, at most maxPodEvents; nil on an error.
+func (r *Reader) listPodEvents(ctx context.Context, ns string, uid types.UID) ([]reconcile.PodEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, eventReadTimeout)
+	defer cancel()
+	list, err := r.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String(), Limit: maxPodEvents})
+	r.countEventRead(resultOf(err))
+	if err != nil {
+		return nil, err
 	}
 	out := make([]reconcile.PodEvent, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, podEventOf(&list.Items[i]))
 	}
-	return out
+	return out, nil
 }
 
 // resultOf is a read's result as counted.
@@ -102,5 +110,5 @@ func podEventOf(e *corev1.Event) reconcile.PodEvent {
 	if last.IsZero() {
 		last = first
 	}
-	return reconcile.PodEvent{Type: e.Type, Reason: e.Reason, Message: e.Message, First: first, Last: last}
+	return reconcile.PodEvent{Type: e.Type, Reason: e.Reason, Message: e.Message, FieldPath: e.InvolvedObject.FieldPath, First: first, Last: last}
 }

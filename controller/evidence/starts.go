@@ -1,7 +1,9 @@
 // Where a start's minutes went (reconcile.StartsWanted): the head of each serving run's log is
-// read through pods/log once, when the run is first seen ready, and told as a start
-// (reconcile.StartOf); each phase of a start that just ended is counted in the start phase
-// histogram. A read that fails is remembered as nothing for that run: its start is not told.
+// read through pods/log once, when the run is first seen ready, and with a pod's first run its
+// pod's Events (the kubelet's Pulled), and told as a start (reconcile.StartOf); each phase of a
+// start that just ended is counted in the start phase histogram. A log read that fails is
+// remembered as nothing for that run: its start is not told; an Events read that fails leaves
+// the image's pull inside "container started".
 
 package evidence
 
@@ -50,14 +52,14 @@ func (r *Reader) starts(ctx context.Context, key queue.Key, wanted []reconcile.S
 	return out
 }
 
-// readStart reads the head of run's log and tells its start; nil when the read failed or the
-// log does not say the server serves.
+// readStart reads the head of run's log, and for a first run its pod's Events, and tells its
+// start; nil when the log's read failed or the log does not say the server serves.
 func (r *Reader) readStart(ctx context.Context, run reconcile.StartRun) *crd.StartRecord {
-	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	logCtx, cancel := context.WithTimeout(ctx, logReadTimeout)
 	defer cancel()
 	body, err := r.kube.CoreV1().Pods(run.Namespace).GetLogs(run.Pod, &corev1.PodLogOptions{
 		Container: run.Container, Timestamps: true, LimitBytes: ptr.To[int64](startLimitBytes),
-	}).DoRaw(ctx)
+	}).DoRaw(logCtx)
 	r.countLogRead(resultOf(err))
 	if err != nil {
 		klog.V(2).InfoS("Start log of a serving container not read; its start's phases are not told", "pod", klog.KRef(run.Namespace, run.Pod),
@@ -67,7 +69,16 @@ func (r *Reader) readStart(ctx context.Context, run reconcile.StartRun) *crd.Sta
 	if len(body) >= startLimitBytes {
 		body = body[:bytes.LastIndexByte(body, '\n')+1] // cut at the limit: the last line may be a part of one
 	}
-	return reconcile.StartOf(run, reconcile.StartPhasesOf(string(body), run.StartedAt))
+	vllm := reconcile.StartPhasesOf(string(body), run.StartedAt)
+	rec := reconcile.StartOf(run, nil, vllm)
+	if rec == nil || run.Restarted {
+		return rec // no start, or one without the pod's phases: no Events to read
+	}
+	events, err := r.listPodEvents(ctx, run.Namespace, run.PodUID)
+	if err != nil {
+		klog.V(2).InfoS("Events of a started pod not read; its image's pull is not told apart", "pod", klog.KRef(run.Namespace, run.Pod), "err", err)
+	}
+	return reconcile.StartOf(run, events, vllm)
 }
 
 // observeStart counts a start that just ended in the histogram, phase by phase.

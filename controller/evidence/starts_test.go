@@ -37,14 +37,19 @@ func TestStartsReadOncePerRun(t *testing.T) {
 	w.observeStartPhase = func(phase string, secs float64) { observed = append(observed, phase) }
 	run := serving(0, t0)
 	w.logs.Current = startLog(t0)
+	w.logs.Events = pulledEvents
 	got := w.starts(context.Background(), w.key, []reconcile.StartRun{run}, t0.Add(time.Minute))
-	want := "GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous= tailLines= limitBytes=131072 timestamps=true"
-	if reads := w.logs.Take(); len(reads) != 1 || reads[0] != want {
-		t.Fatalf("reads:\n%s\nwant one:\n%s", strings.Join(reads, "\n"), want)
+	want := []string{"GET /api/v1/namespaces/default/pods/qwen3-abc-1/log container=vllm previous= tailLines= limitBytes=131072 timestamps=true",
+		"GET /api/v1/namespaces/default/events fieldSelector=involvedObject.uid=pod-uid limit=100"}
+	if reads := w.logs.Take(); strings.Join(reads, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("reads:\n%s\nwant:\n%s", strings.Join(reads, "\n"), strings.Join(want, "\n"))
 	}
 	rec := got[run.RunID]
 	if rec == nil || rec.TotalSeconds != 8 || rec.Pod != run.Pod {
 		t.Fatalf("start %+v", rec)
+	}
+	if p := rec.Phases; len(p) < 3 || p[1].Name != reconcile.PhaseImagePulled || p[1].Seconds != 0.312 || p[2].Name != reconcile.PhaseContainerStarted || p[2].Seconds != 1.688 {
+		t.Errorf("phases %+v, want the pull's 0.312s of the 2s from scheduling to the start", rec.Phases)
 	}
 	if len(observed) != len(rec.Phases) || observed[0] != reconcile.PhaseScheduled {
 		t.Errorf("observed %v for phases %+v", observed, rec.Phases)
@@ -66,4 +71,23 @@ func TestStartsReadOncePerRun(t *testing.T) {
 	if w.reads["ok"] != 2 {
 		t.Errorf("reads counted %v", w.reads)
 	}
+	// Events not read: the start is told as without them; a restarted run's reads no Events
+	w.logs.Take()
+	w.logs.EventsCode = 403
+	if rec := w.starts(context.Background(), w.key, []reconcile.StartRun{serving(2, t0)}, t0.Add(time.Minute))["pod-uid/vllm/2"]; rec == nil ||
+		rec.Phases[1].Name != reconcile.PhaseContainerStarted || rec.Phases[1].Seconds != 2 {
+		t.Errorf("Events refused: %+v", rec)
+	}
+	restarted := serving(3, t0)
+	restarted.Restarted = true
+	w.logs.Take()
+	if rec := w.starts(context.Background(), w.key, []reconcile.StartRun{restarted}, t0.Add(time.Minute))[restarted.RunID]; rec == nil || len(w.logs.Take()) != 1 {
+		t.Errorf("restarted run: %+v", rec)
+	}
 }
+
+// pulledEvents are the pod's Events as the API lists them: the model server's image pulled in 312ms.
+const pulledEvents = `{"kind":"EventList","apiVersion":"v1","items":[
+{"metadata":{"name":"qwen3-abc-1.1","namespace":"default"},"involvedObject":{"kind":"Pod","uid":"pod-uid","fieldPath":"spec.containers{vllm}"},
+ "reason":"Pulled","type":"Normal","firstTimestamp":"2025-12-31T23:59:59Z","lastTimestamp":"2025-12-31T23:59:59Z",
+ "message":"Successfully pulled image \"vllm/vllm-openai:v0.11.0\" in 300ms (312ms including waiting). Image size: 4212134 bytes."}]}`

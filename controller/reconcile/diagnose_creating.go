@@ -33,6 +33,8 @@ const DefaultCreatingEvidenceAfter = 2 * time.Minute
 // PodEvent is what the diagnosis reads of one Event about a pod.
 type PodEvent struct {
 	Type, Reason, Message string
+	// FieldPath is the part of the pod the event is about: spec.containers{vllm} for a container's.
+	FieldPath string
 	// First and Last are when the event was first and last seen (a series counts repeats).
 	First, Last time.Time
 }

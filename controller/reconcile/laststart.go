@@ -1,13 +1,15 @@
 // Where a start's minutes went, the pure half (issue 36): which container runs to read the
 // start log of (StartsWanted, for the I/O layer, once per run when it first serves), the start
-// those reads tell with the pod's own times (StartOf: scheduled, container started, then the
-// model server's phases from StartPhasesOf), and the status's last start and its SlowStart.
+// those reads tell with the pod's own times and the kubelet's Pulled Event (StartOf: scheduled,
+// image pulled, container started, then the model server's phases from StartPhasesOf), and the
+// status's last start and its SlowStart.
 
 package reconcile
 
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +26,12 @@ const (
 	// PhaseScheduled is the pod's creation to its PodScheduled condition: queueing, admission,
 	// the scheduler.
 	PhaseScheduled = "scheduled"
-	// PhaseContainerStarted is the pod's scheduling to its model server container's start: the
-	// image pull, volumes, the container's creation. The kubelet's Pulling and Pulled Events
-	// would split it; the operator reads Events only for pods stuck creating, so it says no more.
+	// PhaseImagePulled is the model server image's pull, as the kubelet's Pulled Event of the
+	// container says it (0 when the image was present); absent when no such Event was read
+	// (Events expire after an hour), and the pull stays in PhaseContainerStarted.
+	PhaseImagePulled = "image pulled"
+	// PhaseContainerStarted is the rest of the pod's scheduling to its model server container's
+	// start: volumes, the sandbox, the container's creation, and the pull when not told apart.
 	PhaseContainerStarted = "container started"
 )
 
@@ -79,10 +84,11 @@ func StartsWanted(in Input) []StartRun {
 	return out
 }
 
-// StartOf is run's start: the pod's phases, then its model server's (vllm, from StartPhasesOf
-// on the run's log), timed so that they add up to creation -> serving. nil when the log does
-// not say the server serves (a log cut short, a server that prints nothing vLLM prints).
-func StartOf(run StartRun, vllm []Phase) *crd.StartRecord {
+// StartOf is run's start: the pod's phases (the image's pull from its pod's events, when they
+// have the container's Pulled), then its model server's (vllm, from StartPhasesOf on the run's
+// log), timed so that they add up to creation -> serving. nil when the log does not say the
+// server serves (a log cut short, a server that prints nothing vLLM prints).
+func StartOf(run StartRun, events []PodEvent, vllm []Phase) *crd.StartRecord {
 	var serving *Phase
 	for i := range vllm {
 		if vllm[i].Name == PhaseServing && !vllm[i].Going {
@@ -109,7 +115,15 @@ func StartOf(run StartRun, vllm []Phase) *crd.StartRecord {
 		} else {
 			add(PhaseScheduled, sched.Sub(began).Seconds())
 		}
-		add(PhaseContainerStarted, run.StartedAt.Sub(sched).Seconds())
+		gap := run.StartedAt.Sub(sched)
+		if pull, ok := ImagePullOf(events, run.Container); ok {
+			// the API's whole seconds can make the gap shorter than the kubelet's measured pull:
+			// the pull is then all of it, so that the phases still add up
+			pull = min(pull, gap)
+			add(PhaseImagePulled, pull.Seconds())
+			gap -= pull
+		}
+		add(PhaseContainerStarted, gap.Seconds())
 	}
 	for _, p := range vllm {
 		if p.Name != PhaseServing {
@@ -123,6 +137,41 @@ func StartOf(run StartRun, vllm []Phase) *crd.StartRecord {
 		}
 	}
 	return rec
+}
+
+// ImagePullOf is how long the kubelet took to pull container's image, from the first Pulled
+// Event about that container: the time including the wait for other pulls, 0 when the image
+// was present; ok is false when the events have no Pulled of the container in words it prints.
+func ImagePullOf(events []PodEvent, container string) (time.Duration, bool) {
+	path := "spec.containers{" + container + "}"
+	var first *PodEvent
+	for i := range events {
+		if e := &events[i]; e.Reason == "Pulled" && e.FieldPath == path && (first == nil || e.First.Before(first.First)) {
+			first = e
+		}
+	}
+	if first == nil {
+		return 0, false
+	}
+	return pullTookOf(first.Message)
+}
+
+// pullTookOf reads a Pulled Event's message as the kubelet (v1.30 to v1.37) prints it:
+// `Successfully pulled image "i" in 1.1s (1.2s including waiting). Image size: N bytes.` or
+// `Container image "i" already present on machine` (and more words).
+func pullTookOf(msg string) (time.Duration, bool) {
+	if strings.HasPrefix(msg, "Container image ") && strings.Contains(msg, " already present on machine") {
+		return 0, true
+	}
+	head, _, ok := strings.Cut(msg, " including waiting)")
+	if !strings.HasPrefix(msg, "Successfully pulled image ") || !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(head[strings.LastIndexByte(head, '(')+1:])
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
 }
 
 // stampFormat is RFC 3339 to the millisecond, fixed width.

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestStartsWanted(t *testing.T) {
 func TestStartOfAddsUp(t *testing.T) {
 	runs := StartsWanted(Input{Observed: Observed{Pods: []*corev1.Pod{startPod("m-b", true, 0)}}})
 	vllm := StartPhasesOf(strings.Join(kubeletStamped(v011Start, ".25"), "\n"), startedAt)
-	rec := StartOf(runs[0], vllm)
+	rec := StartOf(runs[0], nil, vllm)
 	if rec == nil {
 		t.Fatal("no start")
 	}
@@ -69,11 +70,66 @@ func TestStartOfAddsUp(t *testing.T) {
 	}
 	// a restarted run counts from its own start; a log that does not say it serves tells nothing
 	runs[0].Restarted = true
-	if r := StartOf(runs[0], vllm); r.TotalSeconds != 964.75 || r.Phases[0].Name != PhaseProcessStart {
+	if r := StartOf(runs[0], nil, vllm); r.TotalSeconds != 964.75 || r.Phases[0].Name != PhaseProcessStart {
 		t.Errorf("restarted run: %+v", r)
 	}
-	if r := StartOf(runs[0], StartPhasesOf(strings.Join(upTo("Loading weights took"), "\n"), startedAt)); r != nil {
+	if r := StartOf(runs[0], nil, StartPhasesOf(strings.Join(upTo("Loading weights took"), "\n"), startedAt)); r != nil {
 		t.Errorf("a start still loading: %+v", r)
+	}
+}
+
+// TestStartOfImagePulled: the kubelet's Pulled Event of the model server container splits
+// "container started" in two, the sum unchanged; without one the start says what it said.
+func TestStartOfImagePulled(t *testing.T) {
+	run := StartsWanted(Input{Observed: Observed{Pods: []*corev1.Pod{startPod("m-b", true, 0)}}})[0] // scheduled 10s before its start
+	vllm := StartPhasesOf(strings.Join(kubeletStamped(v011Start, ".25"), "\n"), startedAt)
+	ctr := "spec.containers{" + kinds.ContainerName + "}"
+	pulled := func(path, msg string) []PodEvent {
+		return []PodEvent{{Type: corev1.EventTypeNormal, Reason: "Scheduled", Message: "Successfully assigned ns/m-b to node-0"},
+			{Type: corev1.EventTypeNormal, Reason: "Pulled", FieldPath: path, Message: msg, First: startedAt.Add(-time.Second)}}
+	}
+	for _, c := range []struct {
+		name   string
+		events []PodEvent
+		want   string // the pod's phases with their seconds
+	}{
+		{"pulled", pulled(ctr, `Successfully pulled image "vllm/vllm-openai:v0.11.0" in 1.1s (1.2s including waiting). Image size: 10286551171 bytes.`),
+			"scheduled=2 image pulled=1.2 container started=8.8"},
+		{"pulled in ms", pulled(ctr, `Successfully pulled image "docker.io/vllm/vllm-openai:v0.11.0" in 300ms (312ms including waiting). Image size: 4212134 bytes.`),
+			"scheduled=2 image pulled=0.312 container started=9.688"},
+		{"already present", pulled(ctr, `Container image "vllm/vllm-openai:v0.11.0" already present on machine`),
+			"scheduled=2 image pulled=0 container started=10"},
+		{"present, accessible", pulled(ctr, `Container image "vllm/vllm-openai:v0.11.0" already present on machine and can be accessed by the pod`),
+			"scheduled=2 image pulled=0 container started=10"},
+		// the API's seconds cut the gap short of the kubelet's millisecond clock: the pull is the gap
+		{"pull longer than the gap", pulled(ctr, `Successfully pulled image "vllm/vllm-openai:v0.11.0" in 1m2.4s (1m2.5s including waiting). Image size: 1 bytes.`),
+			"scheduled=2 image pulled=10 container started=0"},
+		{"no event", nil, "scheduled=2 container started=10"},
+		{"another container's", pulled("spec.initContainers{fetch}", `Container image "busybox" already present on machine`), "scheduled=2 container started=10"},
+		{"a message not the kubelet's", pulled(ctr, `Pulled it`), "scheduled=2 container started=10"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := StartOf(run, c.events, vllm)
+			var got []string
+			sum := 0.0
+			for _, p := range rec.Phases {
+				if p.Name == PhaseScheduled || p.Name == PhaseImagePulled || p.Name == PhaseContainerStarted {
+					sum += p.Seconds
+					got = append(got, fmt.Sprintf("%s=%g", p.Name, p.Seconds))
+				}
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("pod's phases %q, want %q", strings.Join(got, " "), c.want)
+			}
+			if math.Abs(sum-12) > 0.001 || rec.TotalSeconds != 12+964.75 {
+				t.Errorf("the pod's phases add up to %.3fs, not its 12s from creation to start (total %.3fs)", sum, rec.TotalSeconds)
+			}
+		})
+	}
+	// a restarted run's start has no pod phases: a Pulled Event says nothing of it
+	run.Restarted = true
+	if r := StartOf(run, pulled(ctr, `Container image "x" already present on machine`), vllm); r.Phases[0].Name != PhaseProcessStart {
+		t.Errorf("restarted run: %+v", r.Phases)
 	}
 }
 

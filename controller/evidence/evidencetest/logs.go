@@ -3,8 +3,10 @@
 package evidencetest
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,18 +14,32 @@ import (
 // LogEndpoint is the API server's pods/log endpoint for one pod: it answers each read with the
 // log of the run asked for, or a Forbidden Status when Code is 403, and records the reads. The
 // fake clientset's GetLogs answers "fake logs" whatever is asked, so tests serve this instead.
+// It answers a namespace's Events list too, with Events (an EventList's JSON) or EventsCode.
 type LogEndpoint struct {
-	mu      sync.Mutex
-	Current string // the log of the container's current run
-	Prev    string // of its previous run (?previous=true)
-	Code    int
-	reads   []string
+	mu         sync.Mutex
+	Current    string // the log of the container's current run
+	Prev       string // of its previous run (?previous=true)
+	Code       int
+	Events     string
+	EventsCode int
+	reads      []string
 }
 
 func (l *LogEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := r.URL.Query()
+	if strings.HasSuffix(r.URL.Path, "/events") {
+		l.reads = append(l.reads, fmt.Sprintf("%s %s fieldSelector=%s limit=%s", r.Method, r.URL.Path, q.Get("fieldSelector"), q.Get("limit")))
+		w.Header().Set("Content-Type", "application/json")
+		if l.EventsCode != 0 {
+			w.WriteHeader(l.EventsCode)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":%d}`, l.EventsCode)
+			return
+		}
+		fmt.Fprint(w, cmp.Or(l.Events, `{"kind":"EventList","apiVersion":"v1","items":[]}`))
+		return
+	}
 	l.reads = append(l.reads, fmt.Sprintf("%s %s container=%s previous=%s tailLines=%s limitBytes=%s timestamps=%s",
 		r.Method, r.URL.Path, q.Get("container"), q.Get("previous"), q.Get("tailLines"), q.Get("limitBytes"), q.Get("timestamps")))
 	if l.Code == http.StatusForbidden {
