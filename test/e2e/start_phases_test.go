@@ -23,10 +23,13 @@ func TestStartPhases(t *testing.T) {
 	// Runs after the default CRD and operator are back: the isvc goes through its finalizer.
 	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
 	useWebhookCRD(t)
+	// A real pull: an image no node holds yet, on nodes that take 3 s to pull one.
+	env.Kubectl(t, "annotate", "nodes", "--all", "--overwrite", "kubelet.fake/pull-seconds=3")
+	t.Cleanup(func() { env.Kubectl(t, "annotate", "nodes", "--all", "kubelet.fake/pull-seconds-") })
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
 metadata: {name: phases}
-spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1}
+spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1, image: "vllm/vllm-openai:v0.11.0-`+ns+`"}
 `)
 	env.WaitPhase(t, ns, "phases", crd.PhaseReady, 90*time.Second)
 	var last *crd.StartRecord
@@ -89,6 +92,11 @@ spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1}
 	// the local kubelet's Pulled Event of the container (a pull or "already present") splits the pull out
 	if !names[reconcile.PhaseScheduled] || !names[reconcile.PhaseImagePulled] || !names[reconcile.PhaseContainerStarted] || len(last.Phases) != 11 {
 		t.Errorf("phases %+v", last.Phases)
+	}
+	for _, p := range last.Phases {
+		if p.Name == reconcile.PhaseImagePulled && (p.Seconds < 2.5 || p.Seconds > 4) {
+			t.Errorf("image pulled %.3fs, the nodes pull in 3s: %+v", p.Seconds, last.Phases)
+		}
 	}
 
 	fams, err := env.op.Scrape()
