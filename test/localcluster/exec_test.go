@@ -267,6 +267,14 @@ func etStart(t *testing.T) (*fake.Clientset, *kubelet, context.Context) {
 		cancel()
 		k.wg.Wait()
 		k.stopProcesses(time.Second)
+		// A pod worker may still be writing a run's files as it winds down (seen once on a
+		// loaded machine: TempDir's RemoveAll found the pod's directory refilled); the
+		// directory is gone before TempDir's own cleanup runs.
+		exec := filepath.Join(dir, "exec")
+		deadline := time.Now().Add(5 * time.Second)
+		for err := os.RemoveAll(exec); err != nil && time.Now().Before(deadline); err = os.RemoveAll(exec) {
+			time.Sleep(50 * time.Millisecond) // poll interval
+		}
 	})
 	return client, k, ctx
 }

@@ -54,12 +54,16 @@ func TestHFDownloadFillsTheVolume(t *testing.T) {
 		t.Errorf("last line %q: the snapshot's path", vtLastLine(log))
 	}
 	offline := map[string]string{"HF_HUB_OFFLINE": "1"}
-	_, slog, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: mounts, Env: offline}, cfg)
+	// The servers start at the suite's usual scale: at 1, a start's modelled torch.compile and
+	// graph capture alone take 50 s. The weights cache is the fill's.
+	serve := cfg
+	serve.TimeScale = 0.01
+	_, slog, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: mounts, Env: offline}, serve)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if strings.Contains(slog.Render(logOptions{TailLines: -1}), "Time spent downloading weights") {
 		t.Error("a server on the filled volume downloaded")
 	}
-	other, olog, _ := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/empty"}, Env: offline}, cfg)
+	other, olog, _ := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/empty"}, Env: offline}, serve)
 	if st := vtExit(t, other, olog); st.Code == 0 || !strings.Contains(vtLastLine(olog), "LocalEntryNotFoundError") {
 		t.Errorf("offline on an empty volume: %+v %q", st, vtLastLine(olog))
 	}
