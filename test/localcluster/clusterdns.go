@@ -19,6 +19,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -63,14 +64,8 @@ func startClusterDNS(ctx context.Context, client kubernetes.Interface, host stri
 			return nil, fmt.Errorf("cluster DNS: %v cache not synced", typ)
 		}
 	}
-	pc, err := net.ListenPacket("udp", net.JoinHostPort(host, fmt.Sprint(port)))
+	pc, l, err := listenUDPAndTCP(host, port)
 	if err != nil {
-		return nil, fmt.Errorf("cluster DNS: %w", err)
-	}
-	// TCP on the same port, as resolvers retry a truncated answer there.
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		return nil, fmt.Errorf("cluster DNS: %w", err)
 	}
 	d.addr = pc.LocalAddr().String()
@@ -84,6 +79,26 @@ func startClusterDNS(ctx context.Context, client kubernetes.Interface, host stri
 		_ = d.tcp.Shutdown()
 	}()
 	return d, nil
+}
+
+// listenUDPAndTCP listens on host:port over UDP and TCP, as resolvers retry a truncated answer
+// over TCP on the same port. With port 0 the port is UDP's free one, which TCP may hold for
+// someone else (seen: another cluster's server on the same machine): another is drawn then.
+func listenUDPAndTCP(host string, port int) (net.PacketConn, net.Listener, error) {
+	for attempt := 0; ; attempt++ {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(host, fmt.Sprint(port)))
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != 0 || !errors.Is(err, syscall.EADDRINUSE) || attempt == 20 {
+			return nil, nil, err
+		}
+	}
 }
 
 // dnsPodTransform keeps a pod's labels, hostname, subdomain, IP, readiness and deletion.
