@@ -209,14 +209,25 @@ spec:
 	})
 }
 
-// engineReady waits for the pod to be ready and returns its IP.
+// engineReady waits for the pod to be ready and its server to answer /health, and returns its
+// IP. These pods have no readiness probe, so Ready comes as the container runs, while vLLM
+// still loads: like uvicorn, the server listens only once the engine is up.
 func engineReady(t *testing.T, ns, pod string) string {
 	t.Helper()
 	eventually(t, 90*time.Second, func() (bool, string) {
 		s := podState(t, ns, pod)
 		return strings.HasPrefix(s, "Running/true/true/"), s
 	})
-	return jsonpath(t, ns, "pod/"+pod, "{.status.podIP}")
+	ip := jsonpath(t, ns, "pod/"+pod, "{.status.podIP}")
+	eventually(t, 60*time.Second, func() (bool, string) {
+		res, err := http.Get("http://" + ip + ":8000/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK, res.Status
+	})
+	return ip
 }
 
 func TestServingModelEndpointsOnPodIP(t *testing.T) {
