@@ -28,9 +28,9 @@ import (
 
 // Fault kinds. The others are left: a node NotReady and token rotation have no
 // harness helper; a GPU fault (the fake kubelet's kubelet.fake/gpu-fault node annotation) would
-// touch none of these GPU-less models; adapters and the gateway need served models and
-// test/e2e's fake gateway, which no other package can import yet. A watch resumed from a
-// compacted revision gets 410 Gone from a real API server; faultWatchGone forces that answer.
+// touch none of these GPU-less models; the gateway is test/e2e's, which no other package can
+// import yet. A watch resumed from a compacted revision gets 410 Gone from a real API server;
+// faultWatchGone forces that answer.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
