@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -79,6 +80,14 @@ func run() error {
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
+	}
+	for name, path := range kubeconfigDefaults(os.Getenv("KUBECONFIG"), func(name string) bool {
+		f := fs.Lookup(name)
+		return f == nil || f.Changed
+	}) {
+		if err := fs.Set(name, path); err != nil {
+			return err
+		}
 	}
 	backend, err := backendOf(o.service, os.Getenv("POD_NAMESPACE"), o.port)
 	if err != nil {
@@ -304,4 +313,24 @@ func (r *registration) report(regs []custommetrics.Registration) {
 		apiServiceInfo.WithLabelValues(reg.Name, by).Set(1)
 		r.last[reg.Name] = by
 	}
+}
+
+// kubeconfigFlags are the adapter's clients: the lister's and the delegated authentication's
+// and authorization's. Each reads the in-cluster ServiceAccount unless its flag names a file.
+var kubeconfigFlags = []string{"lister-kubeconfig", "authentication-kubeconfig", "authorization-kubeconfig"}
+
+// kubeconfigDefaults: $KUBECONFIG (one file) is every client's kubeconfig whose flag was not
+// given, as the operator and kubectl read it; a pod has none set, so in a cluster nothing
+// changes. A list of files is left alone: each flag takes one.
+func kubeconfigDefaults(env string, given func(flag string) bool) map[string]string {
+	if env == "" || len(filepath.SplitList(env)) != 1 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, name := range kubeconfigFlags {
+		if !given(name) {
+			out[name] = env
+		}
+	}
+	return out
 }

@@ -99,3 +99,33 @@ func TestRegistrationPass(t *testing.T) {
 		t.Fatalf("the served certificate is not the Secret's: %v", err)
 	}
 }
+
+// TestKubeconfigDefaults: $KUBECONFIG fills the kubeconfig flags not given (the release image's
+// adapter run outside a cluster crashed reading the in-cluster ServiceAccount), never one given,
+// and nothing for a list of files or no $KUBECONFIG.
+func TestKubeconfigDefaults(t *testing.T) {
+	none := func(string) bool { return false }
+	for _, tc := range []struct {
+		name, env string
+		given     func(string) bool
+		want      map[string]string
+	}{
+		{"every client", "/k/config", none, map[string]string{
+			"lister-kubeconfig": "/k/config", "authentication-kubeconfig": "/k/config", "authorization-kubeconfig": "/k/config"}},
+		{"a flag given wins", "/k/config", func(f string) bool { return f == "lister-kubeconfig" }, map[string]string{
+			"authentication-kubeconfig": "/k/config", "authorization-kubeconfig": "/k/config"}},
+		{"unset: in-cluster", "", none, nil},
+		{"a list: left alone", "/a:/b", none, nil},
+	} {
+		got := kubeconfigDefaults(tc.env, tc.given)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", tc.name, k, got[k], v)
+			}
+		}
+	}
+}

@@ -23,7 +23,9 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	start := time.Now()
 	var err error
-	c, err = cluster.Start(ctx, cluster.Options{})
+	// A silent node is NotReady after 20 s and its pods evicted 10 s later (nodelost_test.go);
+	// the defaults, 50 s and 5 min, would make that test wait minutes.
+	c, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--node-monitor-grace-period=20s", "--pod-eviction-seconds=10"}})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting localcluster: %v\n", err)

@@ -66,6 +66,8 @@ type kubelet struct {
 	// faults is each node's GPU fault (gpufault.go), from the node informer.
 	faultsMu sync.Mutex
 	faults   map[string]gpuFault
+	// parts are the nodes cut from the control plane (partition.go), from the node informer.
+	parts *partitions
 	// images is what each node holds and how long it pulls what it lacks (pull.go).
 	images *nodeImages
 	// procs are the exec containers' live processes (exec.go).
@@ -95,6 +97,7 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		logs:      map[string]*logRun{},
 		podLogs:   map[types.UID][]string{},
 		faults:    map[string]gpuFault{},
+		parts:     newPartitions(),
 		images:    newNodeImages(),
 		procs:     newExecProcs(),
 	}
@@ -131,7 +134,7 @@ func (k *kubelet) run(ctx context.Context) error {
 	}
 	// Nodes' GPU faults and pull times before pods, so a container starting on a sick node
 	// fails and one on a slow node pulls.
-	if err := k.watchNodes(ctx, k.followGPUFault, k.followPullTime); err != nil {
+	if err := k.watchNodes(ctx, k.followPartition, k.followGPUFault, k.followPullTime); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
@@ -175,6 +178,9 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 		return
 	}
 	if _, ours := k.nodes[pod.Spec.NodeName]; !ours {
+		return
+	}
+	if k.parts.isCut(pod.Spec.NodeName) { // no update reaches a node cut off; followPartition syncs it on return
 		return
 	}
 	if pod.DeletionTimestamp != nil {
@@ -279,7 +285,13 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		}
 		want := ps.status(cur, now)
 		wake := ps.nextWake(now)
-		if !apiequality.Semantic.DeepEqual(want, cur.Status) {
+		if cut := k.parts.isCut(pod.Spec.NodeName); cut && !apiequality.Semantic.DeepEqual(want, cur.Status) {
+			// Cut from the API server: the status waits for the link, as a kubelet's status
+			// manager keeps it until it can write.
+			if retry := now.Add(time.Second); wake.IsZero() || retry.Before(wake) {
+				wake = retry
+			}
+		} else if !apiequality.Semantic.DeepEqual(want, cur.Status) {
 			updated, err := k.writeStatus(ctx, ps, now)
 			if apierrors.IsNotFound(err) || ctx.Err() != nil {
 				return

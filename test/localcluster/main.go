@@ -48,6 +48,9 @@ var controllers = []string{
 	"persistentvolumeclaim-protection-controller",
 	"persistentvolume-protection-controller",
 	"clusterrole-aggregation-controller",
+	// A node that stops reporting turns NotReady and its pods are evicted (partition.go).
+	"node-lifecycle-controller",
+	"taint-eviction-controller",
 }
 
 var admissionPlugins = []string{
@@ -71,6 +74,8 @@ func run() int {
 		nodeMemory  = flag.String("node-memory", "256Gi", "memory capacity of each fake node")
 		nodeGPUs    = flag.Int64("node-gpus", 8, "nvidia.com/gpu capacity of each fake node")
 		nodePods    = flag.Int64("node-pods", 110, "pod capacity of each fake node")
+		nodeGrace   = flag.Duration("node-monitor-grace-period", 50*time.Second, "how long a node may go without a heartbeat before it is NotReady (kube-controller-manager's flag and default)")
+		evictAfter  = flag.Int("pod-eviction-seconds", 300, "how long pods tolerate a node not ready or unreachable before eviction (the API server's --default-unreachable-toleration-seconds and --default-not-ready-toleration-seconds; default theirs)")
 		backoffInit = flag.Duration("kubelet-crash-backoff-initial", 2*time.Second, "fake kubelet: first back-off after a crash or failed image pull (doubles each time)")
 		backoffMax  = flag.Duration("kubelet-crash-backoff-max", 16*time.Second, "fake kubelet: back-off cap")
 		crashRun    = flag.Duration("kubelet-crash-run", time.Second, "fake kubelet: how long a crashing container runs before it exits")
@@ -124,7 +129,7 @@ func run() int {
 	if *kubeconfig == "" {
 		*kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	}
-	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods},
+	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods, monitorGrace: *nodeGrace, evictionSeconds: *evictAfter},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
 			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
 				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
@@ -138,6 +143,12 @@ func run() int {
 func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration, ctrlQPS int) error {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGTERM, syscall.SIGINT)
+	if nc.monitorGrace <= 0 { // the controller manager's and the API server's defaults
+		nc.monitorGrace = 50 * time.Second
+	}
+	if nc.evictionSeconds <= 0 {
+		nc.evictionSeconds = 300
+	}
 
 	p, err := ensurePKI(filepath.Join(dir, "pki"))
 	if err != nil {
@@ -217,6 +228,8 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
 			"--service-cluster-ip-range=10.0.0.0/16", // room for the scale benchmark's 10,000 Services
 			"--endpoint-reconciler-type=none",
+			"--default-not-ready-toleration-seconds=" + strconv.Itoa(nc.evictionSeconds),
+			"--default-unreachable-toleration-seconds=" + strconv.Itoa(nc.evictionSeconds),
 			// The kubelet API by address (no DNS for node names), with a client certificate,
 			// its serving certificate checked against the cluster CA.
 			"--kubelet-preferred-address-types=InternalIP",
@@ -274,6 +287,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--flex-volume-plugin-dir=" + filepath.Join(dir, "controller-manager", "flexvolume"),
 			"--cert-dir=" + filepath.Join(dir, "controller-manager", "certs"),
 			"--horizontal-pod-autoscaler-sync-period=" + hpaSync.String(),
+			"--node-monitor-grace-period=" + nc.monitorGrace.String(),
 			"--kube-api-qps=" + strconv.Itoa(ctrlQPS),
 			"--kube-api-burst=" + strconv.Itoa(2*ctrlQPS),
 			"--v=" + klogV(),
@@ -302,7 +316,6 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	if err := nc.ensureNodes(compCtx, kclient); err != nil {
 		return err
 	}
-	nc.heartbeat(compCtx, kclient)
 	// Cluster DNS before the kubelet: a process resolves through it from its first line.
 	dnsAddr := ""
 	if kc.serve {
@@ -319,6 +332,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	}
 	kc.apiServer, kc.caFile, kc.execDir = server, p.caCert, filepath.Join(dir, "exec")
 	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))
+	nc.heartbeat(compCtx, kclient, kl.parts)
 	// Exec images' processes end with the cluster, however start returns.
 	defer kl.stopProcesses(5 * time.Second)
 	if err := kl.run(compCtx); err != nil {

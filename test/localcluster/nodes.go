@@ -27,6 +27,10 @@ type nodeConfig struct {
 	memory resource.Quantity
 	gpus   int64
 	pods   int64
+	// monitorGrace and evictionSeconds: how long a silent node stays Ready, and how long its
+	// pods then tolerate it (partition.go).
+	monitorGrace    time.Duration
+	evictionSeconds int
 	// kubeletPort is where every node's kubelet API listens (DaemonEndpoints): one per
 	// cluster, so two clusters on the node addresses 127.0.1.x do not clash.
 	kubeletPort int32
@@ -183,11 +187,14 @@ func renewLease(ctx context.Context, client kubernetes.Interface, name string) e
 	return err
 }
 
-// heartbeat keeps every fake node Ready: Lease renewals every 10s and a
-// node status heartbeat every 40s, as a kubelet does.
-func (c nodeConfig) heartbeat(ctx context.Context, client kubernetes.Interface) {
+// heartbeat keeps every fake node Ready: Lease renewals every 10s and a node status heartbeat
+// every 40s, as a kubelet does; a node cut from the control plane (partition.go) sends neither.
+func (c nodeConfig) heartbeat(ctx context.Context, client kubernetes.Interface, parts *partitions) {
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for i := 0; i < c.count; i++ {
+			if parts.isCut(nodeName(i)) {
+				continue
+			}
 			if err := renewLease(ctx, client, nodeName(i)); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "lease renewal failed", "node", nodeName(i))
 			}
@@ -195,13 +202,11 @@ func (c nodeConfig) heartbeat(ctx context.Context, client kubernetes.Interface) 
 	}, 10*time.Second)
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		for i := 0; i < c.count; i++ {
-			node, err := client.CoreV1().Nodes().Get(ctx, nodeName(i), metav1.GetOptions{})
-			if err != nil {
+			if parts.isCut(nodeName(i)) {
 				continue
 			}
-			node.Status.Conditions = nodeConditions(metav1.Now(), node.Status.Conditions)
-			if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "node status heartbeat failed", "node", node.Name)
+			if err := postNodeStatus(ctx, client, nodeName(i)); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "node status heartbeat failed", "node", nodeName(i))
 			}
 		}
 	}, 40*time.Second)

@@ -28,9 +28,12 @@ import (
 
 // Names shared with the workflow, the README and the test.
 const (
-	ImageName   = "inferenceservice-operator"
-	ChartName   = "inferenceservice-operator"
-	Homepage    = "https://github.com/example/inferenceservice-operator"
+	ImageName = "inferenceservice-operator"
+	ChartName = "inferenceservice-operator"
+	Homepage  = "https://github.com/example/inferenceservice-operator"
+	// KrewFile is the plugin's krew manifest. The release is one flat folder, as the forge
+	// attaches it, so checksums.txt checks with sha256sum -c in the folder of the downloads.
+	KrewFile    = "krew-isvc.yaml"
 	pluginDir   = "controller/walk/kubectl-isvc"
 	chartDir    = "manifests/chart/inferenceservice-operator"
 	allPlatform = "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64"
@@ -98,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.RemoveAll(o.Out); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(o.Out, "krew"), 0o755); err != nil {
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "release-")
@@ -146,7 +149,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, "krew", "isvc.yaml"), krew, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.Out, KrewFile), krew, 0o644); err != nil {
 		return err
 	}
 	if err := step("notes", func() error { return writeNotes(ctx, root, o, ref) }); err != nil {

@@ -321,6 +321,9 @@ func checkChecksums(t *testing.T, dist string) {
 			return err
 		}
 		rel, _ := filepath.Rel(dist, p)
+		if strings.Contains(filepath.ToSlash(rel), "/") {
+			t.Errorf("%s is in a subfolder: the forge attaches files, not folders", rel)
+		}
 		if rel = filepath.ToSlash(rel); rel != "checksums.txt" && !listed[rel] {
 			t.Errorf("%s is not in checksums.txt", rel)
 		}
@@ -329,7 +332,13 @@ func checkChecksums(t *testing.T, dist string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("checksums.txt: %d files, each matching", len(listed))
+	// As a user checks the downloads: every name is a file of the one folder the forge serves.
+	cmd := exec.Command("sha256sum", "--check", "--strict", "checksums.txt")
+	cmd.Dir = dist
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum --check in the release folder: %v\n%s", err, out)
+	}
+	t.Logf("checksums.txt: %d files, each matching, sha256sum --check agrees", len(listed))
 }
 
 // checkKrew: one platform per archive built, its uri the forge's download of it, its sha256
@@ -339,7 +348,7 @@ func checkKrew(t *testing.T, dist, platforms string) {
 	var m struct {
 		Spec struct{ Platforms []krewPlatform }
 	}
-	if err := yaml.Unmarshal([]byte(readText(t, filepath.Join(dist, "krew", "isvc.yaml"))), &m); err != nil {
+	if err := yaml.Unmarshal([]byte(readText(t, filepath.Join(dist, KrewFile))), &m); err != nil {
 		t.Fatal(err)
 	}
 	want, err := ParsePlatforms(platforms)
@@ -535,45 +544,58 @@ func localArgs(command, chartPackage, dist string) []string {
 	return strings.Fields(command)
 }
 
-// operatorAvailable adapts the install to the local node, then waits for the operator's
-// Deployment to be Available. The local node runs every pod in its one network namespace, where
-// the operator's :8081 would collide with the activator's podIP:8081, so the operator binds its
-// pod IP as the activator does; it mounts no ServiceAccount files, where the operator reads its
-// Lease's namespace in a pod, so that is given by flag; and every Deployment runs one replica
-// (a standby's readiness and failover are test/incluster's).
+// operatorAvailable adapts the install to the local node, then waits for the operator's and the
+// metrics adapter's Deployments to be Available. The local node runs every pod in its one
+// network namespace, where the operator's :8081 would collide with the activator's podIP:8081,
+// so the operator and the adapter bind their pod IP as the activator does; no pod mounts its
+// volumes, so the adapter writes its serving certificate into its working directory, not the
+// host's /var/run; no ServiceAccount files are mounted, where the operator reads its Lease's
+// namespace in a pod, so that is given by flag; and every Deployment runs one replica (a
+// standby's readiness and failover are test/incluster's).
 func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interface) {
 	t.Helper()
 	ctx := testenv.Ctx(t, 5*time.Minute)
-	patch := `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}}`
-	for _, a := range []string{"--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081", "--leader-election-namespace=" + systemNamespace} {
-		patch += `,{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"` + a + `"}`
+	adapt := func(args ...string) string {
+		patch := `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}}}`
+		for _, a := range args {
+			patch += `,{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"` + a + `"}`
+		}
+		return patch + "]"
 	}
 	for _, args := range [][]string{
 		{"-n", systemNamespace, "scale", "deployment", "--all", "--replicas=1"},
-		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json", "-p", patch + "]"},
+		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json", "-p",
+			adapt("--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081", "--leader-election-namespace="+systemNamespace)},
+		{"-n", systemNamespace, "patch", "deployment", adapterName, "--type=json", "-p", adapt("--bind-address=$(POD_IP)", "--cert-dir=serving-cert")},
 	} {
 		if _, _, err := c.Kubectl(ctx, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
-	var d *appsv1.Deployment
-	testenv.Eventually(t, 4*time.Minute, "the operator's Deployment Available", func() error {
-		var err error
-		if d, err = kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
-			return err
-		}
-		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 || d.Status.Replicas != 1 {
-			return fmt.Errorf("status %+v", d.Status)
-		}
-		for _, cond := range d.Status.Conditions {
-			if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionTrue {
-				return nil
+	for _, name := range []string{"inferenceservice-operator", adapterName} {
+		var d *appsv1.Deployment
+		testenv.Eventually(t, 4*time.Minute, name+" Available", func() error {
+			var err error
+			if d, err = kube.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
 			}
-		}
-		return fmt.Errorf("conditions %+v", d.Status.Conditions)
-	})
+			if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 || d.Status.Replicas != 1 {
+				return fmt.Errorf("status %+v", d.Status)
+			}
+			for _, cond := range d.Status.Conditions {
+				if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v", d.Status.Conditions)
+		})
+		logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "deployment/"+name, "--tail=5")
+		t.Logf("%s Available %s after the adaptation, image %s:\n%s", name, time.Since(start).Round(time.Second), d.Spec.Template.Spec.Containers[0].Image, logs)
+	}
 	pods, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "get", "pods,deployments", "-o", "wide")
-	logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "deployment/inferenceservice-operator", "--tail=5")
-	t.Logf("operator Available %s after the adaptation, image %s:\n%s\n%s", time.Since(start).Round(time.Second), d.Spec.Template.Spec.Containers[0].Image, pods, logs)
+	t.Log(pods)
 }
+
+// adapterName is the metrics adapter's Deployment in both installs.
+const adapterName = "inferenceservice-metrics-adapter"

@@ -26,11 +26,11 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// Fault kinds. The others are left: a node NotReady and token rotation have no
-// harness helper; a GPU fault (the fake kubelet's kubelet.fake/gpu-fault node annotation) would
-// touch none of these GPU-less models; the gateway is test/e2e's, which no other package can
-// import yet. A watch resumed from a compacted revision gets 410 Gone from a real API server;
-// faultWatchGone forces that answer.
+// Fault kinds. The others are left: token rotation has no harness helper; a GPU fault
+// (the fake kubelet's kubelet.fake/gpu-fault node annotation) would touch none of these
+// GPU-less models; the gateway is test/e2e's, which no other package can import yet. A watch
+// resumed from a compacted revision gets 410 Gone from a real API server; faultWatchGone
+// forces that answer.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
@@ -40,9 +40,10 @@ const (
 	faultStorm        = "conflict-storm"    // writers race on one isvc's labels while the operator writes status
 	faultWatchGone    = "watch-gone"        // watches cut, and every watch resumed during the hold answered 410 Gone
 	faultAdapterKill  = "adapter-kill"      // the metrics adapter SIGKILLed, started again after the hold
+	faultNodeLost     = "node-lost"         // a node's kubelet cut from the control plane until its pods are evicted, then back
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -187,6 +188,8 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 		return "etcd compacted to revision " + rev, nil
 	case faultStorm:
 		return s.storm(ctx, f.Hold)
+	case faultNodeLost:
+		return s.nodeLost(ctx, nodeLostHold(f.Hold))
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
 }

@@ -73,7 +73,8 @@ func run(m *testing.M) int {
 	// without a GPU. Room for all on the 4 nodes.
 	nodePods := max(110, cfg.models*maxReplicas/4+60)
 	if env.Env, err = testenv.Setup(ctx, cluster.Options{
-		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods)},
+		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods),
+			"--node-monitor-grace-period=" + nodeGrace.String(), "--pod-eviction-seconds=" + strconv.Itoa(int(evictAfter.Seconds()))},
 	}, "soak"); err != nil {
 		fmt.Fprintln(os.Stderr, "soak setup:", err)
 		if env.Env != nil {

@@ -30,6 +30,7 @@ var faultWarnings = map[string][]string{
 	"creation":       {"*"},                                                                          // every model starting at once
 	faultAPIRestart:  {"*"},                                                                          // every controller and the kubelet lose the API server
 	faultAdapterKill: {"FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"}, // the HPAs lose their metric
+	faultNodeLost:    {"NodeNotReady"},                                                               // the node controller marks the node's pods
 }
 
 // span is a stretch of time something ran: a fault (key "": any object may feel it), an action
