@@ -52,16 +52,19 @@ type fault struct {
 	Hold time.Duration // how long a pause or a storm lasts
 }
 
-// schedule draws the faults of a run: every kind at least once, then about two a minute,
-// spaced evenly over the first 80% of the chaos with ±30% jitter, in a seeded order.
+// schedule draws the faults of a run: about two a minute, spaced evenly over the first 80% of
+// the chaos with ±30% jitter, each round of every kind in a seeded order, so every kind comes
+// before any repeats (a fault and the convergence after it can outlast its slot: the run skips
+// what falls past the chaos's end, never a kind's first).
 func schedule(rng *rand.Rand, chaos time.Duration) []fault {
 	n := max(len(faultKinds), int(chaos.Minutes()*2))
 	kinds := make([]string, 0, n)
 	for len(kinds) < n {
-		kinds = append(kinds, faultKinds...)
+		round := append([]string(nil), faultKinds...)
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		kinds = append(kinds, round...)
 	}
 	kinds = kinds[:n]
-	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	span := time.Duration(float64(chaos) * 0.8)
 	step := span / time.Duration(n)
 	out := make([]fault, n)

@@ -88,7 +88,7 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd m
 	fmt.Fprintf(&b, "soak: seed %d, %d models (+ the storm's and the probe's), %g minutes of chaos, %s in all\n",
 		s.cfg.seed, s.cfg.models, s.cfg.minutes, time.Since(s.began).Round(time.Second))
 	fmt.Fprintf(&b, "replay: %s\n", s.cfg.replay())
-	fmt.Fprintf(&b, "faults (%d); worst time to converge, from the first check (the workload held, a probe edited) and from the fault's end (a user action in flight finishing first):\n", len(faults))
+	fmt.Fprintf(&b, "faults run (%d); worst time to converge, from the first check (the workload held, a probe edited) and from the fault's end (a user action in flight finishing first):\n", len(faults))
 	kinds := make([]string, 0, len(count))
 	for k := range count {
 		kinds = append(kinds, k)

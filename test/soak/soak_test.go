@@ -177,7 +177,16 @@ func TestSoak(t *testing.T) {
 	worstEnd := map[string]time.Duration{} // from the fault's end
 	count := map[string]int{}
 	var lastFault time.Time
+	skipped := 0
 	for i, f := range faults {
+		// Faults and the convergence after each can outlast their slots (a thousand models take
+		// minutes to converge): what is due after the chaos's end is skipped, never a kind's
+		// first (the schedule's first round).
+		if i >= len(faultKinds) && time.Since(chaosBegan) > chaos {
+			skipped = len(faults) - i
+			logf("the chaos's %s are over: %d scheduled faults skipped", chaos, skipped)
+			break
+		}
 		if d := time.Until(chaosBegan.Add(f.At)); d > 0 {
 			timer := time.NewTimer(d) // the schedule's moment, not a wait for state
 			<-timer.C
@@ -245,7 +254,7 @@ func TestSoak(t *testing.T) {
 	if err := s.warns.collect(ctx, s.namespaces()); err != nil {
 		failf("the Warning Events: %v", err)
 	}
-	report := s.report(faults, count, worst, worstEnd, rest, samples, load)
+	report := s.report(faults[:len(faults)-skipped], count, worst, worstEnd, rest, samples, load)
 	logf("report:\n%s", report)
 	path := s.writeJournal()
 	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "report.txt"), []byte(report), 0o644); err != nil {

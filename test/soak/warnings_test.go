@@ -30,7 +30,9 @@ var faultWarnings = map[string][]string{
 	"creation":       {"*"},                                                                          // every model starting at once
 	faultAPIRestart:  {"*"},                                                                          // every controller and the kubelet lose the API server
 	faultAdapterKill: {"FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"}, // the HPAs lose their metric
-	faultNodeLost:    {"NodeNotReady"},                                                               // the node controller marks the node's pods
+	// The node controller marks the node's pods; the replacements' probes fail while they start;
+	// a model whose pods were all there has no ready pod, so its HPA has no metric meanwhile.
+	faultNodeLost: {"NodeNotReady", "Unhealthy", "FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"},
 }
 
 // span is a stretch of time something ran: a fault (key "": any object may feel it), an action

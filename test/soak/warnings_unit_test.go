@@ -83,6 +83,14 @@ func TestScheduleHasEveryKind(t *testing.T) {
 				t.Errorf("%g minutes: no %s in the schedule %v", minutes, k, seen)
 			}
 		}
+		// A run that falls behind skips the tail: every kind must be in the first round.
+		first := map[string]bool{}
+		for _, f := range schedule(rand.New(rand.NewPCG(7, 38)), time.Duration(minutes*float64(time.Minute)))[:len(faultKinds)] {
+			first[f.Kind] = true
+		}
+		if len(first) != len(faultKinds) {
+			t.Errorf("%g minutes: the first %d faults are %d kinds: %v", minutes, len(faultKinds), len(first), first)
+		}
 	}
 }
 
