@@ -26,7 +26,7 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// Fault kinds. The others are left: token rotation has no harness helper; a GPU fault
+// Fault kinds. The others are left: a GPU fault
 // (the fake kubelet's kubelet.fake/gpu-fault node annotation) would touch none of these
 // GPU-less models; the gateway is test/e2e's, which no other package can import yet. A watch
 // resumed from a compacted revision gets 410 Gone from a real API server; faultWatchGone
@@ -41,9 +41,10 @@ const (
 	faultWatchGone    = "watch-gone"        // watches cut, and every watch resumed during the hold answered 410 Gone
 	faultAdapterKill  = "adapter-kill"      // the metrics adapter SIGKILLed, started again after the hold
 	faultNodeLost     = "node-lost"         // a node's kubelet cut from the control plane until its pods are evicted, then back
+	faultTokenRotate  = "token-rotation"    // the operators' token file rewritten, the old token revoked at once
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost, faultTokenRotate}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -193,6 +194,8 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 		return s.storm(ctx, f.Hold)
 	case faultNodeLost:
 		return s.nodeLost(ctx, nodeLostHold(f.Hold))
+	case faultTokenRotate:
+		return s.rotateToken(ctx, f.Hold)
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
 }

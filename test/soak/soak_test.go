@@ -21,6 +21,7 @@ type soakRun struct {
 	cfg        config
 	began      time.Time
 	replicas   []*replica
+	tokens     *tokens // the replicas' ServiceAccount token, rotated as a fault
 	world      *world
 	stormModel *model
 	// probe is toggled between 1 and 2 replicas after each fault: convergence then needs the
@@ -109,9 +110,15 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	// Two replicas, each behind its own proxy, each restarted when it exits.
+	// Two replicas, each behind its own proxy, each restarted when it exits, reading their
+	// ServiceAccount's token from a file (rotated as a fault).
+	tk, tokenKubeconfig, err := newTokens(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tokens = tk
 	for _, name := range []string{"a", "b"} {
-		r := &replica{name: name, proxy: env.StartProxy(t)}
+		r := &replica{name: name, proxy: env.StartProxyFor(t, tokenKubeconfig)}
 		if err := r.start(testenv.Ctx(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
