@@ -26,11 +26,9 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// Fault kinds. The others are left: a GPU fault
-// (the fake kubelet's kubelet.fake/gpu-fault node annotation) would touch none of these
-// GPU-less models; the gateway is test/e2e's, which no other package can import yet. A watch
-// resumed from a compacted revision gets 410 Gone from a real API server; faultWatchGone
-// forces that answer.
+// Fault kinds. The one left: the gateway down (the gateway is test/e2e's, which no
+// other package can import yet). A watch resumed from a compacted revision gets 410 Gone from a
+// real API server; faultWatchGone forces that answer.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
@@ -42,9 +40,10 @@ const (
 	faultAdapterKill  = "adapter-kill"      // the metrics adapter SIGKILLed, started again after the hold
 	faultNodeLost     = "node-lost"         // a node's kubelet cut from the control plane until its pods are evicted, then back
 	faultTokenRotate  = "token-rotation"    // the operators' token file rewritten, the old token revoked at once
+	faultGPU          = "gpu-fault"         // one node's GPUs fail (ECC) under their model servers, then heal
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost, faultTokenRotate}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost, faultTokenRotate, faultGPU}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -196,6 +195,8 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 		return s.nodeLost(ctx, nodeLostHold(f.Hold))
 	case faultTokenRotate:
 		return s.rotateToken(ctx, f.Hold)
+	case faultGPU:
+		return s.gpuFault(ctx, gpuFaultHold(f.Hold))
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
 }

@@ -73,7 +73,8 @@ func run(m *testing.M) int {
 	// without a GPU. Room for all on the 4 nodes.
 	nodePods := max(110, cfg.models*maxReplicas/4+60)
 	if env.Env, err = testenv.Setup(ctx, cluster.Options{
-		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods),
+		// Room for every GPU model's replicas on each node (a node lost or sick leaves three).
+		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods), "--node-gpus=" + strconv.Itoa(max(8, (cfg.models/gpuEvery+1)*maxReplicas)),
 			"--node-monitor-grace-period=" + nodeGrace.String(), "--pod-eviction-seconds=" + strconv.Itoa(int(evictAfter.Seconds()))},
 	}, "soak"); err != nil {
 		fmt.Fprintln(os.Stderr, "soak setup:", err)

@@ -33,6 +33,9 @@ var faultWarnings = map[string][]string{
 	// The node controller marks the node's pods; the replacements' probes fail while they start;
 	// a model whose pods were all there has no ready pod, so its HPA has no metric meanwhile.
 	faultNodeLost: {"NodeNotReady", "Unhealthy", "FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"},
+	// The sick node's servers crash and back off; the operator names the GPU fault; their HPAs
+	// lose the metric of a dead server.
+	faultGPU: {"BackOff", "Unhealthy", "GPUError", "CrashLoopBackOff", "FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"},
 }
 
 // span is a stretch of time something ran: a fault (key "": any object may feel it), an action

@@ -40,13 +40,18 @@ type model struct {
 	ns, name string
 	replicas int64
 	image    int
+	gpus     int64 // per replica: one model in gpuEvery holds a GPU, for the GPU fault
 }
+
+// gpuEvery: one model in this many holds a GPU per replica, so a node's GPU fault kills its
+// servers there (the fake kubelet's fault spares containers without GPUs).
+const gpuEvery = 10
 
 func (m *model) key() string { return m.ns + "/" + m.name }
 
 func (m *model) spec() map[string]any {
 	return map[string]any{
-		"model": "m", "replicas": m.replicas, "gpusPerReplica": int64(0), "image": images[m.image],
+		"model": "m", "replicas": m.replicas, "gpusPerReplica": m.gpus, "image": images[m.image],
 		"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}},
 	}
 }
@@ -62,7 +67,11 @@ type world struct {
 func newWorld(n int) *world {
 	w := &world{models: map[string]*model{}, act: &activity{}}
 	for i := 0; i < n; i++ {
-		w.all = append(w.all, &model{ns: nsName(i % namespaces), name: fmt.Sprintf("m-%04d", i), replicas: 1})
+		m := &model{ns: nsName(i % namespaces), name: fmt.Sprintf("m-%04d", i), replicas: 1}
+		if i%gpuEvery == 0 {
+			m.gpus = 1
+		}
+		w.all = append(w.all, m)
 	}
 	return w
 }
