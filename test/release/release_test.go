@@ -245,7 +245,74 @@ func checkImageIndex(t *testing.T, dist, repository, digest, archs string) strin
 	if host == nil {
 		t.Fatalf("no image for the host's %s", runtime.GOARCH)
 	}
-	return unpack(t, host, filepath.Join(dir, "image"))
+	return unpack(t, skopeoCopy(t, dist, dir, digest), filepath.Join(dir, "image"))
+}
+
+// readmeSkopeoRE is the README's skopeo command, which loads the archive into a registry.
+var readmeSkopeoRE = regexp.MustCompile("`(skopeo copy [^`]+)`")
+
+// skopeoCopy runs the README's skopeo copy of the archive (its flags as written; the
+// destination an OCI layout here instead of docker://, as no registry runs), checks the copy
+// kept the index's digest and returns the host's image from the copy, which the local kubelet
+// then runs: the image as a cluster that loaded it that way holds it.
+func skopeoCopy(t *testing.T, dist, dir, digest string) v1.Image {
+	t.Helper()
+	if _, err := exec.LookPath("skopeo"); err != nil {
+		t.Fatal("skopeo is needed to load the release's archive as the README says (apt-get install skopeo; .ci/run installs it)")
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readmeSkopeoRE.FindStringSubmatch(readText(t, filepath.Join(root, "README.md")))
+	if m == nil {
+		t.Fatal("README.md has no `skopeo copy ...` command")
+	}
+	args := strings.Fields(m[1])
+	dest := filepath.Join(dir, "skopeo")
+	for i, a := range args {
+		switch {
+		case strings.HasPrefix(a, "oci-archive:"):
+			args[i] = "oci-archive:" + filepath.Join(dist, ImageArchive(testVersion))
+		case strings.HasPrefix(a, "docker://"):
+			args[i] = "oci:" + dest + ":" + testVersion
+		}
+	}
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("$ %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("$ %s", strings.Join(args, " "))
+	copied, err := layout.ImageIndexFromPath(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := copied.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Manifests) != 1 || cm.Manifests[0].Digest.String() != digest {
+		t.Fatalf("skopeo's copy lists %+v, want the index %s (--preserve-digests)", cm.Manifests, digest)
+	}
+	idx, err := copied.ImageIndex(cm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range im.Manifests {
+		if d.Platform != nil && d.Platform.OS == "linux" && d.Platform.Architecture == runtime.GOARCH {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return img
+		}
+	}
+	t.Fatalf("skopeo's copy has no linux/%s image", runtime.GOARCH)
+	return nil
 }
 
 // unpack writes img's configuration and its layers applied, as a node keeps a pulled image.
