@@ -245,7 +245,87 @@ func checkImageIndex(t *testing.T, dist, repository, digest, archs string) strin
 	if host == nil {
 		t.Fatalf("no image for the host's %s", runtime.GOARCH)
 	}
+	ctrImport(t, dist, dir, repository, digest)
 	return unpack(t, skopeoCopy(t, dist, dir, digest), filepath.Join(dir, "image"))
+}
+
+// readmeCtrRE is the README's ctr command, which loads the archive onto a node.
+var readmeCtrRE = regexp.MustCompile("`(ctr [^`]+ images import [^`]+)`")
+
+// ctrImport runs the README's ctr import of the archive, as written, against a containerd of
+// its own (root and socket in dir), and checks the README's promise: the image keeps its name
+// and its index's digest, so the chart's and the manifests' pinned reference finds it.
+func ctrImport(t *testing.T, dist, dir, repository, digest string) {
+	t.Helper()
+	for _, bin := range []string{"containerd", "ctr"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is needed to load the release's archive as the README says (apt-get install containerd; .ci/run installs it)", bin)
+		}
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readmeCtrRE.FindStringSubmatch(readText(t, filepath.Join(root, "README.md")))
+	if m == nil {
+		t.Fatal("README.md has no `ctr ... images import ...` command")
+	}
+	cd := filepath.Join(dir, "containerd")
+	sock := filepath.Join(cd, "containerd.sock")
+	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
+		filepath.Join(cd, "root"), filepath.Join(cd, "state"), sock, filepath.Join(cd, "ttrpc.sock"))
+	if err := os.MkdirAll(cd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cd, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Ctx(t, 5*time.Minute)
+	daemon := exec.Command("containerd", "--config", filepath.Join(cd, "config.toml"))
+	var log bytes.Buffer
+	daemon.Stdout, daemon.Stderr = &log, &log
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
+	ctr := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", sock}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	testenv.Eventually(t, time.Minute, "containerd answering", func() error {
+		_, err := ctr("version")
+		return err
+	})
+	args := strings.Fields(m[1])
+	for i, a := range args {
+		if strings.HasSuffix(a, ".oci.tar") {
+			args[i] = filepath.Join(dist, ImageArchive(testVersion))
+		}
+	}
+	if out, err := ctr(args[1:]...); err != nil {
+		t.Fatalf("$ %s: %v\n%s\ncontainerd:\n%s", strings.Join(args, " "), err, out, tail(log.Bytes(), 20))
+	}
+	ns := "default"
+	for i, a := range args {
+		if (a == "-n" || a == "--namespace") && i+1 < len(args) {
+			ns = args[i+1]
+		}
+	}
+	out, err := ctr("-n", ns, "images", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := repository + ":" + testVersion
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == want {
+			if f[2] != digest {
+				t.Fatalf("ctr images ls: %s has digest %s, want %s", want, f[2], digest)
+			}
+			t.Logf("$ %s -> %s %s", strings.Join(args, " "), f[0], f[2])
+			return
+		}
+	}
+	t.Fatalf("ctr images ls after the import has no %s:\n%s", want, out)
 }
 
 // readmeSkopeoRE is the README's skopeo command, which loads the archive into a registry.
