@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -167,12 +168,7 @@ func TestGPUFaultFollowsNode(t *testing.T) {
 	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(200))
 	defer k.broadcaster.Shutdown()
 	nc := nodeConfig{count: 2, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
-	for i := 0; i < nc.count; i++ {
-		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(i, nil)}
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createFakeNodes(t, client, nc)
 	sick := &podWorker{node: nodeName(1), faults: make(chan struct{}, 1)}
 	other := &podWorker{node: nodeName(0), faults: make(chan struct{}, 1)}
 	k.workers["sick"], k.workers["other"] = sick, other
@@ -187,19 +183,7 @@ func TestGPUFaultFollowsNode(t *testing.T) {
 		q := n.Status.Allocatable[gpuResource]
 		return q.String()
 	}
-	annotate := func(v string) {
-		n, err := client.CoreV1().Nodes().Get(ctx, nodeName(1), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Annotations = map[string]string{}
-		if v != "" {
-			n.Annotations[gpuFaultAnnotation] = v
-		}
-		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	annotate := func(v string) { annotateFakeNode(t, client, nodeName(1), gpuFaultAnnotation, v) }
 
 	annotate("ecc")
 	vtEventually(t, "allocatable 0 on the sick node", func() (bool, string) {
@@ -232,4 +216,32 @@ func TestGPUFaultFollowsNode(t *testing.T) {
 	vtEventually(t, "allocatable back to capacity", func() (bool, string) {
 		return allocatable(nodeName(1)) == "8" && k.gpuFault(nodeName(1)) == faultNone, allocatable(nodeName(1))
 	})
+}
+
+// createFakeNodes creates nc's nodes, labelled as the kubelet's, with their status.
+func createFakeNodes(t *testing.T, client kubernetes.Interface, nc nodeConfig) {
+	t.Helper()
+	for i := 0; i < nc.count; i++ {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(i, nil)}
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// annotateFakeNode leaves the node one annotation, key=v, or none when v is empty.
+func annotateFakeNode(t *testing.T, client kubernetes.Interface, node, key, v string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations = map[string]string{}
+	if v != "" {
+		n.Annotations[key] = v
+	}
+	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

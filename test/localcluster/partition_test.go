@@ -32,31 +32,13 @@ func TestPartitionStopsTheNodesWrites(t *testing.T) {
 	client := fake.NewClientset()
 	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(201))
 	defer k.broadcaster.Shutdown()
-	nc := nodeConfig{count: 2}
-	for i := 0; i < nc.count; i++ {
-		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(i, nil)}
-		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createFakeNodes(t, client, nodeConfig{count: 2})
 	cut := &podWorker{node: nodeName(1), updates: make(chan *v1.Pod, 1), faults: make(chan struct{}, 1)}
 	k.workers["p"] = cut
 	if err := k.watchNodes(ctx, k.followPartition); err != nil {
 		t.Fatal(err)
 	}
-	annotate := func(v string) {
-		n, err := client.CoreV1().Nodes().Get(ctx, nodeName(1), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Annotations = map[string]string{}
-		if v != "" {
-			n.Annotations[partitionAnnotation] = v
-		}
-		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	annotate := func(v string) { annotateFakeNode(t, client, nodeName(1), partitionAnnotation, v) }
 	annotate("true")
 	vtEventually(t, "the node cut", func() (bool, string) { return k.parts.isCut(nodeName(1)), "not cut" })
 	if k.parts.isCut(nodeName(0)) {

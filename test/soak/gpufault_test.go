@@ -9,8 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // gpuFaultHold is how long the GPUs stay sick: long enough for a crash loop and the operator's
@@ -19,18 +18,11 @@ func gpuFaultHold(hold time.Duration) time.Duration { return 20*time.Second + ho
 
 // gpuFault makes the node running the most GPU-holding pods sick for hold, then heals it.
 func (s *soakRun) gpuFault(ctx context.Context, hold time.Duration) (string, error) {
-	node, pods, err := gpuNode(ctx)
+	node, pods, err := nodeWithMost(ctx, holdsGPU)
 	if err != nil {
 		return "", err
 	}
-	set := func(v string) error {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"kubelet.fake/gpu-fault":%s}}}`, v)
-		return retry(ctx, time.Minute, func() error {
-			_, err := env.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-			return err
-		})
-	}
-	if err := set(`"ecc"`); err != nil {
+	if err := annotateNode(ctx, node, "kubelet.fake/gpu-fault", "ecc"); err != nil {
 		return "", err
 	}
 	timer := time.NewTimer(hold) // the schedule's length, not a wait for state
@@ -38,35 +30,18 @@ func (s *soakRun) gpuFault(ctx context.Context, hold time.Duration) (string, err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	if err := set("null"); err != nil {
+	if err := annotateNode(ctx, node, "kubelet.fake/gpu-fault", ""); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s's GPUs failed (uncorrectable ECC) for %s under %d GPU pods, then healed", node, hold, pods), nil
 }
 
-// gpuNode is the node with the most pods holding GPUs.
-func gpuNode(ctx context.Context) (string, int, error) {
-	l, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", 0, err
-	}
-	count := map[string]int{}
-	for _, p := range l.Items {
-		for _, c := range p.Spec.Containers {
-			if q, ok := c.Resources.Limits["nvidia.com/gpu"]; ok && !q.IsZero() && p.Spec.NodeName != "" {
-				count[p.Spec.NodeName]++
-				break
-			}
+// holdsGPU: a container of the pod holds a GPU.
+func holdsGPU(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits["nvidia.com/gpu"]; ok && !q.IsZero() {
+			return true
 		}
 	}
-	best, n := "", 0
-	for node, c := range count {
-		if c > n || c == n && node < best {
-			best, n = node, c
-		}
-	}
-	if best == "" {
-		return "", 0, fmt.Errorf("no pod holding a GPU runs on any node")
-	}
-	return best, n, nil
+	return false
 }

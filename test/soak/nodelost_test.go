@@ -7,6 +7,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,18 +31,11 @@ func nodeLostHold(hold time.Duration) time.Duration {
 // nodeLost cuts the node with the most pods of the soak for hold, watching what the node
 // controller does meanwhile, and returns once the node is Ready again.
 func (s *soakRun) nodeLost(ctx context.Context, hold time.Duration) (string, error) {
-	node, pods, err := busiestNode(ctx)
+	node, pods, err := nodeWithMost(ctx, func(*corev1.Pod) bool { return true })
 	if err != nil {
 		return "", err
 	}
-	setCut := func(v any) error {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"kubelet.fake/partitioned":%s}}}`, v)
-		return retry(ctx, time.Minute, func() error {
-			_, err := env.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-			return err
-		})
-	}
-	if err := setCut(`"true"`); err != nil {
+	if err := annotateNode(ctx, node, "kubelet.fake/partitioned", "true"); err != nil {
 		return "", err
 	}
 	cut := time.Now()
@@ -54,7 +48,7 @@ func (s *soakRun) nodeLost(ctx context.Context, hold time.Duration) (string, err
 		evicted = max(evicted, terminatingOn(ctx, node))
 		time.Sleep(time.Second) // poll interval
 	}
-	if err := setCut("null"); err != nil {
+	if err := annotateNode(ctx, node, "kubelet.fake/partitioned", ""); err != nil {
 		return "", err
 	}
 	back := time.Now()
@@ -74,28 +68,42 @@ func (s *soakRun) nodeLost(ctx context.Context, hold time.Duration) (string, err
 		node, pods, hold, seen, evicted, time.Since(back).Seconds()), nil
 }
 
-// busiestNode is the fake node running the most pods.
-func busiestNode(ctx context.Context) (string, int, error) {
+// nodeWithMost is the node running the most pods that match (ties: the first by name).
+func nodeWithMost(ctx context.Context, match func(*corev1.Pod) bool) (string, int, error) {
 	l, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", 0, err
 	}
 	count := map[string]int{}
-	for _, p := range l.Items {
-		if p.Spec.NodeName != "" {
+	for i := range l.Items {
+		if p := &l.Items[i]; p.Spec.NodeName != "" && match(p) {
 			count[p.Spec.NodeName]++
 		}
 	}
-	best, n := "", -1
+	best, n := "", 0
 	for node, c := range count {
 		if c > n || c == n && node < best {
 			best, n = node, c
 		}
 	}
 	if best == "" {
-		return "", 0, fmt.Errorf("no pod runs on any node")
+		return "", 0, fmt.Errorf("no such pod runs on any node")
 	}
 	return best, n, nil
+}
+
+// annotateNode sets the node's annotation key to value ("" removes it), retried while the API
+// server restarts.
+func annotateNode(ctx context.Context, node, key, value string) error {
+	v := "null"
+	if value != "" {
+		v = strconv.Quote(value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)
+	return retry(ctx, time.Minute, func() error {
+		_, err := env.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
 }
 
 // nodeReady is the node's Ready condition ("" when it cannot be read).
