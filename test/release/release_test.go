@@ -249,6 +249,26 @@ func checkImageIndex(t *testing.T, dist, repository, digest, archs string) strin
 	return unpack(t, skopeoCopy(t, dist, dir, digest), filepath.Join(dir, "image"))
 }
 
+// readmeTool returns the README's command that re matches, split into words, once the tools
+// it needs (from the Debian package pkg) are found.
+func readmeTool(t *testing.T, re *regexp.Regexp, pkg string, tools ...string) []string {
+	t.Helper()
+	for _, bin := range tools {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is needed to load the release's archive as the README says (apt-get install %s; .ci/run installs it)", bin, pkg)
+		}
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := re.FindStringSubmatch(readText(t, filepath.Join(root, "README.md")))
+	if m == nil {
+		t.Fatalf("README.md has no command matching %s", re)
+	}
+	return strings.Fields(m[1])
+}
+
 // readmeCtrRE is the README's ctr command, which loads the archive onto a node.
 var readmeCtrRE = regexp.MustCompile("`(ctr [^`]+ images import [^`]+)`")
 
@@ -257,19 +277,7 @@ var readmeCtrRE = regexp.MustCompile("`(ctr [^`]+ images import [^`]+)`")
 // and its index's digest, so the chart's and the manifests' pinned reference finds it.
 func ctrImport(t *testing.T, dist, dir, repository, digest string) {
 	t.Helper()
-	for _, bin := range []string{"containerd", "ctr"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is needed to load the release's archive as the README says (apt-get install containerd; .ci/run installs it)", bin)
-		}
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := readmeCtrRE.FindStringSubmatch(readText(t, filepath.Join(root, "README.md")))
-	if m == nil {
-		t.Fatal("README.md has no `ctr ... images import ...` command")
-	}
+	args := readmeTool(t, readmeCtrRE, "containerd", "containerd", "ctr")
 	cd := filepath.Join(dir, "containerd")
 	sock := filepath.Join(cd, "containerd.sock")
 	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
@@ -296,7 +304,6 @@ func ctrImport(t *testing.T, dist, dir, repository, digest string) {
 		_, err := ctr("version")
 		return err
 	})
-	args := strings.Fields(m[1])
 	for i, a := range args {
 		if strings.HasSuffix(a, ".oci.tar") {
 			args[i] = filepath.Join(dist, ImageArchive(testVersion))
@@ -337,18 +344,7 @@ var readmeSkopeoRE = regexp.MustCompile("`(skopeo copy [^`]+)`")
 // then runs: the image as a cluster that loaded it that way holds it.
 func skopeoCopy(t *testing.T, dist, dir, digest string) v1.Image {
 	t.Helper()
-	if _, err := exec.LookPath("skopeo"); err != nil {
-		t.Fatal("skopeo is needed to load the release's archive as the README says (apt-get install skopeo; .ci/run installs it)")
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := readmeSkopeoRE.FindStringSubmatch(readText(t, filepath.Join(root, "README.md")))
-	if m == nil {
-		t.Fatal("README.md has no `skopeo copy ...` command")
-	}
-	args := strings.Fields(m[1])
+	args := readmeTool(t, readmeSkopeoRE, "skopeo", "skopeo")
 	dest := filepath.Join(dir, "skopeo")
 	for i, a := range args {
 		switch {
