@@ -276,7 +276,7 @@ func TestSoak(t *testing.T) {
 	if limit := 2 + cfg.models/10; rest.writes > limit {
 		failf("%d writes at rest in %s (bound %d): a hot loop", rest.writes, rest.window, limit)
 	}
-	if u := unexplained(s.warns.all(), s.world.act.all()); len(u) > 0 {
+	if u := unexplained(s.warns.all(), s.world.act.all(), s.world.act.convergences()); len(u) > 0 {
 		lines := make([]string, len(u))
 		for i, w := range u {
 			lines[i] = "  " + w.String()
@@ -399,6 +399,7 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 				s.journal.logf("converged after %d polls; the last wait was on %d violations, e.g. %s", polls, len(last), last[0])
 			}
 			took := time.Since(began)
+			s.world.act.settle(time.Now())
 			if err := s.warns.collect(ctx, s.namespaces()); err != nil {
 				s.journal.logf("the Warning Events not read: %v", err)
 			}

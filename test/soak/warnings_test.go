@@ -46,10 +46,25 @@ type span struct {
 	what     string
 }
 
-// activity records the spans of a run.
+// activity records the spans of a run, and when the world converged.
 type activity struct {
-	mu    sync.Mutex
-	spans []span
+	mu      sync.Mutex
+	spans   []span
+	settled []time.Time // each convergence's end, in order
+}
+
+// settle records that every invariant held at t: what ran before had its effects by then.
+func (a *activity) settle(t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.settled = append(a.settled, t)
+}
+
+// convergences returns a copy of the convergence times.
+func (a *activity) convergences() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.settled...)
 }
 
 // begin records that what starts now on key; the func it returns ends the span.
@@ -142,12 +157,22 @@ func warningOf(e *eventsv1.Event) warning {
 // unexplained returns the Warnings no span explains: one explains a Warning when it concerns
 // the Warning's object (its model, or the namespace) or is a fault, and it ran from before the
 // Warning's first raise until within warningGrace of it (and, for a repeated Warning, its last).
-func unexplained(ws []warning, spans []span) []warning {
+// A span's effects last until the world converged after it (settled): at a thousand models a
+// namespace remade or the control plane restarted takes minutes to settle, and what it raises
+// meanwhile is its doing.
+func unexplained(ws []warning, spans []span, settled []time.Time) []warning {
+	ends := make([]time.Time, len(spans))
+	for i, s := range spans {
+		ends[i] = s.to
+		if j := sort.Search(len(settled), func(j int) bool { return !settled[j].Before(s.to) }); j < len(settled) {
+			ends[i] = settled[j]
+		}
+	}
 	var out []warning
 	for _, w := range ws {
 		explained := func(at time.Time) bool {
-			for _, s := range spans {
-				if concerns(s, w) && !at.Before(s.from.Add(-2*time.Second)) && !at.After(s.to.Add(warningGrace)) {
+			for i, s := range spans {
+				if concerns(s, w) && !at.Before(s.from.Add(-2*time.Second)) && !at.After(ends[i].Add(warningGrace)) {
 					return true
 				}
 			}

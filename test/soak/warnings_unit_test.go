@@ -17,6 +17,9 @@ func TestUnexplainedWarnings(t *testing.T) {
 		{from: at(200), to: at(205), key: "soak-1/m-0001", what: "image"},
 		{from: at(400), to: at(460), key: "soak-2/*", what: "namespace"},
 	}
+	// The world converged at these: the restart settles at 20, the image edit at 300, the
+	// namespace remade at 560, the adapter's kill at 620.
+	settled := []time.Time{at(20), at(300), at(560), at(620)}
 	w := func(ns, name string, first, last int) warning {
 		return warning{ns: ns, kind: "Pod", name: name, reason: "R", first: at(first), last: at(last), count: 1}
 	}
@@ -41,8 +44,11 @@ func TestUnexplainedWarnings(t *testing.T) {
 		{"before the action began", w("soak-1", "m-0001", 150, 150), false},
 		{"anything in a namespace being remade", w("soak-2", "m-0042", 470, 470), true},
 		{"repeated until long after its cause", w("soak-3", "m-0007", 5, 300), false},
+		{"while the world settles after a namespace remade", w("soak-2", "m-0042", 580, 580), true},
+		{"after it settled, past the grace", w("soak-2", "m-0042", 700, 700), false},
+		{"an action's edit settling late", w("soak-1", "m-0001-7d9f-abcde", 330, 330), true},
 	} {
-		got := len(unexplained([]warning{c.w}, spans)) == 0
+		got := len(unexplained([]warning{c.w}, spans, settled)) == 0
 		if got != c.want {
 			t.Errorf("%s: explained %v, want %v", c.name, got, c.want)
 		}
