@@ -106,7 +106,7 @@ func Platforms(ctx context.Context, o Options, archs []string) (v1.Hash, error) 
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("linux/%s: %w", arch, err)
 		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: imageOnly{img}, Descriptor: v1.Descriptor{
 			Platform: &v1.Platform{OS: "linux", Architecture: arch},
 		}})
 	}
@@ -280,3 +280,11 @@ func writeOCIArchive(o Options, add func(layout.Path, layout.Option) error) erro
 	}
 	return err
 }
+
+// imageOnly is an image whose index descriptor has no artifactType: go-containerregistry sets
+// it to the config's media type, which skopeo 1.9 (Debian 12's) drops when it reads the index,
+// so its copy --all --preserve-digests of the release refuses ("Manifest list must be
+// converted ... Instructed to preserve digests"). An image needs none (image-spec 1.1).
+type imageOnly struct{ v1.Image }
+
+func (imageOnly) ArtifactType() (string, error) { return "", nil }
