@@ -1,10 +1,11 @@
 package soak
 
 // The operators' ServiceAccount token, as a pod's projected token: a file their kubeconfig
-// names (tokenFile, which client-go reads again every minute and at once after a 401), bound
-// to a Secret so that deleting the Secret revokes it. The token-rotation fault writes a new
-// token into the file and revokes the old one at once: harsher than the kubelet's rotation,
-// where the old token stays valid until it expires.
+// names (tokenFile, which client-go reads again at most once a minute, a 401 notwithstanding),
+// bound to a Secret so that deleting the Secret revokes it. The token-rotation fault writes a
+// new token into the file and revokes the old one at once: harsher than the kubelet's rotation,
+// where the old token stays valid until it expires, so the operators are refused until their
+// next read.
 
 import (
 	"context"
