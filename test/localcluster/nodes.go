@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
 
@@ -123,24 +124,40 @@ func (c nodeConfig) ensureNodes(ctx context.Context, client kubernetes.Interface
 		if err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}
-		node.Status = c.nodeStatus(i, node.Status.Conditions)
-		if node, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		// The node lifecycle controller writes new nodes too (their taints): re-read on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			node.Status = c.nodeStatus(i, node.Status.Conditions)
+			_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			return fmt.Errorf("node %s status: %w", name, err)
 		}
-		// The TaintNodesByCondition admission plugin taints new nodes
-		// not-ready; the node lifecycle controller would lift it once the
-		// node reports Ready. Do that here.
-		var taints []v1.Taint
-		for _, t := range node.Spec.Taints {
-			if t.Key != v1.TaintNodeNotReady && t.Key != v1.TaintNodeUnreachable {
-				taints = append(taints, t)
+		// The TaintNodesByCondition admission plugin taints new nodes not-ready; the node
+		// lifecycle controller lifts it once the node reports Ready. Lifted here at once too, so
+		// the scheduler need not wait for the controller's next pass.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-		}
-		if len(taints) != len(node.Spec.Taints) {
+			var taints []v1.Taint
+			for _, t := range node.Spec.Taints {
+				if t.Key != v1.TaintNodeNotReady && t.Key != v1.TaintNodeUnreachable {
+					taints = append(taints, t)
+				}
+			}
+			if len(taints) == len(node.Spec.Taints) {
+				return nil
+			}
 			node.Spec.Taints = taints
-			if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("node %s taints: %w", name, err)
-			}
+			_, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			return fmt.Errorf("node %s taints: %w", name, err)
 		}
 		if err := renewLease(ctx, client, name); err != nil {
 			return err

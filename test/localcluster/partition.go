@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
 
@@ -93,12 +94,15 @@ func (k *kubelet) followPartition(ctx context.Context, node *v1.Node) {
 }
 
 // postNodeStatus posts the node's conditions as Ready now, as each status heartbeat does.
+// The node lifecycle controller writes the node too: re-read on a conflict.
 func postNodeStatus(ctx context.Context, client kubernetes.Interface, name string) error {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Conditions = nodeConditions(metav1.Now(), node.Status.Conditions)
+		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
-	}
-	node.Status.Conditions = nodeConditions(metav1.Now(), node.Status.Conditions)
-	_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-	return err
+	})
 }
