@@ -26,9 +26,8 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// Fault kinds. The one left: the gateway down (the gateway is test/e2e's, which no
-// other package can import yet). A watch resumed from a compacted revision gets 410 Gone from a
-// real API server; faultWatchGone forces that answer.
+// Fault kinds. A watch resumed from a compacted revision gets 410 Gone from a real API server;
+// faultWatchGone forces that answer.
 const (
 	faultLeaderKill   = "leader-kill"       // SIGKILL of the Lease holder; the supervisor restarts it
 	faultStandbyPause = "standby-pause"     // SIGSTOP of the other replica, SIGCONT after a while
@@ -41,9 +40,10 @@ const (
 	faultNodeLost     = "node-lost"         // a node's kubelet cut from the control plane until its pods are evicted, then back
 	faultTokenRotate  = "token-rotation"    // the operators' token file rewritten, the old token revoked at once
 	faultGPU          = "gpu-fault"         // one node's GPUs fail (ECC) under their model servers, then heal
+	faultGatewayDown  = "gateway-down"      // the gateway's admin API refuses connections for minutes
 )
 
-var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost, faultTokenRotate, faultGPU}
+var faultKinds = []string{faultLeaderKill, faultStandbyPause, faultAPIRestart, faultWatchCut, faultCompaction, faultStorm, faultWatchGone, faultAdapterKill, faultNodeLost, faultTokenRotate, faultGPU, faultGatewayDown}
 
 // fault is one scheduled fault.
 type fault struct {
@@ -197,6 +197,8 @@ func (s *soakRun) inject(ctx context.Context, f fault) (string, error) {
 		return s.rotateToken(ctx, f.Hold)
 	case faultGPU:
 		return s.gpuFault(ctx, gpuFaultHold(f.Hold))
+	case faultGatewayDown:
+		return s.gatewayDown(ctx, gatewayDownHold(f.Hold))
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
 }

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -25,8 +26,9 @@ import (
 const maxViolations = 20
 
 // check compares the cluster with the world's expected models and returns the violations
-// (nil when every invariant holds). An error is a failure to read, not a violation.
-func check(ctx context.Context, expected []model, nsList []string) ([]string, error) {
+// (nil when every invariant holds), and with the gateway's routes when gw is not nil. An error
+// is a failure to read, not a violation.
+func check(ctx context.Context, expected []model, nsList []string, gw *gatewayView) ([]string, error) {
 	var v []string
 	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
 	want := map[string]model{}
@@ -160,8 +162,46 @@ func check(ctx context.Context, expected []model, nsList []string) ([]string, er
 			add("%s phase %s (%s) with every replica ready", key, st.Phase, st.Reason)
 		}
 	}
+	if gw != nil {
+		v = append(v, checkRoutes(want, isvcs, gw)...)
+	}
 	sort.Strings(v)
 	return v, nil
+}
+
+// checkRoutes: every model has its route on the gateway, to its Service, and says so in its
+// status for its generation; no route outlives its isvc but where the operator may leave it.
+func checkRoutes(want map[string]model, isvcs map[string]*crd.InferenceService, gw *gatewayView) []string {
+	var v []string
+	for key := range want {
+		isvc := isvcs[key]
+		if isvc == nil {
+			continue
+		}
+		r, ok := gw.routes[key]
+		switch c := meta.FindStatusCondition(isvc.Status.Conditions, crd.ConditionGatewayRegistered); {
+		case !ok:
+			v = append(v, fmt.Sprintf("%s has no route on the gateway", key))
+		case r.Service != isvc.Name || r.Port != reconcile.Port:
+			v = append(v, fmt.Sprintf("%s route leads to %s:%d, not its Service %s:%d", key, r.Service, r.Port, isvc.Name, reconcile.Port))
+		case c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != isvc.Generation:
+			v = append(v, fmt.Sprintf("%s route registered, status %s for generation %d", key, condString(c), isvc.Generation))
+		}
+	}
+	for key := range gw.routes {
+		ns, _, _ := strings.Cut(key, "/")
+		if _, ok := isvcs[key]; !ok && !gw.mayBeLeft[ns] {
+			v = append(v, fmt.Sprintf("route %s left on the gateway: its isvc is gone", key))
+		}
+	}
+	return v
+}
+
+func condString(c *metav1.Condition) string {
+	if c == nil {
+		return "without GatewayRegistered"
+	}
+	return fmt.Sprintf("GatewayRegistered=%s (%s) at generation %d", c.Status, c.Reason, c.ObservedGeneration)
 }
 
 // heldMin is the HPA's minimum: lo, or the raised count while a raise of spec.replicas is held

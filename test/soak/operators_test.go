@@ -26,8 +26,9 @@ const resync = 10 * time.Second
 
 // replica is one operator slot: its proxy outlives the processes restarted in it.
 type replica struct {
-	name  string
-	proxy *testenv.Proxy
+	name    string
+	proxy   *testenv.Proxy
+	gateway string // the admin API's URL (--gateway-url)
 
 	mu        sync.Mutex
 	p         *operator.Process
@@ -46,6 +47,7 @@ func (r *replica) args() []string {
 		"--backoff-max=2s",
 		"--creating-evidence-after=5s",
 		"-v=2",
+		"--gateway-url=" + r.gateway,
 	}
 }
 

@@ -21,7 +21,8 @@ type soakRun struct {
 	cfg        config
 	began      time.Time
 	replicas   []*replica
-	tokens     *tokens // the replicas' ServiceAccount token, rotated as a fault
+	tokens     *tokens     // the replicas' ServiceAccount token, rotated as a fault
+	gateway    *routeStore // the admin API the replicas register routes with, taken down as a fault
 	world      *world
 	stormModel *model
 	// probe is toggled between 1 and 2 replicas after each fault: convergence then needs the
@@ -117,8 +118,12 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.tokens = tk
+	if s.gateway, err = startRouteStore(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.gateway.down() }()
 	for _, name := range []string{"a", "b"} {
-		r := &replica{name: name, proxy: env.StartProxyFor(t, tokenKubeconfig)}
+		r := &replica{name: name, proxy: env.StartProxyFor(t, tokenKubeconfig), gateway: s.gateway.url()}
 		if err := r.start(testenv.Ctx(t, 3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +394,7 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 	deadline := began.Add(testenv.Scaled(timeout))
 	var last []string
 	for polls := 0; ; polls++ {
-		v, err := check(ctx, s.world.expected(), s.namespaces())
+		v, err := check(ctx, s.world.expected(), s.namespaces(), s.gatewayView())
 		if err != nil {
 			v = []string{"reading the cluster: " + err.Error()}
 		}

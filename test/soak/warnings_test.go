@@ -36,6 +36,8 @@ var faultWarnings = map[string][]string{
 	// The sick node's servers crash and back off; the operator names the GPU fault; their HPAs
 	// lose the metric of a dead server.
 	faultGPU: {"BackOff", "Unhealthy", "GPUError", "CrashLoopBackOff", "FailedGetPodsMetric", "FailedComputeMetricsReplicas", "AutoscalingInactive"},
+	// A model registered (created, or its spec changed) or deleted meanwhile says its route failed.
+	faultGatewayDown: {"GatewayUnavailable"},
 }
 
 // span is a stretch of time something ran: a fault (key "": any object may feel it), an action
