@@ -4,7 +4,7 @@ GO ?= go
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check
 
 # Run the operator's main job on the embedded local cluster. The cluster and the demo are built
 # first with their progress shown (a fresh machine compiles for several minutes).
@@ -26,6 +26,8 @@ plugin:
 # (about 7 minutes the first time on 2 cores, seconds after that).
 LOCALCLUSTER_BIN ?= $(CURDIR)/test/localcluster/bin/localcluster
 HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
+# krew and krew-index's validate-krew-manifest (test/krew), which check the release's krew manifest.
+KREW_BIN ?= $(CURDIR)/test/krew/bin/krew
 KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
 # How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
@@ -36,6 +38,7 @@ GATEWAY_BIN ?= $(dir $(EPP_BIN))gateway
 test: lint
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/helm/build.sh $(HELM_BIN)
+	test/krew/build.sh $(KREW_BIN)
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
 	test/epp/build.sh $(EPP_BIN)
@@ -51,7 +54,7 @@ test: lint
 	# e2e tests that run side by side (test/e2e/main_test.go says which may).
 	# SOAK_CI=1: the soak's CI size (test/soak) runs too, in the slot beside the e2e package;
 	# TestRelease builds the image for the host's architecture only (make release-check: both).
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
 		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
@@ -107,7 +110,8 @@ release:
 # architecture alone (RELEASE_TEST_IMAGE_ARCHS, RELEASE_TEST_PLUGIN_PLATFORMS).
 release-check:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) RELEASE_TEST_IMAGE_ARCHS=amd64,arm64 \
+	test/krew/build.sh $(KREW_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) RELEASE_TEST_IMAGE_ARCHS=amd64,arm64 \
 		RELEASE_TEST_PLUGIN_PLATFORMS=$(RELEASE_PLUGIN_PLATFORMS) $(GO) test -timeout 60m -count=1 -v -run 'TestRelease$$' ./test/release/
 
 cluster:
@@ -116,6 +120,10 @@ cluster:
 # The helm CLI from its Go module (test/helm), for the chart's tests; cached.
 helm:
 	test/helm/build.sh $(HELM_BIN)
+
+# krew and validate-krew-manifest from their Go module (test/krew), for TestRelease; cached.
+krew:
+	test/krew/build.sh $(KREW_BIN)
 
 # Kueue's controller manager built from its module (test/kueue), for the Kueue e2e test: skipped
 # while go.mod, go.sum and the script are unchanged (the first build takes minutes).

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -102,6 +103,7 @@ func TestRelease(t *testing.T) {
 	rootfs := checkImageIndex(t, dist, repository, digest, archs)
 	checkChecksums(t, dist)
 	checkKrew(t, dist, platforms)
+	krewValidates(ctx, t, root, dist)
 	h := chart.Helm{Bin: helm, Home: t.TempDir()}
 	chartPackage := filepath.Join(dist, ChartName+"-"+strings.TrimPrefix(testVersion, "v")+".tgz")
 	checkPins(t, h, dist, chartPackage, ref)
@@ -518,6 +520,74 @@ func checkKrew(t *testing.T, dist, platforms string) {
 			t.Errorf("%s holds %v, not its bin %s", name, keys(files), kp.Bin)
 		}
 	}
+}
+
+// KrewBinEnv names krew (kubectl-krew) built by test/krew/build.sh, validate-krew-manifest
+// next to it; unset, the test builds them.
+const KrewBinEnv = "KREW_BIN"
+
+// krewValidates checks the release's krew manifest with krew's own tools, as a submission to
+// krew-index is checked: validate-krew-manifest on it under the name krew-index gives it
+// (plugins/isvc.yaml), then krew install of each platform from its archive in the release
+// (--archive: krew checks the archive's sha256 against the manifest, unpacks it and links the
+// bin), which must leave the LICENSE krew-index requires among the installed files.
+func krewValidates(ctx context.Context, t *testing.T, root, dist string) {
+	t.Helper()
+	krew := os.Getenv(KrewBinEnv)
+	if krew == "" {
+		krew = filepath.Join(root, "test", "krew", "bin", "krew")
+		if out, err := exec.CommandContext(ctx, filepath.Join(root, "test", "krew", "build.sh"), krew).CombinedOutput(); err != nil {
+			t.Fatalf("test/krew/build.sh: %v\n%s", err, out)
+		}
+	}
+	var m struct {
+		Metadata struct{ Name string }
+		Spec     struct {
+			Version   string
+			Platforms []krewPlatform
+		}
+	}
+	manifest := readText(t, filepath.Join(dist, KrewFile))
+	if err := yaml.Unmarshal([]byte(manifest), &m); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(t.TempDir(), m.Metadata.Name+".yaml")
+	if err := os.WriteFile(index, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	validate := filepath.Join(filepath.Dir(krew), "validate-krew-manifest")
+	if out, err := exec.CommandContext(ctx, validate, "-manifest", index, "-skip-install").CombinedOutput(); err != nil {
+		t.Fatalf("validate-krew-manifest: %v\n%s", err, out)
+	}
+	for _, kp := range m.Spec.Platforms {
+		goos, arch := kp.Selector.MatchLabels["os"], kp.Selector.MatchLabels["arch"]
+		krewRoot := t.TempDir()
+		cmd := exec.CommandContext(ctx, krew, "install", "--manifest="+index, "--archive="+filepath.Join(dist, path.Base(kp.URI)))
+		cmd.Env = []string{"KREW_ROOT=" + krewRoot, "KREW_OS=" + goos, "KREW_ARCH=" + arch, "HOME=" + krewRoot, "PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("krew install %s/%s: %v\n%s", goos, arch, err, out)
+		}
+		installed := readDirNames(t, filepath.Join(krewRoot, "store", m.Metadata.Name, m.Spec.Version))
+		if !slices.Contains(installed, "LICENSE") || !slices.Contains(installed, kp.Bin) {
+			t.Errorf("krew installed %v for %s/%s: krew-index wants the LICENSE beside the bin %s", installed, goos, arch, kp.Bin)
+		}
+		t.Logf("krew install --manifest=%s --archive=%s (%s/%s): %v", path.Base(index), path.Base(kp.URI), goos, arch, installed)
+	}
+	t.Logf("validate-krew-manifest -manifest %s: structural validation, platforms, selectors OK", path.Base(index))
+}
+
+// readDirNames lists dir's entries.
+func readDirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // archiveFiles reads a plugin archive (tar.gz or zip) into name -> content.
