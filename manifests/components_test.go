@@ -36,8 +36,10 @@ var components = []struct {
 		if !slices.Contains(args(objs, "inferenceservice-operator"), "--autoscaler=keda") {
 			return fmt.Errorf("operator args %v: no --autoscaler=keda", args(objs, "inferenceservice-operator"))
 		}
-		if err := has(objs, "ClusterRole <nil>/inferenceservice-operator-keda", "ClusterRoleBinding <nil>/inferenceservice-operator-keda"); err != nil {
-			return err
+		// Its rules join the base's aggregated role (bound cluster-wide, or per watched namespace).
+		keda := objs["ClusterRole <nil>/inferenceservice-operator-keda"]
+		if keda == nil || !strings.Contains(fmt.Sprint(roleRules(objs, objs["ClusterRole <nil>/inferenceservice-operator-extensions"])), "scaledobjects") {
+			return fmt.Errorf("no ScaledObject rules in inferenceservice-operator-extensions (keda's role %v)", keda)
 		}
 		return noAdapter(objs)
 	}},
@@ -62,6 +64,17 @@ var components = []struct {
 		}
 		if err := has(objs, "Role team-a/inferenceservice-operator", "Role team-b/inferenceservice-operator", "RoleBinding team-b/inferenceservice-activator"); err != nil {
 			return err
+		}
+		// Whatever other components add (keda's ScaledObjects), the operator holds nothing
+		// namespaced outside the watched namespaces; but v1beta1's storage migration, which
+		// must rewrite every stored InferenceService, in every namespace, for the CRD's
+		// storedVersions to be true.
+		for _, r := range clusterWideRules(objs, "inferenceservice-system", "inferenceservice-operator") {
+			m := r.(map[string]any)
+			migration := fmt.Sprint(toStrings(m["resources"]), toStrings(m["verbs"])) == "[inferenceservices] [update]"
+			if !clusterScoped(r) && !migration {
+				return fmt.Errorf("the operator's ServiceAccount holds %v in every namespace", r)
+			}
 		}
 		return noAdapter(objs)
 	}},
@@ -266,6 +279,73 @@ func has(objs map[string]object, keys ...string) error {
 		}
 	}
 	return nil
+}
+
+// clusterWideRules are the rules the ClusterRoleBindings of a ServiceAccount grant it, an
+// aggregated ClusterRole's being those of the ClusterRoles its selectors match (as the
+// clusterrole-aggregation controller fills it).
+func clusterWideRules(objs map[string]object, ns, sa string) []any {
+	var out []any
+	for key, b := range objs {
+		if !strings.HasPrefix(key, "ClusterRoleBinding ") {
+			continue
+		}
+		bound := false
+		subjects, _ := b["subjects"].([]any)
+		for _, s := range subjects {
+			m := s.(map[string]any)
+			bound = bound || (m["kind"] == "ServiceAccount" && m["name"] == sa && m["namespace"] == ns)
+		}
+		ref, _ := b["roleRef"].(map[string]any)
+		if role, ok := objs["ClusterRole <nil>/"+fmt.Sprint(ref["name"])]; bound && ok {
+			out = append(out, roleRules(objs, role)...)
+		}
+	}
+	return out
+}
+
+// roleRules are a ClusterRole's rules, or with an aggregationRule the matched roles' rules.
+func roleRules(objs map[string]object, role object) []any {
+	agg, ok := role["aggregationRule"].(map[string]any)
+	if !ok {
+		rules, _ := role["rules"].([]any)
+		return rules
+	}
+	var out []any
+	selectors, _ := agg["clusterRoleSelectors"].([]any)
+	for key, other := range objs {
+		if !strings.HasPrefix(key, "ClusterRole <nil>/") {
+			continue
+		}
+		labels, _ := other["metadata"].(map[string]any)["labels"].(map[string]any)
+		for _, sel := range selectors {
+			match := true
+			want, _ := sel.(map[string]any)["matchLabels"].(map[string]any)
+			for k, v := range want {
+				match = match && labels[k] == v
+			}
+			if match && len(want) > 0 {
+				rules, _ := other["rules"].([]any)
+				out = append(out, rules...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// clusterScoped: the rule names only cluster-scoped resources or non-resource URLs (the
+// chart's isvc.clusterScopedRule, which splits the base rules the same way).
+func clusterScoped(rule any) bool {
+	cluster := []string{"tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews", "customresourcedefinitions", "nodes",
+		"persistentvolumes", "storageclasses", "priorityclasses", "runtimeclasses", "apiservices", "clusterroles", "clusterrolebindings",
+		"clusterqueues", "customresourcedefinitions/status", "storageversionmigrations"}
+	for _, r := range toStrings(rule.(map[string]any)["resources"]) {
+		if !slices.Contains(cluster, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // noAdapter: nothing of the operator's metrics adapter is rendered.

@@ -14,6 +14,7 @@ import (
 	"text/template"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,8 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 2, gpusPerReplica: 1}
 )
 
 // kedaOverlay renders manifests/overlays/keda and returns its own RBAC (what it adds to the
-// base) as a manifest, after checking the operator's flags in it.
+// base: a ClusterRole labelled to join the base's aggregated extensions role, no binding) as a
+// manifest, after checking the operator's flags in it.
 func kedaOverlay(t *testing.T) string {
 	t.Helper()
 	out := env.Kubectl(t, "kustomize", filepath.Join(env.Root, "manifests", "overlays", "keda"))
@@ -63,8 +65,8 @@ func kedaOverlay(t *testing.T) string {
 			t.Errorf("the keda overlay keeps the operator's metrics adapter: %s %s", u.GetKind(), u.GetName())
 		}
 	}
-	if len(rbac) != 2 {
-		t.Fatalf("the keda overlay's ClusterRole and binding: %d documents", len(rbac))
+	if len(rbac) != 1 || !strings.Contains(rbac[0], `ai.example.com/aggregate-to-inferenceservice-operator: "true"`) {
+		t.Fatalf("the keda overlay's RBAC, one ClusterRole labelled for the base's extensions role: %q", rbac)
 	}
 	if !slices.Contains(args, "--autoscaler=keda") || !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--keda-prometheus-address=http") }) {
 		t.Fatalf("the keda overlay's operator args %v", args)
@@ -123,6 +125,22 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 	env.Kubectl(t, "apply", "-f", rbac)
 	t.Cleanup(func() { env.Kubectl(t, "delete", "-f", rbac, "--ignore-not-found") })
+	// The clusterrole-aggregation controller joins it to the base's extensions role, which the
+	// base binds to the operator's ServiceAccount.
+	testenv.Eventually(t, time.Minute, "the operator's ServiceAccount granted ScaledObjects through the aggregated role", func() error {
+		sar, err := env.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + testenv.SystemNamespace + ":inferenceservice-operator",
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + testenv.SystemNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch", Group: "keda.sh", Resource: "scaledobjects"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !sar.Status.Allowed {
+			return fmt.Errorf("watch scaledobjects.keda.sh in %s not allowed: %s", ns, sar.Status.Reason)
+		}
+		return nil
+	})
 	crdFile := filepath.Join(env.Root, "test", "e2e", "testdata", "keda_scaledobjects_crd.yaml")
 	t.Cleanup(func() {
 		env.Kubectl(t, "delete", "-f", crdFile, "--ignore-not-found", "--wait=true", testenv.Timeout(time.Minute))

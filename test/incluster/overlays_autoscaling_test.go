@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -169,9 +170,9 @@ func TestKEDAQueueQueryParses(t *testing.T) {
 
 // TestKEDAOverlay: manifests/overlays/keda is the base install without the operator's metrics
 // adapter (KEDA serves its HPAs' metric), with --autoscaler=keda and a Prometheus address on
-// the operator, and the ScaledObject rules in a ClusterRole of its own bound to the operator's
-// ServiceAccount, so the base's stays exactly what the default install calls; it passes a
-// server-side dry run.
+// the operator, and the ScaledObject rules in a ClusterRole of its own, labelled to join the
+// base's aggregated extensions role (bound to the operator's ServiceAccount), so the base's
+// ClusterRole stays exactly what the default install calls; it passes a server-side dry run.
 func TestKEDAOverlay(t *testing.T) {
 	const overlay = "manifests/overlays/keda"
 	objs := render(t, overlay)
@@ -205,8 +206,13 @@ func TestKEDAOverlay(t *testing.T) {
 	if len(role.Rules) != 1 || len(role.Rules[0].Verbs) != 6 {
 		t.Errorf("rules %+v: scaledobjects, with the verbs the operator calls, only", role.Rules)
 	}
-	binding := convert[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "", "inferenceservice-operator-keda"))
-	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "inferenceservice-operator" || binding.Subjects[0].Namespace != systemNamespace {
+	ext := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "", "inferenceservice-operator-extensions"))
+	if ext.AggregationRule == nil || len(ext.AggregationRule.ClusterRoleSelectors) != 1 ||
+		!labels.SelectorFromSet(ext.AggregationRule.ClusterRoleSelectors[0].MatchLabels).Matches(labels.Set(role.Labels)) {
+		t.Errorf("keda's role (labels %v) is not aggregated into %+v", role.Labels, ext.AggregationRule)
+	}
+	binding := convert[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "", "inferenceservice-operator-extensions"))
+	if binding.RoleRef.Name != ext.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "inferenceservice-operator" || binding.Subjects[0].Namespace != systemNamespace {
 		t.Errorf("binding %+v", binding)
 	}
 	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))

@@ -285,13 +285,16 @@ func (k *kubelet) runPod(ctx context.Context, pod *v1.Pod, updates <-chan *v1.Po
 		}
 		want := ps.status(cur, now)
 		wake := ps.nextWake(now)
-		if cut := k.parts.isCut(pod.Spec.NodeName); cut && !apiequality.Semantic.DeepEqual(want, cur.Status) {
+		switch {
+		case apiequality.Semantic.DeepEqual(want, cur.Status):
+			// Nothing to write.
+		case k.parts.isCut(pod.Spec.NodeName):
 			// Cut from the API server: the status waits for the link, as a kubelet's status
 			// manager keeps it until it can write.
 			if retry := now.Add(time.Second); wake.IsZero() || retry.Before(wake) {
 				wake = retry
 			}
-		} else if !apiequality.Semantic.DeepEqual(want, cur.Status) {
+		default:
 			updated, err := k.writeStatus(ctx, ps, now)
 			if apierrors.IsNotFound(err) || ctx.Err() != nil {
 				return
