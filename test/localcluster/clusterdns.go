@@ -81,6 +81,24 @@ func startClusterDNS(ctx context.Context, client kubernetes.Interface, host stri
 	return d, nil
 }
 
+// serveAlso answers on another address too (the Service network's 127.S.0.10:53, which a
+// resolv.conf can name: it has no port), until ctx ends.
+func (d *clusterDNS) serveAlso(ctx context.Context, host string, port int) error {
+	pc, l, err := listenUDPAndTCP(host, port)
+	if err != nil {
+		return fmt.Errorf("cluster DNS on %s: %w", host, err)
+	}
+	udp, tcp := &dns.Server{PacketConn: pc, Handler: d}, &dns.Server{Listener: l, Handler: d}
+	go func() { _ = udp.ActivateAndServe() }()
+	go func() { _ = tcp.ActivateAndServe() }()
+	go func() {
+		<-ctx.Done()
+		_ = udp.Shutdown()
+		_ = tcp.Shutdown()
+	}()
+	return nil
+}
+
 // listenUDPAndTCP listens on host:port over UDP and TCP, as resolvers retry a truncated answer
 // over TCP on the same port. With port 0 the port is UDP's free one, which TCP may hold for
 // someone else (seen: another cluster's server on the same machine): another is drawn then.
@@ -101,7 +119,8 @@ func listenUDPAndTCP(host string, port int) (net.PacketConn, net.Listener, error
 	}
 }
 
-// dnsPodTransform keeps a pod's labels, hostname, subdomain, IP, readiness and deletion.
+// dnsPodTransform keeps a pod's labels, hostname, subdomain, IP, readiness, deletion and
+// container ports.
 func dnsPodTransform(obj any) (any, error) {
 	p, ok := obj.(*v1.Pod)
 	if !ok {
@@ -111,6 +130,12 @@ func dnsPodTransform(obj any) (any, error) {
 		ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
 		Spec:   v1.PodSpec{Hostname: p.Spec.Hostname, Subdomain: p.Spec.Subdomain},
 		Status: v1.PodStatus{PodIP: p.Status.PodIP, Phase: p.Status.Phase}}
+	// The container ports, by which a Service's named targetPort reaches it (serviceproxy.go).
+	for _, c := range p.Spec.Containers {
+		if len(c.Ports) > 0 {
+			out.Spec.Containers = append(out.Spec.Containers, v1.Container{Name: c.Name, Ports: c.Ports})
+		}
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1.PodReady {
 			out.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: c.Status}}

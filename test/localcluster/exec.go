@@ -191,12 +191,19 @@ func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog
 		return p
 	}
 	argv := execArgv(spec.Exec, spec.Command, spec.Args)
+	if len(spec.PodExec) > 0 {
+		argv = append(append([]string(nil), spec.PodExec...), argv...)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = execEnv(spec.Env, spec.Dir)
 	cmd.Dir = spec.Dir
 	// Its own process group, killed as a whole as a container's processes die with it; the
-	// leader also dies with this process if it is killed without a chance to stop it.
+	// leader also dies with this process if it is killed without a chance to stop it. Through
+	// the pod-exec helper, in a mount namespace of its own (its volumes, its resolv.conf).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if len(spec.PodExec) > 0 {
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fail(err)
@@ -503,6 +510,32 @@ func (ps *podState) execSpec(spec *modelServerSpec, path string, c *ctr) error {
 	if _, ok := spec.Env["HOSTNAME"]; !ok {
 		spec.Env["HOSTNAME"] = ps.pod.Name // the runtime sets the pod's hostname
 	}
+	if sn := ps.k.cfg.serviceNet; sn != nil {
+		return ps.podExecSpec(spec, sn, c)
+	}
+	return nil
+}
+
+// podExecSpec starts the process through the pod-exec helper: the pod's resolv.conf and the
+// container's volumes, written under the pod's directory.
+func (ps *podState) podExecSpec(spec *modelServerSpec, sn *serviceNetwork, c *ctr) error {
+	podDir := filepath.Join(ps.k.cfg.execDir, string(ps.pod.UID))
+	resolv := ""
+	if rc := resolvConf(ps.pod, sn.dnsIP()); rc != "" {
+		resolv = filepath.Join(podDir, "resolv.conf")
+		if err := os.WriteFile(resolv, []byte(rc), 0o644); err != nil {
+			return err
+		}
+	}
+	mounts, err := podMounts(ps.ctx, volumeSource{client: ps.k.client, pod: ps.pod}, &c.spec, filepath.Join(podDir, "volumes", c.spec.Name))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	spec.PodExec = podExecArgv(self, resolv, mounts, nil)
 	return nil
 }
 

@@ -25,7 +25,13 @@ type podNetwork struct {
 // claimPodNetwork takes the block stored in the data dir if no other process holds it,
 // else the first free one from 127.16/16, and stores the choice so a restart keeps it.
 func claimPodNetwork(dataDir string) (*podNetwork, error) {
-	file := filepath.Join(dataDir, "pod-network")
+	return claimNetwork(dataDir, "pod-network")
+}
+
+// claimNetwork is claimPodNetwork for the block stored in the data dir's file name: the pod
+// and Service networks of every cluster on the machine draw from the same locks.
+func claimNetwork(dataDir, name string) (*podNetwork, error) {
+	file := filepath.Join(dataDir, name)
 	try := func(octet int) (*podNetwork, bool) {
 		f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("localcluster-podnet-127.%d.lock", octet)), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {

@@ -43,6 +43,8 @@ type kubeletConfig struct {
 	apiServer  string
 	caFile     string
 	execDir    string
+	// serviceNet: exec images' processes run in their pod's mounts (servicenet.go); nil: not.
+	serviceNet *serviceNetwork
 }
 
 type kubelet struct {

@@ -65,6 +65,12 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == podExecCommand {
+		// The helper an exec image's process starts through (servicenet.go): it returns only
+		// on failure, which the container shows as a failed start.
+		fmt.Fprintf(os.Stderr, "%v\n", podExec(os.Args[2:]))
+		return 128
+	}
 	var (
 		dataDir     = flag.String("data-dir", "", "directory for etcd data, certificates and kubeconfigs (required)")
 		kubeconfig  = flag.String("kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/admin.kubeconfig)")
@@ -94,6 +100,7 @@ func run() int {
 		maxNumSeqs  = flag.Int("vllm-max-num-seqs", 0, "fake vLLM server: engine slots when the container passes no --max-num-seqs (0: vLLM's 256)")
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
+		serviceNet  = flag.Bool("service-network", false, "a Service network: ClusterIPs from a loopback block of the cluster's own (127.S.0.0/16) behind a userspace proxy, the cluster DNS also on 127.S.0.10:53, and exec images' processes in their pod's mounts (resolv.conf, volumes), so they reach Services by name; needs root")
 		execs       execImages
 	)
 	flag.Var(&execs, "exec-image", "fake kubelet, repeatable: PREFIX=PATH runs a container whose image's repository is PREFIX (any tag or digest; a PREFIX ending in / : every repository under it) as a real process of the executable PATH (or PATH an unpacked image, config.json and rootfs/: its entrypoint, or the file a container's command names in it), on its pod IP ($LOCALCLUSTER_POD_IP) with a kubeconfig of its ServiceAccount ($KUBECONFIG)")
@@ -133,14 +140,14 @@ func run() int {
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
 			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
 				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
-				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs}, *hpaSync, *ctrlQPS); err != nil {
+				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs}, *hpaSync, *ctrlQPS, *serviceNet); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration, ctrlQPS int) error {
+func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig, hpaSync time.Duration, ctrlQPS int, withServiceNet bool) error {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGTERM, syscall.SIGINT)
 	if nc.monitorGrace <= 0 { // the controller manager's and the API server's defaults
@@ -178,6 +185,16 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 	defer podNet.lock.Close()
+	serviceCIDR := "10.0.0.0/16" // room for the scale benchmark's 10,000 Services
+	if withServiceNet {
+		sn, err := claimNetwork(dir, "service-network")
+		if err != nil {
+			return err
+		}
+		defer sn.lock.Close()
+		kc.serviceNet = &serviceNetwork{octet: sn.octet}
+		serviceCIDR = kc.serviceNet.cidr()
+	}
 	kcCrt, kcKey := p.clientPaths("apiserver-kubelet-client")
 
 	kcDir := filepath.Join(dir, "kubeconfigs")
@@ -226,7 +243,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--service-account-signing-key-file=" + p.saKey,
 			"--authorization-mode=RBAC",
 			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
-			"--service-cluster-ip-range=10.0.0.0/16", // room for the scale benchmark's 10,000 Services
+			"--service-cluster-ip-range=" + serviceCIDR,
 			"--endpoint-reconciler-type=none",
 			"--default-not-ready-toleration-seconds=" + strconv.Itoa(nc.evictionSeconds),
 			"--default-unreachable-toleration-seconds=" + strconv.Itoa(nc.evictionSeconds),
@@ -329,6 +346,14 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		}
 		dnsAddr = cd.addr
 		kc.dnsServer = dnsAddr
+		if kc.serviceNet != nil {
+			if err := cd.serveAlso(compCtx, kc.serviceNet.dnsIP(), 53); err != nil {
+				return err
+			}
+			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://")}).run(compCtx)
+		}
+	} else if kc.serviceNet != nil {
+		return fmt.Errorf("--service-network needs the cluster DNS of --kubelet-serve")
 	}
 	kc.apiServer, kc.caFile, kc.execDir = server, p.caCert, filepath.Join(dir, "exec")
 	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))

@@ -35,6 +35,9 @@ func servesModel(image string) bool {
 
 // modelServerSpec is what a fake vLLM process sees of its container, as a real process would.
 type modelServerSpec struct {
+	// PodExec is the helper's command line (servicenet.go) an exec image's process starts
+	// through, in a mount namespace of its own; nil: started directly.
+	PodExec []string
 	Image   string
 	Command []string // the container's command; nil: the image's entrypoint (`vllm serve`)
 	Args    []string

@@ -57,7 +57,7 @@ const systemNamespace = testenv.SystemNamespace
 // and linux/arm64 with configs that say so, the sums and the krew manifest match the files,
 // the manifests pin exactly what the packaged chart pins; then it runs the README's two install
 // commands on the local cluster (the release's files for its URLs), with the image loaded from
-// the release's archive, and the operator becomes Available from each.
+// the release's archive, and the operator becomes Available from each; the chart's passes helm test.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release and starts the local cluster")
@@ -110,7 +110,8 @@ func TestRelease(t *testing.T) {
 
 	// The local node runs the image unpacked from the release's archive, as a node that
 	// imported it (ctr images import) would.
-	c, err := cluster.Start(ctx, cluster.Options{Nodes: 1, ExtraArgs: []string{"--exec-image=" + repository + "=" + rootfs}})
+	// Its Service network: helm test's Pod reaches the Services by name.
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: 1, ExtraArgs: []string{"--exec-image=" + repository + "=" + rootfs, "--service-network"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +133,45 @@ func TestRelease(t *testing.T) {
 		t.Log(o)
 	}
 	operatorAvailable(t, c, kube)
-	// helm test is not run here: its Pod dials the Services by their DNS names, and the local
-	// cluster has no Service network for the processes its kubelet runs (TestHelmTestCredentials
-	// proves the hook's check and token against the installed operator instead).
+	// helm test: its Pod, the release's image in check mode, dials the operator's and the
+	// adapter's Services by their names through the cluster's Service network, with its
+	// mounted ServiceAccount token and the adapter's CA.
+	began := time.Now()
+	// Without --logs: helm looks for them in the release's namespace, the Pod is in the operator's.
+	if o, e, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err != nil {
+		logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
+		t.Fatalf("helm test %s: %v\n%s\n%s\nthe Pod's log:\n%s", args[2], err, o, e, logs)
+	} else {
+		t.Logf("$ helm test %s (%s)\n%s", args[2], time.Since(began).Round(time.Second), o)
+	}
+	// And it fails when the operator does not answer: its Pod stays, and its log names the
+	// URL that failed and the one that answered, each dialled by its Service's name.
+	if _, _, err := c.Kubectl(ctx, "-n", systemNamespace, "scale", "deployment", "inferenceservice-operator", "--replicas=0"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, "the operator's pods gone", func() error {
+		pods, err := kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=inferenceservice-operator"})
+		if err != nil || len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods (%v)", len(pods.Items), err)
+		}
+		return nil
+	})
+	if o, _, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err == nil {
+		t.Fatalf("helm test passed with the operator scaled to 0:\n%s", o)
+	}
+	logs, _, err := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"FAIL https://inferenceservice-operator-metrics." + systemNamespace + ".svc:8443/metrics",
+		"ok   https://inferenceservice-metrics-adapter." + systemNamespace + ".svc:443/readyz: 200",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("helm test's Pod log lacks %q:\n%s", want, logs)
+		}
+	}
+	t.Logf("helm test with the operator scaled to 0 fails; its Pod's log:\n%s", logs)
 	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "--wait", "--timeout", "3m"); err != nil {
 		t.Fatal(err)
 	}
