@@ -21,6 +21,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -123,10 +124,7 @@ func (s volumeSource) materialize(ctx context.Context, vol *v1.Volume, dir strin
 func (s volumeSource) secret(ctx context.Context, name string, items []v1.KeyToPath, optional *bool, dir string) error {
 	sec, err := s.client.CoreV1().Secrets(s.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		if optional != nil && *optional {
-			return nil
-		}
-		return fmt.Errorf("MountVolume.SetUp failed: secret %q not found: %w", name, err)
+		return unavailable("secret", name, optional, err)
 	}
 	return writeKeys(sec.Data, items, dir, "secret "+name)
 }
@@ -134,10 +132,7 @@ func (s volumeSource) secret(ctx context.Context, name string, items []v1.KeyToP
 func (s volumeSource) configMap(ctx context.Context, name string, items []v1.KeyToPath, optional *bool, dir string) error {
 	cm, err := s.client.CoreV1().ConfigMaps(s.pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		if optional != nil && *optional {
-			return nil
-		}
-		return fmt.Errorf("MountVolume.SetUp failed: configmap %q not found: %w", name, err)
+		return unavailable("configmap", name, optional, err)
 	}
 	data := map[string][]byte{}
 	for k, v := range cm.Data {
@@ -147,6 +142,17 @@ func (s volumeSource) configMap(ctx context.Context, name string, items []v1.Key
 		data[k] = v
 	}
 	return writeKeys(data, items, dir, "configmap "+name)
+}
+
+// unavailable is the mount's failure to read its object: none when an optional one is absent.
+func unavailable(kind, name string, optional *bool, err error) error {
+	if apierrors.IsNotFound(err) {
+		if optional != nil && *optional {
+			return nil
+		}
+		return fmt.Errorf("MountVolume.SetUp failed: %s %q not found", kind, name)
+	}
+	return fmt.Errorf("MountVolume.SetUp failed: reading %s %q: %w", kind, name, err)
 }
 
 // token is the projected ServiceAccount token: a TokenRequest bound to the pod, with the
