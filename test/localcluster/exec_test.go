@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("EXEC_TEST_CHILD") {
 	case "":
 		os.Exit(m.Run())
+	case "pod-exec": // the helper, as localcluster pod-exec runs it (servicenet_test.go)
+		fmt.Fprintln(os.Stderr, podExec(os.Args[2:])) // os.Args[1] is pod-exec
+		os.Exit(128)
 	case "grandchild":
 		for { // a process the child started: it dies with the child's group
 			time.Sleep(time.Hour)

@@ -5,9 +5,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +188,53 @@ func TestServiceProxy(t *testing.T) {
 		_, err := read()
 		return err != nil && strings.Contains(err.Error(), "connection refused")
 	})
+}
+
+// The helper, run for real (root: a mount namespace): the program sees the pod's resolv.conf
+// and its volumes at their mountPaths, read-only, in a tmpfs where the mount point was
+// missing; the host's files and mounts are as they were.
+func TestPodExecMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounts need root")
+	}
+	dir := t.TempDir()
+	resolv, vol := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "vol")
+	if err := os.WriteFile(resolv, []byte("nameserver 127.20.0.10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(vol, "token", []byte("TOKEN")); err != nil {
+		t.Fatal(err)
+	}
+	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+	mountPath := "/run/localcluster-test-" + strconv.Itoa(os.Getpid()) + "/secrets/sa"
+	script := "cat /etc/resolv.conf " + mountPath + "/token; echo; touch " + mountPath + "/x 2>&1 || true"
+	argv := podExecArgv(os.Args[0], resolv, []string{vol + ":" + mountPath}, []string{"/bin/sh", "-c", script})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "EXEC_TEST_CHILD=pod-exec")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"nameserver 127.20.0.10\nTOKEN\n", "Read-only file system"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the program saw %q; want %q in it", out, want)
+		}
+	}
+	if after, _ := os.ReadFile("/etc/resolv.conf"); string(after) != string(hostResolv) {
+		t.Errorf("the host's resolv.conf changed: %q", after)
+	}
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(mountPath))); err == nil {
+		t.Errorf("the mount point %s was made on the host", mountPath)
+	}
+	// Over the host's system directories no tmpfs is laid: the start fails, saying why.
+	argv = podExecArgv(os.Args[0], "", []string{vol + ":/usr/localcluster-test/x"}, []string{"/bin/true"})
+	cmd = exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "EXEC_TEST_CHILD=pod-exec")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "holds the host's files") {
+		t.Errorf("a mount point under /usr: %v\n%s", err, out)
+	}
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
