@@ -42,20 +42,28 @@ test: lint
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
 	test/epp/build.sh $(EPP_BIN)
-	# The local world's own tests (its own module: cluster DNS, vLLM's parser, model geometry,
-	# the fake kubelet and model server), compiled as build.sh compiles it, sharing its cache.
-	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
-	# test/epp's own tests: the picker's configurations load, the gateway's route matching and
-	# rewriting and its ext_proc exchange.
-	cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...
-	# The plugin's own module: flags, outputs, completion, version, KServe's isvc beside ours.
-	cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...
-	# -v for the per-test times: the run ends with the 15 slowest tests. -parallel bounds the
-	# e2e tests that run side by side (test/e2e/main_test.go says which may).
-	# SOAK_CI=1: the soak's CI size (test/soak) runs too, in the slot beside the e2e package;
-	# TestRelease builds the image for the host's architecture only (make release-check: both).
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
-		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15
+	# Three modules' own tests run in the background beside the main suite (they mostly wait on
+	# timers and sockets, and their packages are compiled already): the local world's (cluster
+	# DNS, vLLM's parser, model geometry, the fake kubelet and model server, compiled as
+	# build.sh compiles it), test/epp's (the picker's configurations, the gateway's routes and
+	# ext_proc exchange) and the plugin's (flags, outputs, completion, KServe's isvc beside
+	# ours). Each log is printed when the main suite ends; any failure fails make test.
+	# The main suite: -v for the per-test times (the run ends with the 15 slowest tests);
+	# -parallel bounds the e2e tests that run side by side (test/e2e/main_test.go says which
+	# may); SOAK_CI=1: the soak's CI size runs too, beside the e2e package; TestRelease builds
+	# the image for the host's architecture only (make release-check: both).
+	set -o pipefail; logs=$$(mktemp -d); \
+	(cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .) > $$logs/localcluster 2>&1 & lc=$$!; \
+	(cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...) > $$logs/epp 2>&1 & epp=$$!; \
+	(cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...) > $$logs/plugin 2>&1 & plugin=$$!; \
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15; \
+	status=$$?; \
+	for job in localcluster:$$lc epp:$$epp plugin:$$plugin; do \
+		wait $${job#*:} || { echo "FAIL: the $${job%%:*} module's tests"; status=1; }; \
+		echo "--- the $${job%%:*} module's tests:"; cat $$logs/$${job%%:*}; \
+	done; \
+	rm -rf $$logs; exit $$status
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
 	# about 5-11 s a target on 2 cores.
