@@ -62,8 +62,12 @@ func (c *Controller) applyAll(ctx context.Context, isvc *crd.InferenceService, a
 		}
 		if err := results[i]; err != nil {
 			c.metrics.APIError(string(apierrors.ReasonForError(err)))
-			c.recorder.Eventf(isvc, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
-				"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
+			// Not in a namespace being deleted: the model goes with it, and the recorder's
+			// retries would write the Warning into a namespace made again under that name.
+			if !namespaceTerminating(err) {
+				c.recorder.Eventf(isvc, a.Object, corev1.EventTypeWarning, EventFailed, actionName(a.Verb),
+					"%s %s %s failed: %v", a.Verb, a.Kind, a.Object.GetName(), err)
+			}
 			errs = append(errs, fmt.Errorf("%s %s %s/%s: %w", a.Verb, a.Kind, a.Object.GetNamespace(), a.Object.GetName(), err))
 			continue
 		}

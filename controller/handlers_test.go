@@ -181,3 +181,25 @@ func TestForbiddenIsReportedInStatus(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// A create refused because the namespace is being deleted is no RBAC problem: the status says
+// the namespace goes (phase Terminating), and no Warning Event is raised (the recorder's
+// retries would land it in a namespace made again under the same name).
+func TestNamespaceTerminatingIsNotForbidden(t *testing.T) {
+	f := newFixture(t, newISVCObject(1), nil)
+	f.kube.PrependReactor("create", "horizontalpodautoscalers", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, terminatingErr(schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"})
+	})
+	if _, err := f.sync(); err == nil {
+		t.Fatal("no error: the create failed")
+	}
+	if st := f.storedStatus(); st.Reason != reconcile.ReasonNamespaceTerminating || st.Phase != crd.PhaseTerminating {
+		t.Fatalf("status phase %s reason %s", st.Phase, st.Reason)
+	}
+	close(f.events.Events)
+	for e := range f.events.Events {
+		if strings.HasPrefix(e, corev1.EventTypeWarning) {
+			t.Errorf("Warning Event %q", e)
+		}
+	}
+}

@@ -235,11 +235,20 @@ func TestCauseOfTellsAdmissionFromRBAC(t *testing.T) {
 		{apierrors.NewForbidden(gr, "chat", errors.New(`ValidatingAdmissionPolicy 'no-latest' with binding 'b' denied request: image tag latest`)), reconcile.ReasonAdmissionDenied},
 		{apierrors.NewForbidden(gr, "chat", errors.New(`User "system:serviceaccount:x:y" cannot patch resource "deployments"`)), reconcile.ReasonForbidden},
 		{errors.New("connection refused"), reconcile.ReasonReconcileError},
+		{terminatingErr(gr), reconcile.ReasonNamespaceTerminating},
 	} {
 		if got := causeOf(c.err).Reason; got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
 	}
+}
+
+// terminatingErr is the API server's answer to a create in a namespace being deleted, as
+// NamespaceLifecycle admission words it: a 403 with the NamespaceTerminating cause.
+func terminatingErr(gr schema.GroupResource) error {
+	err := apierrors.NewForbidden(gr, "chat", errors.New("unable to create new content in namespace ns because it is being terminated"))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"})
+	return err
 }
 
 // The GPU metrics split what an admission queue holds (gated pods) from what it admitted.

@@ -290,6 +290,8 @@ func (c *Controller) observePicker(obs *reconcile.Observed, ns, name string) err
 // causeOf turns an API error into the status cause users see.
 func causeOf(err error) reconcile.Cause {
 	switch {
+	case namespaceTerminating(err):
+		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonNamespaceTerminating, Message: err.Error()}
 	case deniedByAdmission(err):
 		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonAdmissionDenied, Message: err.Error()}
 	case apierrors.IsForbidden(err):
@@ -297,6 +299,12 @@ func causeOf(err error) reconcile.Cause {
 	default:
 		return reconcile.Cause{Rank: reconcile.RankAPI, Reason: reconcile.ReasonReconcileError, Message: err.Error()}
 	}
+}
+
+// namespaceTerminating: the API server's NamespaceLifecycle refused a create because the
+// namespace is being deleted (a 403 that is not RBAC's).
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // deniedByAdmission tells an admission webhook's or policy's refusal from RBAC's: both can

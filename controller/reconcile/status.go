@@ -32,6 +32,9 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonForbidden: the operator's RBAC does not allow an action on a child.
 	ReasonForbidden = "Forbidden"
+	// ReasonNamespaceTerminating: the namespace is being deleted, and the API server refuses
+	// new objects in it; the model goes with it, nothing to fix.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonAdmissionDenied: an admission webhook or policy refused a write to a child (Kueue
 	// keeps a serving Deployment's queue label fixed, a policy engine refuses a field).
 	ReasonAdmissionDenied = "AdmissionDenied"
@@ -179,10 +182,14 @@ func withCauses(st crd.InferenceServiceStatus, isvc *crd.InferenceService, cause
 	}
 	set(crd.ConditionReady, metav1.ConditionFalse, top.Reason, strings.Join(msgs, "; "))
 	st.Reason = top.Reason
-	if failing[top.Reason] {
+	switch {
+	case failing[top.Reason]:
 		set(crd.ConditionProgressing, metav1.ConditionFalse, top.Reason, top.Message)
 		st.Phase = crd.PhaseFailed
-	} else {
+	case top.Reason == ReasonNamespaceTerminating: // it goes with its namespace
+		set(crd.ConditionProgressing, metav1.ConditionFalse, top.Reason, top.Message)
+		st.Phase = crd.PhaseTerminating
+	default:
 		set(crd.ConditionProgressing, metav1.ConditionTrue, top.Reason, top.Message)
 		st.Phase = crd.PhaseProgressing
 	}
