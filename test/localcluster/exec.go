@@ -527,7 +527,7 @@ func (ps *podState) podExecSpec(spec *modelServerSpec, sn *serviceNetwork, c *ct
 			return err
 		}
 	}
-	mounts, err := podMounts(ps.ctx, volumeSource{client: ps.k.client, pod: ps.pod}, &c.spec, filepath.Join(podDir, "volumes", c.spec.Name))
+	mounts, err := podMounts(ps.ctx, volumeSource{client: ps.k.client, pod: ps.pod}, &c.spec, podDir)
 	if err != nil {
 		return err
 	}

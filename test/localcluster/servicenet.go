@@ -2,9 +2,10 @@
 // own (127.S.0.0/16), reached through a userspace proxy (serviceproxy.go), and the cluster DNS
 // also on 127.S.0.10:53, where a resolv.conf can name it. A process of an exec image then runs
 // as in a pod: in a mount namespace of its own where /etc/resolv.conf is the pod's (the
-// cluster DNS, the pod's search list, ndots:5) and its volumes (Secrets, ConfigMaps, the
-// projected ServiceAccount token, emptyDirs) are mounted read-only at their mountPaths, so a
-// client in it dials a Service by its name, as `helm test`'s Pod does. Off by default: it
+// cluster DNS, the pod's search list, ndots:5) and its volumes are bound at their mountPaths
+// (Secrets, ConfigMaps, the projected ServiceAccount token read-only; an emptyDir writable
+// unless its mount says readOnly), so a client in it dials a Service by its name, as `helm
+// test`'s Pod does, and a server writes its certificate where its manifest says. Off by default: it
 // needs root (port 53, mounts), which the rest of the local cluster does not.
 
 package main
@@ -27,7 +28,7 @@ import (
 )
 
 // podExecCommand is the argument that makes this binary the helper that enters a pod's
-// mounts: localcluster pod-exec [--resolv-conf=F] [--mount=SRC:DST]... -- PROGRAM ARGS...
+// mounts: localcluster pod-exec [--resolv-conf=F] [--ro-bind=SRC:DST | --bind=SRC:DST]... -- PROGRAM ARGS...
 const podExecCommand = "pod-exec"
 
 // serviceNetwork is the Service network's addresses; nil when --service-network is off.
@@ -231,14 +232,23 @@ func writeFile(dir, rel string, b []byte) error {
 	return os.WriteFile(p, b, 0o644)
 }
 
-// podMounts materializes the container's volumes under dir and returns the helper's
-// --mount arguments (SRC:DST), in mountPath order; subPath mounts are not supported.
-func podMounts(ctx context.Context, src volumeSource, c *v1.Container, dir string) ([]string, error) {
+// podMount is one volume bound into a container: read-only unless the kubelet would mount it
+// writable (an emptyDir whose volumeMount is not readOnly; Secrets, ConfigMaps, projected and
+// downwardAPI volumes are always read-only, their plugins' GetAttributes says so).
+type podMount struct {
+	src, dst string
+	readOnly bool
+}
+
+// podMounts materializes the container's volumes under the pod's directory (an emptyDir once a
+// pod, shared by its containers and kept across their restarts; the others per container) and
+// returns them in mountPath order; subPath mounts are not supported.
+func podMounts(ctx context.Context, src volumeSource, c *v1.Container, podDir string) ([]podMount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range src.pod.Spec.Volumes {
 		vols[src.pod.Spec.Volumes[i].Name] = &src.pod.Spec.Volumes[i]
 	}
-	var out []string
+	var out []podMount
 	done := map[string]bool{}
 	for _, m := range c.VolumeMounts {
 		vol := vols[m.Name]
@@ -248,32 +258,35 @@ func podMounts(ctx context.Context, src volumeSource, c *v1.Container, dir strin
 		if m.SubPath != "" || m.SubPathExpr != "" {
 			return nil, fmt.Errorf("volumeMount %q: subPath is not supported by this kubelet", m.Name)
 		}
-		vdir := filepath.Join(dir, m.Name)
+		vdir := filepath.Join(podDir, "volumes", c.Name, m.Name)
+		if vol.EmptyDir != nil {
+			vdir = filepath.Join(podDir, "empty-dir", m.Name)
+		}
 		if !done[m.Name] {
 			if err := src.materialize(ctx, vol, vdir); err != nil {
 				return nil, err
 			}
 			done[m.Name] = true
 		}
-		out = append(out, vdir+":"+m.MountPath)
+		out = append(out, podMount{src: vdir, dst: m.MountPath, readOnly: m.ReadOnly || vol.EmptyDir == nil})
 	}
-	sort.Slice(out, func(i, j int) bool { return mountDst(out[i]) < mountDst(out[j]) })
+	sort.Slice(out, func(i, j int) bool { return out[i].dst < out[j].dst })
 	return out, nil
 }
 
-func mountDst(arg string) string {
-	_, dst, _ := strings.Cut(arg, ":")
-	return dst
-}
-
-// podExecArgv is the helper's command line that runs argv in the pod's mounts.
-func podExecArgv(self, resolv string, mounts []string, argv []string) []string {
+// podExecArgv is the helper's command line that runs argv in the pod's mounts (bubblewrap's
+// flag names: --ro-bind and --bind).
+func podExecArgv(self, resolv string, mounts []podMount, argv []string) []string {
 	out := []string{self, podExecCommand}
 	if resolv != "" {
 		out = append(out, "--resolv-conf="+resolv)
 	}
 	for _, m := range mounts {
-		out = append(out, "--mount="+m)
+		flag := "--bind="
+		if m.readOnly {
+			flag = "--ro-bind="
+		}
+		out = append(out, flag+m.src+":"+m.dst)
 	}
 	return append(append(out, "--"), argv...)
 }
@@ -288,14 +301,19 @@ var tmpfsParents = []string{"/run", "/mnt", "/opt", "/srv", "/var/lib/kubelet"}
 // program in its own place, so the kubelet's process is the container's.
 func podExec(args []string) error {
 	var resolv string
-	var mounts []string
+	var mounts []podMount
 	i := 0
 	for ; i < len(args) && args[i] != "--"; i++ {
 		switch a := args[i]; {
 		case strings.HasPrefix(a, "--resolv-conf="):
 			resolv = strings.TrimPrefix(a, "--resolv-conf=")
-		case strings.HasPrefix(a, "--mount="):
-			mounts = append(mounts, strings.TrimPrefix(a, "--mount="))
+		case strings.HasPrefix(a, "--ro-bind="), strings.HasPrefix(a, "--bind="):
+			flag, m, _ := strings.Cut(a, "=")
+			src, dst, ok := strings.Cut(m, ":")
+			if !ok || !filepath.IsAbs(dst) {
+				return fmt.Errorf("%s %q: want SRC:/DST", flag, m)
+			}
+			mounts = append(mounts, podMount{src: src, dst: dst, readOnly: flag == "--ro-bind"})
 		default:
 			return fmt.Errorf("%s: unknown argument %q", podExecCommand, a)
 		}
@@ -310,18 +328,17 @@ func podExec(args []string) error {
 	}
 	tmpfs := map[string]bool{}
 	for _, m := range mounts {
-		src, dst, ok := strings.Cut(m, ":")
-		if !ok || !filepath.IsAbs(dst) {
-			return fmt.Errorf("mount %q: want SRC:/DST", m)
-		}
-		if err := mountPoint(dst, true, tmpfs); err != nil {
+		if err := mountPoint(m.dst, true, tmpfs); err != nil {
 			return err
 		}
-		if err := syscall.Mount(src, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
-			return fmt.Errorf("mounting %s at %s: %w", src, dst, err)
+		if err := syscall.Mount(m.src, m.dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("mounting %s at %s: %w", m.src, m.dst, err)
 		}
-		if err := syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_REC, ""); err != nil {
-			return fmt.Errorf("remounting %s read-only: %w", dst, err)
+		if !m.readOnly {
+			continue
+		}
+		if err := syscall.Mount("", m.dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("remounting %s read-only: %w", m.dst, err)
 		}
 	}
 	if resolv != "" {

@@ -85,23 +85,30 @@ func TestPodMounts(t *testing.T) {
 		{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"},
 		{Name: "ca", MountPath: "/var/run/metrics-adapter-ca"},
 		{Name: "scratch", MountPath: "/mnt/scratch"},
+		{Name: "scratch", MountPath: "/mnt/scratch-ro", ReadOnly: true},
 		{Name: "maybe", MountPath: "/mnt/maybe"},
 	}}
+	c.Name = "server"
 	mounts, err := podMounts(context.Background(), src, c, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{dir + "/maybe:/mnt/maybe", dir + "/scratch:/mnt/scratch", dir + "/ca:/var/run/metrics-adapter-ca",
-		dir + "/kube-api-access:/var/run/secrets/kubernetes.io/serviceaccount"}
-	if strings.Join(mounts, " ") != strings.Join(want, " ") {
-		t.Errorf("mounts %v, want %v", mounts, want)
+	// As the kubelet's makeMounts: read-only if the mount says so or the volume's plugin must.
+	vols := dir + "/volumes/server"
+	want := []string{
+		"--ro-bind=" + vols + "/maybe:/mnt/maybe", "--bind=" + dir + "/empty-dir/scratch:/mnt/scratch",
+		"--ro-bind=" + dir + "/empty-dir/scratch:/mnt/scratch-ro", "--ro-bind=" + vols + "/ca:/var/run/metrics-adapter-ca",
+		"--ro-bind=" + vols + "/kube-api-access:/var/run/secrets/kubernetes.io/serviceaccount",
+	}
+	if got := podExecArgv("self", "", mounts, nil)[2:]; strings.Join(got, " ") != strings.Join(want, " ")+" --" {
+		t.Errorf("mounts %v, want %v", got, want)
 	}
 	for f, content := range map[string]string{"ca/ca.crt": "CA", "kube-api-access/token": "TOKEN-of-p", "kube-api-access/ca.crt": "ROOT", "kube-api-access/namespace": "ns"} {
-		if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(b) != content {
+		if b, err := os.ReadFile(filepath.Join(vols, f)); err != nil || string(b) != content {
 			t.Errorf("%s: %q, %v; want %q", f, b, err, content)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ca", "tls.key")); err == nil {
+	if _, err := os.Stat(filepath.Join(vols, "ca", "tls.key")); err == nil {
 		t.Error("the Secret's unlisted key was written")
 	}
 	if audience != nil {
@@ -191,24 +198,30 @@ func TestServiceProxy(t *testing.T) {
 }
 
 // The helper, run for real (root: a mount namespace): the program sees the pod's resolv.conf
-// and its volumes at their mountPaths, read-only, in a tmpfs where the mount point was
-// missing; the host's files and mounts are as they were.
+// and its volumes at their mountPaths (a Secret's read-only, an emptyDir writable, its files
+// kept in the pod's directory), in a tmpfs where the mount point was missing; the host's files
+// and mounts are as they were.
 func TestPodExecMounts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounts need root")
 	}
 	dir := t.TempDir()
-	resolv, vol := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "vol")
+	resolv, vol, scratch := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "vol"), filepath.Join(dir, "scratch")
 	if err := os.WriteFile(resolv, []byte("nameserver 127.20.0.10\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeFile(vol, "token", []byte("TOKEN")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
 	mountPath := "/run/localcluster-test-" + strconv.Itoa(os.Getpid()) + "/secrets/sa"
-	script := "cat /etc/resolv.conf " + mountPath + "/token; echo; touch " + mountPath + "/x 2>&1 || true"
-	argv := podExecArgv(os.Args[0], resolv, []string{vol + ":" + mountPath}, []string{"/bin/sh", "-c", script})
+	scratchPath := filepath.Join(filepath.Dir(mountPath), "serving-cert")
+	script := "cat /etc/resolv.conf " + mountPath + "/token; echo; touch " + mountPath + "/x 2>&1 || true; echo CERT > " + scratchPath + "/tls.crt"
+	mounts := []podMount{{src: vol, dst: mountPath, readOnly: true}, {src: scratch, dst: scratchPath}}
+	argv := podExecArgv(os.Args[0], resolv, mounts, []string{"/bin/sh", "-c", script})
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "EXEC_TEST_CHILD=pod-exec")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
@@ -221,6 +234,9 @@ func TestPodExecMounts(t *testing.T) {
 			t.Errorf("the program saw %q; want %q in it", out, want)
 		}
 	}
+	if b, err := os.ReadFile(filepath.Join(scratch, "tls.crt")); err != nil || string(b) != "CERT\n" {
+		t.Errorf("the emptyDir holds %q, %v; want the file the program wrote", b, err)
+	}
 	if after, _ := os.ReadFile("/etc/resolv.conf"); string(after) != string(hostResolv) {
 		t.Errorf("the host's resolv.conf changed: %q", after)
 	}
@@ -228,7 +244,7 @@ func TestPodExecMounts(t *testing.T) {
 		t.Errorf("the mount point %s was made on the host", mountPath)
 	}
 	// Over the host's system directories no tmpfs is laid: the start fails, saying why.
-	argv = podExecArgv(os.Args[0], "", []string{vol + ":/usr/localcluster-test/x"}, []string{"/bin/true"})
+	argv = podExecArgv(os.Args[0], "", []podMount{{src: vol, dst: "/usr/localcluster-test/x", readOnly: true}}, []string{"/bin/true"})
 	cmd = exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "EXEC_TEST_CHILD=pod-exec")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}

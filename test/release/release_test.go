@@ -797,11 +797,11 @@ func localArgs(command, chartPackage, dist string) []string {
 // operatorAvailable adapts the install to the local node, then waits for the operator's and the
 // metrics adapter's Deployments to be Available. The local node runs every pod in its one
 // network namespace, where the operator's :8081 would collide with the activator's podIP:8081,
-// so the operator and the adapter bind their pod IP as the activator does; no pod mounts its
-// volumes, so the adapter writes its serving certificate into its working directory, not the
-// host's /var/run; no ServiceAccount files are mounted, where the operator reads its Lease's
-// namespace in a pod, so that is given by flag; and every Deployment runs one replica (a
-// standby's readiness and failover are test/incluster's).
+// so the operator and the adapter bind their pod IP as the activator does; every Deployment
+// runs one replica (a standby's readiness and failover are test/incluster's). Nothing else is
+// changed: the Service network mounts the pods' volumes, so the adapter writes its serving
+// certificate into its emptyDir and the operator reads its Lease's namespace from its
+// ServiceAccount files, as in a cluster.
 func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interface) {
 	t.Helper()
 	ctx := testenv.Ctx(t, 5*time.Minute)
@@ -815,8 +815,8 @@ func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interfa
 	for _, args := range [][]string{
 		{"-n", systemNamespace, "scale", "deployment", "--all", "--replicas=1"},
 		{"-n", systemNamespace, "patch", "deployment", "inferenceservice-operator", "--type=json", "-p",
-			adapt("--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081", "--leader-election-namespace="+systemNamespace)},
-		{"-n", systemNamespace, "patch", "deployment", adapterName, "--type=json", "-p", adapt("--bind-address=$(POD_IP)", "--cert-dir=serving-cert")},
+			adapt("--metrics-bind-address=$(POD_IP):8443", "--health-probe-bind-address=$(POD_IP):8081")},
+		{"-n", systemNamespace, "patch", "deployment", adapterName, "--type=json", "-p", adapt("--bind-address=$(POD_IP)")},
 	} {
 		if _, _, err := c.Kubectl(ctx, args...); err != nil {
 			t.Fatal(err)
