@@ -823,6 +823,19 @@ func operatorAvailable(t *testing.T, c *cluster.Cluster, kube kubernetes.Interfa
 		}
 	}
 	start := time.Now()
+	defer func() {
+		if t.Failed() { // what a user would look at next: the pods, their Events and logs
+			ctx := context.Background()
+			out, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "get", "pods", "-o", "wide")
+			t.Log(out)
+			out, _, _ = c.Kubectl(ctx, "-n", systemNamespace, "get", "events", "--field-selector=type=Warning")
+			t.Log(out)
+			for _, name := range []string{"inferenceservice-operator", adapterName} {
+				out, stderr, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "deployment/"+name, "--tail=10")
+				t.Logf("deployment/%s's log:\n%s%s", name, out, stderr)
+			}
+		}
+	}()
 	for _, name := range []string{"inferenceservice-operator", adapterName} {
 		var d *appsv1.Deployment
 		testenv.Eventually(t, 4*time.Minute, name+" Available", func() error {
