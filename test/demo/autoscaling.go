@@ -26,7 +26,7 @@ func startAdapter(ctx context.Context, c *cluster.Cluster, dir string, kubectl f
 
 // loadStep sends a bounded load (48 clients, 2-second completions, at most 90 s) to qwen3's
 // ready pods in turn, prints the HPA as it reads the queue, and stops once the HPA wants more
-// pods than the model had.
+// pods than the model had; an HPA that never does fails the demo, which promised it.
 func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) error) error {
 	if err := kubectl("get", "hpa", "qwen3"); err != nil {
 		return err
@@ -99,6 +99,9 @@ func loadStep(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	}
 	cancel()
 	wg.Wait()
+	if !scaled {
+		return fmt.Errorf("the HPA did not scale qwen3 above %d replicas in 90s of load (%d requests sent)", before, sent.Load())
+	}
 	fmt.Printf("load stopped after %d requests; the HPA scales back down after its scale-down window (5 minutes by default)\n", sent.Load())
 	return kubectl("get", isvc+",deploy", "qwen3")
 }
