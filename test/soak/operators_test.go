@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,9 +176,42 @@ func waitLeader(ctx context.Context, rs []*replica, timeout time.Duration) (lead
 
 // restWrites sums both proxies' non-Lease writes in [from, to).
 func restWrites(rs []*replica, from, to time.Time) int {
-	n := 0
+	return len(restWriteRequests(rs, from, to))
+}
+
+// restWriteRequests are both proxies' non-Lease writes in [from, to).
+func restWriteRequests(rs []*replica, from, to time.Time) []testenv.Request {
+	var out []testenv.Request
 	for _, r := range rs {
-		n += r.proxy.Writes(from, to)
+		out = append(out, r.proxy.WriteRequests(from, to)...)
 	}
-	return n
+	return out
+}
+
+// writeSummary names writes by method, path and answer, the most frequent first (at most
+// max), so a report says what the operators still wrote at rest, not only how much.
+func writeSummary(reqs []testenv.Request, max int) string {
+	count := map[string]int{}
+	for _, r := range reqs {
+		count[fmt.Sprintf("%s %s %d", r.Method, r.Path, r.Code)]++
+	}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if count[keys[i]] != count[keys[j]] {
+			return count[keys[i]] > count[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i == max {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(keys)-max)
+			break
+		}
+		fmt.Fprintf(&b, "  %dx %s\n", count[k], k)
+	}
+	return b.String()
 }

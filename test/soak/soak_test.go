@@ -279,7 +279,7 @@ func TestSoak(t *testing.T) {
 	}
 	logf("journal %s, report %s, memory plot %s", path, filepath.Join(filepath.Dir(path), "report.txt"), plot)
 	if limit := 2 + cfg.models/10; rest.writes > limit {
-		failf("%d writes at rest in %s (bound %d): a hot loop", rest.writes, rest.window, limit)
+		failf("%d writes at rest in %s (bound %d): a hot loop:\n%s", rest.writes, rest.window, limit, rest.what)
 	}
 	if u := unexplained(s.warns.all(), s.world.act.all(), s.world.act.convergences()); len(u) > 0 {
 		lines := make([]string, len(u))
@@ -424,6 +424,7 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 // restFigures are the writes at rest.
 type restFigures struct {
 	writes, operatorWrites int
+	what                   string // writeSummary of the writes
 	window                 time.Duration
 	settled                time.Duration
 }
@@ -457,7 +458,8 @@ func (s *soakRun) writesAtRest(ctx context.Context) (restFigures, error) {
 	f.window = 2 * resync
 	timer := time.NewTimer(f.window) // a fixed measurement window, not a wait for state
 	<-timer.C
-	f.writes = restWrites(s.replicas, from, time.Now())
+	reqs := restWriteRequests(s.replicas, from, time.Now())
+	f.writes, f.what = len(reqs), writeSummary(reqs, 8)
 	opAfter, err := lead.process().Writes()
 	if err != nil {
 		return f, err

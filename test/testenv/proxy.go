@@ -236,21 +236,27 @@ func reasonForCode(code int) metav1.StatusReason {
 }
 
 // Writes counts the mutating requests other than the Lease's sent in [from, to).
-func (p *Proxy) Writes(from, to time.Time) int {
+func (p *Proxy) Writes(from, to time.Time) int { return len(p.WriteRequests(from, to)) }
+
+// WriteRequests are the mutating requests other than the Lease's sent in [from, to).
+func (p *Proxy) WriteRequests(from, to time.Time) []Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
+	var out []Request
 	for _, r := range p.reqs {
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			continue
+		if isWrite(r, from, to) {
+			out = append(out, r)
 		}
-		if strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") || r.At.Before(from) || !r.At.Before(to) {
-			continue
-		}
-		n++
 	}
-	return n
+	return out
+}
+
+func isWrite(r Request, from, to time.Time) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return !strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") && !r.At.Before(from) && r.At.Before(to)
 }
 
 // Cut ends every response being streamed, watches included, the way the API server ends a
