@@ -1,5 +1,10 @@
 # The two commands the README promises, and their parts.
 GO ?= go
+# Every build and test without cgo, as the local cluster, the third-party binaries and the
+# operator's image are built: go vet, the suite and those builds then share one compile of each
+# dependency in the Go cache (with cgo on, the main module's ~1,000 dependencies compiled twice
+# on a fresh machine). Nothing here needs cgo: no -race, no C.
+export CGO_ENABLED = 0
 # bash, for `set -o pipefail`: a test run piped through test/slowest keeps go test's exit status.
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -18,7 +23,7 @@ demo:
 # module (cli-runtime brings kustomize, which the operator does not need), built as test/epp is.
 PLUGIN_DIR := controller/walk/kubectl-isvc
 plugin:
-	cd $(PLUGIN_DIR) && CGO_ENABLED=0 GOWORK=off $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(CURDIR)/bin/kubectl-isvc .
+	cd $(PLUGIN_DIR) && GOWORK=off $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(CURDIR)/bin/kubectl-isvc .
 	install -m 0755 $(PLUGIN_DIR)/kubectl_complete-isvc bin/kubectl_complete-isvc
 
 # Everything CI runs: static checks, unit tables, the local cluster's own tests and the
@@ -32,47 +37,44 @@ KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
 # How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
 E2E_PARALLEL ?= 4
+# How many processes the e2e package runs as in make test, each with its own cluster.
+E2E_SHARDS ?= 2
 EPP_BIN ?= $(CURDIR)/test/epp/bin/epp
 # build.sh builds the test gateway next to the picker.
 GATEWAY_BIN ?= $(dir $(EPP_BIN))gateway
-test: lint
-	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
-	test/helm/build.sh $(HELM_BIN)
-	test/krew/build.sh $(KREW_BIN)
-	test/kueue/build.sh $(KUEUE_BIN)
-	test/lws/build.sh $(LWS_BIN)
-	test/epp/build.sh $(EPP_BIN)
-	# Three modules' own tests run in the background beside the main suite (they mostly wait on
-	# timers and sockets, and their packages are compiled already): the local world's (cluster
-	# DNS, vLLM's parser, model geometry, the fake kubelet and model server, compiled as
-	# build.sh compiles it), test/epp's (the picker's configurations, the gateway's routes and
-	# ext_proc exchange) and the plugin's (flags, outputs, completion, KServe's isvc beside
-	# ours). Each log is printed when the main suite ends; any failure fails make test.
-	# The main suite: -v for the per-test times (the run ends with the 15 slowest tests);
-	# -parallel bounds the e2e tests that run side by side (test/e2e/main_test.go says which
-	# may); SOAK_CI=1: the soak's CI size runs too, beside the e2e package; TestRelease builds
-	# the image for the host's architecture only (make release-check: both).
-	set -o pipefail; logs=$$(mktemp -d); \
-	(cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .) > $$logs/localcluster 2>&1 & lc=$$!; \
-	(cd test/epp && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 ./...) > $$logs/epp 2>&1 & epp=$$!; \
-	(cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...) > $$logs/plugin 2>&1 & plugin=$$!; \
+# Where make test's time goes: each phase's seconds, printed at its end (test/slowest/phase.sh).
+PHASES_FILE ?= $(CURDIR)/bin/phases.txt
+export PHASES_FILE
+PHASE := test/slowest/phase.sh
+test:
+	@mkdir -p $(dir $(PHASES_FILE)) && : > $(PHASES_FILE)
+	$(PHASE) lint $(MAKE) lint
+	$(PHASE) build-localcluster test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	$(PHASE) build-helm test/helm/build.sh $(HELM_BIN)
+	$(PHASE) build-krew test/krew/build.sh $(KREW_BIN)
+	$(PHASE) build-kueue test/kueue/build.sh $(KUEUE_BIN)
+	$(PHASE) build-lws test/lws/build.sh $(LWS_BIN)
+	$(PHASE) build-epp test/epp/build.sh $(EPP_BIN)
+	# The suite (test/suite/run.sh): the main module's packages, the e2e package as E2E_SHARDS
+	# processes side by side (each its own cluster: test/e2e/shard_test.go), and three modules'
+	# own tests in the background (the local world's, test/epp's and the plugin's); it ends with
+	# each package's time and the 20 slowest tests. -parallel (E2E_PARALLEL) bounds the e2e
+	# tests that run side by side in one shard; SOAK_CI=1: the soak's CI size runs too;
+	# TestRelease builds the image for the host's architecture only (make release-check: both).
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
-		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) $(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./... | test/slowest/slowest.sh 15; \
-	status=$$?; \
-	for job in localcluster:$$lc epp:$$epp plugin:$$plugin; do \
-		wait $${job#*:} || { echo "FAIL: the $${job%%:*} module's tests"; status=1; }; \
-		echo "--- the $${job%%:*} module's tests:"; cat $$logs/$${job%%:*}; \
-	done; \
-	rm -rf $$logs; exit $$status
+		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) \
+		GO=$(GO) E2E_SHARDS=$(E2E_SHARDS) E2E_PARALLEL=$(E2E_PARALLEL) PLUGIN_DIR=$(PLUGIN_DIR) \
+		$(PHASE) suite test/suite/run.sh || { $(PHASE) --report; exit 1; }
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
 	# input fails the run with "context deadline exceeded" (seen once here); 20000 inputs take
 	# about 5-11 s a target on 2 cores.
-	$(MAKE) fuzz FUZZTIME=20000x
+	$(PHASE) fuzz $(MAKE) fuzz FUZZTIME=20000x
+	@$(PHASE) --report
 
 unit:
 	$(GO) test -count=1 ./crd/... ./queue/... ./controller/... ./informers/... ./metrics/...
 	cd $(PLUGIN_DIR) && GOWORK=off $(GO) test -count=1 ./...
-	cd test/localcluster && CGO_ENABLED=0 GOWORK=off $(GO) test -count=1 .
+	cd test/localcluster && GOWORK=off $(GO) test -count=1 .
 
 e2e:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
@@ -87,7 +89,7 @@ incluster:
 	$(GO) test -timeout 20m -count=1 -v ./test/incluster/
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/inferenceservice-operator .
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/inferenceservice-operator .
 
 # The OCI image without Docker (an OCI layout tarball: skopeo copy oci-archive:..., podman load -i).
 image: build

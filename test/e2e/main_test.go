@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,6 +44,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if err := applyShard(func() string { return flag.Lookup("test.run").Value.String() }, func(p string) error { return flag.Set("test.run", p) }); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		return 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var opts cluster.Options

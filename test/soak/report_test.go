@@ -101,6 +101,9 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd m
 	fmt.Fprintf(&b, "writes at rest: %d in %s (proxies, without the Lease's), settled %.1fs after convergence; the leader's own count with its Lease renewals: %d\n",
 		rest.writes, rest.window, rest.settled.Seconds(), rest.operatorWrites)
 	b.WriteString(rest.what)
+	if rest.trail != "" {
+		b.WriteString("writes at rest to one object more than once, in order:\n" + rest.trail)
+	}
 	fmt.Fprintf(&b, "load on %s: %d requests (%d failed), the HPA moved it to %d replicas at most\n", s.busy.key(), load.sent, load.failed, load.peak)
 	ws := s.warns.all()
 	fmt.Fprintf(&b, "Warning Events (%d objects, by reason and raises): %s\n", len(ws), byReason(ws))

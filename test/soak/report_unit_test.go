@@ -2,6 +2,7 @@ package soak
 
 import (
 	"testing"
+	"time"
 
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -20,5 +21,28 @@ func TestWriteSummary(t *testing.T) {
 	}
 	if got := writeSummary(nil, 8); got != "" {
 		t.Errorf("no writes: %q", got)
+	}
+}
+
+// A repeated status write is traced: replica, order, answer and the fields each write changed.
+func TestWriteTrail(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	path := "/apis/ai.example.com/v1alpha1/namespaces/a/inferenceservices/m/status"
+	body := func(msg string) []byte {
+		return []byte(`{"status":{"phase":"Ready","conditions":[{"type":"Ready","status":"True","message":"` + msg + `"}]}}`)
+	}
+	ws := []sentWrite{
+		{"b", testenv.Request{At: t0.Add(2 * time.Second), Method: "PUT", Path: path, Code: 200, Body: body("two")}},
+		{"a", testenv.Request{At: t0, Method: "PUT", Path: path, Code: 409, Body: body("one")}},
+		{"a", testenv.Request{At: t0.Add(time.Second), Method: "PUT", Path: path, Code: 200, Body: body("one")}},
+		{"a", testenv.Request{At: t0, Method: "POST", Path: "/api/v1/namespaces/a/events", Code: 201}},
+	}
+	got := writeTrail(ws, 4)
+	want := "  " + path + ":\n" +
+		"    +  0.0s replica a PUT 409 (the first in the window)\n" +
+		"    +  1.0s replica a PUT 200 changed nothing from the previous body\n" +
+		"    +  2.0s replica b PUT 200 changed status.conditions[Ready].message: \"one\" -> \"two\"\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -279,7 +279,7 @@ func TestSoak(t *testing.T) {
 	}
 	logf("journal %s, report %s, memory plot %s", path, filepath.Join(filepath.Dir(path), "report.txt"), plot)
 	if limit := 2 + cfg.models/10; rest.writes > limit {
-		failf("%d writes at rest in %s (bound %d): a hot loop:\n%s", rest.writes, rest.window, limit, rest.what)
+		failf("%d writes at rest in %s (bound %d): a hot loop:\n%s\nin order, with what each changed:\n%s", rest.writes, rest.window, limit, rest.what, rest.trail)
 	}
 	if u := unexplained(s.warns.all(), s.world.act.all(), s.world.act.convergences()); len(u) > 0 {
 		lines := make([]string, len(u))
@@ -425,6 +425,7 @@ func (s *soakRun) converge(ctx context.Context, timeout time.Duration) (time.Dur
 type restFigures struct {
 	writes, operatorWrites int
 	what                   string // writeSummary of the writes
+	trail                  string // writeTrail of the writes: who wrote what, in order
 	window                 time.Duration
 	settled                time.Duration
 }
@@ -460,6 +461,7 @@ func (s *soakRun) writesAtRest(ctx context.Context) (restFigures, error) {
 	<-timer.C
 	reqs := restWriteRequests(s.replicas, from, time.Now())
 	f.writes, f.what = len(reqs), writeSummary(reqs, 8)
+	f.trail = restWriteTrail(s.replicas, from, from.Add(f.window+time.Second), 6)
 	opAfter, err := lead.process().Writes()
 	if err != nil {
 		return f, err

@@ -82,6 +82,9 @@ type Request struct {
 	// BlockOwnerDeletion: the body sets an ownerReference's blockOwnerDeletion, for which the
 	// API server's admission checks update on the owner's finalizers subresource.
 	BlockOwnerDeletion bool
+	// Body is the request's body, kept for writes of a status subresource only (a report
+	// diffs them to say what a repeated write changed).
+	Body []byte
 }
 
 // statusRecorder keeps the status code written through it.
@@ -175,6 +178,9 @@ func (e *Env) StartProxyFor(t testing.TB, kubeconfig string) *Proxy {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			rec.BlockOwnerDeletion = bytes.Contains(body, []byte(`"blockOwnerDeletion":true`))
+			if strings.HasSuffix(r.URL.Path, "/status") {
+				rec.Body = body
+			}
 		}
 		p.mu.Lock()
 		i := len(p.reqs)

@@ -1,0 +1,145 @@
+package e2e
+
+// Shards: make test runs this package as E2E_SHARD=i/n processes side by side, each with its
+// own cluster and operator, so the suite's serial tests (which change what every test of one
+// cluster sees) overlap across clusters instead of waiting on one. A file's tests stay
+// together in one shard; files are dealt longest first to the shard with the least time.
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// fileSeconds is each file's tests' time in one process, from a CI run's per-test times on
+// 2 cores (test/README.md says how to refresh it); a file not listed weighs defaultFileSeconds.
+// A wrong figure costs balance, never a test: every file lands in exactly one shard.
+var fileSeconds = map[string]int{}
+
+const defaultFileSeconds = 30
+
+// parseShard reads "i/n" (0 <= i < n).
+func parseShard(spec string) (i, n int, err error) {
+	a, b, ok := strings.Cut(spec, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("E2E_SHARD=%q: want i/n with 0 <= i < n, like 0/2", spec)
+	}
+	return i, n, nil
+}
+
+// testsByFile lists the package's top-level tests (func TestX(t *testing.T)) per file of dir.
+func testsByFile(dir string) (map[string][]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	for _, p := range paths {
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
+				continue
+			}
+			out[filepath.Base(p)] = append(out[filepath.Base(p)], fn.Name.Name)
+		}
+	}
+	return out, nil
+}
+
+// shards deals files to n shards, the longest first to the shard with the least time so far
+// (ties to the lower shard, files by name), and returns each shard's tests, sorted.
+func shards(byFile map[string][]string, seconds map[string]int, n int) [][]string {
+	files := make([]string, 0, len(byFile))
+	for f, tests := range byFile {
+		if len(tests) > 0 {
+			files = append(files, f)
+		}
+	}
+	weight := func(f string) int {
+		if s, ok := seconds[f]; ok {
+			return s
+		}
+		return defaultFileSeconds
+	}
+	sort.Slice(files, func(a, b int) bool {
+		if weight(files[a]) != weight(files[b]) {
+			return weight(files[a]) > weight(files[b])
+		}
+		return files[a] < files[b]
+	})
+	load := make([]int, n)
+	out := make([][]string, n)
+	for _, f := range files {
+		least := 0
+		for s := 1; s < n; s++ {
+			if load[s] < load[least] {
+				least = s
+			}
+		}
+		load[least] += weight(f)
+		out[least] = append(out[least], byFile[f]...)
+	}
+	for _, tests := range out {
+		sort.Strings(tests)
+	}
+	return out
+}
+
+// shardPattern is the -run pattern of shard spec ("i/n") of the tests in dir; a shard with no
+// test gets a pattern that matches none.
+func shardPattern(spec, dir string) (string, error) {
+	i, n, err := parseShard(spec)
+	if err != nil {
+		return "", err
+	}
+	byFile, err := testsByFile(dir)
+	if err != nil {
+		return "", err
+	}
+	tests := shards(byFile, fileSeconds, n)[i]
+	if len(tests) == 0 {
+		return "^$", nil
+	}
+	quoted := make([]string, len(tests))
+	for k, t := range tests {
+		quoted[k] = regexp.QuoteMeta(t)
+	}
+	return "^(" + strings.Join(quoted, "|") + ")$", nil
+}
+
+// applyShard narrows -test.run to this process's shard when E2E_SHARD is set and no -run was
+// given; it says which tests it runs on stderr.
+func applyShard(run func() string, set func(string) error) error {
+	spec := os.Getenv("E2E_SHARD")
+	if spec == "" {
+		return nil
+	}
+	if r := run(); r != "" {
+		fmt.Fprintf(os.Stderr, "e2e: E2E_SHARD=%s ignored: -run %q chooses the tests\n", spec, r)
+		return nil
+	}
+	pattern, err := shardPattern(spec, ".")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "e2e: shard %s runs %s\n", spec, pattern)
+	return set(pattern)
+}
