@@ -49,8 +49,9 @@ func (s *soakRun) createBusy(ctx context.Context) error {
 // loadFigures are what the load did.
 type loadFigures struct {
 	sent, failed int64
-	peak         int32    // the busy Deployment's largest count seen
-	errors       []string // the first few distinct failures
+	peak         int32     // the busy Deployment's largest count seen
+	errors       []string  // the first few distinct failures
+	failures     []failure // every failure, for the accounting by fault (bounded by loadMaxSent)
 }
 
 // runLoad sends completions to the busy model's ready pods until ctx ends, and samples its
@@ -90,9 +91,11 @@ func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 	var next atomic.Int64
 	var errMu sync.Mutex
 	seen := map[string]bool{}
+	var failures []failure
 	fail := func(err error) {
 		failed.Add(1)
 		errMu.Lock()
+		failures = append(failures, failure{at: time.Now(), msg: err.Error()})
 		if msg := err.Error(); !seen[msg] && len(f.errors) < 5 {
 			seen[msg] = true
 			f.errors = append(f.errors, msg)
@@ -137,6 +140,9 @@ func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 	go func() {
 		wg.Wait()
 		f.sent, f.failed, f.peak = sent.Load(), failed.Load(), peak.Load()
+		errMu.Lock()
+		f.failures = failures
+		errMu.Unlock()
 		close(s.loadDone)
 	}()
 	return f

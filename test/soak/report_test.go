@@ -83,7 +83,7 @@ func (sm *sampler) series() (at, rss, goroutines []float64) {
 
 // report is the run's figures: faults by kind with the worst time to converge after each,
 // the writes at rest, and the leader's samples.
-func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd map[string]time.Duration, rest restFigures, sm *sampler, load *loadFigures) string {
+func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd map[string]time.Duration, rest restFigures, sm *sampler, load *loadFigures, windows []faultWindow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: seed %d, %d models (+ the storm's and the probe's), %g minutes of chaos, %s in all\n",
 		s.cfg.seed, s.cfg.models, s.cfg.minutes, time.Since(s.began).Round(time.Second))
@@ -105,6 +105,9 @@ func (s *soakRun) report(faults []fault, count map[string]int, worst, worstEnd m
 		b.WriteString("writes at rest to one object more than once, in order:\n" + rest.trail)
 	}
 	fmt.Fprintf(&b, "load on %s: %d requests (%d failed), the HPA moved it to %d replicas at most\n", s.busy.key(), load.sent, load.failed, load.peak)
+	if lost := lostByFault(load.failures, windows); lost != "" {
+		b.WriteString("failed requests by the fault striking or converging then (its start to the check after it), and how:\n" + lost)
+	}
 	ws := s.warns.all()
 	fmt.Fprintf(&b, "Warning Events (%d objects, by reason and raises): %s\n", len(ws), byReason(ws))
 	sm.mu.Lock()

@@ -189,6 +189,7 @@ func TestSoak(t *testing.T) {
 	worstEnd := map[string]time.Duration{} // from the fault's end
 	count := map[string]int{}
 	var lastFault time.Time
+	var windows []faultWindow // each fault's span, its start to the convergence after it
 	skipped := 0
 	for i, f := range faults {
 		// Faults and the convergence after each can outlast their slots (a thousand models take
@@ -204,6 +205,7 @@ func TestSoak(t *testing.T) {
 			<-timer.C
 		}
 		logf("fault %d/%d: %s", i+1, len(faults), f)
+		faultBegan := time.Now()
 		endFault := s.world.act.begin("", f.Kind)
 		endStorm := func() {}
 		if f.Kind == faultStorm { // its writers' conflicts show on its model
@@ -231,6 +233,7 @@ func TestSoak(t *testing.T) {
 			failf("after fault %d (%s) the world did not converge:\n%s", i+1, f.Kind, summary(v))
 		}
 		sinceEnd := time.Since(lastFault) // with the probe's edit and a user action in flight
+		windows = append(windows, faultWindow{kind: f.Kind, from: faultBegan, to: time.Now()})
 		logf("converged %.1fs after fault %d (%s); %.1fs after its end", took.Seconds(), i+1, f.Kind, sinceEnd.Seconds())
 		count[f.Kind]++
 		worst[f.Kind] = max(worst[f.Kind], took)
@@ -266,7 +269,7 @@ func TestSoak(t *testing.T) {
 	if err := s.warns.collect(ctx, s.namespaces()); err != nil {
 		failf("the Warning Events: %v", err)
 	}
-	report := s.report(faults[:len(faults)-skipped], count, worst, worstEnd, rest, samples, load)
+	report := s.report(faults[:len(faults)-skipped], count, worst, worstEnd, rest, samples, load, windows)
 	logf("report:\n%s", report)
 	path := s.writeJournal()
 	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "report.txt"), []byte(report), 0o644); err != nil {
