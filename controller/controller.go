@@ -134,7 +134,9 @@ type Controller struct {
 	// budgetContended, holds and progressHold hold back statuses about to be stale (status.go).
 	budgetContended func() bool
 	holds           holds
-	progressHold    time.Duration
+	// echoes: the status writes the cache has not shown yet, not rewritten from it (status.go).
+	echoes       echoes
+	progressHold time.Duration
 	// namesakes are children whose create found someone else's object (namesakes.go).
 	namesakes namesakes
 	// expected counts the creates sent that the caches have not shown yet (expected.go).

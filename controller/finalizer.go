@@ -103,7 +103,8 @@ func (c *Controller) finalize(ctx context.Context, isvc *crd.InferenceService, n
 				err = fmt.Errorf("deleting: deregistering the gateway route failed, retrying: %w", err)
 				st := reconcile.WithCauses(isvc.Status, isvc, []reconcile.Cause{{Rank: reconcile.RankAPI, Reason: reconcile.ReasonGatewayUnavailable, Message: err.Error()}}, now)
 				st.Phase = crd.PhaseTerminating
-				return errors.Join(err, c.writeStatus(ctx, isvc, &st, &stored, &stored))
+				_, werr := c.writeStatus(ctx, isvc, &st, &stored, &stored)
+				return errors.Join(err, werr)
 			}
 			abandoned = fmt.Sprintf("route %s may be left on the gateway: %s; deregistration failed: %v", r.Path, why, err)
 		} else {

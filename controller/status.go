@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,10 +24,16 @@ import (
 // writeStatus writes st through the status subresource when it differs from what is stored,
 // and, once written, emits one Warning Event when a new blocking reason appears. v1beta1's
 // additions (ext) are written only when the operator watches v1beta1: v1alpha1 cannot hold them.
-func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) error {
+// It returns a wait instead of writing when the cache has not yet shown this replica's last
+// write of the same status (echoes): the caller looks again after it.
+func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) (time.Duration, error) {
 	v1beta1 := c.version == crd.VersionV1beta1
 	if !reconcile.WorthWriting(&isvc.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(stored, ext)) {
-		return nil
+		return 0, nil
+	}
+	key := queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}
+	if wait, ok := c.echoes.pending(key, isvc, st, ext, v1beta1, c.now()); ok {
+		return wait, nil
 	}
 	// The Warnings are decided against the status the write replaced: a cache behind our own
 	// last write conflicts, and the stored status read then already carries the reason.
@@ -39,7 +46,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 		m, err = crd.StatusToUnstructured(st)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// Only status is read by the server on this path; no need to copy the cached object.
 	obj := &unstructured.Unstructured{Object: map[string]interface{}{
@@ -72,11 +79,14 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 			_ = unstructured.SetNestedField(obj.Object, latest.GetResourceVersion(), "metadata", "resourceVersion")
 		}
 		first = false
-		_, err := c.isvcs.Namespace(isvc.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		res, err := c.isvcs.Namespace(isvc.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		written = err == nil
+		if written {
+			c.echoes.record(key, isvc.UID, res.GetResourceVersion(), st, ext, c.now())
+		}
 		return err
 	})
 	if written {
@@ -85,7 +95,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 			c.warnOnSlowStart(isvc, stored, ext)
 		}
 	}
-	return err
+	return 0, err
 }
 
 // warnOnNewReason emits one Warning Event when a new blocking reason appears over replaced, and
@@ -122,7 +132,7 @@ func (c *Controller) failPermanently(ctx context.Context, isvc *crd.InferenceSer
 	st.ObservedGeneration = isvc.Generation
 	st = reconcile.WithCauses(st, isvc, []reconcile.Cause{{Rank: reconcile.RankSpec, Reason: reason, Message: cause.Error()}}, now)
 	_, stored, _ := crd.ExtensionsOf(isvc)
-	if err := c.writeStatus(ctx, isvc, &st, &stored, &stored); err != nil {
+	if _, err := c.writeStatus(ctx, isvc, &st, &stored, &stored); err != nil {
 		return err
 	}
 	return queue.Permanent(cause)
@@ -151,6 +161,73 @@ const (
 	// status write follows within moments and its event reconciles to Ready.
 	countLag = 10 * time.Second
 )
+
+// echoWait bounds how long a status write this replica made is trusted while the cache has not
+// shown it: the write's own watch event normally arrives within milliseconds.
+const echoWait = 5 * time.Second
+
+// echoes remembers each isvc's last status write until the cache shows it (its
+// resourceVersion). A reconcile from a cache still behind that write decides the same status
+// again; rewriting it only conflicts, a PUT answered 409 and a GET each time (the soak counted
+// them among its writes at rest). A different status is written as ever, and the memory
+// lapses after echoWait, so a status another writer changed meanwhile is rewritten then.
+type echoes struct {
+	mu sync.Mutex
+	m  map[queue.Key]echo
+}
+
+type echo struct {
+	uid types.UID
+	rv  string
+	st  crd.InferenceServiceStatus
+	ext crd.StatusExtensions
+	at  time.Time
+}
+
+// record remembers a successful write of st (and ext) that the server stored at rv.
+func (e *echoes) record(k queue.Key, uid types.UID, rv string, st *crd.InferenceServiceStatus, ext *crd.StatusExtensions, now time.Time) {
+	if rv == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[queue.Key]echo{}
+	}
+	en := echo{uid: uid, rv: rv, st: *st.DeepCopy(), at: now}
+	if ext != nil {
+		// Each reconcile builds its extensions anew and never edits them after the write.
+		en.ext = *ext
+		en.ext.LoadedAdapters = slices.Clone(ext.LoadedAdapters)
+	}
+	e.m[k] = en
+}
+
+// pending says whether st is what this replica last wrote for isvc while the cached isvc is
+// not yet that write, and how long to trust it still.
+func (e *echoes) pending(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, ext *crd.StatusExtensions, v1beta1 bool, now time.Time) (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	en, ok := e.m[k]
+	if !ok {
+		return 0, false
+	}
+	left := echoWait - now.Sub(en.at)
+	if en.uid != isvc.UID || en.rv == isvc.ResourceVersion || left <= 0 {
+		delete(e.m, k) // the cache shows it, the object is another, or the memory lapsed
+		return 0, false
+	}
+	if reconcile.WorthWriting(&en.st, st) || v1beta1 && ext != nil && !reconcile.ExtensionsEqual(&en.ext, ext) {
+		return 0, false
+	}
+	return left, true
+}
+
+func (e *echoes) forget(k queue.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, k)
+}
 
 // holds remembers since when each isvc's status for its generation has been held.
 type holds struct {
@@ -186,7 +263,9 @@ func (h *holds) forget(k queue.Key) {
 
 // hold decides whether the transient status st, worth writing, waits; it returns the recheck
 // delay.
-func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time) (time.Duration, bool) {
+// unobserved: the workload's controller has not observed its latest generation
+// (reconcile.Unobserved).
+func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, now time.Time, unobserved bool) (time.Duration, bool) {
 	stored := &isvc.Status
 	switch {
 	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
@@ -199,6 +278,14 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 		// The walk found no pod still starting or failing, yet the Deployment counts no more ready
 		// than before: it has not counted a pod that just turned ready. Writing that would say
 		// less than the stored reason, for the moment until Ready is written.
+		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+			return left, true
+		}
+	case stored.Phase == crd.PhaseReady && unobserved && st.Reason == reconcile.ReasonRolloutInProgress && stored.ObservedGeneration == st.ObservedGeneration:
+		// The model's own spec did not change, its Deployment's did (an HPA's scale, usually) and
+		// the Deployment controller has not looked yet: its look decides whether anything rolls
+		// out at all, and a scale has nothing to roll. Writing Progressing now would be followed
+		// within moments by Ready again: two writes, and a false Progressing, per HPA step.
 		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
 			return left, true
 		}
@@ -220,14 +307,14 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 
 // deferStatus reports whether st, worth writing, is not written now, and the outcome that
 // ends the reconcile then (a recheck for a hold; done when the next event brings the write).
-func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus) (bool, queue.Outcome) {
+func (c *Controller) deferStatus(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, unobserved bool) (bool, queue.Outcome) {
 	if !reconcile.Transient(st) {
 		return false, queue.Done()
 	}
 	if reconcile.SurgeOnly(&isvc.Status, st, isvc.Spec.Replicas) {
 		return true, queue.Done() // the rollout's end writes the counts with its outcome
 	}
-	if d, ok := c.hold(k, isvc, st, c.now()); ok {
+	if d, ok := c.hold(k, isvc, st, c.now(), unobserved); ok {
 		return true, queue.After(d)
 	}
 	return false, queue.Done()

@@ -3,13 +3,16 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,16 +48,16 @@ func TestHold(t *testing.T) {
 	isvc.Status = statusWith(isvc, 1)
 	isvc.Generation = 2
 	next := statusWith(isvc, 1, rollout)
-	if d, ok := c.hold(k, isvc, &next, t0); !ok || d != 30*time.Second {
+	if d, ok := c.hold(k, isvc, &next, t0, false); !ok || d != 30*time.Second {
 		t.Fatalf("rollout of a serving model: held %v for %v, want true for 30s", ok, d)
 	}
-	if _, ok := c.hold(k, isvc, &next, t0.Add(31*time.Second)); ok {
+	if _, ok := c.hold(k, isvc, &next, t0.Add(31*time.Second), false); ok {
 		t.Fatal("held past the bound")
 	}
 	if failing := statusWith(isvc, 1, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonCrashLoopBackOff, Message: "restarts"}); reconcile.Transient(&failing) {
 		t.Fatal("a failing reason is transient")
 	}
-	if fewer := statusWith(isvc, 0, rollout); func() bool { _, ok := c.hold(k, isvc, &fewer, t0); return ok }() {
+	if fewer := statusWith(isvc, 0, rollout); func() bool { _, ok := c.hold(k, isvc, &fewer, t0, false); return ok }() {
 		t.Fatal("held while fewer replicas than asked serve")
 	}
 
@@ -62,23 +65,23 @@ func TestHold(t *testing.T) {
 	c.holds.forget(k)
 	fresh := newISVC()
 	starting := statusWith(fresh, 0, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Deployment qwen3: creating pods"})
-	if _, ok := c.hold(k, fresh, &starting, t0); ok {
+	if _, ok := c.hold(k, fresh, &starting, t0, false); ok {
 		t.Fatal("held while idle")
 	}
 	contended = true
-	if d, ok := c.hold(k, fresh, &starting, t0); !ok || d != contendedRecheck {
+	if d, ok := c.hold(k, fresh, &starting, t0, false); !ok || d != contendedRecheck {
 		t.Fatalf("contended: held %v for %v", ok, d)
 	}
-	if _, ok := c.hold(k, fresh, &starting, t0.Add(31*time.Second)); ok {
+	if _, ok := c.hold(k, fresh, &starting, t0.Add(31*time.Second), false); ok {
 		t.Fatal("held past the bound while contended")
 	}
 	// The default rollout hold is long; a new isvc's first status still shows within contendedHold.
 	c.progressHold = DefaultProgressHold
 	c.holds.forget(k)
-	if _, ok := c.hold(k, fresh, &starting, t0); !ok {
+	if _, ok := c.hold(k, fresh, &starting, t0, false); !ok {
 		t.Fatal("contended: not held")
 	}
-	if _, ok := c.hold(k, fresh, &starting, t0.Add(contendedHold+time.Second)); ok {
+	if _, ok := c.hold(k, fresh, &starting, t0.Add(contendedHold+time.Second), false); ok {
 		t.Fatal("a new isvc's first status held past contendedHold")
 	}
 }
@@ -92,23 +95,23 @@ func TestHoldWhileTheDeploymentCounts(t *testing.T) {
 	isvc := newISVC()
 	isvc.Status = statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Pod qwen3-x: started, readiness probe not passed yet"})
 	uncounted := statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonReplicasNotReady, Message: "Deployment qwen3: 0/1 replicas ready"})
-	if d, ok := c.hold(k, isvc, &uncounted, t0); !ok || d != countLag {
+	if d, ok := c.hold(k, isvc, &uncounted, t0, false); !ok || d != countLag {
 		t.Fatalf("Starting -> ReplicasNotReady: held %v for %v, want true for %v", ok, d, countLag)
 	}
-	if _, ok := c.hold(k, isvc, &uncounted, t0.Add(countLag+time.Second)); ok {
+	if _, ok := c.hold(k, isvc, &uncounted, t0.Add(countLag+time.Second), false); ok {
 		t.Fatal("held past countLag: a Deployment that never counts must be reported")
 	}
 	c.holds.forget(k)
-	if ready := statusWith(isvc, 1); func() bool { _, ok := c.hold(k, isvc, &ready, t0); return ok }() {
+	if ready := statusWith(isvc, 1); func() bool { _, ok := c.hold(k, isvc, &ready, t0, false); return ok }() {
 		t.Fatal("Ready held")
 	}
 	// Stored ReplicasNotReady, or fewer ready than stored: not the count's lag.
 	isvc.Status = uncounted
-	if _, ok := c.hold(k, isvc, &uncounted, t0); ok {
+	if _, ok := c.hold(k, isvc, &uncounted, t0, false); ok {
 		t.Fatal("held a ReplicasNotReady already stored")
 	}
 	isvc.Status = statusWith(isvc, 1, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Pod qwen3-y: starting"})
-	if _, ok := c.hold(k, isvc, &uncounted, t0); ok {
+	if _, ok := c.hold(k, isvc, &uncounted, t0, false); ok {
 		t.Fatal("held a drop in ready replicas")
 	}
 }
@@ -132,15 +135,15 @@ func TestHoldTheAutoscalingVerdictOfAStart(t *testing.T) {
 	if !reconcile.WorthWriting(&isvc.Status, &blind) {
 		t.Fatal("the verdict is not worth writing at all")
 	}
-	if ok, d := c.deferStatus(k, isvc, &blind); !ok || d.RequeueAfter <= 0 || d.RequeueAfter > reconcile.HPASyncGrace {
+	if ok, d := c.deferStatus(k, isvc, &blind, false); !ok || d.RequeueAfter <= 0 || d.RequeueAfter > reconcile.HPASyncGrace {
 		t.Fatalf("autoscaling verdict of a start: held %v (%+v), want held within %v", ok, d, reconcile.HPASyncGrace)
 	}
-	if _, ok := c.hold(k, isvc, &blind, t0.Add(reconcile.HPASyncGrace+time.Second)); ok {
+	if _, ok := c.hold(k, isvc, &blind, t0.Add(reconcile.HPASyncGrace+time.Second), false); ok {
 		t.Fatal("held past HPASyncGrace: a start that stays must show the verdict")
 	}
 	c.holds.forget(k)
 	ready := withAutoscaling(statusWith(isvc, 1), metav1.ConditionFalse, "FailedGetPodsMetric")
-	if ok, _ := c.deferStatus(k, isvc, &ready); ok {
+	if ok, _ := c.deferStatus(k, isvc, &ready, false); ok {
 		t.Fatal("the Ready write that carries the verdict held")
 	}
 	unschedulable := withAutoscaling(statusWith(isvc, 0, reconcile.Cause{Rank: reconcile.RankPods, Reason: reconcile.ReasonReplicasNotReady, Message: "Deployment qwen3: 0/1 replicas ready"}), metav1.ConditionFalse, "FailedGetPodsMetric")
@@ -262,5 +265,102 @@ func TestGPUMetricsSplitAdmission(t *testing.T) {
 	c.observeMetrics(isvc, &crd.SpecExtensions{}, &crd.InferenceServiceStatus{}, reconcile.Observed{Pods: []*corev1.Pod{gated, bound, pending}})
 	if s := m.last; s.GPUsPendingAdmission != 2 || s.GPUsAdmitted != 4 || s.GPUsAllocated != 2 || s.GPUsPending != 4 || s.GPUsRequested != 6 {
 		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// An HPA's scale-down changes the Deployment, not the model: until the Deployment controller
+// looks, nothing says a rollout is under way, so no Progressing is written; its look brings
+// one write, the new count (the soak's writes at rest: Progressing, Ready 2/2, Ready 1/2).
+func TestAnHPAScaleIsNotARollout(t *testing.T) {
+	isvc := newISVCObject(2)
+	want := desired(t, isvc)
+	f := newFixture(t, isvc, nil)
+	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.caches.isvc.Status = f.storedStatus()
+	if f.caches.isvc.Status.Phase != crd.PhaseReady {
+		t.Fatalf("before the scale: %s", f.caches.isvc.Status.Phase)
+	}
+	scaled := f.caches.d.DeepCopy()
+	scaled.Spec.Replicas, scaled.Generation = ptr.To[int32](1), 2
+	f.caches.d = scaled
+	out, err := f.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "" {
+		t.Fatalf("the scale, not yet observed: %s (status now %s: %s)", got, f.storedStatus().Phase, f.storedStatus().Reason)
+	}
+	if out.RequeueAfter <= 0 || out.RequeueAfter > countLag {
+		t.Fatalf("held without a bounded recheck: %+v", out)
+	}
+	observed := scaled.DeepCopy()
+	observed.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	f.caches.d = observed
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status" {
+		t.Fatalf("the scale observed: %s", got)
+	}
+	if st := f.storedStatus(); st.Phase != crd.PhaseReady || st.ReadyReplicas != 1 {
+		t.Fatalf("after the scale: %s %q, %d ready", st.Phase, st.Reason, st.ReadyReplicas)
+	}
+}
+
+// A reconcile from a cache still behind this replica's last status write decides that status
+// again: it is not rewritten (which would conflict: a PUT answered 409 and a GET) until the
+// cache shows the write or echoWait passes; a different status is written at once.
+func TestNoRewriteFromACacheBehindOurWrite(t *testing.T) {
+	isvc := newISVCObject(2)
+	want := desired(t, isvc)
+	f := newFixture(t, isvc, nil)
+	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	// The server answers each status write with a new resourceVersion; the cache keeps "10".
+	rv := 10
+	f.dyn.PrependReactor("update", "inferenceservices", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		rv++
+		obj := a.(clienttesting.UpdateAction).GetObject().DeepCopyObject().(*unstructured.Unstructured)
+		obj.SetResourceVersion(fmt.Sprint(rv))
+		return true, obj, nil
+	})
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status" {
+		t.Fatalf("first write: %s", got)
+	}
+	out, err := f.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "" {
+		t.Fatalf("the same status from a cache behind the write: %s", got)
+	}
+	if out.RequeueAfter <= 0 || out.RequeueAfter > echoWait {
+		t.Fatalf("no bounded look again: %+v", out)
+	}
+	// A different status (a pod fell out of readiness) is written though the cache is behind.
+	d := f.caches.d.DeepCopy()
+	d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, 1
+	f.caches.d = d
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status" {
+		t.Fatalf("a new status: %s", got)
+	}
+	// Past echoWait the memory lapses: a cache still behind is written over, as before.
+	f.ctrl.now = func() time.Time { return t0.Add(echoWait + time.Second) }
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls(); got != "update inferenceservices/status" {
+		t.Fatalf("past echoWait: %s", got)
 	}
 }

@@ -37,6 +37,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	if !ok {
 		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
 		c.holds.forget(key)
+		c.echoes.forget(key)
 		c.namesakes.forgetAll(key.Namespace, key.Name)
 		c.attempts.forget(key)
 		c.evidence.Forget(key)
@@ -137,12 +138,13 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	// A registration's outcome is never held: it is stored only in status, and is read back to
 	// register once per generation.
 	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
-		if held, next := c.deferStatus(key, isvc, &st); held {
+		if held, next := c.deferStatus(key, isvc, &st, reconcile.Unobserved(in)); held {
 			return withDiagnosisRecheck(next, soonest(out.Recheck, adapterWait, evidenceWait)), nil
 		}
 	}
 	c.holds.forget(key)
-	if err := c.writeStatus(ctx, isvc, &st, &storedExt, &out.StatusExt); err != nil {
+	echoWait, err := c.writeStatus(ctx, isvc, &st, &storedExt, &out.StatusExt)
+	if err != nil {
 		return queue.Done(), errors.Join(applyErr, regErr, err)
 	}
 	if err := errors.Join(applyErr, regErr); err != nil {
@@ -153,7 +155,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		// namesake may go away: look again with backoff.
 		return queue.Backoff(), nil
 	}
-	return withDiagnosisRecheck(queue.Done(), soonest(out.Recheck, adapterWait, evidenceWait)), nil
+	return withDiagnosisRecheck(queue.Done(), soonest(out.Recheck, adapterWait, evidenceWait, echoWait)), nil
 }
 
 const recheckAfterActing = 2 * time.Second

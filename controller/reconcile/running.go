@@ -198,3 +198,11 @@ func DesiredPods(isvc *crd.InferenceService, ext *crd.SpecExtensions, obs Observ
 	}
 	return replicas * int64(ext.Nodes())
 }
+
+// Unobserved reports a running workload whose latest generation its own controller has not
+// observed yet (an HPA's scale or a drift fix, moments ago): its status is still the previous
+// generation's, and whether anything rolls out is known only once that controller looks.
+func Unobserved(in Input) bool {
+	d, _, ok := runningView(&in)
+	return ok && d.Status.ObservedGeneration < d.Generation
+}
