@@ -206,6 +206,10 @@ func (a *Activity) tick() {
 
 // Run writes until ctx ends, with the configured workers, and ticks once a period.
 func (a *Activity) Run(ctx context.Context) {
+	// The period starts before the first write can: a write seen is a period begun (the
+	// tests step a fake clock once they see one).
+	t := a.clock.NewTicker(a.opts.RefreshPeriod)
+	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer a.queue.ShutDown()
@@ -215,8 +219,6 @@ func (a *Activity) Run(ctx context.Context) {
 			}
 		})
 	}
-	t := a.clock.NewTicker(a.opts.RefreshPeriod)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
