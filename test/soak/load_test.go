@@ -92,10 +92,10 @@ func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 	var errMu sync.Mutex
 	seen := map[string]bool{}
 	var failures []failure
-	fail := func(err error) {
+	fail := func(err error, others int) {
 		failed.Add(1)
 		errMu.Lock()
-		failures = append(failures, failure{at: time.Now(), msg: err.Error()})
+		failures = append(failures, failure{at: time.Now(), msg: err.Error(), others: others})
 		if msg := err.Error(); !seen[msg] && len(f.errors) < 5 {
 			seen[msg] = true
 			f.errors = append(f.errors, msg)
@@ -132,7 +132,7 @@ func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 					}
 				}
 				if err != nil && ctx.Err() == nil {
-					fail(err) // a pod going away mid-request (a scale-down, a roll) is the usual cause
+					fail(err, len(list)-1) // a pod going away mid-request (a scale-down, a roll) is the usual cause
 				}
 			}
 		}()

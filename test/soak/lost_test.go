@@ -16,6 +16,9 @@ import (
 type failure struct {
 	at  time.Time
 	msg string
+	// others: how many other pods were ready when the request was sent (the load's view,
+	// refreshed every two seconds): a failure with others > 0 could have been served by them.
+	others int
 }
 
 // faultWindow is a fault's span: its start to the convergence after it.
@@ -44,14 +47,15 @@ func errorClass(msg string) string {
 }
 
 // lostByFault counts failures per fault kind (the first window holding each failure; windows
-// do not overlap, as faults run one at a time) and per error class; "(no fault)" holds the rest.
+// do not overlap, as faults run one at a time) and per error class, and how many of them were
+// sent while another pod was ready; "(no fault)" holds the rest.
 func lostByFault(fs []failure, ws []faultWindow) string {
 	if len(fs) == 0 {
 		return ""
 	}
 	type tally struct {
-		n       int
-		byClass map[string]int
+		n, servable int
+		byClass     map[string]int
 	}
 	per := map[string]*tally{}
 	for _, f := range fs {
@@ -68,6 +72,9 @@ func lostByFault(fs []failure, ws []faultWindow) string {
 			per[kind] = t
 		}
 		t.n++
+		if f.others > 0 {
+			t.servable++
+		}
 		t.byClass[errorClass(f.msg)]++
 	}
 	kinds := make([]string, 0, len(per))
@@ -88,7 +95,7 @@ func lostByFault(fs []failure, ws []faultWindow) string {
 			classes = append(classes, fmt.Sprintf("%s %d", c, n))
 		}
 		sort.Strings(classes)
-		fmt.Fprintf(&b, "  %-18s %5d  (%s)\n", k, t.n, strings.Join(classes, ", "))
+		fmt.Fprintf(&b, "  %-18s %5d  %5d with another pod ready  (%s)\n", k, t.n, t.servable, strings.Join(classes, ", "))
 	}
 	return b.String()
 }
