@@ -80,6 +80,8 @@ type Cluster struct {
 	exitErr error
 	logFile *os.File
 	cfg     *rest.Config
+	// apiRestarted receives when the process says its API server restarted (RestartAPIServer).
+	apiRestarted chan struct{}
 }
 
 // Start builds localcluster if needed, starts it and waits until it is ready.
@@ -166,6 +168,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	exited := make(chan struct{})
 	ready := make(chan string, 1)
+	apiRestarted := make(chan struct{}, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sent := false
@@ -176,11 +179,17 @@ func (c *Cluster) start(ctx context.Context) error {
 				sent = true
 				continue
 			}
+			if line == apiRestartedLine {
+				select {
+				case apiRestarted <- struct{}{}:
+				default:
+				}
+			}
 			fmt.Fprintln(log, line)
 		}
 	}()
 	c.mu.Lock()
-	c.cmd, c.exited = cmd, exited
+	c.cmd, c.exited, c.apiRestarted = cmd, exited, apiRestarted
 	c.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -329,6 +338,38 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return err
+}
+
+// apiRestartedLine is what localcluster prints once SIGUSR1 has restarted its API server.
+const apiRestartedLine = "localcluster kube-apiserver restarted"
+
+// RestartAPIServer restarts the kube-apiserver alone, as a real cluster's API server rolls:
+// the controllers, the kubelet and its pods keep running (Restart restarts all of them), and
+// every client's connections and watches end. It returns once /readyz answers again.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	cmd, exited, restarted := c.cmd, c.exited, c.apiRestarted
+	c.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return errors.New("localcluster is not running")
+	}
+	select { // a stale notice from an earlier restart
+	case <-restarted:
+	default:
+	}
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return err
+	}
+	select {
+	case <-restarted:
+	case <-exited:
+		return fmt.Errorf("localcluster exited while its API server restarted: %v (log: %s)", c.exitErr, c.logHint())
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("localcluster's API server not restarted after 2m (log: %s)", c.logHint())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.waitReadyz(ctx, 90*time.Second)
 }
 
 // Restart stops the cluster and starts it again on the same data directory

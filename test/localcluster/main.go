@@ -220,16 +220,24 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 
-	// kube-apiserver
-	apiCtx, apiCancel := context.WithCancel(context.Background())
-	defer apiCancel()
-	apiErr := make(chan error, 1)
-	go func() {
+	// kube-apiserver: startAPI runs it; SIGUSR1 stops and starts it again alone (below).
+	apiArgs := []string(nil)
+	var apiCancel context.CancelFunc
+	var apiErr chan error
+	startAPI := func() {
+		var apiCtx context.Context
+		apiCtx, apiCancel = context.WithCancel(context.Background())
+		apiErr = make(chan error, 1)
+		errCh := apiErr
+		go func() { errCh <- runAPIServer(apiCtx, apiArgs) }()
+	}
+	defer func() { apiCancel() }()
+	{
 		// The aggregation layer authenticates to aggregated API servers as on a real cluster
 		// (aggregatorArgs). --enable-aggregator-routing stays off: it would send APIService
 		// traffic to EndpointSlices, which cannot hold the loopback addresses everything here
 		// listens on; an ExternalName Service on 127.0.0.1 reaches a local process instead.
-		apiErr <- runAPIServer(apiCtx, append([]string{
+		apiArgs = append([]string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
@@ -256,8 +264,9 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--v=" + klogV(),
-		}, p.aggregatorArgs()...))
-	}()
+		}, p.aggregatorArgs()...)
+	}
+	startAPI()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	if err != nil {
@@ -382,14 +391,37 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	fmt.Println(ready)
 
 	var exitErr error
-	select {
-	case <-sigCh:
-	case err := <-apiErr:
-		exitErr = fmt.Errorf("kube-apiserver exited: %v", err)
-	case err := <-cmDone:
-		exitErr = fmt.Errorf("kube-controller-manager exited: %v", err)
-	case err := <-schedDone:
-		exitErr = fmt.Errorf("kube-scheduler exited: %v", err)
+	// SIGUSR1 restarts the API server alone, as a real cluster's API server rolls: the
+	// controllers, the scheduler, the kubelet and its pods keep running and reconnect, and the
+	// model servers keep serving (a restart of this whole process restarts every pod with it).
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	for exitErr == nil {
+		select {
+		case <-sigCh:
+			exitErr = errShutdown
+		case err := <-apiErr:
+			exitErr = fmt.Errorf("kube-apiserver exited: %v", err)
+		case err := <-cmDone:
+			exitErr = fmt.Errorf("kube-controller-manager exited: %v", err)
+		case err := <-schedDone:
+			exitErr = fmt.Errorf("kube-scheduler exited: %v", err)
+		case <-usr1:
+			klog.InfoS("restarting the kube-apiserver alone")
+			apiCancel()
+			select {
+			case err := <-apiErr:
+				klog.InfoS("kube-apiserver stopped", "err", err)
+			case <-time.After(30 * time.Second):
+				exitErr = errors.New("kube-apiserver did not stop within 30s of its restart")
+				continue
+			}
+			startAPI()
+			fmt.Println("localcluster kube-apiserver restarted")
+		}
+	}
+	if exitErr == errShutdown {
+		exitErr = nil
 	}
 	klog.InfoS("localcluster shutting down")
 	kl.stopProcesses(5 * time.Second) // before the API server goes: they may log their shutdown to it
@@ -400,6 +432,9 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	waitFor(apiErr, 15*time.Second)
 	return exitErr
 }
+
+// errShutdown ends the run loop on SIGTERM or SIGINT: a clean exit.
+var errShutdown = errors.New("shut down")
 
 func waitFor(ch <-chan error, d time.Duration) {
 	select {
