@@ -407,13 +407,18 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		case err := <-schedDone:
 			exitErr = fmt.Errorf("kube-scheduler exited: %v", err)
 		case <-usr1:
+			// The old server closes its port at once and drains for up to its shutdown
+			// timeout (a minute, while watch streams end): the new one starts on the port as
+			// soon as it is free, as a rolled server's replacement takes the traffic, and the
+			// old one's end is not waited for (its error goes to its own channel).
 			klog.InfoS("restarting the kube-apiserver alone")
 			apiCancel()
-			select {
-			case err := <-apiErr:
-				klog.InfoS("kube-apiserver stopped", "err", err)
-			case <-time.After(30 * time.Second):
-				exitErr = errors.New("kube-apiserver did not stop within 30s of its restart")
+			deadline := time.Now().Add(time.Minute)
+			for !portFree(port) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond) // poll interval
+			}
+			if !portFree(port) {
+				exitErr = fmt.Errorf("kube-apiserver's port %d still taken a minute after its restart", port)
 				continue
 			}
 			startAPI()
