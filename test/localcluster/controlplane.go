@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -140,8 +141,20 @@ func runAPIServer(ctx context.Context, args []string) error {
 	if errs := completed.Validate(); len(errs) != 0 {
 		return utilerrors.NewAggregate(errs)
 	}
+	// Each run in this process registers its informers under a name of its own: client-go
+	// refuses a name twice, and the API server's restart (SIGUSR1) runs it again.
+	name := "kube-apiserver"
+	if n := apiServerRuns.Add(1); n > 1 {
+		name = fmt.Sprintf("kube-apiserver-run-%d", n)
+	}
+	if completed.InformerName, err = cache.NewInformerName(name); err != nil {
+		return err
+	}
 	return apiserverapp.Run(ctx, completed)
 }
+
+// apiServerRuns counts the API server's runs in this process.
+var apiServerRuns atomic.Int32
 
 func runControllerManager(ctx context.Context, args []string) error {
 	s, err := cmoptions.NewKubeControllerManagerOptions()
