@@ -152,13 +152,20 @@ func TestHoldTheAutoscalingVerdictOfAStart(t *testing.T) {
 	}
 }
 
-// A status conflict caused by our own last write, which the cache has not delivered yet, ends
-// with the re-read: the stored status already says it.
-func TestStatusConflictWithOurOwnWrite(t *testing.T) {
+// servingFixture is a two-replica isvc whose children the caches show as desired and ready.
+func servingFixture(t *testing.T) *fixture {
+	t.Helper()
 	isvc := newISVCObject(2)
 	want := desired(t, isvc)
 	f := newFixture(t, isvc, nil)
 	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	return f
+}
+
+// A status conflict caused by our own last write, which the cache has not delivered yet, ends
+// with the re-read: the stored status already says it.
+func TestStatusConflictWithOurOwnWrite(t *testing.T) {
+	f := servingFixture(t)
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +177,7 @@ func TestStatusConflictWithOurOwnWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.SetGeneration(isvc.Generation)
+	u.SetGeneration(f.caches.isvc.Generation)
 	if _, err := f.dyn.Resource(crd.Resource).Namespace("default").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +279,7 @@ func TestGPUMetricsSplitAdmission(t *testing.T) {
 // looks, nothing says a rollout is under way, so no Progressing is written; its look brings
 // one write, the new count (the soak's writes at rest: Progressing, Ready 2/2, Ready 1/2).
 func TestAnHPAScaleIsNotARollout(t *testing.T) {
-	isvc := newISVCObject(2)
-	want := desired(t, isvc)
-	f := newFixture(t, isvc, nil)
-	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	f := servingFixture(t)
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,10 +318,7 @@ func TestAnHPAScaleIsNotARollout(t *testing.T) {
 // again: it is not rewritten (which would conflict: a PUT answered 409 and a GET) until the
 // cache shows the write or echoWait passes; a different status is written at once.
 func TestNoRewriteFromACacheBehindOurWrite(t *testing.T) {
-	isvc := newISVCObject(2)
-	want := desired(t, isvc)
-	f := newFixture(t, isvc, nil)
-	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, want.HPA
+	f := servingFixture(t)
 	// The server answers each status write with a new resourceVersion; the cache keeps "10".
 	rv := 10
 	f.dyn.PrependReactor("update", "inferenceservices", func(a clienttesting.Action) (bool, runtime.Object, error) {

@@ -81,12 +81,7 @@ func lostByFault(fs []failure, ws []faultWindow) string {
 	for k := range per {
 		kinds = append(kinds, k)
 	}
-	sort.Slice(kinds, func(i, j int) bool {
-		if per[kinds[i]].n != per[kinds[j]].n {
-			return per[kinds[i]].n > per[kinds[j]].n
-		}
-		return kinds[i] < kinds[j]
-	})
+	mostFirst(kinds, func(k string) int { return per[k].n })
 	var b strings.Builder
 	for _, k := range kinds {
 		t := per[k]

@@ -199,12 +199,7 @@ func writeSummary(reqs []testenv.Request, max int) string {
 	for k := range count {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if count[keys[i]] != count[keys[j]] {
-			return count[keys[i]] > count[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
+	mostFirst(keys, func(k string) int { return count[k] })
 	var b strings.Builder
 	for i, k := range keys {
 		if i == max {
@@ -214,4 +209,14 @@ func writeSummary(reqs []testenv.Request, max int) string {
 		fmt.Fprintf(&b, "  %dx %s\n", count[k], k)
 	}
 	return b.String()
+}
+
+// mostFirst sorts keys by n, the largest first, then by name.
+func mostFirst(keys []string, n func(string) int) {
+	sort.Slice(keys, func(i, j int) bool {
+		if n(keys[i]) != n(keys[j]) {
+			return n(keys[i]) > n(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
 }

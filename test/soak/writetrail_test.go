@@ -39,12 +39,7 @@ func writeTrail(ws []sentWrite, maxPaths int) string {
 			paths = append(paths, p)
 		}
 	}
-	sort.Slice(paths, func(i, j int) bool {
-		if len(byPath[paths[i]]) != len(byPath[paths[j]]) {
-			return len(byPath[paths[i]]) > len(byPath[paths[j]])
-		}
-		return paths[i] < paths[j]
-	})
+	mostFirst(paths, func(p string) int { return len(byPath[p]) })
 	var b strings.Builder
 	for i, p := range paths {
 		if i == maxPaths {
