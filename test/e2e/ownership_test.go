@@ -151,13 +151,24 @@ func TestRecreatedWithTheSameName(t *testing.T) {
 	if i.UID == old.UID {
 		t.Fatal("not a new object")
 	}
-	d, err := deployment(t, ns, "qwen3")
-	if err != nil || d.DeletionTimestamp == nil || metav1.GetControllerOf(d).UID != old.UID {
-		t.Fatalf("the predecessor's Deployment should still be terminating: %v", err)
-	}
+	// The operator reports the predecessor's Deployment as soon as it sees it owned by a UID that
+	// is gone; the garbage collector marks it deleted on its own clock, a moment later under load
+	// (seen in a cold CI run: not yet marked when the status said ReplacingPrevious).
+	testenv.Eventually(t, time.Minute, "the predecessor's Deployment terminating", func() error {
+		d, err := deployment(t, ns, "qwen3")
+		switch {
+		case err != nil:
+			return err
+		case metav1.GetControllerOf(d) == nil || metav1.GetControllerOf(d).UID != old.UID:
+			return fmt.Errorf("the Deployment is not the predecessor's: %v", metav1.GetControllerOf(d))
+		case d.DeletionTimestamp == nil:
+			return fmt.Errorf("the predecessor's Deployment is not marked deleted yet")
+		}
+		return nil
+	})
 	release()
 	env.Kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "isvc/qwen3", testenv.Timeout(time.Minute))
-	d, err = deployment(t, ns, "qwen3")
+	d, err := deployment(t, ns, "qwen3")
 	if err != nil || metav1.GetControllerOf(d).UID != i.UID {
 		t.Fatalf("the Deployment is not the new isvc's: %v", err)
 	}
