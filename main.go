@@ -225,7 +225,7 @@ func run(ctx context.Context, o options) error {
 	optional = append(append(optional, scaledObjects...), pools...)
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes, APIServices: o.watchAPIServices,
-		ClusterQueues: features.KueueClusterQueues})
+		ClusterQueues: features.KueueClusterQueues, InferenceServiceIndexers: controller.InferenceServiceIndexers()})
 	reg.MustRegister(metrics.NewQuotaCollector(caches))
 	m.SetMaxConcurrentReconciles(o.workers)
 	qcfg := queue.DefaultConfig("inferenceservice")

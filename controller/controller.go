@@ -48,6 +48,9 @@ type Caches interface {
 	// InferenceService is a *crd.InferenceService, or the *unstructured.Unstructured that
 	// did not decode.
 	InferenceService(namespace, name string) (runtime.Object, bool, error)
+	// InferenceServicesByIndex are the decoded models under value in one of
+	// InferenceServiceIndexers' indexes.
+	InferenceServicesByIndex(index, value string) ([]*crd.InferenceService, error)
 	Deployment(namespace, name string) (*appsv1.Deployment, bool, error)
 	Service(namespace, name string) (*corev1.Service, bool, error)
 	HPA(namespace, name string) (*autoscalingv2.HorizontalPodAutoscaler, bool, error)

@@ -49,6 +49,10 @@ type fakeCaches struct {
 
 func (f *fakeCaches) MetricsAPI() kinds.MetricsAPI { return f.api }
 
+func (f *fakeCaches) InferenceServicesByIndex(index, value string) ([]*crd.InferenceService, error) {
+	return nil, nil
+}
+
 func (f *fakeCaches) TroubledNodes() map[string]*corev1.Node { return f.nodes }
 func (f *fakeCaches) Nodes() []*corev1.Node {
 	var out []*corev1.Node

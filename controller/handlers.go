@@ -21,15 +21,13 @@ func (c *Controller) Handlers() informers.Handlers {
 	return informers.Handlers{
 		// An InferenceService's resync is its periodic reconcile: it re-checks what no event
 		// reports (a gateway route lost, an unlabeled namesake gone) and writes nothing when
-		// converged.
-		InferenceService: c.handler(true, func(obj metav1.Object) {
-			c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()})
-		}),
-		Child:      c.childHandler(),
-		ReplicaSet: c.handler(false, c.enqueueDeploymentOwner),
-		Pod:        c.handler(false, c.enqueuePodOwner),
-		Workload:   c.handler(false, c.enqueueWorkloadPodOwner),
-		Node:       c.enqueueNodeModels,
+		// converged. A change also wakes the models whose routes overlap its own (routes.go).
+		InferenceService: c.isvcHandler(),
+		Child:            c.childHandler(),
+		ReplicaSet:       c.handler(false, c.enqueueDeploymentOwner),
+		Pod:              c.handler(false, c.enqueuePodOwner),
+		Workload:         c.handler(false, c.enqueueWorkloadPodOwner),
+		Node:             c.enqueueNodeModels,
 		// Borrowing is the ClusterQueue's: every model it admitted says so.
 		ClusterQueue: func(name string) {
 			for _, w := range c.caches.AdmittedBy(name) {

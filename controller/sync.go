@@ -42,7 +42,8 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		c.attempts.forget(key)
 		c.evidence.Forget(key)
 		c.expected.forget(key)
-		return queue.Done(), nil
+		// Gone: if it was the namespace's last model through the activator, so is the grant.
+		return queue.Done(), c.sweepActivatorGrant(ctx, key.Namespace)
 	}
 	now := metav1.NewTime(c.now()).Rfc3339Copy() // the API server stores seconds
 	cached, typed := obj.(*crd.InferenceService)
@@ -78,6 +79,9 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	}
 
 	obs, err := c.observe(isvc)
+	if err == nil {
+		err = c.observeRoutes(&obs, isvc, &ext)
+	}
 	if err != nil {
 		return queue.Done(), err
 	}

@@ -9,6 +9,7 @@ package informers
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,6 +37,10 @@ import (
 type Options struct {
 	// Namespaces to watch; empty means all namespaces.
 	Namespaces []string
+	// InferenceServiceIndexers index the InferenceServices for the reads one model makes of
+	// others (InferenceServicesByIndex): the controller's route paths, say, so a reconcile
+	// finds the few models whose routes overlap its own without a scan.
+	InferenceServiceIndexers cache.Indexers
 	// Resync re-delivers every cached InferenceService this often (0 disables it). Children are
 	// not re-delivered: a child's resync says nothing new (the controller drops it), and
 	// a packed child would be decoded for it.
@@ -115,7 +120,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 	managed := labels.SelectorFromSet(labels.Set{kinds.ManagedByLabel: kinds.ManagedByValue}).String()
 	for _, ns := range namespaces {
 		sc := &scope{}
-		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, cache.Indexers{}, nil).Informer()
+		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, maps.Clone(opts.InferenceServiceIndexers), nil).Informer()
 		must(sc.isvcInf.SetTransform(DecodeInferenceService))
 		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, 0,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
@@ -66,6 +67,28 @@ func get[T any](s *Set, pick func(*scope) cache.SharedIndexInformer, read func(i
 // *unstructured.Unstructured that did not decode; callers must not modify it.
 func (s *Set) InferenceService(namespace, name string) (runtime.Object, bool, error) {
 	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.isvcInf }, cast[runtime.Object], namespace, name)
+}
+
+// InferenceServicesByIndex returns the decoded InferenceServices under value in the named
+// index (Options.InferenceServiceIndexers) across the watched namespaces; callers must not
+// modify them. An index not configured holds nothing.
+func (s *Set) InferenceServicesByIndex(index, value string) ([]*crd.InferenceService, error) {
+	var out []*crd.InferenceService
+	for _, sc := range s.scopes {
+		if _, ok := sc.isvcInf.GetIndexer().GetIndexers()[index]; !ok {
+			continue
+		}
+		objs, err := sc.isvcInf.GetIndexer().ByIndex(index, value)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if i, ok := o.(*crd.InferenceService); ok {
+				out = append(out, i)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Deployment returns the cached Deployment, decoded for the caller.

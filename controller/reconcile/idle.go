@@ -189,13 +189,15 @@ func activatorURL(isvc *crd.InferenceService, activator types.NamespacedName, po
 
 // ActivatorGrantName is the ReferenceGrant, in the activator's namespace, that lets the
 // HTTPRoutes of namespace ns send requests to the activator's Service. One per namespace,
-// shared by its models and never deleted by the operator: it grants only a reference to a
-// Service every route of that namespace may use, and a model's delete must not cut another's.
+// shared by its models that go through the activator, and deleted when none of them does
+// (a grant lets every route of the namespace use it, so it lives no longer than a model needs).
 func ActivatorGrantName(ns string) string { return "inferenceservice-routes-from-" + ns }
 
-// desiredActivatorGrant is the grant for namespace ns. It carries the operator's label (its
-// cache is label-scoped) and no owner: an owner in another namespace is no owner to the
-// garbage collector, which would delete it.
+// desiredActivatorGrant is the grant for namespace ns: HTTPRoutes of ns to the activator's
+// Service by name, the only reference a grant can narrow to (it names no port: the Service
+// the operator routes to exposes the proxy's port alone, see manifests/activator). It
+// carries the operator's label (its cache is label-scoped) and no owner: an owner in another
+// namespace is no owner to the garbage collector, which would delete it.
 func desiredActivatorGrant(ns string, activator types.NamespacedName) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": ReferenceGrantGVR.GroupVersion().String(),
@@ -211,16 +213,38 @@ func desiredActivatorGrant(ns string, activator types.NamespacedName) *unstructu
 	return u
 }
 
+// NeedsActivatorGrant reports whether a model's route goes through the activator, as the
+// reconcile decides it (spec.gateway, minReplicas 0, single-node), where an activator serves.
+func NeedsActivatorGrant(ext *crd.SpecExtensions) bool {
+	_, idle := ext.Autoscaling.Idle()
+	return ext.Gateway != nil && idle && !isMultiNode(ext)
+}
+
 // decideActivatorGrant creates the namespace's grant while a route of it goes through the
-// activator in another namespace and none is seen. Create only: another model of the
-// namespace may have made it (the create's AlreadyExists is success), and one edited by hand
-// is the editor's.
-func decideActivatorGrant(out *Output, in *Input, route *unstructured.Unstructured) {
-	f := in.Features
-	if route == nil || !f.ReferenceGrants || f.Activator.Namespace == in.ISVC.Namespace || in.Observed.ActivatorGrant != nil {
+// activator in another namespace and none is seen (another model of the namespace may have
+// made it: the create's AlreadyExists is success), and deletes the operator's grant when
+// neither this model nor another of the namespace needs it any more. A grant without the
+// operator's label (made by hand) is the editor's.
+func decideActivatorGrant(out *Output, in *Input, route *unstructured.Unstructured, activated bool) {
+	f, live := in.Features, in.Observed.ActivatorGrant
+	if !f.ReferenceGrants || f.Activator.Name == "" || f.Activator.Namespace == in.ISVC.Namespace {
 		return
 	}
-	out.add(Create, KindReferenceGrant, desiredActivatorGrant(in.ISVC.Namespace, f.Activator))
+	switch need := route != nil && activated; {
+	case need && live == nil:
+		out.add(Create, KindReferenceGrant, desiredActivatorGrant(in.ISVC.Namespace, f.Activator))
+	case !need && live != nil && !in.Observed.GrantNeededElsewhere && live.GetLabels()[kinds.ManagedByLabel] == kinds.ManagedByValue:
+		out.add(Delete, KindReferenceGrant, live)
+	}
+}
+
+// GrantUnneeded is the namespace's grant to delete once its last model is gone: the
+// operator's grant while no model of the namespace needs one; nil otherwise.
+func GrantUnneeded(live *unstructured.Unstructured, neededElsewhere bool) *unstructured.Unstructured {
+	if live == nil || neededElsewhere || live.GetLabels()[kinds.ManagedByLabel] != kinds.ManagedByValue {
+		return nil
+	}
+	return live
 }
 
 // coldStartOf reads the last cold start the activator wrote on the model's Service; nil when

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +260,42 @@ func TestActivatorGrant(t *testing.T) {
 		if a.Kind == KindReferenceGrant {
 			t.Fatal("a grant for the activator's own namespace")
 		}
+	}
+}
+
+// TestActivatorGrantGoesWithItsLastModel: the operator's grant is deleted by a model that no
+// longer routes through the activator when no other model of the namespace does; kept while
+// another does, and a grant made by hand (without the operator's label) is never deleted.
+func TestActivatorGrantGoesWithItsLastModel(t *testing.T) {
+	w := idleWorld()
+	w.f.ReferenceGrants = true
+	out := w.reconcile()
+	g := out.Actions[len(out.Actions)-1].Object.(*unstructured.Unstructured)
+	w.apply(out.Actions[:len(out.Actions)-1])
+	w.obs.ActivatorGrant = g
+	w.ext.Autoscaling.MinReplicas = 1 // no longer at zero: its route goes to its Service
+	w.obs.GrantNeededElsewhere = true
+	for _, a := range w.reconcile().Actions {
+		if a.Kind == KindReferenceGrant {
+			t.Fatalf("another model needs the grant: %s", verbs(w.reconcile().Actions))
+		}
+	}
+	w.obs.GrantNeededElsewhere = false
+	out = w.reconcile()
+	i := slices.IndexFunc(out.Actions, func(a Action) bool { return a.Kind == KindReferenceGrant })
+	if i < 0 || out.Actions[i].Verb != Delete || out.Actions[i].Object.GetName() != g.GetName() {
+		t.Fatalf("the last model needing it: %s", verbs(out.Actions))
+	}
+	hand := g.DeepCopy()
+	hand.SetLabels(nil)
+	w.obs.ActivatorGrant = hand
+	for _, a := range w.reconcile().Actions {
+		if a.Kind == KindReferenceGrant {
+			t.Fatal("a grant made by hand deleted")
+		}
+	}
+	if GrantUnneeded(g, false) != g || GrantUnneeded(g, true) != nil || GrantUnneeded(hand, false) != nil || GrantUnneeded(nil, false) != nil {
+		t.Fatal("GrantUnneeded")
 	}
 }
 

@@ -74,8 +74,14 @@ func TestPoolRoute(t *testing.T) {
 	w := poolWorld()
 	out := w.reconcile()
 	if got := verbs(out.Actions); got != "create Deployment, create Service, create HorizontalPodAutoscaler, create HTTPRoute, "+
-		"create InferencePool, create EndpointPicker, create EndpointPickerService, create ServiceAccount, create RoleBinding" {
+		"create InferencePool, create EndpointPicker, create EndpointPickerService, create ServiceAccount" {
 		t.Fatalf("first reconcile: %s", got)
+	}
+	w.apply(out.Actions)
+	// The RoleBinding once the ServiceAccount it names is seen as ours.
+	out = w.reconcile()
+	if got := verbs(out.Actions); got != "create RoleBinding" {
+		t.Fatalf("with our ServiceAccount seen: %s", got)
 	}
 	w.apply(out.Actions)
 	if got := routeBackend(t, w); got != "Service/qwen3" {
@@ -148,6 +154,7 @@ func TestPoolRoute(t *testing.T) {
 func TestPoolRouteDriftAndSwitchBack(t *testing.T) {
 	w := poolWorld()
 	w.apply(w.reconcile().Actions)
+	w.apply(w.reconcile().Actions) // the RoleBinding, once the ServiceAccount is seen
 	d := w.obs.Picker.DeepCopy()
 	d.Spec.Template.Spec.Containers[0].Args = []string{"--pool-name=other"}
 	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar"})
@@ -194,5 +201,44 @@ func TestPoolRouteMultiNodeSelectsLeaders(t *testing.T) {
 	sel, _, _ := unstructured.NestedStringMap(d.Pool.Pool.Object, "spec", "selector", "matchLabels")
 	if sel[kinds.LWSWorkerLabel] != "0" || sel[kinds.InstanceLabel] != "qwen3" {
 		t.Fatalf("multi-node pool selector %v", sel)
+	}
+}
+
+// TestPickerRoleBindingOnlyForItsOwnServiceAccount: the RoleBinding binds a ServiceAccount by
+// name, so a namesake the model does not control (made before the model, or after ours went)
+// is reported and never bound, and our binding goes while it is there.
+func TestPickerRoleBindingOnlyForItsOwnServiceAccount(t *testing.T) {
+	w := poolWorld()
+	stranger := &unstructured.Unstructured{}
+	stranger.SetAPIVersion("v1")
+	stranger.SetKind("ServiceAccount")
+	stranger.SetNamespace("default")
+	stranger.SetName(PickerName("qwen3"))
+	stranger.SetLabels(map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue}) // a label anyone can set
+	w.obs.PickerServiceAccount = stranger
+	out := w.reconcile()
+	for _, a := range out.Actions {
+		if a.Kind == KindPickerRoleBinding || a.Kind == KindPickerServiceAccess {
+			t.Fatalf("with a stranger's ServiceAccount: %s", verbs(out.Actions))
+		}
+	}
+	if len(out.Conflicts) != 1 || !strings.Contains(out.Conflicts[0], "ServiceAccount default/qwen3-epp already exists and is not owned by this InferenceService") {
+		t.Fatalf("conflicts %q", out.Conflicts)
+	}
+
+	// Ours bound, then replaced by a stranger's of the same name: the binding goes.
+	w = poolWorld()
+	w.apply(w.reconcile().Actions)
+	w.apply(w.reconcile().Actions)
+	if w.obs.PickerRoleBinding == nil {
+		t.Fatal("no RoleBinding for our own ServiceAccount")
+	}
+	w.obs.PickerServiceAccount = stranger
+	if got := verbs(w.reconcile().Actions); got != "delete RoleBinding" {
+		t.Fatalf("our ServiceAccount replaced by a stranger's: %s", got)
+	}
+	w.obs.PickerServiceAccount = nil
+	if got := verbs(w.reconcile().Actions); got != "create ServiceAccount, delete RoleBinding" {
+		t.Fatalf("our ServiceAccount gone: %s", got)
 	}
 }

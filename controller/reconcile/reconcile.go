@@ -174,9 +174,7 @@ func Reconcile(in Input) Output {
 		}
 	}
 	decidePool(&out, in, wantPool)
-	if activated {
-		decideActivatorGrant(&out, &in, wantR)
-	}
+	decideActivatorGrant(&out, &in, wantR, activated)
 	if anchor == nil {
 		for i := range out.Actions {
 			out.Actions[i].AfterDeployment = actsOnDeployment(out.Actions[i])
@@ -199,6 +197,10 @@ func Reconcile(in Input) Output {
 		out.Causes = append(out.Causes, Cause{RankConflict, ReasonReplacingPrevious, p})
 	}
 	out.Causes = append(out.Causes, plan.causes...)
+	routeConflict := routeConflictCause(&in)
+	if routeConflict != nil {
+		out.Causes = append(out.Causes, *routeConflict)
+	}
 	if weights.cause != nil {
 		out.Causes = append(out.Causes, *weights.cause)
 	}
@@ -220,7 +222,7 @@ func Reconcile(in Input) Output {
 	autoscaler.set(&out.Status, isvc, in.Now)
 	admitted := decideAdmission(in)
 	admitted.set(&out.Status, isvc, in.Now)
-	decideRouted(in, wantR, wantPool.Pool != nil, activated).set(&out.Status, isvc, in.Now)
+	decideRouted(in, wantR, wantPool.Pool != nil, activated).withConflict(routeConflict).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.StatusExt.Cache = weights.status

@@ -5,6 +5,8 @@
 package reconcile
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,6 +45,109 @@ func RouteOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
 		r.Priority = ptr.Deref(g.Priority, 0)
 	}
 	return r
+}
+
+// ReasonRouteConflict: another model's gateway route takes, or may take, this model's
+// requests (the same path, or a shorter one with a higher priority), or this model's route
+// takes another's. Named on both models' status and in a Warning Event on each.
+const ReasonRouteConflict = "RouteConflict"
+
+// RankRouteConflict orders the conflict among the causes of a serving model: after its
+// rollout's diagnosis, before its adapters.
+const RankRouteConflict = RankServing + 85
+
+// routePath is a route's path as the gateway compares it: without a trailing "/" ("/" itself
+// stays "/").
+func routePath(p string) string {
+	if t := strings.TrimRight(p, "/"); t != "" {
+		return t
+	}
+	return "/"
+}
+
+// routeAncestors are the paths of which p is a proper element-wise prefix: "/a/b" has "/" and "/a".
+func routeAncestors(p string) []string {
+	p = routePath(p)
+	if p == "/" {
+		return nil
+	}
+	out := []string{"/"}
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return out
+}
+
+// Route index keys: "=" + a route's path, and "^" + each of its ancestors, so the routes that
+// can overlap one are found by a few exact lookups, never a scan of every model.
+const (
+	routeAtPrefix    = "="
+	routeUnderPrefix = "^"
+)
+
+// RouteIndexKeys are the index keys of route r (see RouteNeighbourKeys).
+func RouteIndexKeys(r Route) []string {
+	keys := []string{routeAtPrefix + routePath(r.Path)}
+	for _, a := range routeAncestors(r.Path) {
+		keys = append(keys, routeUnderPrefix+a)
+	}
+	return keys
+}
+
+// RouteNeighbourKeys are the index keys under which every route that overlaps path is found:
+// routes at path or at one of its ancestors, and routes under path.
+func RouteNeighbourKeys(path string) []string {
+	keys := []string{routeAtPrefix + routePath(path), routeUnderPrefix + routePath(path)}
+	for _, a := range routeAncestors(path) {
+		keys = append(keys, routeAtPrefix+a)
+	}
+	return keys
+}
+
+// under reports whether path p is q or lies under q element-wise.
+func under(p, q string) bool {
+	p, q = routePath(p), routePath(q)
+	return p == q || q == "/" || strings.HasPrefix(p, q+"/")
+}
+
+// RouteConflicts names, for route self, each other model's route that takes its requests or
+// whose requests it takes, as a gateway that orders overlapping routes by priority (higher
+// wins) and then by the longest path decides: the same path is a conflict whatever the
+// priorities; a shorter path conflicts only with a higher priority than the longer one's
+// (else the longer path wins its own requests, as meant). One line per other model, sorted.
+func RouteConflicts(self Route, others []Route) []string {
+	var out []string
+	for _, o := range others {
+		if o.Namespace == self.Namespace && o.Name == self.Name {
+			continue
+		}
+		who := o.Namespace + "/" + o.Name
+		switch sp, op := routePath(self.Path), routePath(o.Path); {
+		case sp == op:
+			out = append(out, fmt.Sprintf("route %s is also claimed by InferenceService %s (priority %d; this one's %d): a request may reach either model", sp, who, o.Priority, self.Priority))
+		case under(sp, op) && o.Priority > self.Priority:
+			out = append(out, fmt.Sprintf("route %s is taken over by InferenceService %s's route %s with priority %d over this one's %d", sp, who, op, o.Priority, self.Priority))
+		case under(op, sp) && self.Priority > o.Priority:
+			out = append(out, fmt.Sprintf("route %s with priority %d takes over InferenceService %s's route %s (priority %d)", sp, self.Priority, who, op, o.Priority))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routeConflictCause is the status cause of a model's route conflicts; nil without any.
+func routeConflictCause(in *Input) *Cause {
+	if in.Ext.Gateway == nil || len(in.Observed.RouteNeighbours) == 0 {
+		return nil
+	}
+	msgs := RouteConflicts(RouteOf(in.ISVC, &in.Ext), in.Observed.RouteNeighbours)
+	if len(msgs) == 0 {
+		return nil
+	}
+	return &Cause{Rank: RankRouteConflict, Reason: ReasonRouteConflict, Message: strings.Join(msgs, "; ") +
+		" (a namespace's routes belong under /{namespace}/: the install's tenant-routes policy refuses others)"}
 }
 
 // InferencePaths are the model server's paths a client reaches through the gateway: vLLM

@@ -41,9 +41,15 @@ const (
 )
 
 // decidePool creates, corrects and deletes the pool route's children. A RoleBinding whose role
-// changed is deleted (roleRef is immutable) and made anew on the next pass.
+// changed is deleted (roleRef is immutable) and made anew on the next pass. The RoleBinding
+// names its ServiceAccount by name, so it is made only while the ServiceAccount of that name
+// is the one this model controls (by UID): a namesake someone made before the model, or after
+// ours was deleted, is reported as a conflict and never bound (ours, if any, is deleted).
 func decidePool(out *Output, in Input, want poolChildren) {
 	isvc, obs := in.ISVC, in.Observed
+	if sa := obs.PickerServiceAccount; sa == nil || !ControlledBy(sa, isvc) {
+		want.RoleBinding = nil
+	}
 	if in.Features.InferencePools || obs.InferencePool != nil {
 		if live := obs.InferencePool; decideChild(out, isvc, KindInferencePool, live, want.Pool, live == nil, want.Pool == nil) && unstructuredDrifted(live, want.Pool) {
 			upd := live.DeepCopy()
@@ -113,6 +119,15 @@ type routed struct {
 	status  metav1.ConditionStatus
 	reason  string
 	message string
+}
+
+// withConflict says a route conflict on the condition: whatever the Gateway accepted, a
+// request for the path may reach another model.
+func (r routed) withConflict(c *Cause) routed {
+	if !r.present || c == nil {
+		return r
+	}
+	return routed{true, metav1.ConditionFalse, ReasonRouteConflict, c.Message}
 }
 
 func (r routed) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, now metav1.Time) {

@@ -74,7 +74,7 @@ var failing = map[string]bool{
 	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
 	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonGPUFragmented: true, ReasonImagePullFailed: true,
 	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true, ReasonParallelismRefused: true,
-	ReasonEvicted: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
+	ReasonEvicted: true, ReasonRouteConflict: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
 	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
 	ReasonWeightsDownloadFailed: true,
 }

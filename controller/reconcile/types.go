@@ -41,6 +41,12 @@ type Observed struct {
 	PickerService        *corev1.Service
 	PickerServiceAccount *unstructured.Unstructured
 	PickerRoleBinding    *unstructured.Unstructured
+	// RouteNeighbours are the gateway routes of the other models whose paths overlap this
+	// model's (the same path, an ancestor or one under it), from the caches' route index.
+	RouteNeighbours []Route
+	// GrantNeededElsewhere: another model of the namespace is routed through the activator,
+	// so the namespace's ReferenceGrant stays when this one no longer needs it.
+	GrantNeededElsewhere bool
 	// ActivatorGrant is the ReferenceGrant in the activator's namespace for the model's
 	// namespace (ActivatorGrantName), read when Features.ReferenceGrants.
 	ActivatorGrant *unstructured.Unstructured
