@@ -38,21 +38,18 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 }
 
 // applyRefusable applies manifest in ns and returns kubectl's output and error: the API
-// server's refusal, if any, in its own words.
-func applyRefusable(t *testing.T, ns, manifest string) (string, error) {
+// server's refusal, if any, in its own words. flags go first (a v1beta1 test's private
+// discovery cache, which keeps the shared one from learning a version about to go).
+func applyRefusable(t *testing.T, ns, manifest string, flags ...string) (string, error) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "m.yaml")
-	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return kubectlErr(t, nil, "apply", "-n", ns, "-f", f)
+	return kubectlErr(t, nil, append(flags, "apply", "-n", ns, "-f", writeTemp(t, manifest))...)
 }
 
 // installTenantRoutes applies the install's tenant-routes policy (manifests/tenant-routes),
 // removed when the test ends, and waits until the API server enforces it (a policy is
 // compiled and bound asynchronously): probe is a model the policy refuses. Without the
 // directory (the unfixed install) nothing is applied and the attacks below go through.
-func installTenantRoutes(t *testing.T, ns, probe string) {
+func installTenantRoutes(t *testing.T, ns, probe string, flags ...string) {
 	t.Helper()
 	dir := filepath.Join(env.Root, "manifests", "tenant-routes")
 	if _, err := os.Stat(dir); err != nil {
@@ -62,9 +59,9 @@ func installTenantRoutes(t *testing.T, ns, probe string) {
 	env.Kubectl(t, "apply", "-k", dir)
 	t.Cleanup(func() { env.Kubectl(t, "delete", "-k", dir, "--ignore-not-found") })
 	testenv.Eventually(t, time.Minute, "the tenant-routes policy enforced", func() error {
-		out, err := applyRefusable(t, ns, probe)
+		out, err := applyRefusable(t, ns, probe, flags...)
 		if err == nil {
-			env.Kubectl(t, "delete", "-n", ns, "-f", writeTemp(t, probe), "--ignore-not-found", "--wait=true")
+			env.Kubectl(t, append(flags, "delete", "-n", ns, "-f", writeTemp(t, probe), "--ignore-not-found", "--wait=true")...)
 			return fmt.Errorf("a probe was admitted: %s", out)
 		}
 		if !strings.Contains(out, "ValidatingAdmissionPolicy") {
@@ -141,20 +138,20 @@ spec:
   gateway: ` + gateway + `
 `
 	}
-	installTenantRoutes(t, tenant, model("probe", `{route: /}`))
+	installTenantRoutes(t, tenant, model("probe", `{route: /}`), w.cache)
 	for _, c := range []struct{ name, gateway, want string }{
 		{"root", `{route: /}`, "spec.gateway.route must start with /" + tenant + "/"},
 		{"victims-path", `{route: /` + victim + `/llama}`, "spec.gateway.route must start with /" + tenant + "/"},
 		{"priority", `{route: /` + tenant + `/x, priority: 1000}`, "spec.gateway.priority must be 0 in namespace " + tenant},
 	} {
-		out, err := kubectlErr(t, nil, w.cache, "apply", "-n", tenant, "-f", writeTemp(t, model("evil-"+c.name, c.gateway)))
+		out, err := applyRefusable(t, tenant, model("evil-"+c.name, c.gateway), w.cache)
 		if err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("%s: v1beta1 gateway %s: want refused with %q, got err %v: %s", c.name, c.gateway, c.want, err, strings.TrimSpace(out))
 			continue
 		}
 		t.Logf("%s: refused: %s", c.name, strings.TrimSpace(out))
 	}
-	if out, err := kubectlErr(t, nil, w.cache, "apply", "-n", tenant, "-f", writeTemp(t, model("chat", `{route: /`+tenant+`/chat}`))); err != nil {
+	if out, err := applyRefusable(t, tenant, model("chat", `{route: /`+tenant+`/chat}`), w.cache); err != nil {
 		t.Errorf("the tenant's own path refused: %s", out)
 	}
 	env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", tenant, "--wait=true", "--timeout=60s")
