@@ -157,9 +157,6 @@ spec:
 	env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", tenant, "--wait=true", "--timeout=60s")
 }
 
-// reasonRouteConflict is the reason a model's status and Events give to a path conflict.
-const reasonRouteConflict = "RouteConflict"
-
 // routeConflict returns the RouteConflict message on a model's status, or an error saying
 // what the status says instead.
 func routeConflict(ns, name string) (string, error) {
@@ -168,7 +165,7 @@ func routeConflict(ns, name string) (string, error) {
 		return "", err
 	}
 	c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionProgressing)
-	if c == nil || c.Reason != reasonRouteConflict {
+	if c == nil || c.Reason != reconcile.ReasonRouteConflict {
 		return "", fmt.Errorf("Progressing %+v, reason %q", c, i.Status.Reason)
 	}
 	return c.Message, nil
@@ -207,7 +204,7 @@ func TestHostileRoutesConflictNamed(t *testing.T) {
 			})
 			for _, m := range []struct{ ns, name string }{{victim, "llama"}, {tenant, "evil"}} {
 				testenv.Eventually(t, 30*time.Second, "a RouteConflict Event on "+m.ns+"/"+m.name, func() error {
-					out := env.Kubectl(t, "get", "events", "-n", m.ns, "--field-selector", "reason="+reasonRouteConflict+",involvedObject.name="+m.name, "-o", "name")
+					out := env.Kubectl(t, "get", "events", "-n", m.ns, "--field-selector", "reason="+reconcile.ReasonRouteConflict+",involvedObject.name="+m.name, "-o", "name")
 					if strings.TrimSpace(out) == "" {
 						return fmt.Errorf("none")
 					}
