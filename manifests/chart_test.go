@@ -281,10 +281,15 @@ func TestChartMatchesManifests(t *testing.T) {
 			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
 				delete(objs, "CustomResourceDefinition <nil>/inferenceservices.ai.example.com")
 			}},
+		{name: "tenant routes policy off", values: []string{"--set", "tenantRoutes.enabled=false"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				delete(objs, "ValidatingAdmissionPolicy <nil>/inferenceservice-tenant-routes")
+				delete(objs, "ValidatingAdmissionPolicyBinding <nil>/inferenceservice-tenant-routes")
+			}},
 		{name: "activator off", values: []string{"--set", "activator.enabled=false"},
 			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
 				for k := range objs {
-					if strings.HasSuffix(k, "/inferenceservice-activator") {
+					if strings.HasSuffix(k, "/inferenceservice-activator") || strings.HasSuffix(k, "/inferenceservice-activator-metrics") {
 						delete(objs, k)
 					}
 				}

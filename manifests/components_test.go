@@ -206,7 +206,7 @@ func compose(t *testing.T, names ...string) (map[string]object, error) {
 	}
 	var b strings.Builder
 	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
-	for _, p := range []string{"crd", "rbac", "operator", "metrics-adapter", "activator"} {
+	for _, p := range []string{"crd", "rbac", "operator", "metrics-adapter", "activator", "tenant-routes"} {
 		fmt.Fprintf(&b, "- %s\n", filepath.Join(rel, p))
 	}
 	b.WriteString("images:\n- name: inferenceservice-operator\n  newTag: latest\ncomponents:\n")
