@@ -173,3 +173,25 @@ func TestOnlyInferenceServicesResync(t *testing.T) {
 		t.Fatalf("children re-delivered %d times", childResyncs)
 	}
 }
+
+// TestInferenceServicesByIndex: the controller's indexes are read across the scopes, decoded;
+// an undecodable object is not handed out, and an index not configured holds nothing.
+func TestInferenceServicesByIndex(t *testing.T) {
+	byNS := cache.Indexers{"ns": func(obj interface{}) ([]string, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			return []string{m.GetNamespace()}, nil
+		}
+		return nil, nil
+	}}
+	s := newSetWith(t, Options{Namespaces: []string{"ns1", "ns2"}, InferenceServiceIndexers: byNS}, Handlers{})
+	got, err := s.InferenceServicesByIndex("ns", "ns1")
+	if err != nil || len(got) != 1 || got[0].Name != "a" {
+		t.Fatalf("ns1: %v %v (the undecodable one left out)", got, err)
+	}
+	if got, _ := s.InferenceServicesByIndex("ns", "ns2"); len(got) != 1 || got[0].Name != "b" {
+		t.Fatalf("ns2: %v", got)
+	}
+	if got, err := s.InferenceServicesByIndex("missing", "ns1"); err != nil || got != nil {
+		t.Fatalf("an index not configured: %v %v", got, err)
+	}
+}
