@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -201,4 +202,83 @@ spec:
 	}
 	t.Logf("the operator asked the tenant's pod %d unloads and %d loads; the victim's pod served none of them",
 		r.calls("/v1/unload_lora_adapter"), r.calls("/v1/load_lora_adapter"))
+}
+
+// tokenMounts names what of a pod's spec would put a ServiceAccount token in its containers:
+// a projected serviceAccountToken volume (the ServiceAccount admission plugin adds
+// kube-api-access-* unless the pod opts out), or a Secret volume of a legacy token.
+func tokenMounts(p *corev1.Pod) []string {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if pr := v.Projected; pr != nil {
+			for _, s := range pr.Sources {
+				if s.ServiceAccountToken != nil {
+					out = append(out, "volume "+v.Name+" (projected token)")
+				}
+			}
+		}
+		if v.Secret != nil && strings.Contains(v.Secret.SecretName, "-token-") {
+			out = append(out, "volume "+v.Name+" (Secret "+v.Secret.SecretName+")")
+		}
+	}
+	return out
+}
+
+// TestHostileDeputyModelPodsMountNoToken: a model server runs its tenant's image and parses
+// every prompt; a weights fill runs the same image. Neither calls the API server, so a
+// compromised one must find no ServiceAccount token to use: no pod of either carries one.
+func TestHostileDeputyModelPodsMountNoToken(t *testing.T) {
+	ns := env.Namespace(t)
+	w := useWebhookCRD(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	f := filepath.Join(t.TempDir(), "models.yaml")
+	// The cached model's claim names a class no volume serves: its fill pod is created and
+	// waits for the claim, which is all this reads of it.
+	if err := os.WriteFile(f, []byte(`apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: plain}
+spec:
+  baseModel: Qwen/Qwen3-0.6B
+  replicas: 1
+  gpusPerReplica: 1
+---
+apiVersion: ai.example.com/v1beta1
+kind: InferenceService
+metadata: {name: cached}
+spec:
+  baseModel: Qwen/Qwen3-8B
+  replicas: 1
+  gpusPerReplica: 1
+  cache: {size: 10Gi, storageClassName: no-such-class}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, w.cache, "apply", "-n", ns, "-f", f)
+	var model, fill *corev1.Pod
+	testenv.Eventually(t, 90*time.Second, "the model's pod and the fill's pod created", func() error {
+		list, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			switch {
+			case p.Labels[kinds.InstanceLabel] == "plain":
+				model = p
+			case p.Labels[reconcile.WeightsLabel] != "" && p.Labels[kinds.InstanceLabel] == "":
+				fill = p
+			}
+		}
+		if model == nil || fill == nil {
+			return fmt.Errorf("model pod %v, fill pod %v, of %d pods", model != nil, fill != nil, len(list.Items))
+		}
+		return nil
+	})
+	for _, p := range []*corev1.Pod{model, fill} {
+		if got := tokenMounts(p); len(got) > 0 {
+			t.Errorf("pod %s (ServiceAccount %s) has a ServiceAccount token mounted: %s", p.Name, p.Spec.ServiceAccountName, strings.Join(got, ", "))
+		} else {
+			t.Logf("pod %s: no ServiceAccount token (automountServiceAccountToken %v)", p.Name, ptr.Deref(p.Spec.AutomountServiceAccountToken, true))
+		}
+	}
 }
