@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -29,18 +31,18 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// redirector is the tenant's own model server: the tenant picks spec.image, so what answers on
+// deputyRedirector is the tenant's own model server: the tenant picks spec.image, so what answers on
 // its pod's IP is the tenant's program. It lists an adapter of the victim's name on /v1/models
 // (so the operator plans an unload) and answers every runtime LoRA call with a 307 to the same
 // path on the victim's pod, recording what the operator sent it.
-type redirector struct {
+type deputyRedirector struct {
 	to   string // the victim pod's host:port
 	base string
 	mu   sync.Mutex
 	seen []string // "METHOD path body" of each call
 }
 
-func (r *redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *deputyRedirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<16))
 	r.mu.Lock()
 	r.seen = append(r.seen, req.Method+" "+req.URL.Path+" "+string(body))
@@ -59,7 +61,7 @@ func (r *redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func (r *redirector) calls(path string) int {
+func (r *deputyRedirector) calls(path string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -117,13 +119,13 @@ spec:
 	})
 
 	// The tenant's image is not a vLLM image: the local kubelet starts no model server for it,
-	// and the tenant's program (this redirector) answers on the pod's IP.
+	// and the tenant's program (this deputyRedirector) answers on the pod's IP.
 	apply(tenantNS, `apiVersion: ai.example.com/v1beta1
 kind: InferenceService
 metadata: {name: attacker}
 spec:
   baseModel: `+base+`
-  image: registry.example.com/tenant/redirector:v1
+  image: registry.example.com/tenant/deputyRedirector:v1
   replicas: 1
   gpusPerReplica: 1
   adapters:
@@ -147,7 +149,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &redirector{to: net.JoinHostPort(victim.Status.PodIP, fmt.Sprint(reconcile.Port)), base: base}
+	r := &deputyRedirector{to: net.JoinHostPort(victim.Status.PodIP, fmt.Sprint(reconcile.Port)), base: base}
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -204,10 +206,10 @@ spec:
 		r.calls("/v1/unload_lora_adapter"), r.calls("/v1/load_lora_adapter"))
 }
 
-// tokenMounts names what of a pod's spec would put a ServiceAccount token in its containers:
+// deputyTokenMounts names what of a pod's spec would put a ServiceAccount token in its containers:
 // a projected serviceAccountToken volume (the ServiceAccount admission plugin adds
 // kube-api-access-* unless the pod opts out), or a Secret volume of a legacy token.
-func tokenMounts(p *corev1.Pod) []string {
+func deputyTokenMounts(p *corev1.Pod) []string {
 	var out []string
 	for _, v := range p.Spec.Volumes {
 		if pr := v.Projected; pr != nil {
@@ -275,10 +277,299 @@ spec:
 		return nil
 	})
 	for _, p := range []*corev1.Pod{model, fill} {
-		if got := tokenMounts(p); len(got) > 0 {
+		if got := deputyTokenMounts(p); len(got) > 0 {
 			t.Errorf("pod %s (ServiceAccount %s) has a ServiceAccount token mounted: %s", p.Name, p.Spec.ServiceAccountName, strings.Join(got, ", "))
 		} else {
 			t.Logf("pod %s: no ServiceAccount token (automountServiceAccountToken %v)", p.Name, ptr.Deref(p.Spec.AutomountServiceAccountToken, true))
 		}
 	}
+}
+
+// deputyAttempt is one write a component's ServiceAccount attempts: what RBAC grants it, and the
+// words of the admission policy that must refuse it ("" for a write it must be allowed).
+type deputyAttempt struct {
+	what     string
+	canI     []string // kubectl auth can-i's verb and resource: RBAC alone allows it
+	args     []string // kubectl's, after --as and --dry-run=server
+	manifest string   // written to a file for -f, when set
+	want     string
+}
+
+// run attempts r as the ServiceAccount as (server-side dry run: admission runs, nothing is
+// stored) and returns kubectl's output and whether the API server refused it.
+func (r deputyAttempt) run(t *testing.T, as string) (string, bool) {
+	t.Helper()
+	args := append(slices.Clone(r.args), "--as="+as, "--dry-run=server")
+	if r.manifest != "" {
+		f := filepath.Join(t.TempDir(), "obj.yaml")
+		if err := os.WriteFile(f, []byte(r.manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", f)
+	}
+	out, err := kubectlErr(t, nil, args...)
+	return strings.TrimSpace(out), err != nil
+}
+
+// checkDeputyRefusals proves RBAC allows each deputyAttempt, then that the policy refuses each attack in
+// its words and allows each legitimate write. The first attack is retried until refused (a
+// new policy takes effect within seconds); the rest are read once.
+func checkDeputyRefusals(t *testing.T, as, ns string, rs []deputyAttempt) {
+	t.Helper()
+	for _, r := range rs {
+		if len(r.canI) > 0 {
+			out, _ := kubectlErr(t, nil, append([]string{"auth", "can-i", "--as=" + as, "-n", ns}, r.canI...)...)
+			if strings.TrimSpace(out) != "yes" {
+				t.Fatalf("%s: RBAC does not grant %v: %q (the test would prove nothing of the policy)", r.what, r.canI, out)
+			}
+		}
+	}
+	for i, r := range rs {
+		if r.want == "" {
+			if out, refused := r.run(t, as); refused {
+				t.Errorf("%s: refused: %s", r.what, out)
+			} else {
+				t.Logf("%s: allowed: %s", r.what, out)
+			}
+			continue
+		}
+		check := func() error {
+			out, refused := r.run(t, as)
+			if !refused {
+				return fmt.Errorf("RBAC allowed it (can-i %v: yes) and nothing refused it: %s", r.canI, out)
+			}
+			if !strings.Contains(out, r.want) {
+				t.Fatalf("%s: refused, but not in the policy's words %q: %s", r.what, r.want, out)
+			}
+			t.Logf("%s: RBAC allows it (can-i %v: yes); refused: %s", r.what, r.canI, out)
+			return nil
+		}
+		if i == 0 {
+			testenv.Eventually(t, 20*time.Second, r.what+" refused", check)
+		} else if err := check(); err != nil {
+			t.Errorf("%s: %v", r.what, err)
+		}
+	}
+}
+
+// applyDeputyPolicies applies the ValidatingAdmissionPolicies and bindings among docs that the cluster
+// does not hold yet, and deletes them when the test ends; it returns their names.
+func applyDeputyPolicies(t *testing.T, docs []string) []string {
+	t.Helper()
+	var names []string
+	for _, d := range docs {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(obj.Kind, "ValidatingAdmissionPolicy") {
+			continue
+		}
+		ref := strings.ToLower(obj.Kind) + "/" + obj.Metadata.Name
+		if _, err := kubectlErr(t, nil, "get", ref); err == nil {
+			continue // the install's, left as it is
+		}
+		f := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(f, []byte(d), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env.Kubectl(t, "apply", "-f", f)
+		t.Cleanup(func() { env.Kubectl(t, "delete", ref, "--ignore-not-found") })
+		names = append(names, ref)
+	}
+	return names
+}
+
+// TestHostileDeputyMetricsAdapterSecrets: the metrics adapter's Role grants creating any
+// Secret in its namespace (RBAC cannot narrow a create by name or type); a compromised adapter
+// could mint a ServiceAccount token Secret, which the token controller fills, for another
+// ServiceAccount of its namespace. The shipped policy holds it to its one serving certificate.
+func TestHostileDeputyMetricsAdapterSecrets(t *testing.T) {
+	ns := env.Namespace(t)
+	rendered := env.Kubectl(t, "kustomize", filepath.Join(env.Root, "manifests", "metrics-adapter"))
+	var docs []string
+	for _, d := range strings.Split(rendered, "\n---\n") {
+		switch {
+		case strings.Contains(d, "kind: Role\n") && strings.Contains(d, "name: inferenceservice-metrics-adapter\n"):
+			// The adapter's Role, in this test's namespace as its install namespace.
+			applyYAML(t, ns, strings.ReplaceAll(d, "namespace: inferenceservice-system", "namespace: "+ns))
+		case strings.Contains(d, "kind: ValidatingAdmissionPolicy"):
+			docs = append(docs, d)
+		}
+	}
+	applyYAML(t, ns, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: inferenceservice-metrics-adapter}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: inferenceservice-metrics-adapter}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: inferenceservice-metrics-adapter}
+subjects:
+- {kind: ServiceAccount, name: inferenceservice-metrics-adapter, namespace: `+ns+`}
+`)
+	t.Logf("shipped policies applied: %v", applyDeputyPolicies(t, docs))
+	secret := func(name, typ, extra string) string {
+		return `apiVersion: v1
+kind: Secret
+metadata:
+  name: ` + name + `
+  namespace: ` + ns + `
+  labels: {app.kubernetes.io/managed-by: inferenceservice-metrics-adapter}
+` + extra + `type: ` + typ + `
+`
+	}
+	tlsData := "data: {tls.crt: Y2VydA==, tls.key: a2V5, ca.crt: Y2E=}\n"
+	checkDeputyRefusals(t, "system:serviceaccount:"+ns+":inferenceservice-metrics-adapter", ns, []deputyAttempt{
+		{what: "a ServiceAccount token Secret for the namespace's default ServiceAccount, under the certificate's name",
+			canI: []string{"create", "secrets"}, args: []string{"create"},
+			manifest: secret("inferenceservice-metrics-adapter-tls", "kubernetes.io/service-account-token",
+				"  annotations: {kubernetes.io/service-account.name: default}\n"),
+			want: "the metrics adapter's Secret is of type kubernetes.io/tls"},
+		{what: "another Secret of the namespace", canI: []string{"create", "secrets"}, args: []string{"create"},
+			manifest: secret("database-password", "kubernetes.io/tls", tlsData),
+			want:     "the metrics adapter writes one Secret, inferenceservice-metrics-adapter-tls in its own namespace"},
+		{what: "the certificate's Secret carrying other keys", canI: []string{"create", "secrets"}, args: []string{"create"},
+			manifest: secret("inferenceservice-metrics-adapter-tls", "kubernetes.io/tls", "data: {tls.crt: Y2VydA==, tls.key: a2V5, .dockerconfigjson: e30=}\n"),
+			want:     "the metrics adapter's Secret holds its certificate only"},
+		{what: "its serving certificate, as servingcert writes it", canI: []string{"create", "secrets"}, args: []string{"create"},
+			manifest: secret("inferenceservice-metrics-adapter-tls", "kubernetes.io/tls", tlsData)},
+	})
+}
+
+// TestHostileDeputyOperatorGuard: the operator's ClusterRole lets it create Deployments and
+// RoleBindings in every namespace, and RBAC cannot narrow a create by label, by the
+// ServiceAccount a pod runs as, or by what a binding binds. With the opt-in operator-guard
+// component, a compromised operator cannot run a pod as another ServiceAccount, write outside
+// the namespaces labelled for it, or touch a tenant's own objects; the operator itself still
+// serves a model in a labelled namespace, and a model in an unlabelled one says why it has no
+// children, in the policy's words.
+func TestHostileDeputyOperatorGuard(t *testing.T) {
+	// A ServiceAccount named as the operator's, bound to the install's ClusterRole: the policy
+	// selects the operator by that name, in whatever namespace it is installed.
+	opNS := env.CreateNamespace(t, "hostile-deputy-guard-system")
+	team := env.CreateNamespace(t, "hostile-deputy-guard-team")
+	other := env.CreateNamespace(t, "hostile-deputy-guard-other")
+	env.Kubectl(t, "label", "namespace", team, "ai.example.com/inferenceservice-operator=managed")
+	applyYAML(t, opNS, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: inferenceservice-operator}
+`)
+	applyYAML(t, opNS, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hostile-deputy-guard}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: inferenceservice-operator}
+subjects:
+- {kind: ServiceAccount, name: inferenceservice-operator, namespace: `+opNS+`}
+`)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "clusterrolebinding", "hostile-deputy-guard", "--ignore-not-found") })
+	// A tenant's own objects in the labelled namespace, which the operator never made.
+	applyYAML(t, team, `apiVersion: v1
+kind: Service
+metadata: {name: tenant-api}
+spec:
+  selector: {app: tenant-api}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: tenant-admin}
+`)
+
+	var docs []string
+	files, _ := filepath.Glob(filepath.Join(env.Root, "manifests", "components", "operator-guard", "admission_policy*.yaml"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	t.Logf("shipped policies applied: %v", applyDeputyPolicies(t, docs))
+
+	deployment := func(ns, name, sa, extraLabels string) string {
+		return `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ` + name + `
+  namespace: ` + ns + `
+  labels: {app.kubernetes.io/managed-by: inferenceservice-operator` + extraLabels + `}
+spec:
+  selector: {matchLabels: {app: ` + name + `}}
+  template:
+    metadata: {labels: {app: ` + name + `}}
+    spec:
+      serviceAccountName: ` + sa + `
+      containers: [{name: c, image: registry.example.com/x:v1}]
+`
+	}
+	binding := func(name, role, sa string) string {
+		return `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: ` + name + `
+  namespace: ` + team + `
+  labels: {app.kubernetes.io/managed-by: inferenceservice-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ` + role + `}
+subjects: [{kind: ServiceAccount, name: ` + sa + `, namespace: ` + team + `}]
+`
+	}
+	deploy := []string{"create", "deployments"}
+	checkDeputyRefusals(t, "system:serviceaccount:"+opNS+":inferenceservice-operator", team, []deputyAttempt{
+		{what: "a Deployment in kube-system running as its ServiceAccount generic-garbage-collector",
+			canI: deploy, args: []string{"create"}, manifest: deployment("kube-system", "miner", "generic-garbage-collector", ""),
+			want: "the operator writes only in namespaces labelled ai.example.com/inferenceservice-operator=managed; kube-system is not"},
+		{what: "a labelled Deployment in a namespace not labelled for the operator", canI: deploy, args: []string{"create"},
+			manifest: deployment(other, "miner", "default", ""),
+			want:     "the operator writes only in namespaces labelled ai.example.com/inferenceservice-operator=managed; " + other + " is not"},
+		{what: "a Deployment in the model's namespace running as the tenant's tenant-admin", canI: deploy, args: []string{"create"},
+			manifest: deployment(team, "miner", "tenant-admin", ""),
+			want:     "the operator's pods run as their namespace's default ServiceAccount, or an endpoint picker as its own <model>-epp"},
+		{what: "relabelling the tenant's own Service as the operator's", canI: []string{"patch", "services"},
+			args: []string{"label", "service", "tenant-api", "-n", team, "app.kubernetes.io/managed-by=inferenceservice-operator"},
+			want: "the operator writes only objects it labels app.kubernetes.io/managed-by=inferenceservice-operator, and changes only its own"},
+		{what: "deleting the tenant's own Service", canI: []string{"delete", "services"},
+			args: []string{"delete", "service", "tenant-api", "-n", team},
+			want: "the operator writes only objects it labels app.kubernetes.io/managed-by=inferenceservice-operator, and changes only its own"},
+		{what: "binding the picker's ClusterRole to the tenant's tenant-admin", canI: []string{"create", "rolebindings"}, args: []string{"create"},
+			manifest: binding("llama-epp", "inferenceservice-operator-endpoint-picker", "tenant-admin"),
+			want:     "the operator binds only the endpoint picker's ClusterRole, to the picker's own ServiceAccount"},
+		{what: "a model's Deployment, as the default ServiceAccount", canI: deploy, args: []string{"create"},
+			manifest: deployment(team, "llama", "default", "")},
+		{what: "a picker's Deployment, as its own llama-epp", canI: deploy, args: []string{"create"},
+			manifest: deployment(team, "llama-epp", "llama-epp", ", ai.example.com/endpoint-picker: llama")},
+		{what: "the picker's RoleBinding", canI: []string{"create", "rolebindings"}, args: []string{"create"},
+			manifest: binding("llama-epp", "inferenceservice-operator-endpoint-picker", "llama-epp")},
+	})
+
+	// The suite's operator runs as the install's ServiceAccount, held by the policy too: a model
+	// in the labelled namespace serves, one in another says why it has no children.
+	t.Cleanup(func() {
+		env.Kubectl(t, "delete", "isvc", "--all", "-n", team, "--wait=true", "--timeout=60s")
+		env.Kubectl(t, "delete", "isvc", "--all", "-n", other, "--wait=true", "--timeout=60s")
+	})
+	for _, ns := range []string{team, other} {
+		if _, err := env.CreateISVC(testenv.Ctx(t, time.Minute), ns, "qwen3", map[string]any{"model": "Qwen/Qwen3-0.6B", "replicas": int64(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitPhase(t, team, "qwen3", crd.PhaseReady, 90*time.Second)
+	testenv.Eventually(t, 60*time.Second, "the unlabelled namespace's model saying it was refused", func() error {
+		i, err := env.ISVC(other, "qwen3")
+		if err != nil {
+			return err
+		}
+		for _, c := range i.Status.Conditions {
+			if strings.Contains(c.Message, "is not") && strings.Contains(c.Message, "ai.example.com/inferenceservice-operator=managed") {
+				t.Logf("%s/qwen3: phase %s reason %s: %s: %s", other, i.Status.Phase, i.Status.Reason, c.Type, c.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s reason %s conditions %+v", i.Status.Phase, i.Status.Reason, i.Status.Conditions)
+	})
 }
