@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -567,6 +568,26 @@ subjects: [{kind: ServiceAccount, name: ` + sa + `, namespace: ` + team + `}]
 		{what: "the picker's RoleBinding", canI: []string{"create", "rolebindings"}, args: []string{"create"},
 			manifest: binding("llama-epp", "inferenceservice-operator-endpoint-picker", "llama-epp")},
 	})
+
+	// What the operator itself creates for a model with two replicas and a pool route passes:
+	// the children reconcile builds, as the operator's ServiceAccount would create them.
+	isvc := &crd.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "llama", Namespace: team, UID: "0f1e2d3c-0000-4000-8000-000000000001"},
+		Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-8B", Replicas: 2}}
+	d := reconcile.DesiredChildren(isvc, &crd.SpecExtensions{Gateway: &crd.Gateway{}},
+		reconcile.Features{HTTPRoutes: true, InferencePools: true, GatewayParent: types.NamespacedName{Namespace: team, Name: "gw"}})
+	var children []deputyAttempt
+	for _, o := range []any{d.Deployment, d.Service, d.HPA, d.PDB, d.Pool.Picker, d.Pool.PickerService, d.Pool.ServiceAccount, d.Pool.RoleBinding} {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		_ = yaml.Unmarshal(b, &meta)
+		children = append(children, deputyAttempt{what: "the operator's own " + meta.Kind, args: []string{"create"}, manifest: string(b)})
+	}
+	checkDeputyRefusals(t, "system:serviceaccount:"+opNS+":inferenceservice-operator", team, false, children)
 
 	// The suite's operator runs as the install's ServiceAccount, held by the policy too: a model
 	// in the labelled namespace serves, one in another says why it has no children.
