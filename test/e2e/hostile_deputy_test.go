@@ -581,6 +581,9 @@ subjects: [{kind: ServiceAccount, name: ` + sa + `, namespace: ` + team + `}]
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.TrimSpace(string(b)) == "null" {
+			continue // a child this spec does not have (the PDB, below its pod count)
+		}
 		var meta struct {
 			Kind string `json:"kind"`
 		}
