@@ -45,7 +45,8 @@ type Config struct {
 	// not resolve are never read.
 	Owners Owners
 	// Clock schedules the reads and stamps them; the real clock when nil.
-	Clock  clock.WithTicker
+	Clock clock.WithTicker
+	// Client reads the pods; a copy of it is used, which follows no redirect. Nil: one of its own.
 	Client *http.Client
 }
 
