@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -408,6 +410,14 @@ func TestHostileDeputyMetricsAdapterSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
+		case obj.Kind == "ClusterRole" && obj.Metadata.Name == "inferenceservice-metrics-adapter":
+			// The owner of the Secret the adapter issues; the install's, when there is one.
+			if _, err := kubectlErr(t, nil, "get", "clusterrole", obj.Metadata.Name); err != nil {
+				applyYAML(t, ns, d)
+				t.Cleanup(func() {
+					env.Kubectl(t, "delete", "clusterrole", "inferenceservice-metrics-adapter", "--ignore-not-found")
+				})
+			}
 		case obj.Kind == "Role" && obj.Metadata.Name == "inferenceservice-metrics-adapter":
 			// The adapter's Role, in this test's namespace as its install namespace.
 			applyYAML(t, ns, strings.ReplaceAll(d, "namespace: "+obj.Metadata.Namespace, "namespace: "+ns))
@@ -461,6 +471,37 @@ metadata:
 		{what: "its serving certificate, as servingcert writes it", canI: []string{"create", "secrets"}, args: []string{"create"},
 			manifest: secret("inferenceservice-metrics-adapter-tls", "kubernetes.io/tls", tlsData)},
 	})
+
+	// The adapter's own code, as its ServiceAccount, under the policy: it issues the Secret, and
+	// renews it after a hand edit broke it (an update).
+	ctx := testenv.Ctx(t, time.Minute)
+	kc, err := env.Cluster.ServiceAccountKubeconfig(ctx, ns, "inferenceservice-metrics-adapter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-metrics-adapter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := servingcert.Source{Secrets: cs.CoreV1(), Namespace: ns, Name: "inferenceservice-metrics-adapter-tls",
+		DNSNames: servingcert.DNSNames(ns, "inferenceservice-metrics-adapter"), Issue: true, Now: time.Now,
+		Owner: &metav1.OwnerReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: owner.Name, UID: owner.UID}}
+	if _, action, err := src.Get(ctx); err != nil || action != "created" {
+		t.Fatalf("the adapter issuing its Secret under the policy: %q, %v", action, err)
+	}
+	env.Kubectl(t, "patch", "secret", "-n", ns, "inferenceservice-metrics-adapter-tls", "--type=json", "-p", `[{"op":"replace","path":"/data/tls.crt","value":"eA=="}]`)
+	if _, action, err := src.Get(ctx); err != nil || !strings.HasPrefix(action, "renewed") {
+		t.Fatalf("the adapter renewing its Secret under the policy: %q, %v", action, err)
+	}
+	t.Log("the adapter's servingcert issued and renewed its Secret under the policy")
 }
 
 // TestHostileDeputyOperatorGuard: the operator's ClusterRole lets it create Deployments and
