@@ -195,15 +195,18 @@ func hasVolumeNamed(vs []corev1.Volume, name string) bool {
 	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })
 }
 
-// setTemplate writes templateDrifted's fields of want onto t, and the token opt-out; prevEnv is
-// the live object's EnvAnnotation before the update.
+// setTemplate writes templateDrifted's fields of want onto t, and the token opt-out with a
+// change that rolls the pods anyway; prevEnv is the live object's EnvAnnotation before the update.
 func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
+	// The opt-out is not compared by templateDrifted, and written only with a rollout: alone it
+	// would roll every model's GPUs on an operator upgrade (or on a mere scale change) to drop a
+	// token; a model created or rolled since carries none.
+	if templateDrifted(t, want, prevEnv) {
+		t.Spec.AutomountServiceAccountToken = want.Spec.AutomountServiceAccountToken
+	}
 	t.Labels = mergeLabels(t.Labels, want.Labels)
 	t.Spec.PriorityClassName = want.Spec.PriorityClassName
 	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks
-	// Not compared by templateDrifted: an operator upgrade would otherwise roll every model's
-	// GPUs to drop a token; a model created or rolled since carries none.
-	t.Spec.AutomountServiceAccountToken = want.Spec.AutomountServiceAccountToken
 	// The adapters gate is the operator's; others' readiness gates stay.
 	t.Spec.ReadinessGates = slices.DeleteFunc(t.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == kinds.AdaptersGate })
 	if kinds.HasAdaptersGate(&want.Spec) {

@@ -42,7 +42,8 @@ func TestNoTokenWhereNoneIsUsed(t *testing.T) {
 }
 
 // TestTokenOptOutSetOnUpdate: a Deployment created before the opt-out gets it with the next
-// update made for another reason, and its absence alone is no drift (no rollout on upgrade).
+// update that rolls its pods anyway; its absence alone is no drift, and an update that rolls
+// nothing (a scale change) leaves the template as it is.
 func TestTokenOptOutSetOnUpdate(t *testing.T) {
 	w := newWorld(1)
 	want := desiredDeployment(w.isvc, &crd.SpecExtensions{}, sharedOf(w.isvc))
@@ -51,9 +52,13 @@ func TestTokenOptOutSetOnUpdate(t *testing.T) {
 	if templateDrifted(&live.Spec.Template, &want.Spec.Template, "") {
 		t.Fatal("a template without the opt-out alone is drift: an upgrade would roll every model")
 	}
+	setTemplate(&live.Spec.Template, &want.Spec.Template, "")
+	if live.Spec.Template.Spec.AutomountServiceAccountToken != nil {
+		t.Fatal("an update that rolls nothing wrote the opt-out: it would roll the pods")
+	}
 	live.Spec.Template.Spec.PriorityClassName = "changed"
 	setTemplate(&live.Spec.Template, &want.Spec.Template, "")
 	if !ptr.Equal(live.Spec.Template.Spec.AutomountServiceAccountToken, ptr.To(false)) {
-		t.Fatalf("an update leaves automountServiceAccountToken %v", live.Spec.Template.Spec.AutomountServiceAccountToken)
+		t.Fatalf("an update that rolls the pods leaves automountServiceAccountToken %v", live.Spec.Template.Spec.AutomountServiceAccountToken)
 	}
 }
