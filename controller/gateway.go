@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 )
 
@@ -32,7 +33,8 @@ func NewHTTPRegistrar(base string) (*HTTPRegistrar, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("gateway URL %q must be absolute, like http://gateway-admin:9000", base)
 	}
-	return &HTTPRegistrar{Base: u, Client: &http.Client{Timeout: 10 * time.Second}}, nil
+	// A redirect is not the admin API answering: reported as its status, never followed.
+	return &HTTPRegistrar{Base: u, Client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: modelserver.NoRedirects}}, nil
 }
 
 func (h *HTTPRegistrar) routeURL(r reconcile.Route) string {

@@ -244,6 +244,7 @@ func TestChartMatchesManifests(t *testing.T) {
 					"--gateway-url=http://gateway-admin.gateway-system.svc:9000", "--gateway-deregister-timeout=10m", "--gateway-parent=gateway-system/inference")
 			}},
 		{name: "inference-pool", values: []string{"--set", "gateway.parent=gateway-system/inference-gateway,gateway.inferencePool=auto"}, dirs: []string{"overlays/inference-pool"}},
+		{name: "operator-guard", values: []string{"--set", "operatorGuard.enabled=true"}, dirs: []string{"overlays/operator-guard"}},
 		{name: "image, resources and soft memory limit",
 			values: []string{"--set", "image.repository=registry.example.com/isvc-operator,image.tag=v0.1.0,operator.resources.limits.memory=1Gi,operator.goMemLimit=900MiB,operator.gogc=50"},
 			dirs:   []string{"."}, edit: func(t *testing.T, objs map[string]object) {

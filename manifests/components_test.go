@@ -96,6 +96,9 @@ var components = []struct {
 		}
 		return nil
 	}},
+	{name: "operator-guard", values: map[string]string{"operatorGuard.enabled": "true"}, effect: func(objs map[string]object) error {
+		return has(objs, "ValidatingAdmissionPolicy <nil>/inferenceservice-operator-guard", "ValidatingAdmissionPolicyBinding <nil>/inferenceservice-operator-guard")
+	}},
 }
 
 // incompatible are the pairs that do not combine, as docs/operations.md lists them: cert-manager

@@ -3,7 +3,9 @@
 // the models it serves (GET /v1/models) and LoRA adapters loaded and unloaded at run time
 // (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, enabled in the server by
 // VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). Every call is bounded in time and in the bytes read,
-// and is addressed by IP: nothing here resolves a name.
+// and is addressed by IP: nothing here resolves a name, and no redirect is followed (the pod's
+// image is its tenant's: a 307 would make the operator call, from its own network position,
+// whatever the tenant names, another namespace's model included).
 package modelserver
 
 import (
@@ -18,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Model is one entry of GET /v1/models. An adapter has Parent set (the base model it is
@@ -84,10 +88,19 @@ func New(o Options) *Client {
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: o.LoadTimeout,
 	}
-	return &Client{http: &http.Client{Transport: tr}, port: o.Port, timeout: o.Timeout, loadTimeout: o.LoadTimeout, observe: o.Observe}
+	return &Client{http: &http.Client{Transport: tr, CheckRedirect: NoRedirects}, port: o.Port, timeout: o.Timeout, loadTimeout: o.LoadTimeout, observe: o.Observe}
 }
 
-// Error is a model server's answer other than 2xx, with its message.
+// NoRedirects is an http.Client's CheckRedirect that hands back the 3xx itself: a pod is asked
+// at the address the operator chose, never at one the pod names.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Redirected is the message of an Error for a 3xx answer; the answer's body and Location are
+// not carried, since they are the pod's words about another address.
+const Redirected = "a redirect, not followed (the operator calls only the pod it addressed)"
+
+// Error is a model server's answer other than 2xx, with its message: the server's own, cut to
+// maxMessage bytes on one line, or Redirected for a 3xx.
 type Error struct {
 	Status  int
 	Message string
@@ -175,6 +188,9 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, ip, path
 		return nil, fmt.Errorf("%s %s on %s: %w", method, path, ip, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		return nil, &Error{Status: resp.StatusCode, Message: Redirected}
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s on %s: %w", method, path, ip, err)
@@ -216,10 +232,23 @@ func messageOf(data []byte) string {
 		}
 	}
 	if msg == "" {
-		msg = strings.TrimSpace(string(data))
+		msg = string(data)
 	}
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage] + "..."
+	return oneLine(msg)
+}
+
+// oneLine is a server's message as status carries it: valid UTF-8, control characters and runs
+// of spaces made one space (a pod cannot add lines of its own to a condition), at most maxMessage
+// bytes, cut on a character boundary.
+func oneLine(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if len(msg) <= maxMessage {
+		return msg
 	}
-	return msg
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }

@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -134,5 +135,62 @@ func TestOnlyIPs(t *testing.T) {
 		if _, err := c.Models(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "not an IP address") {
 			t.Fatalf("%q: %v", addr, err)
 		}
+	}
+}
+
+// TestRedirectsAreNotFollowed: a pod's server runs its tenant's image, so a 3xx to another
+// address, another namespace's model included, is an error the operator reports; the address
+// it names is never called, and nothing of the answer's body is carried.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var mu sync.Mutex
+	var victimCalls []string
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		victimCalls = append(victimCalls, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	t.Cleanup(victim.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			_, c, ip := start(t, func(w http.ResponseWriter, r *http.Request, _ string) {
+				w.Header().Set("Location", victim.URL+r.URL.Path)
+				w.WriteHeader(code)
+				_, _ = io.WriteString(w, `{"message":"the victim's secrets"}`)
+			})
+			calls := map[string]error{}
+			_, calls["models"] = c.Models(context.Background(), ip)
+			calls["load"] = c.LoadAdapter(context.Background(), ip, "sql", "org/sql-lora")
+			calls["unload"] = c.UnloadAdapter(context.Background(), ip, "sql")
+			for call, err := range calls {
+				var e *Error
+				if !errors.As(err, &e) || e.Status != code || e.Message != Redirected {
+					t.Fatalf("%s answered %d: %v, want the redirect refused", call, code, err)
+				}
+				if strings.Contains(err.Error(), "secrets") || strings.Contains(err.Error(), victim.URL) {
+					t.Fatalf("%s: the redirect's body or target carried: %v", call, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(victimCalls) != 0 {
+				t.Fatalf("the redirect's target was called: %v", victimCalls)
+			}
+		})
+	}
+}
+
+func TestMessagesAreOneBoundedLine(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"lines", "{\"message\":\"bad\\nInferenceService ready: True\\r\\n\\tok\"}", "bad InferenceService ready: True ok"},
+		{"control", "a\x00b\x1bc", "a b c"},
+		{"invalid UTF-8", "a\xffb", "a\uFFFDb"},
+		{"cut on a character", strings.Repeat("x", maxMessage-1) + "é", strings.Repeat("x", maxMessage-1) + "..."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := messageOf([]byte(tc.body)); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

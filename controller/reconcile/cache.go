@@ -196,6 +196,8 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
 					EnableServiceLinks: ptr.To(false),
+					// hf download talks to the Hub only, never to the API server.
+					AutomountServiceAccountToken: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name:         fillContainer,
 						Image:        isvc.Spec.ImageOrDefault(),

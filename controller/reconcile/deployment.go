@@ -39,8 +39,12 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 					// A Service named vllm in the namespace would inject VLLM_PORT=tcp://...,
 					// which vLLM reads as its own port setting and aborts on.
 					EnableServiceLinks: ptr.To(false),
-					Containers:         []corev1.Container{desiredContainer(podSpecOf(isvc, ext), ext)},
-					Volumes:            volumes,
+					// vLLM (and Ray, across a multi-node group) never calls the API server: a
+					// token mounted in a server that runs the tenant's image and parses prompts
+					// would only be something to steal.
+					AutomountServiceAccountToken: ptr.To(false),
+					Containers:                   []corev1.Container{desiredContainer(podSpecOf(isvc, ext), ext)},
+					Volumes:                      volumes,
 				},
 			},
 		},

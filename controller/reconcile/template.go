@@ -195,9 +195,15 @@ func hasVolumeNamed(vs []corev1.Volume, name string) bool {
 	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })
 }
 
-// setTemplate writes templateDrifted's fields of want onto t; prevEnv is the live object's
-// EnvAnnotation before the update.
+// setTemplate writes templateDrifted's fields of want onto t, and the token opt-out with a
+// change that rolls the pods anyway; prevEnv is the live object's EnvAnnotation before the update.
 func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
+	// The opt-out is not compared by templateDrifted, and written only with a rollout: alone it
+	// would roll every model's GPUs on an operator upgrade (or on a mere scale change) to drop a
+	// token; a model created or rolled since carries none.
+	if templateDrifted(t, want, prevEnv) {
+		t.Spec.AutomountServiceAccountToken = want.Spec.AutomountServiceAccountToken
+	}
 	t.Labels = mergeLabels(t.Labels, want.Labels)
 	t.Spec.PriorityClassName = want.Spec.PriorityClassName
 	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks

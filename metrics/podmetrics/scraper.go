@@ -20,6 +20,9 @@ import (
 // maxBody bounds what one pod's /metrics may cost to read; vLLM's page is tens of KiB.
 const maxBody = 4 << 20
 
+// Redirected is why a pod's 3xx gives no reading: the address it names is not read.
+const Redirected = "a redirect, not followed (the adapter reads only the pod it addressed)"
+
 // Reading is one pod's queue as last read.
 type Reading struct {
 	Waiting float64
@@ -42,7 +45,8 @@ type Config struct {
 	// not resolve are never read.
 	Owners Owners
 	// Clock schedules the reads and stamps them; the real clock when nil.
-	Clock  clock.WithTicker
+	Clock clock.WithTicker
+	// Client reads the pods; a copy of it is used, which follows no redirect. Nil: one of its own.
 	Client *http.Client
 }
 
@@ -86,20 +90,25 @@ func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
 	if cfg.Period <= 0 || cfg.Timeout <= 0 || cfg.Concurrency <= 0 || cfg.Pods == nil || cfg.Owners == nil || cfg.NamespaceConcurrency < 0 {
 		return nil, fmt.Errorf("podmetrics: period, timeout, concurrency, pods and owners are required")
 	}
-	client := cfg.Client
-	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
+	var client http.Client
+	if cfg.Client != nil {
+		client = *cfg.Client
+	} else {
+		client.Transport = &http.Transport{
 			// One kept connection per pod: a period's read reuses it instead of a handshake.
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     3 * cfg.Period,
 			DisableCompression:  true,
-		}}
+		}
 	}
+	// A model pod runs its tenant's image: a redirect would have the adapter read, from its own
+	// network position, whatever the pod names (another model's queue, or any in-cluster URL).
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &Scraper{cfg: cfg, client: client, clock: clk, limits: limitsOf(cfg.Concurrency, cfg.NamespaceConcurrency),
+	s := &Scraper{cfg: cfg, client: &client, clock: clk, limits: limitsOf(cfg.Concurrency, cfg.NamespaceConcurrency),
 		wake: make(chan struct{}, 1), pods: map[types.UID]*entry{}, m: newCollectors(), models: map[[2]string]bool{}}
 	if err := s.m.register(reg); err != nil {
 		return nil, err
@@ -354,6 +363,9 @@ func (s *Scraper) read(ctx context.Context, url string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		return 0, fmt.Errorf("GET %s: %d: %s", url, resp.StatusCode, Redirected)
+	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)

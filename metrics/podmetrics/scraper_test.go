@@ -3,10 +3,12 @@ package podmetrics
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -240,5 +242,62 @@ func TestReadsBoundConcurrencyAndTime(t *testing.T) {
 	close(release)
 	if p := counter.peak.Load(); p != 2 {
 		t.Errorf("peak %d reads in flight of pods that answered, want the bound 2", p)
+	}
+}
+
+// TestRedirectsAreNotFollowed: a model pod runs its tenant's image; its /metrics answering 307
+// to another pod's page gives it no reading (not the other pod's queue), the other pod is read
+// only for itself, and a client the caller supplies is held to the same rule.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var victimReads atomic.Int32
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		victimReads.Add(1)
+		page(50)(w, r)
+	}))
+	t.Cleanup(victim.Close)
+	for _, supplied := range []*http.Client{nil, {}} {
+		victimReads.Store(0)
+		pods := []*corev1.Pod{servingPod(t, "tenant", "llama", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, victim.URL+"/metrics", http.StatusTemporaryRedirect)
+		})}
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		s, err := New(Config{Period: time.Minute, Timeout: time.Second, Concurrency: 2, Clock: clk, Owners: owned(pods...),
+			Pods: func() ([]*corev1.Pod, error) { return pods, nil }, Client: supplied}, prometheus.NewPedanticRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, s)
+		eventually(t, "the redirecting pod's read counted as an error", func() error {
+			if got := testutil.ToFloat64(s.m.scrapes.WithLabelValues("error")); got != 1 {
+				return fmt.Errorf("%v errors counted, want 1", got)
+			}
+			return nil
+		})
+		if r, ok := s.Reading(pods[0], clk.Now()); ok {
+			t.Fatalf("supplied client %v: the redirecting pod has a reading %+v", supplied != nil, r)
+		}
+		if n := victimReads.Load(); n != 0 {
+			t.Fatalf("supplied client %v: the redirect's target was read %d times", supplied != nil, n)
+		}
+		if supplied != nil && supplied.CheckRedirect != nil {
+			t.Fatal("the caller's client was changed")
+		}
+	}
+}
+
+func TestReadRefusesRedirects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://127.0.0.1:1/metrics")
+		w.WriteHeader(http.StatusFound)
+		_, _ = io.WriteString(w, "vllm:num_requests_waiting 7\n")
+	}))
+	t.Cleanup(srv.Close)
+	s, err := New(Config{Period: time.Minute, Timeout: time.Second, Concurrency: 1, Owners: owned(),
+		Pods: func() ([]*corev1.Pod, error) { return nil, nil }}, prometheus.NewPedanticRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.read(context.Background(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "302: "+Redirected) {
+		t.Fatalf("a 302: %v", err)
 	}
 }
