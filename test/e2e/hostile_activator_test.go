@@ -327,7 +327,7 @@ func TestHostileActivatorFlood(t *testing.T) {
 
 	const (
 		clients = 200
-		perKey  = 2  // requests per invented key
+		perKey  = 2   // requests per invented key
 		keys    = 300 // invented keys: 600 MiB of bodies before the keys are checked
 		real    = 600 // 1 MiB POSTs to the stranger's own model at zero
 	)
@@ -447,6 +447,19 @@ spec:
 		_, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), "pm", metav1.GetOptions{})
 		return err
 	})
+	// kubectl patch reads the object first: the ServiceAccount may read Services here, for the
+	// test only (the activator itself patches without a read).
+	applyYAML(t, ns, `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: read-services}
+rules: [{apiGroups: [""], resources: [services], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: activator-reads-services}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-services}
+subjects: [{kind: ServiceAccount, name: inferenceservice-activator, namespace: inferenceservice-system}]
+`)
 	as := "--as=system:serviceaccount:inferenceservice-system:inferenceservice-activator"
 	patch := func(svc, p string) (string, error) {
 		out, stderr, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), as, "-n", ns, "patch", "service", svc, "--type=merge", "-p", p)
