@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,6 +57,9 @@ type ActivityOptions struct {
 	// WakeServices, if set, patches the wakes: a client of its own, so its rate limit is the
 	// wakes' alone and a busy refresh queue cannot spend it.
 	WakeServices corev1client.ServicesGetter
+	// Owned, if set, says whether a model's Service is the one the operator made for it; a
+	// model's activity is written only then (Models.Owned), never on another Service.
+	Owned func(Key) bool
 	// Clock is the real clock when nil; tests step a fake one.
 	Clock   clock.WithTicker
 	Metrics *Metrics
@@ -323,6 +327,10 @@ func (a *Activity) write(ctx context.Context, key Key, services corev1client.Ser
 	a.mu.Unlock()
 	if len(annotations) == 0 {
 		return nil
+	}
+	if a.opts.Owned != nil && !a.opts.Owned(key) {
+		// Not the operator's Service (not made yet, or a namesake's): as if there were none.
+		return apierrors.NewNotFound(corev1.Resource("services"), key.Name)
 	}
 
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})

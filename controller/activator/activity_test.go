@@ -262,3 +262,25 @@ func (s hangingService) Patch(ctx context.Context, name string, pt types.PatchTy
 	<-s.h.stuck
 	return nil, errors.New("gave up")
 }
+
+// TestWritesOnlyOwnedServices: a model whose Service is not (yet) the operator's gets no patch.
+func TestWritesOnlyOwnedServices(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: qwen.Namespace, Name: qwen.Name}})
+	var owned atomic.Bool
+	metrics := NewMetrics(prometheus.NewRegistry())
+	activity := NewActivity(client.CoreV1(), ActivityOptions{Clock: testingclock.NewFakeClock(t0), Metrics: metrics, Owned: func(Key) bool { return owned.Load() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { activity.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	activity.Wake(qwen)
+	eventually(t, "not_found counted", func() bool { return testutil.ToFloat64(metrics.writes.WithLabelValues(WriteNotFound)) == 1 })
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("patched a Service the operator does not own: %v", a)
+		}
+	}
+	owned.Store(true)
+	activity.Wake(qwen)
+	eventually(t, "written once owned", func() bool { return testutil.ToFloat64(metrics.writes.WithLabelValues(WriteOK)) == 1 })
+}

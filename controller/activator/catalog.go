@@ -82,9 +82,20 @@ func Strip(obj interface{}) (interface{}, error) {
 
 // Serves decides whether the activator serves a model from its cached InferenceService and
 // Service (nil when not cached): the model scales to zero, and the Service of its name is
-// controlled by that very InferenceService (by UID: not a namesake's, not a tenant's own).
+// controlled by that very InferenceService (by UID: not a namesake's, not a tenant's own), or
+// none of that name exists yet (a model just created: the operator is making it, and Owns
+// keeps every write off it until it does).
 func Serves(m *ModelEntry, svc *corev1.Service) bool {
-	if m == nil || !m.ScalesToZero || svc == nil {
+	if m == nil || !m.ScalesToZero {
+		return false
+	}
+	return svc == nil || Owns(m, svc)
+}
+
+// Owns decides whether svc is the Service the operator made for m: the only Service the
+// activator writes its annotations on.
+func Owns(m *ModelEntry, svc *corev1.Service) bool {
+	if m == nil || svc == nil {
 		return false
 	}
 	ref := metav1.GetControllerOfNoCopy(svc)
@@ -116,7 +127,13 @@ func (m *Models) Add(isvcs, services cache.Store) {
 }
 
 // Serves implements Catalog.
-func (m *Models) Serves(k Key) bool {
+func (m *Models) Serves(k Key) bool { return Serves(m.lookup(k)) }
+
+// Owned reports whether k's Service is the one the operator made for k's InferenceService:
+// Activity writes only then (ActivityOptions.Owned).
+func (m *Models) Owned(k Key) bool { return Owns(m.lookup(k)) }
+
+func (m *Models) lookup(k Key) (*ModelEntry, *corev1.Service) {
 	id := k.Namespace + "/" + k.Name
 	var entry *ModelEntry
 	var svc *corev1.Service
@@ -128,5 +145,5 @@ func (m *Models) Serves(k Key) bool {
 			svc, _ = o.(*corev1.Service)
 		}
 	}
-	return Serves(entry, svc)
+	return entry, svc
 }

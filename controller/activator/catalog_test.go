@@ -73,7 +73,7 @@ func TestServes(t *testing.T) {
 		{"the other version's owner reference", zero, ownedService("team-a", "qwen3", "u1", crd.Kind, crd.Group+"/v1beta1", true), true},
 		{"not at zero", awake, ownedService("team-a", "qwen3", "u1", crd.Kind, gv, true), false},
 		{"no model", nil, ownedService("team-a", "qwen3", "u1", crd.Kind, gv, true), false},
-		{"no Service", zero, nil, false},
+		{"no Service yet (the operator is making it)", zero, nil, true},
 		{"a namesake's Service (another UID)", zero, ownedService("team-a", "qwen3", "u0", crd.Kind, gv, true), false},
 		{"owned, not controlled", zero, ownedService("team-a", "qwen3", "u1", crd.Kind, gv, false), false},
 		{"controlled by another kind", zero, ownedService("team-a", "qwen3", "u1", "Deployment", "apps/v1", true), false},
@@ -82,6 +82,10 @@ func TestServes(t *testing.T) {
 	} {
 		if got := Serves(tc.model, tc.svc); got != tc.want {
 			t.Errorf("%s: Serves = %v, want %v", tc.name, got, tc.want)
+		}
+		// Written on only when the operator's Service is there (at zero or not).
+		if got, want := Owns(tc.model, tc.svc), tc.svc != nil && (tc.want || tc.model == awake); got != want {
+			t.Errorf("%s: Owns = %v, want %v", tc.name, got, want)
 		}
 	}
 }
@@ -100,9 +104,12 @@ func TestModelsLooksUpEveryScope(t *testing.T) {
 		t.Fatal("team-b/qwen3 not served")
 	}
 	for _, k := range []Key{{"team-a", "qwen3"}, {"team-b", "other"}, {"team-b", ""}} {
-		if models.Serves(k) {
+		if models.Serves(k) || models.Owned(k) {
 			t.Errorf("%s served", k)
 		}
+	}
+	if !models.Owned(Key{Namespace: "team-b", Name: "qwen3"}) {
+		t.Error("team-b/qwen3's Service not owned")
 	}
 	if sv := s.(*corev1.Service); sv.Labels != nil || sv.Spec.Selector != nil || len(sv.OwnerReferences) != 1 {
 		t.Errorf("StripService kept %+v", sv)

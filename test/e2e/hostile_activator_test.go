@@ -9,13 +9,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,8 +360,15 @@ func TestHostileActivatorFlood(t *testing.T) {
 				a, err := send(flood, "POST", j.url, nil, bytes.NewReader(mib))
 				mu.Lock()
 				switch {
+				case err != nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+					// Refused before its 1 MiB was read, the connection closed under the
+					// client's write: a refusal too.
+					codes[-1]++
 				case err != nil:
 					codes[0]++
+					if len(bad) < 5 {
+						bad = append(bad, err.Error())
+					}
 				default:
 					codes[a.code]++
 					if (a.code != http.StatusNotFound && a.code != http.StatusServiceUnavailable) || (a.code == http.StatusServiceUnavailable && a.retryAfter == "") {
@@ -414,9 +426,12 @@ func TestHostileActivatorFlood(t *testing.T) {
 	wg.Wait()
 	close(floodDone)
 	<-watchDone
-	t.Logf("flood: %d clients, %d invented keys x %d and %d to a model that cannot start, 1 MiB each: %v; activator RSS %.0f MiB before, peak %.0f MiB, limit %d MiB",
+	t.Logf("flood: %d clients, %d invented keys x %d and %d to a model that cannot start, 1 MiB each: %v (-1: reset while sending); activator RSS %.0f MiB before, peak %.0f MiB, limit %d MiB",
 		clients, keys, perKey, real, codes, rss0/(1<<20), peak/(1<<20), activatorMemoryLimit>>20)
-	t.Logf("refusals counted: %v", activatorMetric(t, host, "activator_refused_total", ""))
+	for _, r := range []string{"queue_full", "held_namespace", "held_total", "buffer_namespace", "buffer_total", "wait_timeout"} {
+		t.Logf("activator_refused_total{reason=%q} %v", r, activatorMetric(t, host, "activator_refused_total", `reason="`+r+`"`))
+	}
+	t.Logf("activator_denied_total %v", activatorMetric(t, host, "activator_denied_total", ""))
 	if err != nil || a.code != http.StatusOK {
 		t.Errorf("the legitimate cold start: %+v %v, want 200", a, err)
 	}
@@ -479,6 +494,86 @@ subjects: [{kind: ServiceAccount, name: inferenceservice-activator, namespace: i
 		t.Logf("as the activator, %s: %v: %s", c.what, err, out)
 		if err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("as the activator, %s: %v %q, want denied with %q", c.what, err, out, c.want)
+		}
+	}
+}
+
+// TestHostileActivatorSources: an activator installed as a shared cluster should be (the
+// header believed only from the gateway's address, the path form off) refuses a tenant's pod
+// that names another namespace's model by the header, and everyone's path form, with 403;
+// the gateway's request is served. A second activator, run here as a process on 127.0.0.1
+// with those flags; the gateway is 127.0.0.1, the tenant's pod another loopback address.
+func TestHostileActivatorSources(t *testing.T) {
+	t.Parallel()
+	installActivator(t) // the ServiceAccount's RBAC and policy; this test's process runs as admin
+	ns := env.Namespace(t)
+	hostileModel(t, ns, "src", 600, 1)
+	waitReady(t, ns, "src", reconcile.ReasonAvailable, true, 3*time.Minute)
+
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	addr, probes := free(), free()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, env.activatorBin, "--kubeconfig="+env.Cluster.KubeconfigPath(),
+		"--bind-address="+addr, "--metrics-bind-address=0", "--health-probe-bind-address="+probes, "--namespaces="+ns,
+		"--model-header-sources=127.0.0.1/32", "--path-sources=")
+	log, err := os.Create(filepath.Join(env.Dir, "activator-sources.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait(); log.Close() })
+	testenv.Eventually(t, time.Minute, "the second activator ready", func() error {
+		resp, err := http.Get("http://" + probes + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	gateway := stranger(time.Minute)
+	tenantPod := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.9.9")}}).DialContext}}
+	hdr := http.Header{kinds.ActivatorModelHeader: {ns + "/src"}}
+	body := func() io.Reader {
+		return strings.NewReader(`{"model":"Qwen/Qwen3-0.6B","prompt":"hi","max_tokens":2}`)
+	}
+	a, err := send(gateway, "POST", "http://"+addr+"/v1/completions", hdr, body())
+	t.Logf("the gateway (127.0.0.1), by header: %d %v", a.code, err)
+	if err != nil || a.code != http.StatusOK {
+		t.Fatalf("the gateway's request: %+v %v", a, err)
+	}
+	for _, c := range []struct {
+		who    string
+		client *http.Client
+		url    string
+		h      http.Header
+		want   string
+	}{
+		{"a tenant's pod (127.0.9.9), by header", tenantPod, "http://" + addr + "/v1/completions", hdr, "the X-Activator-Model header is accepted only from the gateway"},
+		{"a tenant's pod (127.0.9.9), by path", tenantPod, "http://" + addr + "/" + ns + "/src/v1/completions", nil, "the /namespace/name/ path form is not open to this caller"},
+		{"the gateway's address, by path (the path form off)", gateway, "http://" + addr + "/" + ns + "/src/v1/completions", nil, "the /namespace/name/ path form is not open to this caller"},
+	} {
+		a, err := send(c.client, "POST", c.url, c.h, body())
+		if err != nil {
+			t.Fatalf("%s: %v", c.who, err)
+		}
+		t.Logf("%s: %d %s", c.who, a.code, a.body)
+		if a.code != http.StatusForbidden || a.errType != "Forbidden" || !strings.Contains(a.message, c.want) {
+			t.Errorf("%s: %d %q, want 403 Forbidden: %s", c.who, a.code, a.body, c.want)
 		}
 	}
 }

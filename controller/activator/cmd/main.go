@@ -127,12 +127,14 @@ func run(o options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := activator.NewMetrics(reg)
 
-	activity := activator.NewActivity(client.CoreV1(), activator.ActivityOptions{RefreshPeriod: o.refresh, Metrics: metrics, WakeServices: wakeClient.CoreV1()})
+	models := activator.NewModels()
+	activity := activator.NewActivity(client.CoreV1(), activator.ActivityOptions{
+		RefreshPeriod: o.refresh, Metrics: metrics, WakeServices: wakeClient.CoreV1(), Owned: models.Owned,
+	})
 	holder := activator.NewHolder(activator.Options{
 		MaxHeld: o.maxHeld, MaxHeldTotal: o.maxHeldTotal, MaxHeldPerNamespace: o.maxHeldNS,
 		MaxWait: o.maxWait, RetryAfter: o.retryAfter, Wake: activity.Wake, Metrics: metrics,
 	})
-	models := activator.NewModels()
 	handler := activator.NewHandler(holder, activator.HandlerOptions{
 		Header: kinds.ActivatorModelHeader, Catalog: models, HeaderSources: headerFrom, PathSources: pathFrom,
 		Transport: activator.NewTransport(o.responseHeaderTimeout), Budget: activator.NewBudget(o.maxBuffered, o.maxBufferedNS),
