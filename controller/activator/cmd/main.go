@@ -2,7 +2,8 @@
 // model's HTTPRoute sends its requests here while it is at zero, the activator holds them,
 // records the demand on the model's Service (which wakes it) and proxies them to the first ready
 // pod. It ships in the operator's image as a third binary and runs as its own Deployment. This
-// file only wires: flags, clients, the pod informer, the servers and the shutdown.
+// file only wires: flags, clients, the informers (pods, Services, InferenceServices), the
+// servers and the shutdown.
 package main
 
 import (
