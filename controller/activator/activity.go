@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,8 +31,10 @@ const (
 	// period, a third of the shortest idle window (crd.MinIdleSeconds), so a model in use is
 	// never idle a whole window between two writes.
 	DefaultRefreshPeriod = 20 * time.Second
-	// DefaultWriteWorkers bounds the patches in flight at once.
+	// DefaultWriteWorkers bounds the refresh patches in flight at once.
 	DefaultWriteWorkers = 4
+	// DefaultWakeWorkers bounds the wake patches in flight at once, beside the refreshes.
+	DefaultWakeWorkers = 2
 	// DefaultMaxRetries bounds one write's retries; the next request schedules a new one.
 	DefaultMaxRetries = 5
 	// FieldManager names the activator's writes in the Services' managedFields.
@@ -49,7 +52,14 @@ const (
 type ActivityOptions struct {
 	RefreshPeriod time.Duration
 	Workers       int
+	WakeWorkers   int
 	MaxRetries    int
+	// WakeServices, if set, patches the wakes: a client of its own, so its rate limit is the
+	// wakes' alone and a busy refresh queue cannot spend it.
+	WakeServices corev1client.ServicesGetter
+	// Owned, if set, says whether a model's Service is the one the operator made for it; a
+	// model's activity is written only then (Models.Owned), never on another Service.
+	Owned func(Key) bool
 	// Clock is the real clock when nil; tests step a fake one.
 	Clock   clock.WithTicker
 	Metrics *Metrics
@@ -62,6 +72,10 @@ type Activity struct {
 	clock    clock.WithTicker
 	// queue holds each model with a write due at most once: its dedup is the coalescing.
 	queue workqueue.TypedRateLimitingInterface[Key]
+	// wakes holds the models asked to wake, on workers of their own: a wake is what scales a
+	// model up, so no number of refreshes queued ahead of it may delay it.
+	wakes        workqueue.TypedRateLimitingInterface[Key]
+	wakeServices corev1client.ServicesGetter
 
 	mu     sync.Mutex
 	models map[Key]*activity
@@ -96,6 +110,13 @@ func NewActivity(services corev1client.ServicesGetter, opts ActivityOptions) *Ac
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = DefaultMaxRetries
 	}
+	if opts.WakeWorkers <= 0 {
+		opts.WakeWorkers = DefaultWakeWorkers
+	}
+	wakeServices := opts.WakeServices
+	if wakeServices == nil {
+		wakeServices = services
+	}
 	c := opts.Clock
 	if c == nil {
 		c = clock.RealClock{}
@@ -107,7 +128,11 @@ func NewActivity(services corev1client.ServicesGetter, opts ActivityOptions) *Ac
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "activator_annotations", Clock: c}),
-		models: map[Key]*activity{},
+		wakes: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "activator_wakes", Clock: c}),
+		wakeServices: wakeServices,
+		models:       map[Key]*activity{},
 	}
 }
 
@@ -117,7 +142,7 @@ func (a *Activity) Arrived(key Key) (done func()) {
 	a.mu.Lock()
 	m := a.model(key)
 	m.inflight++
-	a.see(key, m, false)
+	a.see(key, m)
 	a.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -126,17 +151,18 @@ func (a *Activity) Arrived(key Key) (done func()) {
 			defer a.mu.Unlock()
 			m := a.model(key)
 			m.inflight--
-			a.see(key, m, false)
+			a.see(key, m)
 		})
 	}
 }
 
-// Wake records a request for key's model at zero: written at once, since it is what scales the
-// model up. It is the Holder's Options.Wake.
+// Wake records a request for key's model at zero: written at once, on the wake queue, since it
+// is what scales the model up. It is the Holder's Options.Wake.
 func (a *Activity) Wake(key Key) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.see(key, a.model(key), true)
+	a.mark(a.model(key))
+	a.wakes.Add(key)
 }
 
 // ColdStarted records a held request's cold start: arrived at a model with no endpoint, first
@@ -157,16 +183,11 @@ func (a *Activity) ColdStarted(key Key, arrived time.Time, d time.Duration) {
 	m.scheduled = true
 }
 
-// see records activity for key now and schedules its write: at once when urgent or when the
-// last write is a period old, else when the period ends. a.mu is held.
-func (a *Activity) see(key Key, m *activity, urgent bool) {
-	now := a.clock.Now()
-	if now.After(m.seen) {
-		m.seen = now
-	}
+// see records activity for key now and schedules its write: at once when the last write is a
+// period old, else when the period ends (a wake is written at once besides, Wake). a.mu is held.
+func (a *Activity) see(key Key, m *activity) {
+	now := a.mark(m)
 	switch {
-	case urgent:
-		a.queue.Add(key)
 	case m.scheduled:
 		return
 	default:
@@ -177,6 +198,15 @@ func (a *Activity) see(key Key, m *activity, urgent bool) {
 		}
 	}
 	m.scheduled = true
+}
+
+// mark records activity now and returns now. a.mu is held.
+func (a *Activity) mark(m *activity) time.Time {
+	now := a.clock.Now()
+	if now.After(m.seen) {
+		m.seen = now
+	}
+	return now
 }
 
 // model returns key's entry, creating it. a.mu is held.
@@ -197,7 +227,7 @@ func (a *Activity) tick() {
 	for key, m := range a.models {
 		switch {
 		case m.inflight > 0:
-			a.see(key, m, false)
+			a.see(key, m)
 		case !m.scheduled && m.cold == nil && now.Sub(m.seen) > 2*a.opts.RefreshPeriod:
 			delete(a.models, key)
 		}
@@ -213,9 +243,16 @@ func (a *Activity) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer a.queue.ShutDown()
+	defer a.wakes.ShutDown()
 	for range a.opts.Workers {
 		wg.Go(func() {
-			for a.processNext(ctx) {
+			for a.processNext(ctx, a.queue, a.services) {
+			}
+		})
+	}
+	for range a.opts.WakeWorkers {
+		wg.Go(func() {
+			for a.processNext(ctx, a.wakes, a.wakeServices) {
 			}
 		})
 	}
@@ -229,39 +266,42 @@ func (a *Activity) Run(ctx context.Context) {
 	}
 }
 
-// processNext writes one model and turns the outcome into queue behaviour.
-func (a *Activity) processNext(ctx context.Context) bool {
-	key, quit := a.queue.Get()
+// processNext writes one model of q through services and turns the outcome into q's behaviour.
+func (a *Activity) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key], services corev1client.ServicesGetter) bool {
+	key, quit := q.Get()
 	if quit {
 		return false
 	}
-	defer a.queue.Done(key)
-	err := a.write(ctx, key)
+	defer q.Done(key)
+	err := a.write(ctx, key, services)
 	switch {
 	case err == nil:
-		a.queue.Forget(key)
+		q.Forget(key)
 	case apierrors.IsNotFound(err):
 		// No Service (yet, or any more): its model's reconcile writes one, and the next request
 		// writes again.
 		a.opts.Metrics.wrote(WriteNotFound)
 		klog.V(2).InfoS("No Service for a model's activity", "model", key.String())
-		a.queue.Forget(key)
-	case a.queue.NumRequeues(key) < a.opts.MaxRetries:
+		q.Forget(key)
+	case q.NumRequeues(key) < a.opts.MaxRetries:
 		a.opts.Metrics.wrote(WriteError)
-		a.mu.Lock()
-		a.model(key).scheduled = true
-		a.mu.Unlock()
-		a.queue.AddRateLimited(key)
+		if q == a.queue {
+			a.mu.Lock()
+			a.model(key).scheduled = true
+			a.mu.Unlock()
+		}
+		q.AddRateLimited(key)
 	default:
 		a.opts.Metrics.wrote(WriteError)
 		klog.ErrorS(err, "Giving up writing a model's activity until its next request", "model", key.String())
-		a.queue.Forget(key)
+		q.Forget(key)
 	}
 	return true
 }
 
-// write patches key's Service with what is new since its last write; nothing new, no call.
-func (a *Activity) write(ctx context.Context, key Key) error {
+// write patches key's Service through services with what is new since its last write; nothing
+// new, no call.
+func (a *Activity) write(ctx context.Context, key Key, services corev1client.ServicesGetter) error {
 	a.mu.Lock()
 	m := a.models[key]
 	if m == nil {
@@ -288,12 +328,16 @@ func (a *Activity) write(ctx context.Context, key Key) error {
 	if len(annotations) == 0 {
 		return nil
 	}
+	if a.opts.Owned != nil && !a.opts.Owned(key) {
+		// Not the operator's Service (not made yet, or a namesake's): as if there were none.
+		return apierrors.NewNotFound(corev1.Resource("services"), key.Name)
+	}
 
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}
-	_, err = a.services.Services(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err = services.Services(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("patch Service %s: %w", key, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -208,4 +211,76 @@ func TestColdStartWrittenOncePerColdStart(t *testing.T) {
 	// A late first byte of the same cold start writes nothing.
 	w.activity.ColdStarted(qwen, arrived.Add(2*time.Second), 59*time.Second)
 	w.waitPatches(t, n)
+}
+
+// TestWakeNotStarvedByRefreshes: with every refresh worker stuck on a write (junk keys'
+// patches that hang), a wake is still written, on the wake queue's own workers.
+func TestWakeNotStarvedByRefreshes(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: qwen.Namespace, Name: qwen.Name}})
+	services := &hangingServices{ServicesGetter: client.CoreV1(), ns: "junk", stuck: make(chan struct{})}
+	activity := NewActivity(services, ActivityOptions{RefreshPeriod: 30 * time.Second, Clock: testingclock.NewFakeClock(t0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { activity.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { close(services.stuck) }) // first: Run waits for its stuck workers
+
+	for i := range 50 {
+		activity.Arrived(Key{Namespace: "junk", Name: fmt.Sprintf("m%d", i)})()
+	}
+	eventually(t, "every refresh worker stuck", func() bool { return services.hung.Load() == DefaultWriteWorkers })
+	activity.Wake(qwen)
+	eventually(t, "the wake written", func() bool {
+		svc, err := client.CoreV1().Services(qwen.Namespace).Get(context.Background(), qwen.Name, metav1.GetOptions{})
+		return err == nil && svc.Annotations[kinds.LastRequestAnnotation] != ""
+	})
+}
+
+// hangingServices hangs every patch in namespace ns until stuck is closed.
+type hangingServices struct {
+	corev1client.ServicesGetter
+	ns    string
+	stuck chan struct{}
+	hung  atomic.Int32
+}
+
+func (h *hangingServices) Services(ns string) corev1client.ServiceInterface {
+	s := h.ServicesGetter.Services(ns)
+	if ns != h.ns {
+		return s
+	}
+	return hangingService{ServiceInterface: s, h: h}
+}
+
+type hangingService struct {
+	corev1client.ServiceInterface
+	h *hangingServices
+}
+
+func (s hangingService) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Service, error) {
+	s.h.hung.Add(1)
+	<-s.h.stuck
+	return nil, errors.New("gave up")
+}
+
+// TestWritesOnlyOwnedServices: a model whose Service is not (yet) the operator's gets no patch.
+func TestWritesOnlyOwnedServices(t *testing.T) {
+	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: qwen.Namespace, Name: qwen.Name}})
+	var owned atomic.Bool
+	metrics := NewMetrics(prometheus.NewRegistry())
+	activity := NewActivity(client.CoreV1(), ActivityOptions{Clock: testingclock.NewFakeClock(t0), Metrics: metrics, Owned: func(Key) bool { return owned.Load() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { activity.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	activity.Wake(qwen)
+	eventually(t, "not_found counted", func() bool { return testutil.ToFloat64(metrics.writes.WithLabelValues(WriteNotFound)) == 1 })
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			t.Fatalf("patched a Service the operator does not own: %v", a)
+		}
+	}
+	owned.Store(true)
+	activity.Wake(qwen)
+	eventually(t, "written once owned", func() bool { return testutil.ToFloat64(metrics.writes.WithLabelValues(WriteOK)) == 1 })
 }

@@ -31,6 +31,19 @@ func backend(t *testing.T, name string) *httptest.Server {
 
 func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
+// teams is the tests' Catalog: it serves every model of a namespace named team-*.
+type teams struct{}
+
+func (teams) Serves(k Key) bool { return strings.HasPrefix(k.Namespace, "team-") }
+
+// openTo is opts serving teams, the header and the path form from every caller.
+func openTo(opts HandlerOptions) HandlerOptions {
+	opts.Catalog = teams{}
+	opts.HeaderSources = MustSources("0.0.0.0/0,::/0")
+	opts.PathSources = MustSources("0.0.0.0/0,::/0")
+	return opts
+}
+
 type activator struct {
 	holder  *Holder
 	server  *httptest.Server
@@ -44,7 +57,7 @@ func newActivator(t *testing.T, opts Options) *activator {
 	a := &activator{wakes: &wakes{}, metrics: NewMetrics(prometheus.NewRegistry())}
 	opts.Wake, opts.Metrics = a.wakes.wake, a.metrics
 	a.holder = NewHolder(opts)
-	a.server = httptest.NewServer(NewHandler(a.holder, HandlerOptions{}))
+	a.server = httptest.NewServer(NewHandler(a.holder, openTo(HandlerOptions{})))
 	t.Cleanup(a.server.Close)
 	// A bound on every call, so a request that hangs fails the test instead of stalling it.
 	a.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
@@ -219,7 +232,7 @@ func TestHandlerKey(t *testing.T) {
 		body               string
 	}{
 		{name: "path", path: "/team-a/qwen3/v1/chat/completions", code: 200, body: "pod-0 /v1/chat/completions  req-0"},
-		{name: "path, nothing after the model", path: "/team-a/qwen3", code: 200, body: "pod-0 /  req-0"},
+		{name: "path, nothing after the model", path: "/team-a/qwen3", code: 404},
 		// The header wins and is not passed on; the path is the pod's as sent.
 		{name: "header", path: "/v1/chat/completions", header: "team-a/qwen3", code: 200, body: "pod-0 /v1/chat/completions  req-0"},
 		{name: "no model", path: "/v1", code: 404},
@@ -338,7 +351,7 @@ func (r *recorder) counts() (int, int, int) {
 func TestHandlerRecordsActivity(t *testing.T) {
 	var rec recorder
 	holder := NewHolder(Options{MaxHeld: 1, MaxWait: time.Minute})
-	srv := httptest.NewServer(NewHandler(holder, HandlerOptions{Recorder: &rec}))
+	srv := httptest.NewServer(NewHandler(holder, openTo(HandlerOptions{Recorder: &rec})))
 	t.Cleanup(srv.Close)
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func(path string) int {

@@ -28,12 +28,19 @@ const (
 	DefaultMaxWait = 3 * time.Minute
 	// DefaultRetryAfter is the Retry-After told to refused clients.
 	DefaultRetryAfter = 10 * time.Second
+	// DefaultMaxHeldTotal and DefaultMaxHeldPerNamespace bound the requests held across models,
+	// so keys of a stranger's own models cannot pile up past the memory limit (budget.go has
+	// the arithmetic) nor take every slot from the other namespaces.
+	DefaultMaxHeldTotal        = 1000
+	DefaultMaxHeldPerNamespace = 250
 )
 
 // Options configure a Holder; zero fields take the defaults.
 type Options struct {
 	// MaxHeld bounds the requests held at once per model.
 	MaxHeld int
+	// MaxHeldTotal bounds the requests held at once in all; MaxHeldPerNamespace per namespace.
+	MaxHeldTotal, MaxHeldPerNamespace int
 	// MaxWait bounds how long one request is held; the gateway's request timeout must exceed it.
 	MaxWait time.Duration
 	// RetryAfter is carried by every Refused.
@@ -51,6 +58,9 @@ type Holder struct {
 
 	mu     sync.Mutex
 	models map[Key]*model
+	// held counts the requests held in all, heldNS per namespace (entries only while non-zero).
+	held   int
+	heldNS map[string]int
 }
 
 // model is what the Holder knows of one model; an entry lives while it has endpoints, held
@@ -85,7 +95,13 @@ func NewHolder(opts Options) *Holder {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = DefaultRetryAfter
 	}
-	return &Holder{opts: opts, models: map[Key]*model{}}
+	if opts.MaxHeldTotal <= 0 {
+		opts.MaxHeldTotal = DefaultMaxHeldTotal
+	}
+	if opts.MaxHeldPerNamespace <= 0 {
+		opts.MaxHeldPerNamespace = DefaultMaxHeldPerNamespace
+	}
+	return &Holder{opts: opts, models: map[Key]*model{}, heldNS: map[string]int{}}
 }
 
 // RetryAfter is the wait told to refused clients.
@@ -121,13 +137,15 @@ func (h *Holder) hold(ctx context.Context, key Key) (lease, error) {
 		h.mu.Unlock()
 		return lease{endpoint: ep, release: h.releaser(key)}, nil
 	}
-	if len(m.held) >= h.opts.MaxHeld {
+	if r := h.full(key, m); r != nil {
+		h.forgetIfIdle(key, m)
 		h.mu.Unlock()
-		h.opts.Metrics.refused(ReasonQueueFull)
-		return lease{}, &Refused{Key: key, Reason: ReasonQueueFull, RetryAfter: h.opts.RetryAfter, MaxHeld: h.opts.MaxHeld}
+		h.opts.Metrics.refused(r.Reason)
+		return lease{}, r
 	}
 	w := &waiter{ready: make(chan string, 1)}
 	m.held = append(m.held, w)
+	h.count(key, 1)
 	h.opts.Metrics.setHeld(key, len(m.held))
 	wake := !m.waking
 	m.waking = true
@@ -168,6 +186,7 @@ func (h *Holder) leave(key Key, w *waiter) (string, bool) {
 		for i, x := range m.held {
 			if x == w {
 				m.held = append(m.held[:i], m.held[i+1:]...)
+				h.count(key, -1)
 				h.opts.Metrics.setHeld(key, len(m.held))
 				if len(m.held) == 0 && len(m.endpoints) == 0 {
 					m.waking = false
@@ -205,9 +224,42 @@ func (h *Holder) SetEndpoints(key Key, endpoints []string) {
 		w.ready <- m.pick()
 	}
 	if len(m.held) > 0 {
+		h.count(key, -len(m.held))
 		m.held = nil
 		h.opts.Metrics.setHeld(key, 0)
 	}
+}
+
+// full returns the refusal of one more request held for key, nil while every bound has room.
+// h.mu is held.
+func (h *Holder) full(key Key, m *model) *Refused {
+	r := &Refused{Key: key, RetryAfter: h.opts.RetryAfter}
+	switch {
+	case len(m.held) >= h.opts.MaxHeld:
+		r.Reason, r.MaxHeld = ReasonQueueFull, h.opts.MaxHeld
+	case h.heldNS[key.Namespace] >= h.opts.MaxHeldPerNamespace:
+		r.Reason, r.MaxHeld = ReasonHeldNamespace, h.opts.MaxHeldPerNamespace
+	case h.held >= h.opts.MaxHeldTotal:
+		r.Reason, r.MaxHeld = ReasonHeldTotal, h.opts.MaxHeldTotal
+	default:
+		return nil
+	}
+	return r
+}
+
+// count adds n to the held counts of key's namespace and of all. h.mu is held.
+func (h *Holder) count(key Key, n int) {
+	h.held += n
+	if h.heldNS[key.Namespace] += n; h.heldNS[key.Namespace] <= 0 {
+		delete(h.heldNS, key.Namespace)
+	}
+}
+
+// HeldTotal is the number of requests held now, of all models.
+func (h *Holder) HeldTotal() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
 }
 
 // Held is the number of requests key's model holds now.

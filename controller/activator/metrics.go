@@ -11,6 +11,7 @@ import (
 type Metrics struct {
 	held      *prometheus.GaugeVec
 	refusedBy *prometheus.CounterVec
+	deniedBy  *prometheus.CounterVec
 	wakes     prometheus.Counter
 	coldStart prometheus.Histogram
 	writes    *prometheus.CounterVec
@@ -23,7 +24,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "activator_held_requests", Help: "Requests held per model, waiting for a ready endpoint.",
 		}, []string{"namespace", "name"}),
 		refusedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "activator_refused_total", Help: "Requests answered 503 with Retry-After, by reason: queue_full (the model held its bound of requests), wait_timeout (no ready endpoint within the wait bound).",
+			Name: "activator_refused_total", Help: "Requests answered 503 with Retry-After, by reason: queue_full (the model held its bound of requests), wait_timeout (no ready endpoint within the wait bound), held_total and held_namespace (the requests held in all, or for the namespace, at their bound), buffer_total and buffer_namespace (the request bodies read ahead, in all or for the namespace, at their bound).",
+		}, []string{"reason"}),
+		deniedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "activator_denied_total", Help: "Requests refused before anything was held or read, by reason: unknown_model (404: no model, or not one the activator serves), path (404: not an inference path), source (403: the model header or path form from a caller not allowed it).",
 		}, []string{"reason"}),
 		wakes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "activator_wakes_total", Help: "Scale-ups asked for: one per cold start of a model.",
@@ -37,14 +41,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "activator_annotation_writes_total", Help: "Patches of a model Service's last-request and last-cold-start annotations, by result: ok, not_found (dropped), error (retried with backoff, then dropped).",
 		}, []string{"result"}),
 	}
-	// Both reasons exported from the start, so a rate() sees the first refusal.
-	for _, r := range []Reason{ReasonQueueFull, ReasonWaitTimeout} {
+	// Every reason exported from the start, so a rate() sees the first refusal.
+	for _, r := range Reasons {
 		m.refusedBy.WithLabelValues(string(r))
+	}
+	for _, d := range []Denial{DenyNoModel, DenyPath, DenySource} {
+		m.deniedBy.WithLabelValues(string(d))
 	}
 	for _, r := range []string{WriteOK, WriteNotFound, WriteError} {
 		m.writes.WithLabelValues(r)
 	}
-	reg.MustRegister(m.held, m.refusedBy, m.wakes, m.coldStart, m.writes)
+	reg.MustRegister(m.held, m.refusedBy, m.deniedBy, m.wakes, m.coldStart, m.writes)
 	return m
 }
 
@@ -64,6 +71,12 @@ func (m *Metrics) forget(k Key) {
 func (m *Metrics) refused(r Reason) {
 	if m != nil {
 		m.refusedBy.WithLabelValues(string(r)).Inc()
+	}
+}
+
+func (m *Metrics) denied(d Denial) {
+	if m != nil {
+		m.deniedBy.WithLabelValues(string(d)).Inc()
 	}
 }
 

@@ -187,6 +187,10 @@ func desiredPicker(isvc *crd.InferenceService, meta metav1.ObjectMeta, f Feature
 				Spec: corev1.PodSpec{
 					ServiceAccountName: meta.Name,
 					EnableServiceLinks: ptr.To(false),
+					// As the activator's (issue 49): a picker's ext_proc stream lasts as long as its
+					// request, so a rollout must not cut the longest stream short. (The picker
+					// itself drains its gRPC server within controller-runtime's 30s.)
+					TerminationGracePeriodSeconds: ptr.To[int64](600),
 					Containers: []corev1.Container{{
 						Name: kinds.PickerContainerName, Image: image, Args: PickerArgs(isvc),
 						Ports: []corev1.ContainerPort{

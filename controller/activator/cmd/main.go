@@ -2,7 +2,8 @@
 // model's HTTPRoute sends its requests here while it is at zero, the activator holds them,
 // records the demand on the model's Service (which wakes it) and proxies them to the first ready
 // pod. It ships in the operator's image as a third binary and runs as its own Deployment. This
-// file only wires: flags, clients, the pod informer, the servers and the shutdown.
+// file only wires: flags, clients, the informers (pods, Services, InferenceServices), the
+// servers and the shutdown.
 package main
 
 import (
@@ -24,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,17 +35,21 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller/activator"
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 type options struct {
-	kubeconfig, namespaces           string
-	bindAddr, metricsAddr, probeAddr string
-	maxHeld                          int
-	maxWait, retryAfter, refresh     time.Duration
-	shutdownDelay, shutdownGrace     time.Duration
-	qps                              float64
-	burst                            int
+	kubeconfig, namespaces             string
+	bindAddr, metricsAddr, probeAddr   string
+	headerSources, pathSources         string
+	maxHeld, maxHeldTotal, maxHeldNS   int
+	maxBuffered, maxBufferedNS         int64
+	maxWait, retryAfter, refresh       time.Duration
+	responseHeaderTimeout, idleTimeout time.Duration
+	shutdownDelay, shutdownGrace       time.Duration
+	qps, wakeQPS                       float64
+	burst                              int
 }
 
 func main() {
@@ -52,14 +59,23 @@ func main() {
 	flag.StringVar(&o.bindAddr, "bind-address", ":8080", "Address of the proxy the models' HTTPRoutes send requests to.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":9090", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (ready once the pod informer synced).")
+	flag.StringVar(&o.headerSources, "model-header-sources", "", "Comma-separated CIDRs of the callers whose "+kinds.ActivatorModelHeader+" header is believed: the gateway's pod (or node) addresses. Others naming a model by the header are answered 403. Empty: nobody.")
+	flag.StringVar(&o.pathSources, "path-sources", "", "Comma-separated CIDRs of the callers who may name a model by the path form /namespace/name/... (the in-cluster URL in an InferenceService's status). Others are answered 403. Empty: the path form is off.")
 	flag.IntVar(&o.maxHeld, "max-held", activator.DefaultMaxHeld, "Requests held at once per model; more are answered 503 with Retry-After.")
+	flag.IntVar(&o.maxHeldTotal, "max-held-total", activator.DefaultMaxHeldTotal, "Requests held at once in all, of every model; more are answered 503 with Retry-After. Sized with --max-buffered-bytes against the memory limit (controller/activator/budget.go).")
+	flag.IntVar(&o.maxHeldNS, "max-held-per-namespace", activator.DefaultMaxHeldPerNamespace, "Requests held at once for the models of one namespace; more are answered 503 with Retry-After.")
+	flag.Int64Var(&o.maxBuffered, "max-buffered-bytes", activator.DefaultMaxBufferedBytes, "Bytes of request bodies read ahead and kept at once, in all; a request past it is answered 503 with Retry-After.")
+	flag.Int64Var(&o.maxBufferedNS, "max-buffered-bytes-per-namespace", activator.DefaultMaxBufferedPerNamespace, "Bytes of request bodies read ahead and kept at once for one namespace's models.")
+	flag.DurationVar(&o.responseHeaderTimeout, "response-header-timeout", activator.DefaultResponseHeaderTimeout, "How long a ready pod may take to send its response headers (a non-streamed completion sends them after its last token).")
+	flag.DurationVar(&o.idleTimeout, "idle-timeout", 2*time.Minute, "How long a client's kept-alive connection may sit idle between requests.")
 	flag.DurationVar(&o.maxWait, "max-wait", activator.DefaultMaxWait, "How long one request is held for a ready pod before 503 with Retry-After; the gateway's request timeout must exceed it.")
 	flag.DurationVar(&o.retryAfter, "retry-after", activator.DefaultRetryAfter, "Retry-After told to refused clients.")
 	flag.DurationVar(&o.refresh, "refresh-period", activator.DefaultRefreshPeriod, "The most often a model's last-request annotation is rewritten while its requests arrive or are in flight (a wake is written at once).")
 	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "On SIGTERM, how long /readyz fails while requests are still accepted, so endpoints drop this pod first.")
-	flag.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "On SIGTERM, after the delay, how long requests in flight and held may finish before they are cut.")
+	flag.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "On SIGTERM, after the delay, how long requests in flight and held may finish before they are cut; the pod's terminationGracePeriodSeconds must exceed delay and grace.")
 	flag.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 40, "Client-side burst toward the API server.")
+	flag.Float64Var(&o.wakeQPS, "wake-qps", 10, "Client-side QPS limit of the wakes' own client, apart from --kube-api-qps: no number of refreshes spends it.")
 	klog.InitFlags(nil)
 	flag.Parse()
 
@@ -85,6 +101,25 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	wakeCfg := rest.CopyConfig(cfg)
+	wakeCfg.QPS, wakeCfg.Burst = float32(o.wakeQPS), max(1, int(o.wakeQPS))
+	wakeClient, err := kubernetes.NewForConfig(wakeCfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	headerFrom, err := activator.ParseSources(o.headerSources)
+	if err != nil {
+		return fmt.Errorf("--model-header-sources: %w", err)
+	}
+	pathFrom, err := activator.ParseSources(o.pathSources)
+	if err != nil {
+		return fmt.Errorf("--path-sources: %w", err)
+	}
+	klog.InfoS("Callers allowed to name a model", "header", headerFrom.String(), "path", pathFrom.String())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -93,26 +128,43 @@ func run(o options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := activator.NewMetrics(reg)
 
-	activity := activator.NewActivity(client.CoreV1(), activator.ActivityOptions{RefreshPeriod: o.refresh, Metrics: metrics})
-	holder := activator.NewHolder(activator.Options{
-		MaxHeld: o.maxHeld, MaxWait: o.maxWait, RetryAfter: o.retryAfter, Wake: activity.Wake, Metrics: metrics,
+	models := activator.NewModels()
+	activity := activator.NewActivity(client.CoreV1(), activator.ActivityOptions{
+		RefreshPeriod: o.refresh, Metrics: metrics, WakeServices: wakeClient.CoreV1(), Owned: models.Owned,
 	})
-	handler := activator.NewHandler(holder, activator.HandlerOptions{Header: kinds.ActivatorModelHeader, Recorder: activity})
+	holder := activator.NewHolder(activator.Options{
+		MaxHeld: o.maxHeld, MaxHeldTotal: o.maxHeldTotal, MaxHeldPerNamespace: o.maxHeldNS,
+		MaxWait: o.maxWait, RetryAfter: o.retryAfter, Wake: activity.Wake, Metrics: metrics,
+	})
+	handler := activator.NewHandler(holder, activator.HandlerOptions{
+		Header: kinds.ActivatorModelHeader, Catalog: models, HeaderSources: headerFrom, PathSources: pathFrom,
+		Transport: activator.NewTransport(o.responseHeaderTimeout), Budget: activator.NewBudget(o.maxBuffered, o.maxBufferedNS),
+		Recorder: activity,
+	})
 
-	// One factory per watched namespace (or one for all), each listing only the operator's pods.
+	// One factory per watched namespace (or one for all), each listing only the operator's pods
+	// and Services, and the InferenceServices (which say which models scale to zero).
 	feed := activator.NewFeed(holder, activator.ModelPort)
 	var factories []informers.SharedInformerFactory
+	var isvcInformers []cache.SharedIndexInformer
 	var synced []cache.InformerSynced
 	for _, ns := range namespaceList(o.namespaces) {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = activator.PodSelector }),
-			informers.WithTransform(activator.StripPod))
+			informers.WithTransform(activator.Strip))
 		s, err := feed.Watch(f.Core().V1().Pods().Informer())
 		if err != nil {
 			return err
 		}
-		factories, synced = append(factories, f), append(synced, s)
+		svcs := f.Core().V1().Services().Informer()
+		isvcs := dynamicinformer.NewFilteredDynamicInformer(dyn, crd.Resource, ns, 0, cache.Indexers{}, nil).Informer()
+		if err := isvcs.SetTransform(activator.StripModel); err != nil {
+			return err
+		}
+		models.Add(isvcs.GetStore(), svcs.GetStore())
+		factories, isvcInformers = append(factories, f), append(isvcInformers, isvcs)
+		synced = append(synced, s, svcs.HasSynced, isvcs.HasSynced)
 	}
 
 	var wg sync.WaitGroup
@@ -120,6 +172,9 @@ func run(o options) error {
 	informerStop := make(chan struct{})
 	for _, f := range factories {
 		f.Start(informerStop)
+	}
+	for _, inf := range isvcInformers {
+		wg.Go(func() { inf.Run(informerStop) })
 	}
 	defer func() {
 		close(informerStop)
@@ -155,8 +210,10 @@ func run(o options) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		side = append(side, &http.Server{Addr: listenAddr(o.metricsAddr), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 	}
-	// No write timeout: a held request waits up to --max-wait, and a completion streams for minutes.
-	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// No write timeout: a held request waits up to --max-wait, and a completion streams for
+	// minutes. An idle kept-alive connection is closed: a stranger's thousand idle connections
+	// cost their buffers only that long.
+	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 
 	errs := make(chan error, len(side)+1)
 	for _, s := range append(side, proxy) {
