@@ -343,6 +343,9 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	if err := nc.ensureNodes(compCtx, kclient); err != nil {
 		return err
 	}
+	if kc.serve && kc.networkPolicy {
+		kc.server.Ingress = startNetPolicies(compCtx, kclient)
+	}
 	// Cluster DNS before the kubelet: a process resolves through it from its first line.
 	dnsAddr := ""
 	if kc.serve {
@@ -360,15 +363,12 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			if err := cd.serveAlso(compCtx, kc.serviceNet.dnsIP(), 53); err != nil {
 				return err
 			}
-			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://")}).run(compCtx)
+			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://"), ingress: kc.server.Ingress}).run(compCtx)
 		}
 	} else if kc.serviceNet != nil {
 		return fmt.Errorf("--service-network needs the cluster DNS of --kubelet-serve")
 	}
 	kc.apiServer, kc.caFile, kc.execDir = server, p.caCert, filepath.Join(dir, "exec")
-	if kc.serve && kc.networkPolicy {
-		kc.server.Ingress = startNetPolicies(compCtx, kclient)
-	}
 	kl := newKubelet(kclient, kc, nc.count, newIPAllocator(podNet.octet))
 	nc.heartbeat(compCtx, kclient, kl.parts)
 	// Exec images' processes end with the cluster, however start returns.

@@ -267,6 +267,21 @@ func (n *netPolicies) source(local, remote *net.TCPAddr) (*v1.Pod, string) {
 	return byIP, ""
 }
 
+// clientIP is the address a forwarder (the Service proxy) dials from for c's client, so the
+// policy at the pod sees the client pod, as kube-proxy keeps a ClusterIP connection's source
+// address; nil: the client is no pod (or a spoofing one), the forwarder dials as the node.
+func (n *netPolicies) clientIP(c net.Conn) net.IP {
+	local, ok1 := c.LocalAddr().(*net.TCPAddr)
+	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	if n == nil || !ok1 || !ok2 {
+		return nil
+	}
+	if p, _ := n.source(local, remote); p != nil {
+		return net.ParseIP(p.Status.PodIP)
+	}
+	return nil
+}
+
 // pids are the live exec processes' leaders and the pod each runs for.
 func (e *execProcs) pids() ([]int, map[int]types.UID) {
 	e.mu.Lock()

@@ -215,3 +215,43 @@ func TestGuardResets(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceByOwner: a connection held by a pod's process is that pod's whatever address it
+// dialled from (the node's included); one bound to another pod's address is spoofing, refused
+// with a reason; one no pod process holds is the pod of its address, else the node's.
+func TestSourceByOwner(t *testing.T) {
+	tenant := npPod("b", "tenant", "127.9.0.3", nil)
+	victim := npPod("a", "activator", "127.9.0.4", nil)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{})
+	procs := newExecProcs()
+	procs.live[&execProcess{pid: 4242, pod: tenant.UID}] = struct{}{}
+	n := &netPolicies{}
+	if err := n.usePods(inf, procs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*v1.Pod{tenant, victim} {
+		_ = inf.GetIndexer().Add(p)
+	}
+	server := &net.TCPAddr{IP: net.ParseIP("127.9.0.1"), Port: 8000}
+	for _, tc := range []struct {
+		from      string
+		owned     bool
+		want, why string
+	}{
+		{"127.0.0.1", true, "b/tenant", ""},
+		{"127.9.0.3", true, "b/tenant", ""},
+		{"127.9.0.4", true, "", "b/tenant sent from 127.9.0.4, pod a/activator's address"},
+		{"127.9.0.4", false, "a/activator", ""},
+		{"127.0.0.1", false, "", ""},
+	} {
+		n.owner = func(*net.TCPAddr, *net.TCPAddr, []int) (int, bool) { return 4242, tc.owned }
+		p, why := n.source(server, &net.TCPAddr{IP: net.ParseIP(tc.from), Port: 40000})
+		got := ""
+		if p != nil {
+			got = p.Namespace + "/" + p.Name
+		}
+		if got != tc.want || why != tc.why {
+			t.Errorf("from %s (owned %v): %q %q, want %q %q", tc.from, tc.owned, got, why, tc.want, tc.why)
+		}
+	}
+}

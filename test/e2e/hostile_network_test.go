@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/testenv"
+)
+
+// tenantShellImage runs /bin/sh as a real process on its pod's IP (main_test.go's
+// --exec-image): what any tenant can run in its own namespace.
+const tenantShellImage = "localcluster.test/tenant-shell"
+
+// curlFrom runs one curl per target from a new pod of ns with the given labels and returns,
+// by target, the HTTP code and curl's error, as the pod printed them.
+func curlFrom(t *testing.T, ns, pod string, podLabels map[string]string, targets map[string]string) map[string]string {
+	t.Helper()
+	var script strings.Builder
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range targets {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		// -m bounds each attempt; the code is 000 when no response came; $r unquoted puts
+		// curl's error and the code on one line.
+		fmt.Fprintf(&script, "r=$(curl -sS -o /dev/null -w ' code=%%{http_code}' -m 5 %s 2>&1); echo RESULT %s $r; ", targets[name], name)
+	}
+	script.WriteString("exec sleep 600")
+	var labels strings.Builder
+	for k, v := range podLabels {
+		fmt.Fprintf(&labels, "%q: %q, ", k, v)
+	}
+	applyYAML(t, ns, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, labels: {%s}}
+spec:
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: sh
+    image: %s:1
+    command: [sh, -c, %q]
+`, pod, strings.TrimSuffix(labels.String(), ", "), tenantShellImage, script.String()))
+	t.Cleanup(func() { env.Kubectl(t, "delete", "pod", "-n", ns, pod, "--wait=false") })
+	got := map[string]string{}
+	testenv.Eventually(t, 2*time.Minute, "the results of pod "+ns+"/"+pod, func() error {
+		out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "logs", "-n", ns, pod)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(line, "RESULT "); ok {
+				name, result, _ := strings.Cut(rest, " ")
+				got[name] = result
+			}
+		}
+		if len(got) < len(targets) {
+			return fmt.Errorf("%d of %d results: %q", len(got), len(targets), out)
+		}
+		return nil
+	})
+	for name, r := range got {
+		t.Logf("%s/%s -> %s: %s", ns, pod, name, r)
+	}
+	return got
+}
+
+// TestHostileNetworkModelPort: a pod in tenant namespace B reaches neither namespace A's
+// model pod on its port (the LoRA admin API, the model list) nor anything else of it: the
+// model's NetworkPolicy admits only its namespace, the install's components and the gateway,
+// and the local cluster enforces it (a refused connection is reset). A pod of A's own
+// namespace, the activator (waking a model at zero and forwarding to it) and the operator
+// (loading the adapter at run time) still reach it.
+func TestHostileNetworkModelPort(t *testing.T) {
+	nsA := env.Namespace(t)
+	nsB := env.CreateNamespace(t, nsA+"-tenant")
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", nsA, "--wait=true", "--timeout=60s") })
+	activator := installActivator(t)
+	applyYAML(t, nsA, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: m
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"}]}'}
+spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1}
+---
+apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: idle
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"autoscaling":{"minReplicas":0,"maxReplicas":1,"idleSeconds":600},"replicasUnset":true}'}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
+`)
+	// The operator reaches the pod: it loads the adapter through the pod's runtime LoRA API.
+	var ip string
+	testenv.Eventually(t, 3*time.Minute, "m ready with its adapter loaded", func() error {
+		i, err := env.ISVC(nsA, "m")
+		if err != nil {
+			return err
+		}
+		ready, err := readyModelPods(t, nsA, "m")
+		if err != nil || len(ready) != 1 {
+			return fmt.Errorf("ready pods %d, %v", len(ready), err)
+		}
+		got, err := podAdapters(ready[0].Status.PodIP)
+		if err != nil || got["sql"] == "" {
+			return fmt.Errorf("pod %s serves %v, %v; phase %s", ready[0].Name, got, err, i.Status.Phase)
+		}
+		ip = ready[0].Status.PodIP
+		return nil
+	})
+	model := "http://" + ip + fmt.Sprintf(":%d", reconcile.Port)
+	attacks := map[string]string{
+		"unload-adapter": `-X POST -H 'Content-Type: application/json' -d '{"lora_name":"sql"}' ` + model + "/v1/unload_lora_adapter",
+		"models":         model + "/v1/models",
+	}
+	tenant := curlFrom(t, nsB, "tenant", map[string]string{"app": "tenant"}, attacks)
+	for name, r := range tenant {
+		if !strings.Contains(r, "code=000") || !strings.Contains(r, "reset by peer") {
+			t.Errorf("a pod of tenant namespace %s reached %s's model (%s): %s", nsB, nsA, name, r)
+		}
+	}
+	own := curlFrom(t, nsA, "neighbour", map[string]string{"app": "client"}, map[string]string{"models": model + "/v1/models"})
+	if r := own["models"]; !strings.Contains(r, "code=200") {
+		t.Errorf("a pod of the model's own namespace was refused: %s", r)
+	}
+
+	// The activator's pod (inferenceservice-system, its app label) wakes the model at zero and
+	// forwards the held request to its pod.
+	client := &http.Client{Timeout: 2 * activatorMaxWait, Transport: &http.Transport{Proxy: nil}}
+	var code int
+	var err error
+	testenv.Eventually(t, 3*activatorMaxWait, "a completion through the activator", func() error {
+		code, _, _, err = ask(client, "http://"+activator+"/"+nsA+"/idle/v1/completions")
+		if code != http.StatusOK {
+			return fmt.Errorf("%d: %v", code, err)
+		}
+		return nil
+	})
+
+	// The policy the operator made, as an object: what is admitted, to which pods.
+	np, err := env.Dyn.Resource(reconcile.NetworkPolicyGVR).Namespace(nsA).Get(testenv.Ctx(t, time.Minute), "m", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _, _ := unstructured.NestedStringMap(np.Object, "spec", "podSelector", "matchLabels")
+	rules, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+	if sel[kinds.InstanceLabel] != "m" || len(rules) != 1 || !metav1.IsControlledBy(np, &metav1.ObjectMeta{UID: mustISVC(t, nsA, "m").UID}) {
+		t.Fatalf("NetworkPolicy %s/m: selector %v, rules %v, owners %v", nsA, sel, rules, np.GetOwnerReferences())
+	}
+	t.Logf("NetworkPolicy %s/m ingress: %v", nsA, rules)
+}
+
+func mustISVC(t *testing.T, ns, name string) *crd.InferenceService {
+	t.Helper()
+	i, err := env.ISVC(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
