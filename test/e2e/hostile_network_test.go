@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -150,16 +149,14 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
 	})
 
 	// The policy the operator made, as an object: what is admitted, to which pods.
-	np, err := env.Dyn.Resource(reconcile.NetworkPolicyGVR).Namespace(nsA).Get(testenv.Ctx(t, time.Minute), "m", metav1.GetOptions{})
+	np, err := env.Kube.NetworkingV1().NetworkPolicies(nsA).Get(testenv.Ctx(t, time.Minute), "m", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _, _ := unstructured.NestedStringMap(np.Object, "spec", "podSelector", "matchLabels")
-	rules, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
-	if sel[kinds.InstanceLabel] != "m" || len(rules) != 1 || !metav1.IsControlledBy(np, &metav1.ObjectMeta{UID: mustISVC(t, nsA, "m").UID}) {
-		t.Fatalf("NetworkPolicy %s/m: selector %v, rules %v, owners %v", nsA, sel, rules, np.GetOwnerReferences())
+	if np.Spec.PodSelector.MatchLabels[kinds.InstanceLabel] != "m" || len(np.Spec.Ingress) != 1 || !metav1.IsControlledBy(np, mustISVC(t, nsA, "m")) {
+		t.Fatalf("NetworkPolicy %s/m: selector %v, rules %+v, owners %v", nsA, np.Spec.PodSelector, np.Spec.Ingress, np.OwnerReferences)
 	}
-	t.Logf("NetworkPolicy %s/m ingress: %v", nsA, rules)
+	t.Logf("NetworkPolicy %s/m ingress: %+v", nsA, np.Spec.Ingress)
 }
 
 func mustISVC(t *testing.T, ns, name string) *crd.InferenceService {
