@@ -167,3 +167,112 @@ func mustISVC(t *testing.T, ns, name string) *crd.InferenceService {
 	}
 	return i
 }
+
+// TestHostileNetworkPickerPolicy: a model's endpoint picker gets a NetworkPolicy admitting only
+// the gateway's pods (by default every pod of the Gateway's namespace) on its ext_proc,
+// health and metrics ports, and no other pod. Checked as an object: the local cluster does
+// not police the ports of exec images' own listeners (test/localcluster/README.md), so a
+// tenant's connection to the picker is logged, not asserted.
+func TestHostileNetworkPickerPolicy(t *testing.T) {
+	ns := env.Namespace(t)
+	nsB := env.CreateNamespace(t, ns+"-tenant")
+	withGateway(t, ns, "gateway-netpol.log")
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: m
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/m"}}'}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
+`)
+	gatewayNS, _, _ := strings.Cut(gatewayParent, "/")
+	var pickerIP string
+	testenv.Eventually(t, 3*time.Minute, "the picker's NetworkPolicy and a running picker", func() error {
+		np, err := env.Kube.NetworkingV1().NetworkPolicies(ns).Get(testenv.Ctx(t, time.Minute), reconcile.PickerName("m"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if np.Spec.PodSelector.MatchLabels[kinds.PickerLabel] != "m" || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 ||
+			np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != gatewayNS || len(np.Spec.Ingress[0].Ports) != 3 {
+			return fmt.Errorf("picker policy %+v", np.Spec)
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: kinds.PickerLabel + "=m"})
+		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.PodIP == "" {
+			return fmt.Errorf("picker pods: %v", err)
+		}
+		pickerIP = pods.Items[0].Status.PodIP
+		t.Logf("NetworkPolicy %s/%s: %+v", ns, np.Name, np.Spec.Ingress)
+		return nil
+	})
+	got := curlFrom(t, nsB, "tenant", map[string]string{"app": "tenant"}, map[string]string{
+		"picker-metrics": fmt.Sprintf("http://%s:%d/metrics", pickerIP, reconcile.PickerMetricsPort)})
+	t.Logf("not policed here (an exec image's own listener): %v", got)
+}
+
+// TestHostileNetworkRayHead: a pod of tenant namespace B runs vLLM's multi-node script as a
+// worker of namespace A's multi-node model (`ray start --address=LEADER:6379`; Ray's head has
+// no authentication): it cannot join, since the model's policy admits on Ray's ports only the
+// pods of its own LeaderWorkerSet, while the model's own worker did join (the group is Ready).
+func TestHostileNetworkRayHead(t *testing.T) {
+	startLWS(t)
+	stopOperator(t)
+	restartOperator(t) // it discovers LeaderWorkerSet at start
+	nsA := env.Namespace(t)
+	nsB := env.CreateNamespace(t, nsA+"-tenant")
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", nsA, "--wait=true", "--timeout=60s") })
+	applyYAML(t, nsA, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: big
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"multiNode":{"nodes":2}}'}
+spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 16}
+`)
+	var leader string
+	testenv.Eventually(t, 3*time.Minute, "big Ready, its group of 2 joined", func() error {
+		i, says := isvcSays(t, nsA, "big")
+		if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("%s", says)
+		}
+		for _, p := range groupPods(t, nsA, "big") {
+			if p.Labels[kinds.LWSWorkerLabel] == "0" {
+				leader = p.Status.PodIP
+			}
+		}
+		if leader == "" {
+			return fmt.Errorf("no leader IP")
+		}
+		return nil
+	})
+	applyYAML(t, nsB, `apiVersion: v1
+kind: Pod
+metadata: {name: stranger}
+spec:
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: vllm
+    image: vllm/vllm-openai:v0.11.0
+    command: [/bin/sh, -c]
+    args: ["bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker --ray_address=`+leader+` --ray_init_timeout=60"]
+    resources: {limits: {nvidia.com/gpu: 1}}
+`)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "pod", "-n", nsB, "stranger", "--wait=false") })
+	var log string
+	testenv.Eventually(t, time.Minute, "the stranger's worker joined or was refused", func() error {
+		out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "logs", "-n", nsB, "stranger")
+		if err != nil {
+			return err
+		}
+		if log = out; !strings.Contains(out, "Ray runtime started.") && !strings.Contains(out, "Unable to connect to GCS") {
+			return fmt.Errorf("log so far: %q", out)
+		}
+		return nil
+	})
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "Ray runtime started.") || strings.Contains(line, "Unable to connect to GCS") {
+			t.Logf("%s/stranger: %s", nsB, line)
+		}
+	}
+	if strings.Contains(log, "Ray runtime started.") || !strings.Contains(log, "Unable to connect to GCS at "+leader+":6379") {
+		t.Fatalf("a pod of tenant namespace %s joined %s's Ray head at %s:6379", nsB, nsA, leader)
+	}
+}

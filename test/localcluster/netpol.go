@@ -221,10 +221,6 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 	if dst == nil {
 		return true, "no pod at " + local.IP.String()
 	}
-	policies, err := n.policies.NetworkPolicies(dst.Namespace).List(labels.Everything())
-	if err != nil || len(policies) == 0 {
-		return true, "no policy in " + dst.Namespace
-	}
 	src, why := n.source(local, remote)
 	if src == nil && why != "" {
 		return false, why
@@ -234,6 +230,28 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 		// test harness run as host processes here).
 		return true, "from the node " + remote.IP.String()
 	}
+	return n.decide(dst, int32(local.Port), src, remote.IP)
+}
+
+// admitsPeer decides an in-process connection from the pod at srcIP to dstIP:port: a fake Ray
+// worker joining a head. Nil, or either end no pod: admitted.
+func (n *netPolicies) admitsPeer(srcIP, dstIP string, port int32) (bool, string) {
+	if n == nil {
+		return true, "no enforcement"
+	}
+	src, dst := n.podBy(byPodIP, srcIP), n.podBy(byPodIP, dstIP)
+	if src == nil || dst == nil {
+		return true, "not between pods"
+	}
+	return n.decide(dst, port, src, net.ParseIP(srcIP))
+}
+
+// decide is ingressAllowed over the caches.
+func (n *netPolicies) decide(dst *v1.Pod, port int32, src *v1.Pod, srcIP net.IP) (bool, string) {
+	policies, err := n.policies.NetworkPolicies(dst.Namespace).List(labels.Everything())
+	if err != nil || len(policies) == 0 {
+		return true, "no policy in " + dst.Namespace
+	}
 	nsLabels := func(ns string) labels.Set {
 		o, err := n.namespaces.Get(ns)
 		if err != nil {
@@ -241,8 +259,8 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 		}
 		return o.Labels
 	}
-	ok, reason := ingressAllowed(policies, dst, int32(local.Port), src, remote.IP, nsLabels)
-	return ok, fmt.Sprintf("%s/%s -> %s/%s:%d: %s", src.Namespace, src.Name, dst.Namespace, dst.Name, local.Port, reason)
+	ok, reason := ingressAllowed(policies, dst, port, src, srcIP, nsLabels)
+	return ok, fmt.Sprintf("%s/%s -> %s/%s:%d: %s", src.Namespace, src.Name, dst.Namespace, dst.Name, port, reason)
 }
 
 // source is the pod a connection comes from: the pod of the exec process holding its client
