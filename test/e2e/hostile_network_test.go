@@ -34,7 +34,9 @@ func curlFrom(t *testing.T, ns, pod string, podLabels map[string]string, targets
 	}) {
 		// -m bounds each attempt; the code is 000 when no response came; $r unquoted puts
 		// curl's error and the code on one line.
-		fmt.Fprintf(&script, "r=$(curl -sS -o /dev/null -w ' code=%%{http_code}' -m 5 %s 2>&1); echo RESULT %s $r; ", targets[name], name)
+		// A closed port (the server restarting) says nothing of a policy: tried again.
+		fmt.Fprintf(&script, "for i in 1 2 3; do r=$(curl -sS -o /dev/null -w ' code=%%{http_code}' -m 5 %s 2>&1); "+
+			"case \"$r\" in *\"Couldn't connect\"*) sleep 1;; *) break;; esac; done; echo RESULT %s $r; ", targets[name], name)
 	}
 	script.WriteString("exec sleep 600")
 	var labels strings.Builder
@@ -107,6 +109,11 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1}
 		i, err := env.ISVC(nsA, "m")
 		if err != nil {
 			return err
+		}
+		// One pod, none going: the address attacked is the model's for the whole test.
+		all, err := env.Kube.CoreV1().Pods(nsA).List(testenv.Ctx(t, time.Minute), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=m"})
+		if err != nil || len(all.Items) != 1 || all.Items[0].DeletionTimestamp != nil {
+			return fmt.Errorf("pods of m: %v", err)
 		}
 		ready, err := readyModelPods(t, nsA, "m")
 		if err != nil || len(ready) != 1 {

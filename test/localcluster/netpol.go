@@ -233,17 +233,23 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 	return n.decide(dst, int32(local.Port), src, remote.IP)
 }
 
-// admitsPeer decides an in-process connection from the pod at srcIP to dstIP:port: a fake Ray
-// worker joining a head. Nil, or either end no pod: admitted.
-func (n *netPolicies) admitsPeer(srcIP, dstIP string, port int32) (bool, string) {
-	if n == nil {
+// admitsPeer decides an in-process connection from the pod src (namespace/name: its IP may
+// not be in the cache yet when its process starts) at srcIP to dstIP:port: a fake Ray worker
+// joining a head. Nil, or no pod at dstIP: admitted.
+func (n *netPolicies) admitsPeer(src, srcIP, dstIP string, port int32) (bool, string) {
+	if n == nil || n.pods == nil {
 		return true, "no enforcement"
 	}
-	src, dst := n.podBy(byPodIP, srcIP), n.podBy(byPodIP, dstIP)
-	if src == nil || dst == nil {
-		return true, "not between pods"
+	dst := n.podBy(byPodIP, dstIP)
+	if dst == nil {
+		return true, "no pod at " + dstIP
 	}
-	return n.decide(dst, port, src, net.ParseIP(srcIP))
+	o, ok, err := n.pods.GetByKey(src)
+	p, isPod := o.(*v1.Pod)
+	if err != nil || !ok || !isPod {
+		return false, "unknown source pod " + src
+	}
+	return n.decide(dst, port, p, net.ParseIP(srcIP))
 }
 
 // decide is ingressAllowed over the caches.

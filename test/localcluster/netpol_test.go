@@ -255,3 +255,34 @@ func TestSourceByOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitsPeer: a fake Ray worker's join is decided by the head pod's policies, the worker
+// found by its name (its IP may not be cached yet): its own group's worker joins, a stranger's
+// and an unknown pod's do not.
+func TestAdmitsPeer(t *testing.T) {
+	group := map[string]string{"leaderworkerset.sigs.k8s.io/name": "big"}
+	leader := npPod("a", "big-0", "127.9.0.1", group)
+	worker := npPod("a", "big-0-1", "", group)
+	stranger := npPod("b", "stranger", "", nil)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{})
+	n := &netPolicies{}
+	if err := n.usePods(inf, newExecProcs()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*v1.Pod{leader, worker, stranger} {
+		_ = inf.GetIndexer().Add(p)
+	}
+	policies := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = policies.Add(np("a", "big", group, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: group}}}}))
+	n.policies = networkinglisters.NewNetworkPolicyLister(policies)
+	n.namespaces = corelisters.NewNamespaceLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	for src, want := range map[string]bool{"a/big-0-1": true, "b/stranger": false, "b/gone": false} {
+		if got, why := n.admitsPeer(src, "127.9.0.7", "127.9.0.1", 6379); got != want {
+			t.Errorf("%s: %v (%s)", src, got, why)
+		}
+	}
+	if got, _ := (*netPolicies)(nil).admitsPeer("b/stranger", "", "127.9.0.1", 6379); !got {
+		t.Error("without enforcement a join is refused")
+	}
+}

@@ -568,7 +568,7 @@ func (s *modelServer) actorDied(n *rayNode) {
 // join is Ray's connection error, retried as any).
 func (s *modelServer) rayReachable(headIP, port string) bool {
 	p, _ := strconv.Atoi(port)
-	ok, why := s.cfg.Ingress.admitsPeer(s.spec.IP, headIP, int32(p))
+	ok, why := s.cfg.Ingress.admitsPeer(s.spec.Ray.Namespace+"/"+s.spec.Ray.Pod, s.spec.IP, headIP, int32(p))
 	if !ok {
 		klog.V(2).InfoS("network policy: refused a Ray join", "why", why)
 	}
