@@ -66,6 +66,8 @@ type options struct {
 	apiVersion, gatewayParent, activatorService        string
 	inferencePool, pickerImage, pickerClusterRole      string
 	serviceMonitors                                    bool
+	networkPolicies                                    bool
+	npInstall, npGateway, npPeers                      string
 	autoscaler, kedaPrometheus                         string
 	migrationPeriod                                    time.Duration
 	modelServerTimeout, adapterLoadTimeout             time.Duration
@@ -109,6 +111,10 @@ func parseFlags() options {
 	flag.StringVar(&o.activatorService, "activator-service", controller.DefaultActivatorService, "namespace/name:port of the activator's Service, which holds requests for models scaled to zero (spec.autoscaling.minReplicas 0) and wakes them: their HTTPRoutes and status endpoints go through it. Empty: no activator; such models sleep and wake only on a change of spec.")
 	flag.StringVar(&o.pickerImage, "endpoint-picker-image", reconcile.DefaultPickerImage, "Image of the models' endpoint pickers (the extension's cmd/epp, v1.5.0's flags).")
 	flag.StringVar(&o.pickerClusterRole, "endpoint-picker-cluster-role", reconcile.DefaultPickerClusterRole, "ClusterRole each model's endpoint picker is bound to in its namespace (read pods and InferencePools); the install's manifests define it.")
+	flag.BoolVar(&o.networkPolicies, "network-policies", true, "Create a NetworkPolicy per model admitting to its port only its own namespace, the install's operator, activator and metrics adapter, the gateway and --network-policy-peers (a multi-node model's pods also each other, on every port), and one per endpoint picker admitting only the gateway; false creates none (those made before stay until their model goes). Enforced only where the cluster's network plugin enforces NetworkPolicy.")
+	flag.StringVar(&o.npInstall, "network-policy-install-namespace", "inferenceservice-system", "Namespace of the operator, activator and metrics adapter pods (app.kubernetes.io/name inferenceservice-operator, -activator, -metrics-adapter), admitted to the models' port.")
+	flag.StringVar(&o.npGateway, "network-policy-gateway", "", "The gateway's pods, admitted to the models' port and the pickers' ports: namespace or namespace:key=value,...; empty: every pod of --gateway-parent's namespace; none: no pod.")
+	flag.StringVar(&o.npPeers, "network-policy-peers", "", "More callers admitted to the models' port (a Prometheus), separated by ';': namespace or namespace:key=value,...")
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
 	flag.StringVar(&o.autoscaler, "autoscaler", controller.AutoscalerHPA, "What scales each model on its queue: hpa (a HorizontalPodAutoscaler on the custom metric num_requests_waiting) or keda (a KEDA ScaledObject with a Prometheus trigger, when KEDA's keda.sh/v1alpha1 CRD is served; without it, the HPA stays and each model's AutoscalingActive condition says so). keda needs manifests/overlays/keda's RBAC.")
 	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting), which KEDA's triggers query; required there.")
@@ -223,6 +229,12 @@ func run(ctx context.Context, o options) error {
 		features.ReferenceGrants = false
 	}
 	optional = append(append(optional, scaledObjects...), pools...)
+	if features.NetworkPolicies = o.networkPolicies; o.networkPolicies {
+		if features.NetworkPolicy, err = reconcile.NetworkPolicyOptionsOf(o.npInstall, o.npGateway, o.npPeers, o.gatewayParent); err != nil {
+			return err
+		}
+		optional = append(optional, reconcile.NetworkPolicyGVR)
+	}
 	caches := informers.New(cs.ControllerKube, cs.ControllerDynamic, informers.Options{Namespaces: splitList(o.namespaces), Resync: o.resync,
 		Resource: schema.GroupVersionResource{Group: crd.Group, Version: apiVersion, Resource: crd.Plural}, Optional: optional, Workloads: features.KueueWorkloads, Nodes: o.watchNodes, APIServices: o.watchAPIServices,
 		ClusterQueues: features.KueueClusterQueues, InferenceServiceIndexers: controller.InferenceServiceIndexers()})

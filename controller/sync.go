@@ -215,6 +215,18 @@ func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, er
 			*o.into = nil
 		}
 	}
+	if c.features.NetworkPolicies {
+		if obs.NetworkPolicy, ok, err = c.caches.Optional(reconcile.NetworkPolicyGVR, ns, name); err != nil {
+			return obs, err
+		} else if !ok {
+			obs.NetworkPolicy = nil
+		}
+		if obs.PickerNetworkPolicy, ok, err = c.caches.Optional(reconcile.NetworkPolicyGVR, ns, reconcile.PickerName(name)); err != nil {
+			return obs, err
+		} else if !ok {
+			obs.PickerNetworkPolicy = nil
+		}
+	}
 	if f := c.features; f.ReferenceGrants && f.Activator.Name != "" {
 		if obs.ActivatorGrant, ok, err = c.caches.Optional(reconcile.ReferenceGrantGVR, f.Activator.Namespace, reconcile.ActivatorGrantName(ns)); err != nil {
 			return obs, err

@@ -243,6 +243,15 @@ func TestChartMatchesManifests(t *testing.T) {
 				appendArgs(container(t, objs, "inferenceservice-operator"),
 					"--gateway-url=http://gateway-admin.gateway-system.svc:9000", "--gateway-deregister-timeout=10m", "--gateway-parent=gateway-system/inference")
 			}},
+		{name: "network policies", values: []string{"--set", "networkPolicies.gateway=gateway-system:app=envoy,networkPolicies.peers=monitoring:app.kubernetes.io/name=prometheus"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				appendArgs(container(t, objs, "inferenceservice-operator"),
+					"--network-policy-gateway=gateway-system:app=envoy", "--network-policy-peers=monitoring:app.kubernetes.io/name=prometheus")
+			}},
+		{name: "no network policies", values: []string{"--set", "networkPolicies.enabled=false"},
+			dirs: []string{"."}, edit: func(t *testing.T, objs map[string]object) {
+				appendArgs(container(t, objs, "inferenceservice-operator"), "--network-policies=false")
+			}},
 		{name: "inference-pool", values: []string{"--set", "gateway.parent=gateway-system/inference-gateway,gateway.inferencePool=auto"}, dirs: []string{"overlays/inference-pool"}},
 		{name: "operator-guard", values: []string{"--set", "operatorGuard.enabled=true"}, dirs: []string{"overlays/operator-guard"}},
 		{name: "image, resources and soft memory limit",

@@ -114,6 +114,10 @@ type Desired struct {
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
 	ScaledObject   *unstructured.Unstructured // in the HPA's place, with Features.ScaledObjects
+	// NetworkPolicy fences the model's pods, PickerNetworkPolicy its picker's, with
+	// Features.NetworkPolicies (the picker's only while the pool route wants a picker).
+	NetworkPolicy       *unstructured.Unstructured
+	PickerNetworkPolicy *unstructured.Unstructured
 	// Pool is the pool route's InferencePool and endpoint picker, with Features.InferencePools.
 	Pool     poolChildren
 	Scale    Scale
@@ -151,6 +155,12 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	}
 	if d.HTTPRoute != nil {
 		d.Pool = desiredPool(isvc, ext, f)
+	}
+	if f.NetworkPolicies && f.NetworkPolicy != nil {
+		d.NetworkPolicy = desiredNetworkPolicy(isvc, ext, *f.NetworkPolicy)
+		if d.Pool.Picker != nil {
+			d.PickerNetworkPolicy = desiredPickerNetworkPolicy(isvc, *f.NetworkPolicy)
+		}
 	}
 	return d
 }

@@ -52,6 +52,8 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return ServiceAccountGVR, true
 	case KindPickerRoleBinding:
 		return RoleBindingGVR, true
+	case KindNetworkPolicy, KindPickerNetworkPolicy:
+		return NetworkPolicyGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -103,6 +105,11 @@ type Features struct {
 	// through the activator the reference to its Service (gateways refuse a cross-namespace
 	// backendRef without one: ResolvedRefs False, RefNotPermitted).
 	ReferenceGrants bool
+	// NetworkPolicies: each model gets a NetworkPolicy (networkpolicy.go), and its picker one,
+	// admitting the callers NetworkPolicy names (--network-policies); a pointer keeps
+	// Features comparable.
+	NetworkPolicies bool
+	NetworkPolicy   *NetworkPolicyOptions
 	// CreatingEvidenceAfter: a pod whose container is still being created this long after it
 	// was scheduled has its Events read (CreatingPods); 0 reads none.
 	CreatingEvidenceAfter time.Duration

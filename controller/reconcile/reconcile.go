@@ -122,9 +122,11 @@ func Reconcile(in Input) Output {
 	anchored := anchor == nil || ControlledBy(anchor, isvc)
 	wantS, wantH, wantP, wantSM, wantR, wantSO := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute, want.ScaledObject
 	wantPool := want.Pool
+	wantNP, wantPickerNP := want.NetworkPolicy, want.PickerNetworkPolicy
 	if !anchored {
 		wantS, wantH, wantP, wantSM, wantR, wantSO = nil, nil, nil, nil, nil, nil
 		wantPool = poolChildren{}
+		wantNP, wantPickerNP = nil, nil
 	}
 	// The route goes to the pool only while its picker serves: until then, and whenever it
 	// stops, the Service keeps the model reachable (FailClose would answer 503 instead).
@@ -166,6 +168,8 @@ func Reconcile(in Input) Output {
 		{in.Features.ServiceMonitors, KindServiceMonitor, in.Observed.ServiceMonitor, wantSM},
 		{in.Features.HTTPRoutes, KindHTTPRoute, in.Observed.HTTPRoute, wantR},
 		{in.Features.ScaledObjects && !holdSO, KindScaledObject, in.Observed.ScaledObject, wantSO},
+		{in.Features.NetworkPolicies, KindNetworkPolicy, in.Observed.NetworkPolicy, wantNP},
+		{in.Features.NetworkPolicies, KindPickerNetworkPolicy, in.Observed.PickerNetworkPolicy, wantPickerNP},
 	} {
 		if o.on && decideChild(&out, isvc, o.kind, o.live, o.want, o.live == nil, o.want == nil) && unstructuredDrifted(o.live, o.want) {
 			upd := o.live.DeepCopy()

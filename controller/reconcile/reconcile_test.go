@@ -245,6 +245,10 @@ func (w *world) apply(actions []Action) {
 				slot = &w.obs.PickerServiceAccount
 			case KindPickerRoleBinding:
 				slot = &w.obs.PickerRoleBinding
+			case KindNetworkPolicy:
+				if slot = &w.obs.NetworkPolicy; a.Kind == KindPickerNetworkPolicy {
+					slot = &w.obs.PickerNetworkPolicy
+				}
 			}
 			if a.Verb == Delete {
 				*slot = nil

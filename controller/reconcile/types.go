@@ -30,6 +30,10 @@ type Observed struct {
 	ServiceMonitor *unstructured.Unstructured
 	HTTPRoute      *unstructured.Unstructured
 	ScaledObject   *unstructured.Unstructured
+	// NetworkPolicy and PickerNetworkPolicy (the picker's name), read when
+	// Features.NetworkPolicies.
+	NetworkPolicy       *unstructured.Unstructured
+	PickerNetworkPolicy *unstructured.Unstructured
 	// LeaderWorkerSet is a multi-node model's child in the Deployment's place, read when
 	// Features.LeaderWorkerSets.
 	LeaderWorkerSet *unstructured.Unstructured

@@ -67,6 +67,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+operator.ActivatorImage+"="+env.activatorBin)
+	// A tenant's ordinary pod: a shell and this machine's curl (hostile_network_test.go).
+	opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+tenantShellImage+"=/bin/sh")
 	env.Env, err = testenv.Setup(ctx, opts, "e2e")
 	if err == nil {
 		env.gateway = newFakeGateway()

@@ -423,6 +423,8 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		// Deployment and Service are among the kinds above).
 		{group: "inference.networking.k8s.io", resource: "inferencepools"}, {resource: "serviceaccounts"},
 		{group: "rbac.authorization.k8s.io", resource: "rolebindings"},
+		// The model's NetworkPolicy (and its picker's).
+		{group: "networking.k8s.io", resource: "networkpolicies"},
 	}
 	with := func(verb string, as ...access) []access {
 		out := slices.Clone(as)
@@ -577,6 +579,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		"poddisruptionbudgets": http.MethodPatch,
 		"servicemonitors":      http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
 		"inferencepools": http.MethodPut, "serviceaccounts": http.MethodPut, "rolebindings": http.MethodPut,
+		"networkpolicies": http.MethodPut,
 	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
@@ -586,6 +589,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	env.Kubectl(t, "-n", ns, "patch", "inferencepool", "m", "--type=merge", "-p", `{"spec":{"targetPorts":[{"number":1}]}}`)
 	env.Kubectl(t, "-n", ns, "label", "serviceaccount", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
 	env.Kubectl(t, "-n", ns, "label", "rolebinding", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
+	env.Kubectl(t, "-n", ns, "patch", "networkpolicy", "m", "--type=merge", "-p", `{"spec":{"ingress":[{}]}}`)
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", children...), append(with("update", children...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
@@ -629,8 +633,8 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	isvc["replicas"] = int64(1)
 	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
-	waitCalled(t, wire, "Service, ServiceMonitor, HTTPRoute and the pool route's children deleted",
-		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8])...)
+	waitCalled(t, wire, "Service, ServiceMonitor, HTTPRoute, the pool route's children and the NetworkPolicies deleted",
+		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8], children[9])...)
 
 	// Deletion while the gateway refuses: the finalizer reads the namespace.
 	gwDown.Store("down", true)

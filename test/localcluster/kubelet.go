@@ -45,6 +45,8 @@ type kubeletConfig struct {
 	execDir    string
 	// serviceNet: exec images' processes run in their pod's mounts (servicenet.go); nil: not.
 	serviceNet *serviceNetwork
+	// networkPolicy: the fake model servers' ports enforce NetworkPolicy (netpol.go).
+	networkPolicy bool
 }
 
 type kubelet struct {
@@ -143,6 +145,11 @@ func (k *kubelet) run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
 	inf := factory.Core().V1().Pods().Informer()
 	k.pods = factory.Core().V1().Pods().Lister()
+	if in := k.cfg.server.Ingress; in != nil {
+		if err := in.usePods(inf, k.procs); err != nil {
+			return err
+		}
+	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.sync(ctx, obj) },
 		UpdateFunc: func(_, obj any) { k.sync(ctx, obj) },

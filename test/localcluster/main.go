@@ -101,6 +101,7 @@ func run() int {
 		ctrlQPS     = flag.Int("controller-qps", 20, "kube-api-qps of the controller manager (burst twice that); its own default, raised for runs of thousands of pods")
 		verbosity   = flag.Int("v", 0, "klog verbosity of the control plane components")
 		serviceNet  = flag.Bool("service-network", false, "a Service network: ClusterIPs from a loopback block of the cluster's own (127.S.0.0/16) behind a userspace proxy, the cluster DNS also on 127.S.0.10:53, and exec images' processes in their pod's mounts (resolv.conf, volumes), so they reach Services by name; needs root")
+		netPolicy   = flag.Bool("network-policy", true, "fake kubelet: the fake vLLM servers' ports enforce NetworkPolicy ingress rules against the connecting pod (netpol.go); false: every connection is accepted")
 		execs       execImages
 	)
 	flag.Var(&execs, "exec-image", "fake kubelet, repeatable: PREFIX=PATH runs a container whose image's repository is PREFIX (any tag or digest; a PREFIX ending in / : every repository under it) as a real process of the executable PATH (or PATH an unpacked image, config.json and rootfs/: its entrypoint, or the file a container's command names in it), on its pod IP ($LOCALCLUSTER_POD_IP) with a kubeconfig of its ServiceAccount ($KUBECONFIG)")
@@ -140,7 +141,7 @@ func run() int {
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
 			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
 				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
-				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs}, *hpaSync, *ctrlQPS, *serviceNet); err != nil {
+				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs, networkPolicy: *netPolicy}, *hpaSync, *ctrlQPS, *serviceNet); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		return 1
 	}
@@ -342,6 +343,9 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 	if err := nc.ensureNodes(compCtx, kclient); err != nil {
 		return err
 	}
+	if kc.serve && kc.networkPolicy {
+		kc.server.Ingress = startNetPolicies(compCtx, kclient)
+	}
 	// Cluster DNS before the kubelet: a process resolves through it from its first line.
 	dnsAddr := ""
 	if kc.serve {
@@ -359,7 +363,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			if err := cd.serveAlso(compCtx, kc.serviceNet.dnsIP(), 53); err != nil {
 				return err
 			}
-			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://")}).run(compCtx)
+			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://"), ingress: kc.server.Ingress}).run(compCtx)
 		}
 	} else if kc.serviceNet != nil {
 		return fmt.Errorf("--service-network needs the cluster DNS of --kubelet-serve")

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // LWS's pod labels (its pod webhook sets them), which say which group a pod is in.
@@ -295,7 +297,7 @@ func (s *modelServer) rayWorker(l *rayLaunch) {
 		}
 		if rc != nil {
 			if ip, err := s.resolve(l.address); err == nil {
-				if k, ok := rc.headAt(ip); ok {
+				if k, ok := rc.headAt(ip); ok && s.rayReachable(ip, l.port) {
 					key = k
 					view, _ = rc.watch(k)
 				}
@@ -560,4 +562,15 @@ func (s *modelServer) actorDied(n *rayNode) {
 	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
 	s.raw(corePrefix(), tb...)
 	s.engineDeadShutdown()
+}
+
+// rayReachable: the NetworkPolicies of the head's pod admit this pod on the GCS port (a refused
+// join is Ray's connection error, retried as any).
+func (s *modelServer) rayReachable(headIP, port string) bool {
+	p, _ := strconv.Atoi(port)
+	ok, why := s.cfg.Ingress.admitsPeer(s.spec.Ray.Namespace+"/"+s.spec.Ray.Pod, s.spec.IP, headIP, int32(p))
+	if !ok {
+		klog.V(2).InfoS("network policy: refused a Ray join", "why", why)
+	}
+	return ok
 }

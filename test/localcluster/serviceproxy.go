@@ -25,6 +25,8 @@ import (
 type serviceProxy struct {
 	dns       *clusterDNS // its Service lister and pod cache
 	apiServer string      // host:port: default/kubernetes leads to it, as the API server's endpoints say
+	// ingress finds a client's pod, whose IP the proxy dials from (netpol.go); nil: the node's.
+	ingress   *netPolicies
 	mu        sync.Mutex
 	listeners map[string]*proxyListener // "ip:port"
 }
@@ -127,7 +129,11 @@ func (p *serviceProxy) forward(pl *proxyListener, c net.Conn) {
 		klog.V(2).InfoS("service proxy: no endpoint", "service", pl.namespace+"/"+pl.name, "err", err)
 		return
 	}
-	b, err := net.DialTimeout("tcp", backend, 5*time.Second)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if ip := p.ingress.clientIP(c); ip != nil {
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	b, err := d.Dial("tcp", backend)
 	if err != nil {
 		klog.V(2).InfoS("service proxy: endpoint unreachable", "service", pl.namespace+"/"+pl.name, "endpoint", backend, "err", err)
 		return

@@ -78,6 +78,9 @@ type exitStatus struct {
 // serverConfig is what every fake model server of one kubelet shares. Every zero field
 // takes the default its comment names, so a zero serverConfig works.
 type serverConfig struct {
+	// Ingress enforces NetworkPolicy on the server's port (netpol.go); nil: every connection
+	// is accepted.
+	Ingress *netPolicies
 	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
 	LoadTime  time.Duration

@@ -548,7 +548,7 @@ func (s *modelServer) listen() bool {
 	}
 	// uvicorn closes an idle keep-alive connection after 5 s
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	go func() { _ = s.srv.Serve(s.cfg.Ingress.guard(ln)) }()
 	return true
 }
 
