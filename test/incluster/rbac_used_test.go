@@ -408,7 +408,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
-		"metadata": map[string]any{"name": "m", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: ext("hf://org/a", "/m")}},
+		"metadata": map[string]any{"name": "m", "namespace": ns, "annotations": map[string]any{crd.AnnotationV1beta1Spec: ext("hf://org/a", "/"+ns+"/m")}},
 		"spec":     isvc,
 	}}
 	u, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
@@ -452,9 +452,9 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		}
 		return fmt.Errorf("none of %d pods", len(pods.Items))
 	})
-	updateISVC(t, ns, "m", isvc, ext("", "/m"))
+	updateISVC(t, ns, "m", isvc, ext("", "/"+ns+"/m"))
 	waitCalled(t, wire, "the adapters gate opened", access{resource: "pods/status", verb: "patch"})
-	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m"))
+	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/"+ns+"/m"))
 
 	// A model spanning two nodes: a LeaderWorkerSet created, a drifted one re-read and updated
 	// after a conflict, and deleted when the model goes back to one node.
@@ -482,7 +482,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	zero := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
 		"metadata": map[string]any{"name": "zero", "namespace": ns, "annotations": map[string]any{
-			crd.AnnotationV1beta1Spec: `{"gateway":{"route":"/zero"},"autoscaling":{"minReplicas":0,"maxReplicas":1},"replicasUnset":true}`}},
+			crd.AnnotationV1beta1Spec: `{"gateway":{"route":"/`+ns+`/zero"},"autoscaling":{"minReplicas":0,"maxReplicas":1},"replicasUnset":true}`}},
 		"spec": map[string]any{"model": "m", "replicas": int64(0), "gpusPerReplica": int64(0),
 			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
 	}}
@@ -582,7 +582,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		"networkpolicies": http.MethodPut,
 	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
-	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/m2")) // Deployment, HPA, HTTPRoute
+	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/"+ns+"/m2")) // Deployment, HPA, HTTPRoute
 	env.Kubectl(t, "-n", ns, "patch", "service", "m", "--type=merge", "-p", `{"spec":{"selector":{"drift":"x"}}}`)
 	env.Kubectl(t, "-n", ns, "patch", "pdb", "m", "--type=merge", "-p", `{"spec":{"maxUnavailable":3}}`)
 	env.Kubectl(t, "-n", ns, "patch", "servicemonitor", "m", "--type=merge", "-p", `{"spec":{"endpoints":[{"port":"x"}]}}`)
@@ -626,12 +626,12 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 
 	// Deletes: scale to zero (the HPA and PDB).
 	isvc["replicas"] = int64(0)
-	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
+	updateISVC(t, ns, "m", isvc, ext("", "/"+ns+"/m2"))
 	waitCalled(t, wire, "HPA and PDB deleted", with("delete", children[2], children[3])...)
 	// A Deployment that is no longer the isvc's (its controller reference removed): the
 	// Service, ServiceMonitor and HTTPRoute that act on it or its pods are deleted.
 	isvc["replicas"] = int64(1)
-	updateISVC(t, ns, "m", isvc, ext("", "/m2"))
+	updateISVC(t, ns, "m", isvc, ext("", "/"+ns+"/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
 	waitCalled(t, wire, "Service, ServiceMonitor, HTTPRoute, the pool route's children and the NetworkPolicies deleted",
 		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8], children[9])...)

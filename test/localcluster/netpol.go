@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -221,6 +223,9 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 	if dst == nil {
 		return true, "no pod at " + local.IP.String()
 	}
+	if !n.isolated(dst) {
+		return true, "no policy selects " + dst.Namespace + "/" + dst.Name
+	}
 	src, why := n.source(local, remote)
 	if src == nil && why != "" {
 		return false, why
@@ -231,6 +236,18 @@ func (n *netPolicies) admit(c net.Conn) (bool, string) {
 		return true, "from the node " + remote.IP.String()
 	}
 	return n.decide(dst, int32(local.Port), src, remote.IP)
+}
+
+// isolated: some policy selects dst for ingress, so its source must be found (a read of /proc);
+// else every connection is admitted, as ingressAllowed would say.
+func (n *netPolicies) isolated(dst *v1.Pod) bool {
+	policies, err := n.policies.NetworkPolicies(dst.Namespace).List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(policies, func(p *networkingv1.NetworkPolicy) bool {
+		return appliesToIngress(p) && selects(&p.Spec.PodSelector, dst.Labels)
+	})
 }
 
 // admitsPeer decides an in-process connection from the pod src (namespace/name: its IP may
@@ -322,34 +339,76 @@ func (e *execProcs) pids() ([]int, map[int]types.UID) {
 // guard wraps a pod's listener: a connection no policy admits is reset at once. Loopback's
 // handshake is done by the kernel before Accept, so the listener cannot drop the SYN as a
 // dropping plugin would (the client would wait out its timeout); a reset keeps a refused
-// attempt as bounded as a refused port while failing every request on it.
+// attempt as bounded as a refused port while failing every request on it. Each connection is
+// decided on its own goroutine: finding a source's process reads /proc, and a kubelet probe
+// must not queue behind it (a CNI decides packets in parallel too).
 func (n *netPolicies) guard(l net.Listener) net.Listener {
 	if n == nil {
 		return l
 	}
-	return &guardedListener{Listener: l, n: n}
+	g := &guardedListener{Listener: l, n: n, conns: make(chan net.Conn), errs: make(chan error), closed: make(chan struct{})}
+	go g.loop()
+	return g
 }
 
 type guardedListener struct {
 	net.Listener
-	n *netPolicies
+	n      *netPolicies
+	conns  chan net.Conn // admitted connections, for Accept
+	errs   chan error    // the listener's Accept errors, for Accept
+	closed chan struct{} // closed by Close: nothing waits on Accept any more
+	once   sync.Once
 }
 
 func (g *guardedListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-g.conns:
+		return c, nil
+	case err := <-g.errs:
+		return nil, err
+	case <-g.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (g *guardedListener) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.Listener.Close()
+}
+
+// loop accepts until the listener is closed, deciding each connection on its own goroutine.
+func (g *guardedListener) loop() {
 	for {
 		c, err := g.Listener.Accept()
 		if err != nil {
-			return c, err
+			select {
+			case g.errs <- err:
+			case <-g.closed:
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
 		}
-		ok, why := g.n.admit(c)
-		if ok {
-			klog.V(4).InfoS("network policy: admitted", "from", c.RemoteAddr(), "to", c.LocalAddr(), "why", why)
-			return c, nil
-		}
+		go g.decide(c)
+	}
+}
+
+func (g *guardedListener) decide(c net.Conn) {
+	ok, why := g.n.admit(c)
+	if !ok {
 		klog.V(2).InfoS("network policy: refused", "from", c.RemoteAddr(), "to", c.LocalAddr(), "why", why)
-		if tc, ok := c.(*net.TCPConn); ok {
+		if tc, isTCP := c.(*net.TCPConn); isTCP {
 			_ = tc.SetLinger(0) // RST, not FIN: the client fails at once
 		}
+		c.Close()
+		return
+	}
+	klog.V(4).InfoS("network policy: admitted", "from", c.RemoteAddr(), "to", c.LocalAddr(), "why", why)
+	select {
+	case g.conns <- c:
+	case <-g.closed:
 		c.Close()
 	}
 }
