@@ -115,9 +115,11 @@ type Desired struct {
 	HTTPRoute      *unstructured.Unstructured
 	ScaledObject   *unstructured.Unstructured // in the HPA's place, with Features.ScaledObjects
 	// Pool is the pool route's InferencePool and endpoint picker, with Features.InferencePools.
-	Pool     poolChildren
-	Scale    Scale
-	Selector string
+	Pool poolChildren
+	// GatewayPolicies are the pool's per-gateway objects, where their kinds are served.
+	GatewayPolicies gatewayPolicies
+	Scale           Scale
+	Selector        string
 }
 
 // DesiredChildren builds the children the spec asks for.
@@ -151,6 +153,7 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	}
 	if d.HTTPRoute != nil {
 		d.Pool = desiredPool(isvc, ext, f)
+		d.GatewayPolicies = desiredGatewayPolicies(isvc, d.Pool, f)
 	}
 	return d
 }

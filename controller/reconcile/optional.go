@@ -52,6 +52,10 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return ServiceAccountGVR, true
 	case KindPickerRoleBinding:
 		return RoleBindingGVR, true
+	case KindDestinationRule:
+		return DestinationRuleGVR, true
+	case KindHealthCheckPolicy:
+		return HealthCheckPolicyGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -74,6 +78,11 @@ type Features struct {
 	// ServiceAccount is bound to; empty means the defaults (DefaultPickerImage, DefaultPickerClusterRole).
 	PickerImage       string
 	PickerClusterRole string
+	// DestinationRules and HealthCheckPolicies: with HTTPRoutes, Istio's DestinationRule and
+	// GKE's HealthCheckPolicy are served, so each pool gets what that gateway needs to use it
+	// (gatewaypolicy.go).
+	DestinationRules    bool
+	HealthCheckPolicies bool
 	// ScaledObjects: --autoscaler=keda and keda.sh/v1alpha1 is served: each model gets a
 	// ScaledObject whose Prometheus trigger asks KEDAPrometheus, instead of an HPA.
 	ScaledObjects  bool

@@ -245,6 +245,10 @@ func (w *world) apply(actions []Action) {
 				slot = &w.obs.PickerServiceAccount
 			case KindPickerRoleBinding:
 				slot = &w.obs.PickerRoleBinding
+			case KindDestinationRule:
+				slot = &w.obs.DestinationRule
+			case KindHealthCheckPolicy:
+				slot = &w.obs.HealthCheckPolicy
 			}
 			if a.Verb == Delete {
 				*slot = nil
