@@ -48,7 +48,7 @@ func TestUpstreamTLS(t *testing.T) {
 		}, "DISABLE", false, "gw/b"},
 		{"a rule without tls", []*unstructured.Unstructured{rule("team", "m-epp", host, 1, map[string]any{})}, "", false, "team/m-epp"},
 		{"the port's settings win", []*unstructured.Unstructured{rule("team", "p", host, 1, map[string]any{
-			"tls": map[string]any{"mode": "DISABLE"},
+			"tls":               map[string]any{"mode": "DISABLE"},
 			"portLevelSettings": []any{map[string]any{"port": map[string]any{"number": int64(9002)}, "tls": map[string]any{"mode": "SIMPLE", "insecureSkipVerify": true}}},
 		})}, "SIMPLE", true, "team/p"},
 	} {
