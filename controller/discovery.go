@@ -169,7 +169,9 @@ const (
 // the pool route: with auto, HTTPRoutes on and the extension's InferencePool v1 served, models
 // with spec.gateway get a pool and an endpoint picker. The picker's ServiceAccounts and
 // RoleBindings are watched whenever HTTPRoutes are on, and pools whenever they are served, so a
-// switch back to the Service route (off, after a restart) finds the pool route's children to delete.
+// switch back to the Service route (off, after a restart) finds the pool route's children to
+// delete; so are Istio's DestinationRules and GKE's HealthCheckPolicies where served, which the
+// pools get (gatewaypolicy.go).
 func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clusterRole string, f *reconcile.Features) ([]schema.GroupVersionResource, error) {
 	if mode != InferencePoolAuto && mode != InferencePoolOff {
 		return nil, fmt.Errorf("--inference-pool=%q: want %s or %s", mode, InferencePoolAuto, InferencePoolOff)
@@ -178,6 +180,23 @@ func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clus
 		return nil, nil
 	}
 	watch := []schema.GroupVersionResource{reconcile.ServiceAccountGVR, reconcile.RoleBindingGVR}
+	// The gateways' own policies for a pool, watched where served so that a switch back to
+	// the Service route finds them to delete.
+	for _, p := range []struct {
+		gvr schema.GroupVersionResource
+		on  *bool
+	}{
+		{reconcile.DestinationRuleGVR, &f.DestinationRules},
+		{reconcile.HealthCheckPolicyGVR, &f.HealthCheckPolicies},
+	} {
+		ok, err := served(disco, p.gvr)
+		if err != nil {
+			return nil, err
+		}
+		if *p.on = ok; ok {
+			watch = append(watch, p.gvr)
+		}
+	}
 	ok, err := served(disco, reconcile.InferencePoolGVR)
 	if err != nil {
 		return nil, err

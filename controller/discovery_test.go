@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
@@ -107,6 +109,38 @@ func TestParseActivatorService(t *testing.T) {
 		got, port, err := ParseActivatorService(tc.in)
 		if (err != nil) != tc.bad || (!tc.bad && (got.String() != tc.want && tc.want != "" || port != tc.port)) {
 			t.Errorf("%q: got %v %d %v", tc.in, got, port, err)
+		}
+	}
+}
+
+// TestDiscoverGatewayPolicies: Istio's DestinationRules and GKE's HealthCheckPolicies are made
+// and watched where served, with HTTPRoutes on.
+func TestDiscoverGatewayPolicies(t *testing.T) {
+	list := func(gvr schema.GroupVersionResource) metav1.APIResourceList {
+		return metav1.APIResourceList{GroupVersion: gvr.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: gvr.Resource}}}
+	}
+	pools, dr, hcp := list(reconcile.InferencePoolGVR), list(reconcile.DestinationRuleGVR), list(reconcile.HealthCheckPolicyGVR)
+	for _, c := range []struct {
+		name     string
+		f        reconcile.Features
+		disco    *fakediscovery.FakeDiscovery
+		dr, hcp  bool
+		watching []schema.GroupVersionResource
+	}{
+		{"Istio", reconcile.Features{HTTPRoutes: true}, discoveryServing(pools, dr), true, false, []schema.GroupVersionResource{reconcile.DestinationRuleGVR}},
+		{"GKE", reconcile.Features{HTTPRoutes: true}, discoveryServing(pools, hcp), false, true, []schema.GroupVersionResource{reconcile.HealthCheckPolicyGVR}},
+		{"neither", reconcile.Features{HTTPRoutes: true}, discoveryServing(pools), false, false, nil},
+		{"no HTTPRoutes", reconcile.Features{}, discoveryServing(pools, dr, hcp), false, false, nil},
+	} {
+		f := c.f
+		watch, err := DiscoverInferencePool(c.disco, InferencePoolAuto, "img", "role", &f)
+		if err != nil || f.DestinationRules != c.dr || f.HealthCheckPolicies != c.hcp {
+			t.Errorf("%s: DestinationRules %v HealthCheckPolicies %v err %v", c.name, f.DestinationRules, f.HealthCheckPolicies, err)
+		}
+		for _, g := range c.watching {
+			if !slices.Contains(watch, g) {
+				t.Errorf("%s: %v not watched (%v)", c.name, g, watch)
+			}
 		}
 	}
 }

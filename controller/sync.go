@@ -302,6 +302,26 @@ func (c *Controller) observePicker(obs *reconcile.Observed, ns, name string) err
 	} else if !ok {
 		obs.PickerRoleBinding = nil
 	}
+	// The pool's gateway policies (gatewaypolicy.go): the DestinationRule is named as the
+	// picker, the HealthCheckPolicy as the pool it targets.
+	for _, o := range []struct {
+		on   bool
+		gvr  schema.GroupVersionResource
+		name string
+		into **unstructured.Unstructured
+	}{
+		{c.features.DestinationRules, reconcile.DestinationRuleGVR, picker, &obs.DestinationRule},
+		{c.features.HealthCheckPolicies, reconcile.HealthCheckPolicyGVR, name, &obs.HealthCheckPolicy},
+	} {
+		if !o.on {
+			continue
+		}
+		if *o.into, ok, err = c.caches.Optional(o.gvr, ns, o.name); err != nil {
+			return err
+		} else if !ok {
+			*o.into = nil
+		}
+	}
 	return nil
 }
 

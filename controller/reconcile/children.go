@@ -119,9 +119,11 @@ type Desired struct {
 	NetworkPolicy       *unstructured.Unstructured
 	PickerNetworkPolicy *unstructured.Unstructured
 	// Pool is the pool route's InferencePool and endpoint picker, with Features.InferencePools.
-	Pool     poolChildren
-	Scale    Scale
-	Selector string
+	Pool poolChildren
+	// GatewayPolicies are the pool's per-gateway objects, where their kinds are served.
+	GatewayPolicies gatewayPolicies
+	Scale           Scale
+	Selector        string
 }
 
 // DesiredChildren builds the children the spec asks for.
@@ -155,6 +157,7 @@ func desiredChildren(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Feat
 	}
 	if d.HTTPRoute != nil {
 		d.Pool = desiredPool(isvc, ext, f)
+		d.GatewayPolicies = desiredGatewayPolicies(isvc, d.Pool, f)
 	}
 	if f.NetworkPolicies && f.NetworkPolicy != nil {
 		d.NetworkPolicy = desiredNetworkPolicy(isvc, ext, *f.NetworkPolicy)

@@ -54,6 +54,10 @@ func GVROfKind(kind string) (schema.GroupVersionResource, bool) {
 		return RoleBindingGVR, true
 	case KindNetworkPolicy, KindPickerNetworkPolicy:
 		return NetworkPolicyGVR, true
+	case KindDestinationRule:
+		return DestinationRuleGVR, true
+	case KindHealthCheckPolicy:
+		return HealthCheckPolicyGVR, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -76,6 +80,11 @@ type Features struct {
 	// ServiceAccount is bound to; empty means the defaults (DefaultPickerImage, DefaultPickerClusterRole).
 	PickerImage       string
 	PickerClusterRole string
+	// DestinationRules and HealthCheckPolicies: with HTTPRoutes, Istio's DestinationRule and
+	// GKE's HealthCheckPolicy are served, so each pool gets what that gateway needs to use it
+	// (gatewaypolicy.go).
+	DestinationRules    bool
+	HealthCheckPolicies bool
 	// ScaledObjects: --autoscaler=keda and keda.sh/v1alpha1 is served: each model gets a
 	// ScaledObject whose Prometheus trigger asks KEDAPrometheus, instead of an HPA.
 	ScaledObjects  bool

@@ -210,6 +210,10 @@ func desiredPicker(isvc *crd.InferenceService, meta metav1.ObjectMeta, f Feature
 	}
 }
 
+// desiredPickerService: the ports without an appProtocol, as the chart's picker Service
+// (config/charts/epplib/templates/_service.yaml, v1.5.0): the picker serves gRPC over TLS, and
+// "http2" told a mesh cleartext HTTP/2; how a gateway reaches it is its own policy's to say
+// (gatewaypolicy.go).
 func desiredPickerService(meta metav1.ObjectMeta) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -217,7 +221,7 @@ func desiredPickerService(meta metav1.ObjectMeta) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{kinds.PickerLabel: meta.Labels[kinds.PickerLabel]},
 			Ports: []corev1.ServicePort{
-				{Name: "grpc-ext-proc", Port: PickerGRPCPort, TargetPort: intstr.FromInt32(PickerGRPCPort), Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http2")},
+				{Name: "grpc-ext-proc", Port: PickerGRPCPort, TargetPort: intstr.FromInt32(PickerGRPCPort), Protocol: corev1.ProtocolTCP},
 				{Name: "metrics", Port: PickerMetricsPort, TargetPort: intstr.FromInt32(PickerMetricsPort), Protocol: corev1.ProtocolTCP},
 			},
 		},

@@ -31,13 +31,17 @@ func routeBackend(t *testing.T, w *world) string {
 	return fmt.Sprint(r["kind"], "/", r["name"])
 }
 
-// acceptRoute and acceptPool write the parent's status as a Gateway does.
+// acceptRoute and acceptPool write the parent's status as a Gateway does (Accepted and
+// ResolvedRefs, both required of it by the Gateway API).
 func acceptRoute(w *world) {
 	r := w.obs.HTTPRoute.DeepCopy()
 	r.SetGeneration(1)
 	_ = unstructured.SetNestedSlice(r.Object, []interface{}{map[string]interface{}{
-		"parentRef":  map[string]interface{}{"name": "public", "namespace": "gw"},
-		"conditions": []interface{}{map[string]interface{}{"type": "Accepted", "status": "True", "observedGeneration": int64(1)}},
+		"parentRef": map[string]interface{}{"name": "public", "namespace": "gw"},
+		"conditions": []interface{}{
+			map[string]interface{}{"type": "Accepted", "status": "True", "observedGeneration": int64(1)},
+			map[string]interface{}{"type": "ResolvedRefs", "status": "True", "observedGeneration": int64(1)},
+		},
 	}}, "status", "parents")
 	w.obs.HTTPRoute = r
 }

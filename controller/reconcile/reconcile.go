@@ -178,6 +178,7 @@ func Reconcile(in Input) Output {
 		}
 	}
 	decidePool(&out, in, wantPool)
+	decideGatewayPolicies(&out, in, want.GatewayPolicies)
 	decideActivatorGrant(&out, &in, wantR, activated)
 	if anchor == nil {
 		for i := range out.Actions {

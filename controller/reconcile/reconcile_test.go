@@ -249,6 +249,10 @@ func (w *world) apply(actions []Action) {
 				if slot = &w.obs.NetworkPolicy; a.Kind == KindPickerNetworkPolicy {
 					slot = &w.obs.PickerNetworkPolicy
 				}
+			case KindDestinationRule:
+				slot = &w.obs.DestinationRule
+			case KindHealthCheckPolicy:
+				slot = &w.obs.HealthCheckPolicy
 			}
 			if a.Verb == Delete {
 				*slot = nil

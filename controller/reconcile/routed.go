@@ -38,6 +38,12 @@ const (
 	ReasonNoPoolEndpoints = "NoPoolEndpoints"
 	// ReasonRouteNotAccepted: the parent Gateway has not accepted the HTTPRoute.
 	ReasonRouteNotAccepted = "RouteNotAccepted"
+	// ReasonRouteRefsUnresolved: the parent Gateway cannot resolve the HTTPRoute's backends,
+	// or has not said it can (no ResolvedRefs condition for the route's generation).
+	ReasonRouteRefsUnresolved = "RouteRefsUnresolved"
+	// ReasonGatewayPolicyPending: the gateway needs a policy for the pool (an Istio
+	// DestinationRule, a GKE HealthCheckPolicy) that is not in place yet.
+	ReasonGatewayPolicyPending = "GatewayPolicyPending"
 )
 
 // decidePool creates, corrects and deletes the pool route's children. A RoleBinding whose role
@@ -150,6 +156,9 @@ func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool, acti
 		return routed{true, metav1.ConditionFalse, ReasonRouteNotAccepted,
 			fmt.Sprintf("Gateway %s has not accepted HTTPRoute %s (no Accepted condition for its generation): no request reaches the model through it", parent, key)}
 	}
+	if ok, msg := routeRefsResolved(r, f.GatewayParent); !ok {
+		return routed{true, metav1.ConditionFalse, ReasonRouteRefsUnresolved, "HTTPRoute " + key + ": " + msg}
+	}
 	if activated {
 		return routed{true, metav1.ConditionTrue, ReasonActivatorRoute, "HTTPRoute " + key + " on Gateway " + parent + " sends requests to the activator " + f.Activator.String() +
 			", which holds them while the model is at zero and forwards them to its ready pods (spec.autoscaling.minReplicas 0)"}
@@ -170,6 +179,9 @@ func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool, acti
 	}
 	if ok, msg := poolAccepted(obs.InferencePool, f.GatewayParent); !ok {
 		return routed{true, metav1.ConditionFalse, ReasonPoolNotAccepted, "InferencePool " + key + ": " + msg}
+	}
+	if ok, msg := gatewayPoliciesInPlace(in); !ok {
+		return routed{true, metav1.ConditionFalse, ReasonGatewayPolicyPending, msg}
 	}
 	ready, total := poolPods(obs.Pods, poolSelector(isvc, &in.Ext))
 	if ready == 0 {
@@ -219,6 +231,28 @@ func poolAccepted(pool *unstructured.Unstructured, parent types.NamespacedName) 
 		}
 	}
 	return false, "Gateway " + parent.String() + " has not accepted it yet (no Accepted condition in its status)"
+}
+
+// routeRefsResolved reads the route's ResolvedRefs condition from parent for the route's
+// generation: False says which backend cannot be used; absent, the gateway has not said yet.
+func routeRefsResolved(r *unstructured.Unstructured, parent types.NamespacedName) (bool, string) {
+	for _, conds := range parentConditions(r, parent) {
+		for _, cm := range conds {
+			if cm["type"] != "ResolvedRefs" {
+				continue
+			}
+			if gen, found, _ := unstructured.NestedInt64(cm, "observedGeneration"); found && gen != r.GetGeneration() {
+				continue
+			}
+			reason, _ := cm["reason"].(string)
+			msg, _ := cm["message"].(string)
+			if cm["status"] != "True" {
+				return false, "Gateway " + parent.String() + " cannot resolve its backends: " + reason + ": " + msg
+			}
+			return true, ""
+		}
+	}
+	return false, "Gateway " + parent.String() + " has not said it resolved its backends (no ResolvedRefs condition for its generation)"
 }
 
 // poolPods counts the pods the pool's selector matches, and the ready ones among them.

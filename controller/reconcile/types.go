@@ -45,6 +45,9 @@ type Observed struct {
 	PickerService        *corev1.Service
 	PickerServiceAccount *unstructured.Unstructured
 	PickerRoleBinding    *unstructured.Unstructured
+	// The pool's gateway policies (gatewaypolicy.go), read where their kinds are served.
+	DestinationRule   *unstructured.Unstructured
+	HealthCheckPolicy *unstructured.Unstructured
 	// RouteNeighbours are the gateway routes of the other models whose paths overlap this
 	// model's (the same path, an ancestor or one under it), from the caches' route index.
 	RouteNeighbours []Route

@@ -64,6 +64,7 @@ type gateway struct {
 	backendRR, endpointRR atomic.Uint64
 	mu                    sync.Mutex
 	conns                 map[string]*grpc.ClientConn // picker address -> connection
+	istio                 istioMode                   // --istio: reach pickers as Istio does (istio.go)
 	stopInformers, cancel context.CancelFunc
 }
 
@@ -126,6 +127,9 @@ func (g *gateway) start(ctx context.Context) error {
 		}
 		g.grants = inf.Lister()
 		synced = append(synced, inf.Informer().HasSynced)
+	}
+	if err := g.watchDestinationRules(h, &synced); err != nil {
+		return err
 	}
 	g.factory.Start(ictx.Done())
 	wctx, wcancel := context.WithTimeout(ictx, time.Minute)
@@ -415,7 +419,7 @@ func (g *gateway) pickFromPool(ctx context.Context, be Backend, r *http.Request,
 		if len(eps) == 0 {
 			return Picked{}, fmt.Errorf("picker Service %s has no ready endpoint", eppName)
 		}
-		conn, err := g.conn(eps[0])
+		conn, err := g.pickerConn(be.Namespace, eppName, eppPort, eps[0])
 		if err != nil {
 			return Picked{}, err
 		}

@@ -95,6 +95,7 @@ func run(log *slog.Logger, listen, metricsListen, gw, kubeconfig string, insecur
 		eppCreds = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the picker's certificate is self-signed
 	}
 	g := newGateway(log, dyn, ns, name, m, eppCreds, upstreamTimeout, pickTimeout)
+	g.istio.on = *istioFlag
 	if err := g.start(ctx); err != nil {
 		return err
 	}
