@@ -1,14 +1,16 @@
 package main
 
 import (
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// byteBar is huggingface_hub's snapshot_download byte bar as a real fill prints it, e.g.
-// "Downloading (incomplete total...):   1%|▏   | 83.9M/16.2G [00:02<06:16, 42.7MB/s]".
-var byteBar = regexp.MustCompile(`Downloading \(incomplete total\.\.\.\):\s+(\d+)%\|[^|]*\| [0-9.]+[kMGT]?/[0-9.]+[kMGT]? \[\d\d:\d\d<\d\d:\d\d, [0-9.]+[kMGT]?B/s\]`)
+// byteBar is huggingface_hub 0.3x's per-file bar (http_get's tqdm, unit B, unit_scale), as the
+// default image's hub prints it, e.g.
+// "model.safetensors:  38%|███▊      | 456M/1.20G [00:02<00:03, 200MB/s]".
+var byteBar = regexp.MustCompile(`model[-0-9of]*\.safetensors:\s+(\d+)%\|[^|]*\| [0-9.]+[kMGT]?/[0-9.]+[kMGT]? \[\d\d:\d\d<\d\d:\d\d, [0-9.]+[kMGT]?B/s\]`)
 
 func TestParseHFDownload(t *testing.T) {
 	for _, tc := range []struct {
@@ -16,14 +18,15 @@ func TestParseHFDownload(t *testing.T) {
 		want hfDownload
 		ok   bool
 	}{
-		{[]string{"hf", "download", "Qwen/Qwen3-8B", "--revision", "v2"}, hfDownload{"Qwen/Qwen3-8B", "v2"}, true},
-		{[]string{"/usr/local/bin/hf", "download", "--revision=abc", "Qwen/Qwen3-8B"}, hfDownload{"Qwen/Qwen3-8B", "abc"}, true},
-		{[]string{"huggingface-cli", "download", "gpt2"}, hfDownload{"gpt2", "main"}, true},
+		{[]string{"hf", "download", "Qwen/Qwen3-8B", "--revision", "v2"}, hfDownload{repo: "Qwen/Qwen3-8B", revision: "v2", cli: "hf"}, true},
+		{[]string{"/usr/local/bin/hf", "download", "--revision=abc", "Qwen/Qwen3-8B"}, hfDownload{repo: "Qwen/Qwen3-8B", revision: "abc", cli: "hf"}, true},
+		{[]string{"huggingface-cli", "download", "gpt2"}, hfDownload{repo: "gpt2", revision: "main", cli: "huggingface-cli"}, true},
+		{[]string{"python3", "-c", "from huggingface_hub import snapshot_download", "gpt2", "main", "org/a-lora"}, hfDownload{repo: "gpt2", revision: "main", fill: true, adapters: []string{"org/a-lora"}}, true},
 		{[]string{"hf", "upload", "gpt2"}, hfDownload{}, false},
 		{[]string{"vllm", "serve", "gpt2"}, hfDownload{}, false},
 	} {
 		got, ok := parseHFDownload(tc.cmd, nil)
-		if ok != tc.ok || got != tc.want {
+		if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%v: %+v %v", tc.cmd, got, ok)
 		}
 	}
