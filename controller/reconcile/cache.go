@@ -368,10 +368,16 @@ func decideWeights(in *Input) WeightsPlan {
 		p.status.Phase = crd.CacheFailed
 	case jobCondition(j, batchv1.JobFailed):
 		msg := "downloading " + model + " failed: Job " + j.Name + " " + jobConditionMessage(j, batchv1.JobFailed)
-		if last := lastLogLine(w.Log); last != "" {
+		last := lastLogLine(w.Log)
+		if last != "" {
 			msg += "; its log ends: " + last
 		}
-		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + "; delete the Job to try again"}
+		next := "; delete the Job to try again"
+		if strings.HasPrefix(last, "fill: ") && strings.Contains(last, "more than the volume") {
+			// fillScript's size refusal: a retry on the same claim cannot fit either
+			next = "; raise spec.cache.size, then delete PersistentVolumeClaim " + claim + " and Job " + j.Name + " (both are made again, the claim at the new size)"
+		}
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + next}
 		p.status.Phase = crd.CacheFailed
 	default:
 		msg := "downloading " + model + ": waiting for the fill Job " + j.Name + "'s pod"

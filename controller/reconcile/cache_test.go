@@ -292,6 +292,13 @@ func TestManagedCacheFillFailed(t *testing.T) {
 	if r.Reason != ReasonWeightsDownloadFailed || !strings.Contains(r.Message, "GatedRepoError") || out.Status.Phase != crd.PhaseFailed {
 		t.Fatalf("%s %q %s", r.Reason, r.Message, out.Status.Phase)
 	}
+	// too small: the fill said so before downloading, and a retry would not fit either
+	job.Status.Conditions[0].Reason = "PodFailurePolicy"
+	w.obs.Weights.Log = "fill: Qwen/Qwen3-0.6B@main needs 1503238553 bytes (*.safetensors and its adapters), more than the volume's 1073741824 bytes\n"
+	r = readyCondition(t, w.reconcile())
+	if r.Reason != ReasonWeightsDownloadFailed || !strings.Contains(r.Message, "more than the volume") || !strings.Contains(r.Message, "raise spec.cache.size") {
+		t.Fatalf("too small: %s %q", r.Reason, r.Message)
+	}
 }
 
 func readyCondition(t *testing.T, out Output) metav1.Condition {
