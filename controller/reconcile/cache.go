@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,16 +171,79 @@ func desiredWeightsClaim(isvc *crd.InferenceService, ext *crd.SpecExtensions, cl
 	}
 }
 
-// desiredFillJob downloads the weights onto the claim with huggingface_hub's CLI, in the
-// model's own image (which ships it): hf download into HF_HOME's hub cache, the layout vLLM
-// reads. TQDM_POSITION=-1 turns its progress bars on without a terminal (huggingface_hub's
-// is_tqdm_disabled), each on a line of its own, and TQDM_MININTERVAL spaces them, so the log
-// the operator tails stays small.
+// fillScript is the fill: `python3 -c fillScript MODEL REVISION [ADAPTER...]`, on
+// huggingface_hub's snapshot_download, which every vLLM image ships (`hf download` only from
+// huggingface_hub 0.34). It fetches what vLLM's download_weights_from_hf would: the first of
+// FILL_WEIGHT_FORMATS the repo's top level has (DefaultModelLoader's order for load_format
+// auto), never original/ (vLLM's ignore_patterns), and the small files the server reads beside
+// them (config, tokenizer, chat template, remote code); then each hf:// adapter, which the
+// offline pods' get_adapter_absolute_path finds in the same cache. Before a byte is fetched
+// it sums the listing's sizes against the volume and exits 3 (no retry) when they do not fit.
+// Its own progress line counts the blobs on the volume every TQDM_MININTERVAL, as 0.3x's
+// per-file bars give no total.
+const fillScript = `import fnmatch, os, shutil, sys, threading, time
+from huggingface_hub import HfApi, snapshot_download
+from huggingface_hub.constants import HF_HUB_CACHE
+model, revision, adapters = sys.argv[1], sys.argv[2], sys.argv[3:]
+env = lambda k: os.environ.get(k, "").split()
+api = HfApi()
+files = api.model_info(model, revision=revision, files_metadata=True).siblings
+top = [f.rfilename for f in files if "/" not in f.rfilename]
+fmt = next((p for p in env("FILL_WEIGHT_FORMATS") if fnmatch.filter(top, p)), "")
+allow = ([fmt] if fmt else []) + env("FILL_ALSO")
+ignore = env("FILL_IGNORE")
+def wanted(n):
+    return any(fnmatch.fnmatch(n, p) for p in allow) and not any(fnmatch.fnmatch(n, p) for p in ignore)
+need = sum(f.size or 0 for f in files if wanted(f.rfilename))
+need += sum(f.size or 0 for a in adapters for f in api.model_info(a, files_metadata=True).siblings)
+room = shutil.disk_usage(os.environ["HF_HOME"]).total
+if need > room:
+    print(f"fill: {model}@{revision} needs {need} bytes ({fmt} and its adapters), more than the volume's {room} bytes", flush=True)
+    sys.exit(3)
+print(f"fill: {model}@{revision}: {sum(wanted(f.rfilename) for f in files)} files in {fmt}, {need} bytes", flush=True)
+every = float(os.environ.get("TQDM_MININTERVAL", "5"))
+def watch(repo, total):
+    blobs = os.path.join(HF_HUB_CACHE, "models--" + repo.replace("/", "--"), "blobs")
+    last, t = 0, time.time()
+    while True:
+        time.sleep(every)
+        n = sum(e.stat().st_size for e in os.scandir(blobs)) if os.path.isdir(blobs) else 0
+        now = time.time()
+        print(f"fill: {repo} {n}/{total} bytes, {max(0, n - last) / (now - t):.0f} bytes/s", flush=True)
+        last, t = n, now
+threading.Thread(target=watch, args=(model, need), daemon=True).start()
+snapshot_download(model, revision=revision, allow_patterns=allow, ignore_patterns=ignore)
+for a in adapters:
+    snapshot_download(a)
+print(f"fill: {model} {need}/{need} bytes, 0 bytes/s", flush=True)
+`
+
+// Fill's patterns: vLLM v0.11's DefaultModelLoader asks download_weights_from_hf for
+// ["*.safetensors", "*.bin"] (load_format auto) plus "*.pt" (fall_back_to_pt) and ignores
+// ModelConfig's default ["original/**/*"]; config and tokenizer files come through
+// transformers' own downloads, remote code as *.py.
+const (
+	fillWeightFormats = "*.safetensors *.bin *.pt"
+	fillAlso          = "*.json *.txt *.model *.tiktoken *.jinja *.py"
+	fillIgnore        = "original/**/*"
+	// fillTooSmall is the fill's exit code when the weights do not fit the volume: the Job
+	// fails at once (its podFailurePolicy), since a retry cannot fit them either.
+	fillTooSmall = 3
+)
+
+// desiredFillJob downloads the weights (and the hf:// adapters) onto the claim with
+// fillScript, in the model's own image: into HF_HOME's hub cache, the layout vLLM reads.
+// TQDM_POSITION=-1 turns huggingface_hub's bars on without a terminal, each on a line of its
+// own, and TQDM_MININTERVAL spaces them and the fill's own progress line, so the log the
+// operator tails stays small.
 func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string) *batchv1.Job {
 	env := []corev1.EnvVar{
 		{Name: HFHomeEnv, Value: crd.CachePath},
 		{Name: "TQDM_POSITION", Value: "-1"},
 		{Name: "TQDM_MININTERVAL", Value: "5"},
+		{Name: "FILL_WEIGHT_FORMATS", Value: fillWeightFormats},
+		{Name: "FILL_ALSO", Value: fillAlso},
+		{Name: "FILL_IGNORE", Value: fillIgnore},
 	}
 	if ref := tokenRef(ext); ref != nil {
 		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
@@ -191,17 +255,23 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](fillBackoffLimit),
 			ActiveDeadlineSeconds: ptr.To[int64](fillDeadline),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+					ContainerName: ptr.To(fillContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{fillTooSmall}},
+			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{WeightsLabel: claim}},
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
 					EnableServiceLinks: ptr.To(false),
-					// hf download talks to the Hub only, never to the API server.
+					// The fill talks to the Hub only, never to the API server.
 					AutomountServiceAccountToken: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name:         fillContainer,
 						Image:        isvc.Spec.ImageOrDefault(),
-						Command:      []string{"hf", "download", isvc.Spec.Model, "--revision", WeightsRevision(ext)},
+						Command:      []string{"python3", "-c", fillScript},
+						Args:         append([]string{isvc.Spec.Model, WeightsRevision(ext)}, hubAdapters(ext)...),
 						Env:          env,
 						VolumeMounts: []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}},
 					}},
@@ -211,6 +281,19 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 			},
 		},
 	}
+}
+
+// hubAdapters are the Hugging Face repositories of the model's hf:// adapters, sorted: the
+// offline pods load them from the cache the fill writes.
+func hubAdapters(ext *crd.SpecExtensions) []string {
+	var ids []string
+	for _, a := range ext.Adapters {
+		if id, ok := strings.CutPrefix(a.StorageURI, "hf://"); ok && id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // tokenRef is the Hub token's Secret key: spec.cache.tokenSecret, else the one spec.env gives
@@ -285,10 +368,16 @@ func decideWeights(in *Input) WeightsPlan {
 		p.status.Phase = crd.CacheFailed
 	case jobCondition(j, batchv1.JobFailed):
 		msg := "downloading " + model + " failed: Job " + j.Name + " " + jobConditionMessage(j, batchv1.JobFailed)
-		if last := lastLogLine(w.Log); last != "" {
+		last := lastLogLine(w.Log)
+		if last != "" {
 			msg += "; its log ends: " + last
 		}
-		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + "; delete the Job to try again"}
+		next := "; delete the Job to try again"
+		if strings.HasPrefix(last, "fill: ") && strings.Contains(last, "more than the volume") {
+			// fillScript's size refusal: a retry on the same claim cannot fit either
+			next = "; raise spec.cache.size, then delete PersistentVolumeClaim " + claim + " and Job " + j.Name + " (both are made again, the claim at the new size)"
+		}
+		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + next}
 		p.status.Phase = crd.CacheFailed
 	default:
 		msg := "downloading " + model + ": waiting for the fill Job " + j.Name + "'s pod"
@@ -376,13 +465,29 @@ type Progress struct {
 // or without a total yet "Downloading (incomplete total...): 1.41M [00:00, 5.33MB/s]".
 var progressLine = regexp.MustCompile(`(?:(\d+)%\|[^|]*\|\s*)?([0-9.]+[kMGTPEZY]?)(?:B)?(?:/([0-9.]+[kMGTPEZY]?)B?)?\s+\[([0-9:]+)(?:<([0-9:?]+))?,\s*([0-9.?]+[kMGTPEZY]?)B/s\]`)
 
-// ParseDownloadProgress reads the last byte progress line of a fill pod's log: lines end in
-// "\n" or tqdm's "\r" redraws, with terminal escapes around them. The per-file bars count
-// files ("it/s"), not bytes, and are skipped.
+// fillLine is fillScript's progress: "fill: Qwen/Qwen3-8B 6200000000/16400000000 bytes,
+// 210000000 bytes/s", the bytes of the repo's blobs on the volume.
+var fillLine = regexp.MustCompile(`^fill: \S+ (\d+)/(\d+) bytes, (\d+) bytes/s`)
+
+// ParseDownloadProgress reads the last progress line of a fill pod's log: fillScript's own,
+// or huggingface_hub 1.x's aggregate byte bar (a fill run by hand with `hf download` on a
+// newer image). Lines end in "\n" or tqdm's "\r" redraws, with terminal escapes around them.
+// 0.3x's per-file byte bars and the "Fetching N files" bar carry no total of the bytes and
+// are skipped.
 func ParseDownloadProgress(log string) (Progress, bool) {
 	lines := strings.FieldsFunc(log, func(r rune) bool { return r == '\n' || r == '\r' })
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := lines[i]
+		if m := fillLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			p := Progress{Left: -1}
+			p.Bytes, _ = strconv.ParseInt(m[1], 10, 64)
+			p.Total, _ = strconv.ParseInt(m[2], 10, 64)
+			p.Rate, _ = strconv.ParseFloat(m[3], 64)
+			if p.Rate > 0 && p.Total >= p.Bytes {
+				p.Left = time.Duration(float64(p.Total-p.Bytes) / p.Rate * float64(time.Second)).Round(time.Second)
+			}
+			return p, true
+		}
 		if !strings.Contains(l, "Downloading") && !strings.Contains(l, "Download complete") {
 			continue
 		}

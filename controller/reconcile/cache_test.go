@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -65,6 +68,108 @@ func TestParseDownloadProgress(t *testing.T) {
 	if _, ok := ParseDownloadProgress(""); ok {
 		t.Error("progress from an empty log")
 	}
+	// huggingface_hub 0.3x (vllm/vllm-openai:v0.11.0's): a bar per file, no total, then the
+	// fill's own line, which is what is read.
+	fill := "fill: Qwen/Qwen3-8B@main: 9 files in *.safetensors, 16400000000 bytes\n" +
+		"model-00002-of-00004.safetensors:  38%|███▊      | 1.90G/4.98G [00:10<00:16, 190MB/s]\n" +
+		"fill: Qwen/Qwen3-8B 6200000000/16400000000 bytes, 200000000 bytes/s\n" +
+		"model-00003-of-00004.safetensors:   2%|▏         | 99.6M/4.98G [00:00<00:25, 190MB/s]\n"
+	p, ok = ParseDownloadProgress(fill)
+	if !ok || p.Bytes != 6_200_000_000 || p.Total != 16_400_000_000 || p.Rate != 200e6 || p.Left != 51*time.Second {
+		t.Errorf("the fill's line: %+v %v", p, ok)
+	}
+	if _, ok := ParseDownloadProgress("model-00002-of-00004.safetensors:  38%|███▊      | 1.90G/4.98G [00:10<00:16, 190MB/s]\n"); ok {
+		t.Error("one file's bar read as the download's")
+	}
+}
+
+// The fill fetches the model's hf:// adapters too (the offline pods find them in the cache),
+// and the pods get a writable HF_MODULES_CACHE beside the read-only claim.
+func TestManagedCacheAdaptersAndModules(t *testing.T) {
+	w := managedWorld()
+	w.ext.Adapters = []crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}, {Name: "local", StorageURI: "/models/x"}, {Name: "chat", StorageURI: "hf://org/chat-lora"}}
+	out := w.reconcile()
+	job := out.Weights.Creates[1].(*batchv1.Job)
+	if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"Qwen/Qwen3-0.6B", "main", "org/chat-lora", "org/sql-lora"}) {
+		t.Errorf("fill args %v", args)
+	}
+	d := desiredDeployment(w.isvc, &w.ext, shared{})
+	ps := d.Spec.Template.Spec
+	if !slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == ModulesVolume && v.EmptyDir != nil }) ||
+		!slices.ContainsFunc(ps.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == ModulesVolume && m.MountPath == ModulesPath }) ||
+		!slices.Contains(ps.Containers[0].Env, corev1.EnvVar{Name: "HF_MODULES_CACHE", Value: ModulesPath}) {
+		t.Errorf("pod spec without a writable HF_MODULES_CACHE: %+v", ps)
+	}
+	w.ext.Cache = &crd.Cache{ClaimName: "mine"} // the user's claim is writable: nothing added
+	ps = desiredDeployment(w.isvc, &w.ext, shared{}).Spec.Template.Spec
+	if slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == ModulesVolume }) {
+		t.Errorf("modules volume on a writable claim")
+	}
+}
+
+// fillScript against a stub huggingface_hub (python3 needed; the real hub is not reachable
+// here): vLLM's first format only, original/ skipped, the adapters after, and a volume too
+// small refused with exit 3 before any download.
+func TestFillScript(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := t.TempDir()
+	stub := filepath.Join(dir, "huggingface_hub")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(stub, 0o755))
+	must(os.WriteFile(filepath.Join(stub, "constants.py"), []byte("import os\nHF_HUB_CACHE = os.path.join(os.environ['HF_HOME'], 'hub')\n"), 0o644))
+	must(os.WriteFile(filepath.Join(stub, "__init__.py"), []byte(`import json, os
+class S:
+    def __init__(s, n, z): s.rfilename, s.size = n, z
+REPOS = {
+  "gpt2": [("config.json", 700), ("model.safetensors", 500), ("pytorch_model.bin", 500), ("tf_model.h5", 500), ("original/consolidated.00.pth", 500), ("tokenizer.json", 100)],
+  "org/sql-lora": [("adapter_config.json", 10), ("adapter_model.safetensors", 40)],
+}
+class I:
+    def __init__(s, r): s.siblings = [S(n, z) for n, z in REPOS[r]]
+class HfApi:
+    def model_info(s, repo, revision=None, files_metadata=False): return I(repo)
+def snapshot_download(repo, revision=None, allow_patterns=None, ignore_patterns=None):
+    with open(os.path.join(os.environ["HF_HOME"], "calls"), "a") as f:
+        f.write(json.dumps([repo, allow_patterns, ignore_patterns]) + "\n")
+`), 0o644))
+	run := func(home string) (string, int) {
+		cmd := exec.Command(py, "-c", fillScript, "gpt2", "main", "org/sql-lora")
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "HF_HOME="+home, "FILL_WEIGHT_FORMATS="+fillWeightFormats,
+			"FILL_ALSO="+fillAlso, "FILL_IGNORE="+fillIgnore, "TQDM_MININTERVAL=0.05")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if e, ok := err.(*exec.ExitError); ok {
+			code = e.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	home := t.TempDir()
+	out, code := run(home)
+	calls, _ := os.ReadFile(filepath.Join(home, "calls"))
+	want := `["gpt2", ["*.safetensors", "*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja", "*.py"], ["original/**/*"]]
+["org/sql-lora", null, null]
+`
+	if code != 0 || string(calls) != want || !strings.Contains(out, "fill: gpt2@main: 3 files in *.safetensors, 1350 bytes") {
+		t.Fatalf("exit %d\n%s\ncalls:\n%s", code, out, calls)
+	}
+	// a volume of 1 byte: the listing's sizes say no before any download (a tmpfs has more,
+	// so HF_HOME's total is faked with a stub disk_usage)
+	must(os.WriteFile(filepath.Join(dir, "shutil.py"), []byte("import collections\nU = collections.namedtuple('U', 'total used free')\ndef disk_usage(p): return U(1, 0, 1)\n"), 0o644))
+	home = t.TempDir()
+	out, code = run(home)
+	if _, err := os.Stat(filepath.Join(home, "calls")); code != fillTooSmall || err == nil || !strings.Contains(out, "needs 1350 bytes (*.safetensors and its adapters), more than the volume's 1 bytes") {
+		t.Fatalf("too small: exit %d, downloaded %v\n%s", code, err == nil, out)
+	}
 }
 
 func managedWorld() *world {
@@ -90,7 +195,8 @@ func TestManagedCacheGatesThePods(t *testing.T) {
 		t.Errorf("claim %+v", pvc.ObjectMeta)
 	}
 	c := job.Spec.Template.Spec.Containers[0]
-	if !slices.Equal(c.Command, []string{"hf", "download", "Qwen/Qwen3-0.6B", "--revision", "main"}) ||
+	if !slices.Equal(c.Command, []string{"python3", "-c", fillScript}) || !slices.Equal(c.Args, []string{"Qwen/Qwen3-0.6B", "main"}) ||
+		job.Spec.PodFailurePolicy == nil || job.Spec.PodFailurePolicy.Rules[0].OnExitCodes.Values[0] != fillTooSmall ||
 		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 			return e.Name == "HF_TOKEN" && e.ValueFrom.SecretKeyRef.Name == "hf" && e.ValueFrom.SecretKeyRef.Key == "token"
 		}) || !slices.Contains(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: crd.CachePath}) ||
@@ -185,6 +291,13 @@ func TestManagedCacheFillFailed(t *testing.T) {
 	r := readyCondition(t, out)
 	if r.Reason != ReasonWeightsDownloadFailed || !strings.Contains(r.Message, "GatedRepoError") || out.Status.Phase != crd.PhaseFailed {
 		t.Fatalf("%s %q %s", r.Reason, r.Message, out.Status.Phase)
+	}
+	// too small: the fill said so before downloading, and a retry would not fit either
+	job.Status.Conditions[0].Reason = "PodFailurePolicy"
+	w.obs.Weights.Log = "fill: Qwen/Qwen3-0.6B@main needs 1503238553 bytes (*.safetensors and its adapters), more than the volume's 1073741824 bytes\n"
+	r = readyCondition(t, w.reconcile())
+	if r.Reason != ReasonWeightsDownloadFailed || !strings.Contains(r.Message, "more than the volume") || !strings.Contains(r.Message, "raise spec.cache.size") {
+		t.Fatalf("too small: %s %q", r.Reason, r.Message)
 	}
 }
 

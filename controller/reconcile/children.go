@@ -45,6 +45,9 @@ const (
 	RuntimeLoRAEnv = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
 	// CacheVolume is spec.cache's PersistentVolumeClaim, mounted at crd.CachePath.
 	CacheVolume = "model-cache"
+	// ModulesVolume is the writable emptyDir transformers imports a --trust-remote-code model's
+	// code from (HF_MODULES_CACHE) when the cache is mounted read-only.
+	ModulesVolume = "hf-modules"
 	// HFHomeEnv points Hugging Face downloads at the cache.
 	HFHomeEnv = "HF_HOME"
 	// ShmVolume is /dev/shm.

@@ -26,6 +26,9 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 	// The container's own filesystem does not outlive a restart: without a claim the weights
 	// go on an emptyDir, which does, so a restarted container loads, not downloads.
 	volumes = append(volumes, cacheVolume(isvc, ext))
+	if ext.Cache.Managed() { // the read-only cache cannot hold transformers' modules
+		volumes = append(volumes, corev1.Volume{Name: ModulesVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,

@@ -25,6 +25,9 @@ func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 	}
 	if ext.Cache.Managed() {
 		env = append(env, offlineEnv) // the filled cache is all it may read, read-only
+		// transformers creates $HF_HOME/modules for a --trust-remote-code model's code (EROFS
+		// on the read-only claim): the modules go on an emptyDir of their own
+		env = append(env, modulesEnv)
 	}
 	for _, e := range ext.Env {
 		e = *e.DeepCopy()

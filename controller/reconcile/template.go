@@ -39,7 +39,13 @@ var (
 	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
 	// offlineEnv keeps a server on a managed cache from downloading: what is missing fails.
 	offlineEnv = corev1.EnvVar{Name: HFOfflineEnv, Value: "1"}
+	// modulesEnv is where transformers writes a remote-code model's modules (HF_MODULES_CACHE,
+	// $HF_HOME/modules by default), on the ModulesVolume beside a managed, read-only cache.
+	modulesEnv = corev1.EnvVar{Name: "HF_MODULES_CACHE", Value: ModulesPath}
 )
+
+// ModulesPath is where ModulesVolume is mounted: outside the read-only cache's mount.
+const ModulesPath = "/var/cache/hf-modules"
 
 // startupPeriod is the startup probe's period; its failure threshold spreads the model's
 // startup budget over it.
@@ -142,6 +148,9 @@ func maxLoRARank(adapters []crd.Adapter) int {
 
 func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) corev1.Container {
 	mounts := []corev1.VolumeMount{{Name: ShmVolume, MountPath: "/dev/shm"}, {Name: CacheVolume, MountPath: crd.CachePath}}
+	if ext.Cache.Managed() {
+		mounts = append(mounts, corev1.VolumeMount{Name: ModulesVolume, MountPath: ModulesPath})
+	}
 	return corev1.Container{
 		Name:           kinds.ContainerName,
 		Image:          spec.ImageOrDefault(),
@@ -189,7 +198,7 @@ func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
 }
 
 // optionalVolumes are the volumes (and their mounts) the operator removes when not wanted.
-var optionalVolumes = [...]string{CacheVolume, AdaptersVolume}
+var optionalVolumes = [...]string{CacheVolume, AdaptersVolume, ModulesVolume}
 
 func hasVolumeNamed(vs []corev1.Volume, name string) bool {
 	return slices.ContainsFunc(vs, func(v corev1.Volume) bool { return v.Name == name })

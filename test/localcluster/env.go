@@ -258,6 +258,24 @@ func shmSize(pod *v1.Pod, c *v1.Container) int64 {
 	return -1
 }
 
+// readOnlyMounts are the container's mount paths that are read-only: the mount says so, or
+// its claim volume does.
+func readOnlyMounts(pod *v1.Pod, c *v1.Container) map[string]bool {
+	claimRO := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly {
+			claimRO[v.Name] = true
+		}
+	}
+	out := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		if m.ReadOnly || claimRO[m.Name] {
+			out[strings.TrimSuffix(m.MountPath, "/")] = true
+		}
+	}
+	return out
+}
+
 // mountIdentities maps each mount path to what backs it, so a weights cache lives as long
 // as its volume: a PVC outlives the pod, an emptyDir dies with it.
 func mountIdentities(pod *v1.Pod, c *v1.Container) map[string]string {

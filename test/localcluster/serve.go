@@ -94,9 +94,10 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		GPUFault:    fault,
 		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
-		DNS:            podDNS(ps.pod, ps.k.cfg.dnsServer),
-		DownloadMBPerS: ps.downloadSpeed(ps.ctx),
+		DNS:      podDNS(ps.pod, ps.k.cfg.dnsServer),
+		ReadOnly: readOnlyMounts(ps.pod, &c.spec),
 	}
+	spec.DownloadMBPerS, spec.VolumeBytes = ps.volumeLink(ps.ctx, &c.spec, env)
 	if x, ok := ps.k.cfg.execImages.match(c.spec.Image); ok {
 		if err := ps.execSpec(&spec, x.binary(spec.Command), c); err != nil {
 			return modelServerSpec{}, err

@@ -64,6 +64,10 @@ type modelServerSpec struct {
 	// DownloadMBPerS is the link speed a volume of the pod imposes (hf_download.go); 0: the
 	// kubelet's.
 	DownloadMBPerS float64
+	// VolumeBytes is the capacity of the PersistentVolume mounted at HF_HOME; 0: unbounded.
+	VolumeBytes int64
+	// ReadOnly are the mount paths mounted read-only.
+	ReadOnly map[string]bool
 	// Exec is the executable of an exec image (exec.go), run instead of the fake server, in
 	// its working directory Dir; "": the fake server.
 	Exec, Dir string

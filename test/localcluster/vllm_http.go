@@ -218,6 +218,25 @@ func (s *modelServer) addLoRA(name, path, base string) (msg, typ string, code in
 		// The worker's FileNotFoundError, as the engine core carries it back (v1/engine/core.py).
 		return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
 	}
+	if !strings.HasPrefix(path, "/") && hfRepoID(path) && envTrue(s.spec.Env["HF_HUB_OFFLINE"]) {
+		home := s.spec.Env["HF_HOME"]
+		if home == "" {
+			home = "/root/.cache/huggingface"
+		}
+		if _, vol, _ := mountFor(s.spec.Mounts, home); !s.cfg.Weights.has(vol, path) {
+			// get_adapter_absolute_path catches snapshot_download's LocalEntryNotFoundError
+			// (an EntryNotFoundError), logs it and returns the id, which the worker then
+			// finds no adapter at.
+			s.api("ERROR", "utils.py:255", "Error downloading the HuggingFace model")
+			s.raw(apiPrefix, "Traceback (most recent call last):",
+				`  File "`+pyLib+`/vllm/lora/utils.py", line 250, in get_adapter_absolute_path`,
+				"    local_snapshot_path = huggingface_hub.snapshot_download(repo_id=lora_path)",
+				`  File "`+pyLib+`/huggingface_hub/_snapshot_download.py", line 235, in snapshot_download`,
+				"    raise LocalEntryNotFoundError(",
+				"huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder for the specified revision on the local disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, pass 'local_files_only=False' as input.")
+			return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
+		}
+	}
 	if msg := s.args.loraRankError(adapterRank(path)); msg != "" {
 		return msg, "BadRequestError", http.StatusBadRequest
 	}

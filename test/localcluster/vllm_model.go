@@ -165,11 +165,14 @@ type weightsCache struct {
 	// partial are the bytes an interrupted `hf download` left (its .incomplete blobs), which
 	// the next one resumes from (hf_download.go).
 	partial map[string]int64
+	// bytes are what each held repo takes on its volume (0 when not known), so a volume's
+	// capacity bounds the next download onto it.
+	bytes map[string]int64
 }
 
 // newWeightsCache is the cache one kubelet's servers share.
 func newWeightsCache() *weightsCache {
-	return &weightsCache{held: map[string]bool{}, partial: map[string]int64{}}
+	return &weightsCache{held: map[string]bool{}, partial: map[string]int64{}, bytes: map[string]int64{}}
 }
 
 // resumeFrom is what an interrupted download of model left on volume.
@@ -201,14 +204,36 @@ func (c *weightsCache) has(volume, model string) bool {
 	return c.held[volume+"\x00"+model]
 }
 
-func (c *weightsCache) put(volume, model string) {
+func (c *weightsCache) put(volume, model string) { c.store(volume, model, 0) }
+
+// store records model held on volume, taking n bytes there.
+func (c *weightsCache) store(volume, model string, n int64) {
 	if c == nil || volume == "" {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held[volume+"\x00"+model] = true
+	c.bytes[volume+"\x00"+model] = n
 	delete(c.partial, volume+"\x00"+model)
+}
+
+// usedBy is what the other repos on volume take there, held or partial.
+func (c *weightsCache) usedBy(volume, except string) int64 {
+	if c == nil || volume == "" {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, m := range []map[string]int64{c.bytes, c.partial} {
+		for k, v := range m {
+			if strings.HasPrefix(k, volume+"\x00") && k != volume+"\x00"+except {
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // forget drops every model held on a volume (the volume was deleted).
@@ -226,6 +251,11 @@ func (c *weightsCache) forget(volume string) {
 	for k := range c.partial {
 		if strings.HasPrefix(k, volume+"\x00") {
 			delete(c.partial, k)
+		}
+	}
+	for k := range c.bytes {
+		if strings.HasPrefix(k, volume+"\x00") {
+			delete(c.bytes, k)
 		}
 	}
 }
@@ -246,6 +276,11 @@ func (c *weightsCache) forgetPrefix(prefix string) {
 	for k := range c.partial {
 		if strings.HasPrefix(k, prefix) {
 			delete(c.partial, k)
+		}
+	}
+	for k := range c.bytes {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.bytes, k)
 		}
 	}
 }

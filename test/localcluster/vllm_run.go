@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +184,26 @@ func (s *modelServer) run() {
 			home = a.downloadDir
 		}
 		_, cacheVolume, _ = mountFor(sp.Mounts, home)
+		if customCode(model) && slices.Contains(a.nonDefault, "'trust_remote_code': True") {
+			// transformers' init_hf_modules creates HF_MODULES_CACHE ($HF_HOME/modules unless
+			// set) to import the repo's code from, before any config is read
+			modules := sp.Env["HF_MODULES_CACHE"]
+			if modules == "" {
+				modules = sp.Env["HF_HOME"]
+				if modules == "" {
+					modules = "/root/.cache/huggingface"
+				}
+				modules += "/modules"
+			}
+			if mp, _, ok := mountFor(sp.Mounts, modules); ok && sp.ReadOnly[mp] {
+				s.failPython([]string{
+					`  File "` + pyLib + `/transformers/dynamic_module_utils.py", line 67, in init_hf_modules`,
+					"    os.makedirs(HF_MODULES_CACHE, exist_ok=True)",
+					`  File "<frozen os>", line 225, in makedirs`,
+				}, fmt.Sprintf("OSError: [Errno 30] Read-only file system: '%s'", modules))
+				return
+			}
+		}
 	}
 	weights := weightBytes(model)
 	geo, known := geometryOf(model) // unknown models skip the checks on a model's shape
