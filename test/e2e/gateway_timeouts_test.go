@@ -218,16 +218,16 @@ metadata:
   annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{}}'}
 spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 `)
-	testenv.Eventually(t, 3*time.Minute, "routed through the pool", func() error {
+	testenv.Eventually(t, 3*time.Minute, "the model ready, its pool made", func() error {
 		i, err := env.ISVC(ns, "old")
 		if err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted)
-		if c == nil || c.Reason != reconcile.ReasonPoolRoute || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Routed %+v", c)
+		if i.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("ready %d", i.Status.ReadyReplicas)
 		}
-		return nil
+		_, err = env.Dyn.Resource(reconcile.InferencePoolGVR).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{})
+		return err
 	})
 	pool, err := env.Dyn.Resource(reconcile.InferencePoolGVR).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{})
 	if err != nil {
@@ -235,9 +235,6 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 	}
 	if _, found, _ := unstructured.NestedString(pool.Object, "spec", "appProtocol"); found {
 		t.Fatalf("the v1.0.2 CRD kept spec.appProtocol: %v", pool.Object["spec"])
-	}
-	if code, _, _, err := ask(&http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil}}, "http://"+gwAddr+"/"+ns+"/old/v1/completions"); code != http.StatusOK {
-		t.Fatalf("through the pool: %d %v", code, err)
 	}
 	before := writesSettle(t)
 	// Five resync periods (each a reconcile of the model) with nothing changed.
@@ -260,5 +257,21 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 	t.Logf("writes at rest with the v1.0.2 InferencePool CRD: %v, then %v after five reconciles", before, after)
 	if after != before {
 		t.Fatalf("%v writes at rest: the pruned appProtocol seen as drift", after-before)
+	}
+
+	// And the pool serves: the picker reads the older pool, the route goes to it.
+	testenv.Eventually(t, 3*time.Minute, "routed through the pool", func() error {
+		i, err := env.ISVC(ns, "old")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted)
+		if c == nil || c.Reason != reconcile.ReasonPoolRoute || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Routed %+v", c)
+		}
+		return nil
+	})
+	if code, _, _, err := ask(&http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil}}, "http://"+gwAddr+"/"+ns+"/old/v1/completions"); code != http.StatusOK {
+		t.Fatalf("through the pool: %d %v", code, err)
 	}
 }
