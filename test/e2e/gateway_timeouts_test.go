@@ -19,6 +19,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -218,13 +219,15 @@ metadata:
   annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{}}'}
 spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
 `)
-	testenv.Eventually(t, 3*time.Minute, "the model ready, its pool made", func() error {
-		i, err := env.ISVC(ns, "old")
+	// The pod ready and the pool made, read from the cluster: not from the model's status,
+	// which an operator that never converges does not bring to Ready.
+	testenv.Eventually(t, 3*time.Minute, "the model's pod ready, its pool made", func() error {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kinds.InstanceLabel + "=old"})
 		if err != nil {
 			return err
 		}
-		if i.Status.ReadyReplicas != 1 {
-			return fmt.Errorf("ready %d", i.Status.ReadyReplicas)
+		if len(pods.Items) != 1 || !reconcile.PodReady(&pods.Items[0]) {
+			return fmt.Errorf("%d pods, none ready", len(pods.Items))
 		}
 		_, err = env.Dyn.Resource(reconcile.InferencePoolGVR).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{})
 		return err
