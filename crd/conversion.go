@@ -285,6 +285,7 @@ func cloneGateway(g *Gateway) *Gateway {
 	}
 	out := *g
 	out.Priority = clonePtr(g.Priority)
+	out.Timeouts = clonePtr(g.Timeouts)
 	return &out
 }
 

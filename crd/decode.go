@@ -114,6 +114,7 @@ func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) 
 		errs = append(errs, extErr.Error())
 	}
 	errs = append(errs, validateExtensions(ext)...)
+	errs = append(errs, validateTimeouts(ext)...)
 	if len(errs) == 0 {
 		return nil
 	}

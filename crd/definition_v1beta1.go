@@ -176,6 +176,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"route":    route,
 			"priority": {Type: "integer", Format: "int32", Description: "Order of overlapping routes, 0 to 1000; higher wins.", Minimum: &lo, Maximum: &hi},
+			"timeouts": routeTimeoutsSchema(),
 		},
 	}
 
@@ -224,6 +225,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleParallelismGPUs, Message: RuleParallelismGPUsMsg},
 		{Rule: RuleParallelismOnce, Message: RuleParallelismOnceMsg},
 		{Rule: RuleZeroNotMultiNode, Message: RuleZeroNotMultiNodeMsg},
+		{Rule: RuleTimeoutHoldsColdStart, Message: RuleTimeoutHoldsColdStartMs},
 	}
 	spec.XValidations = append(spec.XValidations, withAdaptersRules()...)
 	s.Properties["spec"] = spec

@@ -234,6 +234,9 @@ type Gateway struct {
 	Route string `json:"route,omitempty"`
 	// Priority orders overlapping routes; higher wins.
 	Priority *int32 `json:"priority,omitempty"`
+	// Timeouts are the route's timeouts; unset, DefaultRouteRequestTimeout (gateways' own
+	// defaults, 15 s on Envoy, would cut long generations and cold starts).
+	Timeouts *RouteTimeouts `json:"timeouts,omitempty"`
 }
 
 // InferenceServiceStatusV1beta1 is the v1alpha1 status plus what v1beta1 adds.

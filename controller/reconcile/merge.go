@@ -107,7 +107,11 @@ func Remerge(live Child, a Action) (Child, bool) {
 			setLWS(l, d, a.Scale)
 			return l, true
 		}
-		if !unstructuredDrifted(l, d) {
+		drifted := unstructuredDrifted
+		if d.GetKind() == KindInferencePool {
+			drifted = poolDrifted
+		}
+		if !drifted(l, d) {
 			return nil, false
 		}
 		setUnstructured(l, d)

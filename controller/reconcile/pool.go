@@ -314,3 +314,17 @@ func setIdentity(out, want *unstructured.Unstructured) {
 		out.Object["subjects"] = runtimeDeepCopy(s)
 	}
 }
+
+// poolDrifted compares the InferencePool's labels and spec as unstructuredDrifted does, but
+// spec.appProtocol only where the served schema keeps it. The extension's CRD has the field
+// from v1.4.0, defaulted to "http", so every pool read through such a CRD carries it; a live
+// pool without it was pruned by an older CRD (v1.0 to v1.3), where writing it again would be
+// pruned again, a write on every pass. (The picker and gateways of those releases speak
+// HTTP/1.1 to the pods, which is what "http" says.)
+func poolDrifted(live, want *unstructured.Unstructured) bool {
+	if _, kept, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "appProtocol"); !kept {
+		want = want.DeepCopy()
+		unstructured.RemoveNestedField(want.Object, "spec", "appProtocol")
+	}
+	return unstructuredDrifted(live, want)
+}

@@ -246,3 +246,37 @@ func TestPickerRoleBindingOnlyForItsOwnServiceAccount(t *testing.T) {
 		t.Fatalf("our ServiceAccount gone: %s", got)
 	}
 }
+
+// TestPoolOlderCRDPrunesAppProtocol: a pool read through a CRD older than v1.4.0 has no
+// spec.appProtocol (pruned); that is no drift, so no write at rest. Through a newer CRD, a
+// changed appProtocol or any other field still is, and the update writes it back.
+func TestPoolOlderCRDPrunesAppProtocol(t *testing.T) {
+	w := poolWorld()
+	w.apply(w.reconcile().Actions)
+	w.apply(w.reconcile().Actions)
+	pruned := w.obs.InferencePool.DeepCopy()
+	unstructured.RemoveNestedField(pruned.Object, "spec", "appProtocol")
+	w.obs.InferencePool = pruned
+	if got := verbs(w.reconcile().Actions); got != "" {
+		t.Fatalf("pruned appProtocol: %s", got)
+	}
+	want := desiredPool(w.isvc, &w.ext, w.f).Pool
+	if poolDrifted(pruned, want) {
+		t.Fatal("poolDrifted on a pruned appProtocol")
+	}
+	other := pruned.DeepCopy()
+	_ = unstructured.SetNestedField(other.Object, "FailOpen", "spec", "endpointPickerRef", "failureMode")
+	if !poolDrifted(other, want) {
+		t.Fatal("a changed failureMode on an older CRD is drift")
+	}
+	h2c := w.obs.InferencePool.DeepCopy()
+	_ = unstructured.SetNestedField(h2c.Object, "kubernetes.io/h2c", "spec", "appProtocol")
+	w.obs.InferencePool = h2c
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "update InferencePool" {
+		t.Fatalf("changed appProtocol: %s", got)
+	}
+	if p, _, _ := unstructured.NestedString(out.Actions[0].Object.(*unstructured.Unstructured).Object, "spec", "appProtocol"); p != "http" {
+		t.Fatalf("written appProtocol %q", p)
+	}
+}

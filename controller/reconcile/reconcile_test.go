@@ -796,7 +796,7 @@ func TestV1beta1Children(t *testing.T) {
 		t.Fatalf("first reconcile: %s", got)
 	}
 	route := out.Actions[5].Object.(*unstructured.Unstructured)
-	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); len(v) != len(InferencePaths) || fmt.Sprint(v[0]) != "map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] filters:[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/v1/chat/completions type:ReplacePrefixMatch]]]] matches:[map[path:map[type:PathPrefix value:/models/qwen3/v1/chat/completions]]]]" {
+	if v, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules"); len(v) != len(InferencePaths) || fmt.Sprint(v[0]) != "map[backendRefs:[map[group: kind:Service name:qwen3 port:8000 weight:1]] filters:[map[type:URLRewrite urlRewrite:map[path:map[replacePrefixMatch:/v1/chat/completions type:ReplacePrefixMatch]]]] matches:[map[path:map[type:PathPrefix value:/models/qwen3/v1/chat/completions]]] timeouts:map[request:300s]]" {
 		t.Fatalf("HTTPRoute rules %v", v)
 	}
 	// What a client reaches through the gateway, by the Gateway API's PathPrefix matching

@@ -163,8 +163,8 @@ var InferencePaths = []string{
 
 // desiredHTTPRoute routes spec.gateway.route (default /{namespace}/{name}) on the parent
 // Gateway to the model's Service, one rule per inference path, the prefix stripped on the way
-// in; nil without spec.gateway. Fields the Gateway API defaults are written out, so the
-// comparison sees no drift.
+// in, each with the route's timeouts (routeTimeouts); nil without spec.gateway. Fields the
+// Gateway API defaults are written out, so the comparison sees no drift.
 func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, parent types.NamespacedName) *unstructured.Unstructured {
 	if ext.Gateway == nil {
 		return nil
@@ -175,6 +175,7 @@ func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, paren
 	prefix := strings.TrimSuffix(r.Path, "/")
 	for _, p := range InferencePaths {
 		rules = append(rules, map[string]interface{}{
+			"timeouts": routeTimeouts(ext.Gateway),
 			"matches": []interface{}{map[string]interface{}{
 				"path": map[string]interface{}{"type": "PathPrefix", "value": prefix + p},
 			}},
@@ -196,6 +197,17 @@ func desiredHTTPRoute(isvc *crd.InferenceService, ext *crd.SpecExtensions, paren
 		"rules": rules,
 	}
 	return u
+}
+
+// routeTimeouts are a rule's timeouts: spec.gateway.timeouts, request defaulting to
+// crd.DefaultRouteRequestTimeout. Without them a gateway applies its own default, which cuts
+// long generations and the activator's hold for a cold start (Envoy's 15 s route timeout).
+func routeTimeouts(g *crd.Gateway) map[string]interface{} {
+	t := map[string]interface{}{"request": g.RequestTimeout()}
+	if b := g.BackendRequestTimeout(); b != "" {
+		t["backendRequest"] = b
+	}
+	return t
 }
 
 // routeAccepted reports whether the HTTPRoute's status says the parent Gateway accepted it

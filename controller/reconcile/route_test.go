@@ -1,12 +1,14 @@
 package reconcile
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -102,5 +104,36 @@ func TestRouteConflictInStatus(t *testing.T) {
 	w.obs.RouteNeighbours = nil
 	if c := meta.FindStatusCondition(w.reconcile().Status.Conditions, crd.ConditionProgressing); c == nil || c.Reason == ReasonRouteConflict {
 		t.Fatalf("conflict gone, Progressing %+v", c)
+	}
+}
+
+// TestHTTPRouteTimeouts: every rule carries the route's timeouts, request 300s by default
+// (longer than the activator's 3m hold), the spec's when set; the routes through the
+// activator and the pool keep them.
+func TestHTTPRouteTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		gw   crd.Gateway
+		want string
+	}{
+		{crd.Gateway{}, "map[request:300s]"},
+		{crd.Gateway{Timeouts: &crd.RouteTimeouts{BackendRequest: "1m"}}, "map[backendRequest:1m request:300s]"},
+		{crd.Gateway{Timeouts: &crd.RouteTimeouts{Request: "0s"}}, "map[request:0s]"},
+		{crd.Gateway{Timeouts: &crd.RouteTimeouts{Request: "10m", BackendRequest: "5m"}}, "map[backendRequest:5m request:10m]"},
+	} {
+		w := newWorld(1)
+		w.ext.Gateway = &tc.gw
+		r := DesiredChildren(w.isvc, &w.ext, Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"}}).HTTPRoute
+		rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+		if len(rules) != len(InferencePaths) {
+			t.Fatalf("%d rules", len(rules))
+		}
+		for _, routed := range []*unstructured.Unstructured{r, withPoolBackend(r, "m"), withActivatorBackend(r, w.isvc, types.NamespacedName{Namespace: "sys", Name: "act"}, 80)} {
+			rules, _, _ := unstructured.NestedSlice(routed.Object, "spec", "rules")
+			for _, rule := range rules {
+				if got := fmt.Sprint(rule.(map[string]interface{})["timeouts"]); got != tc.want {
+					t.Errorf("%+v: timeouts %s, want %s", tc.gw.Timeouts, got, tc.want)
+				}
+			}
+		}
 	}
 }

@@ -57,7 +57,7 @@ func decidePool(out *Output, in Input, want poolChildren) {
 		want.RoleBinding = nil
 	}
 	if in.Features.InferencePools || obs.InferencePool != nil {
-		if live := obs.InferencePool; decideChild(out, isvc, KindInferencePool, live, want.Pool, live == nil, want.Pool == nil) && unstructuredDrifted(live, want.Pool) {
+		if live := obs.InferencePool; decideChild(out, isvc, KindInferencePool, live, want.Pool, live == nil, want.Pool == nil) && poolDrifted(live, want.Pool) {
 			upd := live.DeepCopy()
 			setUnstructured(upd, want.Pool)
 			out.add(Update, KindInferencePool, upd)

@@ -44,12 +44,14 @@ var (
 const maxBody = 10 << 20
 
 type gateway struct {
-	log                 *slog.Logger
-	dyn                 dynamic.Interface
-	ns, name            string
-	m                   *metrics
-	eppTLS              *tls.Config // nil: plaintext
-	upstream            *http.Client
+	log      *slog.Logger
+	dyn      dynamic.Interface
+	ns, name string
+	m        *metrics
+	eppTLS   *tls.Config // nil: plaintext
+	upstream *http.Client
+	// routeTimeout is a route's timeout when it sets none (Envoy's 15 s).
+	routeTimeout        time.Duration
 	pickTimeout         time.Duration
 	factory             dynamicinformer.DynamicSharedInformerFactory
 	routes, pools, svcs cache.GenericLister
@@ -68,16 +70,16 @@ type gateway struct {
 	stopInformers, cancel context.CancelFunc
 }
 
-func newGateway(log *slog.Logger, dyn dynamic.Interface, ns, name string, m *metrics, eppTLS *tls.Config, upstreamTimeout, pickTimeout time.Duration) *gateway {
+func newGateway(log *slog.Logger, dyn dynamic.Interface, ns, name string, m *metrics, eppTLS *tls.Config, routeTimeout, pickTimeout time.Duration) *gateway {
+	// No client-wide timeout: each request is bounded by its route's timeouts (timeouts.go).
 	tr := &http.Transport{
-		Proxy:                 nil, // pods are loopback addresses; never through a proxy
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		ResponseHeaderTimeout: upstreamTimeout,
-		MaxIdleConnsPerHost:   16,
+		Proxy:               nil, // pods are loopback addresses; never through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 16,
 	}
 	return &gateway{
-		log: log, dyn: dyn, ns: ns, name: name, m: m, eppTLS: eppTLS, pickTimeout: pickTimeout,
-		upstream: &http.Client{Transport: tr, Timeout: upstreamTimeout,
+		log: log, dyn: dyn, ns: ns, name: name, m: m, eppTLS: eppTLS, pickTimeout: pickTimeout, routeTimeout: routeTimeout,
+		upstream: &http.Client{Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		trigger: make(chan struct{}, 1),
 		conns:   map[string]*grpc.ClientConn{},
@@ -243,7 +245,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("backend %s: unsupported kind", be), http.StatusInternalServerError)
 		return
 	}
-	g.forward(w, r, kind, endpoint, path, setHeaders, body)
+	g.forward(w, r, kind, endpoint, path, setHeaders, body, rule.Timeouts.Bound(g.routeTimeout))
 }
 
 // chooseBackend picks among the rule's backends by weight, round-robin.
@@ -499,13 +501,16 @@ var hopHeaders = map[string]bool{"connection": true, "keep-alive": true, "proxy-
 	"trailer": true, "transfer-encoding": true, "upgrade": true, "content-length": true}
 
 // forward sends the request to endpoint and streams the response back, naming the endpoint
-// in DestinationHeader.
-func (g *gateway) forward(w http.ResponseWriter, r *http.Request, kind, endpoint, path string, setHeaders map[string]string, body []byte) {
+// in DestinationHeader, within the route's timeout as Envoy keeps it (timeouts.go): a 504
+// before the response's headers, the stream cut after.
+func (g *gateway) forward(w http.ResponseWriter, r *http.Request, kind, endpoint, path string, setHeaders map[string]string, body []byte, timeout time.Duration) {
 	u := "http://" + endpoint + path
 	if r.URL.RawQuery != "" {
 		u += "?" + r.URL.RawQuery
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, u, bytes.NewReader(body))
+	ctx, cancel, timedOut := withRouteTimeout(r.Context(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -522,6 +527,12 @@ func (g *gateway) forward(w http.ResponseWriter, r *http.Request, kind, endpoint
 	}
 	req.Header.Set("X-Forwarded-For", strings.Split(r.RemoteAddr, ":")[0])
 	res, err := g.upstream.Do(req)
+	if err != nil && timedOut() {
+		g.m.requests.WithLabelValues(kind, endpoint, "504").Inc()
+		g.log.Info("upstream request timeout", "route timeout", timeout, "endpoint", endpoint, "path", path)
+		writeUpstreamTimeout(w)
+		return
+	}
 	if err != nil {
 		g.m.upstreamError.WithLabelValues(kind).Inc()
 		g.m.requests.WithLabelValues(kind, endpoint, "502").Inc()
@@ -551,6 +562,12 @@ func (g *gateway) forward(w http.ResponseWriter, r *http.Request, kind, endpoint
 			}
 		}
 		if err != nil {
+			if timedOut() {
+				// Envoy resets a stream whose response had begun: the client sees it end
+				// without its last chunk, not a clean end.
+				g.log.Info("upstream request timeout after the response began: stream reset", "route timeout", timeout, "endpoint", endpoint, "path", path)
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 	}

@@ -39,24 +39,24 @@ func main() {
 	var (
 		listen, metricsListen, gw, kubeconfig string
 		insecureSkipVerify                    bool
-		upstreamTimeout, pickTimeout          time.Duration
+		routeTimeout, pickTimeout             time.Duration
 	)
 	flag.StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP address the gateway serves (a loopback address).")
 	flag.StringVar(&metricsListen, "metrics-listen", "", "Address of /metrics (Prometheus); empty: off.")
 	flag.StringVar(&gw, "gateway", "", "NAMESPACE/NAME of the Gateway whose HTTPRoutes this serves (required).")
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig; empty: $KUBECONFIG.")
 	flag.BoolVar(&insecureSkipVerify, "epp-insecure-skip-verify", true, "Dial the endpoint picker over TLS without verifying its (self-signed) certificate; false: plaintext.")
-	flag.DurationVar(&upstreamTimeout, "upstream-timeout", 60*time.Second, "Bound on one forwarded request, response included.")
+	flag.DurationVar(&routeTimeout, "default-route-timeout", DefaultRouteTimeout, "Timeout of a route that sets no timeouts.request, response included (Envoy's route timeout, 15s); 0: none.")
 	flag.DurationVar(&pickTimeout, "pick-timeout", 10*time.Second, "Bound on one ext_proc exchange with a picker.")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, listen, metricsListen, gw, kubeconfig, insecureSkipVerify, upstreamTimeout, pickTimeout); err != nil {
+	if err := run(log, listen, metricsListen, gw, kubeconfig, insecureSkipVerify, routeTimeout, pickTimeout); err != nil {
 		log.Error("gateway failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, listen, metricsListen, gw, kubeconfig string, insecureSkipVerify bool, upstreamTimeout, pickTimeout time.Duration) error {
+func run(log *slog.Logger, listen, metricsListen, gw, kubeconfig string, insecureSkipVerify bool, routeTimeout, pickTimeout time.Duration) error {
 	ns, name, ok := strings.Cut(gw, "/")
 	if !ok || ns == "" || name == "" {
 		return fmt.Errorf("--gateway %q: want NAMESPACE/NAME", gw)
@@ -94,7 +94,7 @@ func run(log *slog.Logger, listen, metricsListen, gw, kubeconfig string, insecur
 	if insecureSkipVerify {
 		eppCreds = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the picker's certificate is self-signed
 	}
-	g := newGateway(log, dyn, ns, name, m, eppCreds, upstreamTimeout, pickTimeout)
+	g := newGateway(log, dyn, ns, name, m, eppCreds, routeTimeout, pickTimeout)
 	g.istio.on = *istioFlag
 	if err := g.start(ctx); err != nil {
 		return err

@@ -38,6 +38,8 @@ type Rule struct {
 	// value a header is all this gateway's routes use).
 	SetHeaders map[string]string
 	Backends   []Backend
+	// Timeouts are the rule's timeouts (timeouts.go).
+	Timeouts Timeouts
 }
 
 // Match finds the rule for path: the longest PathPrefix that matches it element-wise, as the
@@ -146,6 +148,7 @@ func Rules(route *unstructured.Unstructured) []Rule {
 				rewrite = &v
 			}
 		}
+		timeouts := parseTimeouts(rule)
 		var backends []Backend
 		refs, _, _ := unstructured.NestedSlice(rule, "backendRefs")
 		for _, b := range refs {
@@ -165,7 +168,7 @@ func Rules(route *unstructured.Unstructured) []Rule {
 		}
 		matches, _, _ := unstructured.NestedSlice(rule, "matches")
 		if len(matches) == 0 {
-			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: "/", Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends})
+			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: "/", Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends, Timeouts: timeouts})
 		}
 		for _, m := range matches {
 			mm, _ := m.(map[string]any)
@@ -177,7 +180,7 @@ func Rules(route *unstructured.Unstructured) []Rule {
 			if t != "" && t != "PathPrefix" && !(t == "Exact" && v == "/") {
 				continue // Exact and RegularExpression are not implemented
 			}
-			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: v, Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends})
+			out = append(out, Rule{Route: route.GetNamespace() + "/" + route.GetName(), Prefix: v, Rewrite: rewrite, SetHeaders: setHeaders, Backends: backends, Timeouts: timeouts})
 		}
 	}
 	return out
