@@ -383,7 +383,7 @@ func cacheSchema() apiextensionsv1.JSONSchemaProps {
 	return apiextensionsv1.JSONSchemaProps{
 		Type: "object",
 		Description: "A PersistentVolumeClaim keeping Hugging Face downloads, mounted at " + CachePath + " with HF_HOME pointing there, so a restart or a new replica does not download the weights again. " +
-			"claimName mounts a claim of yours as it is; size makes it managed: the operator creates (or adopts) a claim named after the weights, shared by the namespace's models on the same weights, fills it once with a Job (hf download), and starts the model's pods only on the filled cache, read-only and offline.",
+			"claimName mounts a claim of yours as it is; size makes it managed: the operator creates (or adopts) a claim named after the weights, shared by the namespace's models on the same weights, fills it once with a Job (huggingface_hub's snapshot_download in the model's image, the files vLLM would fetch), and starts the model's pods only on the filled cache, read-only and offline.",
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"claimName":        {Type: "string", Description: "Name of a PersistentVolumeClaim in the model's namespace, already holding the weights or filled by the pods.", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253), Pattern: `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`},
 			"size":             {Type: "string", MaxLength: ptr.To[int64](32), Description: "The managed claim's size, a quantity such as 100Gi: the weights and some room."},
