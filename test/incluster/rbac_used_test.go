@@ -482,7 +482,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	zero := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersion.String(), "kind": crd.Kind,
 		"metadata": map[string]any{"name": "zero", "namespace": ns, "annotations": map[string]any{
-			crd.AnnotationV1beta1Spec: `{"gateway":{"route":"/`+ns+`/zero"},"autoscaling":{"minReplicas":0,"maxReplicas":1},"replicasUnset":true}`}},
+			crd.AnnotationV1beta1Spec: `{"gateway":{"route":"/` + ns + `/zero"},"autoscaling":{"minReplicas":0,"maxReplicas":1},"replicasUnset":true}`}},
 		"spec": map[string]any{"model": "m", "replicas": int64(0), "gpusPerReplica": int64(0),
 			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}}},
 	}}
