@@ -490,6 +490,11 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCalled(t, wire, "the activator's ReferenceGrant created", access{group: "gateway.networking.k8s.io", resource: "referencegrants", verb: "create"})
+	// The namespace's last model at zero gone, its grant goes with it.
+	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "zero", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCalled(t, wire, "the activator's ReferenceGrant deleted with its last model", access{group: "gateway.networking.k8s.io", resource: "referencegrants", verb: "delete"})
 	if err := env.Dyn.Resource(crd.Resource).Namespace(ns).Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
