@@ -123,10 +123,12 @@ func Reconcile(in Input) Output {
 	wantS, wantH, wantP, wantSM, wantR, wantSO := want.Service, want.HPA, want.PDB, want.ServiceMonitor, want.HTTPRoute, want.ScaledObject
 	wantPool := want.Pool
 	wantNP, wantPickerNP := want.NetworkPolicy, want.PickerNetworkPolicy
+	wantGP := want.GatewayPolicies
 	if !anchored {
 		wantS, wantH, wantP, wantSM, wantR, wantSO = nil, nil, nil, nil, nil, nil
 		wantPool = poolChildren{}
 		wantNP, wantPickerNP = nil, nil
+		wantGP = gatewayPolicies{}
 	}
 	// The route goes to the pool only while its picker serves: until then, and whenever it
 	// stops, the Service keeps the model reachable (FailClose would answer 503 instead).
@@ -178,7 +180,7 @@ func Reconcile(in Input) Output {
 		}
 	}
 	decidePool(&out, in, wantPool)
-	decideGatewayPolicies(&out, in, want.GatewayPolicies)
+	decideGatewayPolicies(&out, in, wantGP)
 	decideActivatorGrant(&out, &in, wantR, activated)
 	if anchor == nil {
 		for i := range out.Actions {

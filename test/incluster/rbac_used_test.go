@@ -324,9 +324,19 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	t.Cleanup(func() {
 		_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", poolCRD)
 	})
+	// The gateways' objects for the picker: Istio's DestinationRule (its CRD as Istio ships it)
+	// and GKE's HealthCheckPolicy (a stand-in).
+	gatewayCRDs := []string{filepath.Join(env.Root, "test", "epp", "gateway", "destinationrule-crd.yaml"), filepath.Join(env.Root, "test", "incluster", "testdata", "healthcheckpolicy_crd.yaml")}
+	for _, f := range gatewayCRDs {
+		env.Kubectl(t, "apply", "--server-side", "-f", f)
+		t.Cleanup(func() {
+			_, _, _ = env.Cluster.Kubectl(context.Background(), "delete", "--ignore-not-found", "--wait=false", "-f", f)
+		})
+	}
 	env.Kubectl(t, "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/httproutes.gateway.networking.k8s.io",
 		"crd/leaderworkersets.leaderworkerset.x-k8s.io", "crd/workloads.kueue.x-k8s.io", "crd/clusterqueues.kueue.x-k8s.io",
-		"crd/inferencepools.inference.networking.k8s.io", "crd/referencegrants.gateway.networking.k8s.io", "--timeout=60s")
+		"crd/inferencepools.inference.networking.k8s.io", "crd/referencegrants.gateway.networking.k8s.io",
+		"crd/destinationrules.networking.istio.io", "crd/healthcheckpolicies.networking.gke.io", "--timeout=60s")
 	// The activator's namespace, watched too: a model at zero's route gets a ReferenceGrant there.
 	actNS := ns + "-activator"
 	env.Kubectl(t, "create", "namespace", actNS)
@@ -425,6 +435,9 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		{group: "rbac.authorization.k8s.io", resource: "rolebindings"},
 		// The model's NetworkPolicy (and its picker's).
 		{group: "networking.k8s.io", resource: "networkpolicies"},
+		// Where the gateways' kinds are served: the picker's DestinationRule, the pool's
+		// HealthCheckPolicy.
+		{group: "networking.istio.io", resource: "destinationrules"}, {group: "networking.gke.io", resource: "healthcheckpolicies"},
 	}
 	with := func(verb string, as ...access) []access {
 		out := slices.Clone(as)
@@ -584,7 +597,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 		"poddisruptionbudgets": http.MethodPatch,
 		"servicemonitors":      http.MethodPut, "httproutes": http.MethodPut, crd.Plural + "/status": http.MethodPut,
 		"inferencepools": http.MethodPut, "serviceaccounts": http.MethodPut, "rolebindings": http.MethodPut,
-		"networkpolicies": http.MethodPut,
+		"networkpolicies": http.MethodPut, "destinationrules": http.MethodPut, "healthcheckpolicies": http.MethodPut,
 	})
 	isvc["replicas"], isvc["image"] = int64(5), "vllm/vllm-openai:v0.11.1"
 	updateISVC(t, ns, "m", isvc, ext("hf://org/a", "/"+ns+"/m2")) // Deployment, HPA, HTTPRoute
@@ -595,6 +608,8 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	env.Kubectl(t, "-n", ns, "label", "serviceaccount", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
 	env.Kubectl(t, "-n", ns, "label", "rolebinding", reconcile.PickerName("m"), "app.kubernetes.io/component=tampered", "--overwrite")
 	env.Kubectl(t, "-n", ns, "patch", "networkpolicy", "m", "--type=merge", "-p", `{"spec":{"ingress":[{}]}}`)
+	env.Kubectl(t, "-n", ns, "patch", "destinationrules.networking.istio.io", reconcile.PickerName("m"), "--type=merge", "-p", `{"spec":{"trafficPolicy":{"tls":{"mode":"DISABLE"}}}}`)
+	env.Kubectl(t, "-n", ns, "patch", "healthcheckpolicies.networking.gke.io", "m", "--type=merge", "-p", `{"spec":{"default":{"checkIntervalSec":9}}}`)
 	waitCalled(t, wire, "each child re-read and updated after a conflict",
 		append(with("get", children...), append(with("update", children...),
 			access{group: crd.Group, resource: crd.Plural, verb: "get"}, access{group: crd.Group, resource: crd.Plural + "/status", verb: "update"})...)...)
@@ -639,7 +654,7 @@ func TestRBACExactlyWhatIsCalled(t *testing.T) {
 	updateISVC(t, ns, "m", isvc, ext("", "/"+ns+"/m2"))
 	env.Kubectl(t, "-n", ns, "patch", "deployment", "m", "--type=json", "-p", `[{"op":"remove","path":"/metadata/ownerReferences"}]`)
 	waitCalled(t, wire, "Service, ServiceMonitor, HTTPRoute, the pool route's children and the NetworkPolicies deleted",
-		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8], children[9])...)
+		with("delete", children[0], children[1], children[4], children[5], children[6], children[7], children[8], children[9], children[10], children[11])...)
 
 	// Deletion while the gateway refuses: the finalizer reads the namespace.
 	gwDown.Store("down", true)
