@@ -116,8 +116,14 @@ func TestSlowPull(t *testing.T) {
 	if !sawCreating {
 		t.Fatalf("no ContainerCreating while pulling: %s\n%s", ckState(ctx, client, "first"), ckEvents(ctx, client, "first"))
 	}
-	ev := ckEvents(ctx, client, "first")
-	if !strings.Contains(ev, `Normal Pulling Pulling image "`+img+`"`) || strings.Contains(ev, "Pulled") || strings.Contains(ev, "Started") {
+	// The recorder delivers events on its own goroutine: the Pulling line may land just after the
+	// state, so wait for it, and see nothing of the pull's end beside it (the pull takes 2s).
+	var ev string
+	vtEventually(t, "the Pulling event", func() (bool, string) {
+		ev = ckEvents(ctx, client, "first")
+		return strings.Contains(ev, `Normal Pulling Pulling image "`+img+`"`), ev
+	})
+	if strings.Contains(ev, "Pulled") || strings.Contains(ev, "Started") {
 		t.Fatalf("events while pulling:\n%s", ev)
 	}
 	vtEventually(t, "pulled and running", func() (bool, string) {
