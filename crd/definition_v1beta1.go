@@ -32,11 +32,11 @@ const (
 	RuleCacheS3NoTokenMsg     = "spec.cache: tokenSecret is the Hugging Face token; an s3:// source takes credentialsSecret"
 	// CacheSourcePattern is s3://BUCKET[/PREFIX] (S3's bucket naming rules) or
 	// pvc://CLAIM/PATH (a claim name, then a relative path without ..).
-	CacheSourcePattern = `^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?)$`
+	CacheSourcePattern     = `^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?)$`
 	RuleCacheSourcePath    = `!has(self.source) || !self.source.contains('/../') && !self.source.endsWith('/..')`
 	RuleCacheSourcePathMsg = "spec.cache.source: a path with .. is refused"
-	RuleCacheSize             = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
-	RuleCacheSizeMsg          = "spec.cache.size must be a positive quantity such as 100Gi"
+	RuleCacheSize          = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
+	RuleCacheSizeMsg       = "spec.cache.size must be a positive quantity such as 100Gi"
 	// G is spec.gpusPerReplica with its default, inside the spec-level rules below.
 	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
 	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
