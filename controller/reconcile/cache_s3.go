@@ -52,13 +52,16 @@ func weightsDir(c *crd.Cache) string {
 // s3FillScript is the s3 fill: `python3 -c s3FillScript s3://BUCKET/PREFIX DEST`, on boto3,
 // which vllm/vllm-openai ships (runai-model-streamer[s3]'s dependency). boto3 finds its
 // credentials, endpoint and region itself: the Secret's AWS_* variables, or a web identity
-// token a workload-identity webhook mounted. It lists the objects under PREFIX/ (a directory,
+// token a workload-identity webhook mounted. A custom endpoint (an S3-compatible store) is
+// addressed path-style, which MinIO and Ceph serve without a domain of their own; botocore's
+// default would put the bucket in a hostname's name (BUCKET.minio.example:9000). It lists the objects under PREFIX/ (a directory,
 // as KServe's storage initializer copies it), refuses keys that would land outside DEST,
 // checks their sum against the volume (exit 3), and copies each to DEST keeping its path
 // below the prefix, skipping files a failed run finished. The store's refusal (credentials,
 // bucket) is printed in botocore's words and exits 4. Its progress line is the hub fill's.
 const s3FillScript = `import os, shutil, sys, threading, time
 import boto3
+from botocore.config import Config
 from botocore.exceptions import ClientError, NoCredentialsError
 src, dest = sys.argv[1], sys.argv[2]
 bucket, _, prefix = src[len("s3://"):].partition("/")
@@ -67,7 +70,8 @@ refusals = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "NoSu
 def refuse(msg):
     print(f"fill: {src} refused: {msg}", flush=True)
     sys.exit(4)
-s3 = boto3.client("s3")
+custom = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+s3 = boto3.client("s3", config=Config(s3={"addressing_style": "path"}) if custom else None)
 try:
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/" if prefix else "")
     objs = [o for p in pages for o in p.get("Contents", []) if not o["Key"].endswith("/")]

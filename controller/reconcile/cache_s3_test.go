@@ -123,6 +123,7 @@ func TestS3FillScript(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(stubs, "boto3"), 0o755))
 	must(os.MkdirAll(filepath.Join(stubs, "botocore"), 0o755))
 	must(os.WriteFile(filepath.Join(stubs, "botocore", "__init__.py"), nil, 0o644))
+	must(os.WriteFile(filepath.Join(stubs, "botocore", "config.py"), []byte("class Config:\n    def __init__(s, **kw): s.kw = kw\n"), 0o644))
 	// botocore's ClientError message template, as botocore/exceptions.py spells it
 	must(os.WriteFile(filepath.Join(stubs, "botocore", "exceptions.py"), []byte(`class NoCredentialsError(Exception):
     def __str__(s): return "Unable to locate credentials"
@@ -144,12 +145,15 @@ class C:
     def get_paginator(s, name): return P()
     def download_file(s, bucket, key, path):
         with open(path, "wb") as f: f.write(b"x" * OBJS[key])
-def client(name): return C()
+def client(name, config=None):
+    if os.environ.get("AWS_ENDPOINT_URL") and config.kw != {"s3": {"addressing_style": "path"}}:
+        raise SystemExit("a custom endpoint not addressed path-style")
+    return C()
 `), 0o644))
 	run := func(objs, extra string) (string, string, int) {
 		dest := filepath.Join(t.TempDir(), "s3", "models", "qwen3")
 		cmd := exec.Command(py, "-c", s3FillScript, "s3://models/qwen3", dest)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+stubs, "HF_HOME="+os.TempDir(), "TQDM_MININTERVAL=0.05", "STUB_OBJECTS="+objs, extra)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+stubs, "HF_HOME="+os.TempDir(), "TQDM_MININTERVAL=0.05", "AWS_ENDPOINT_URL=http://127.0.0.1:9", "STUB_OBJECTS="+objs, extra)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if e, ok := err.(*exec.ExitError); ok {

@@ -2,7 +2,7 @@
 // vllm/vllm-openai ships as runai-model-streamer[s3]'s dependency), copying the objects under
 // s3://BUCKET/PREFIX/ to a directory of the managed claim. It reaches the S3 endpoint the pod's
 // environment names for real (AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL; botocore's own
-// order), path-style as botocore addresses a custom endpoint, signs every request with SigV4
+// order), path-style as the fill asks botocore to address a custom endpoint, signs every request with SigV4
 // from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for AWS_REGION, else AWS_DEFAULT_REGION,
 // else us-east-1, and reads every byte; the store's refusals come back in botocore's words
 // (`An error occurred (CODE) when calling the OPERATION operation: MESSAGE`). Its time on the
