@@ -35,6 +35,8 @@ HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
 KREW_BIN ?= $(CURDIR)/test/krew/bin/krew
 KUEUE_BIN ?= $(CURDIR)/test/kueue/bin/kueue
 LWS_BIN ?= $(CURDIR)/test/lws/bin/lws
+# The local S3 server (test/s3: gofakes3 behind S3's SigV4 check), for the s3:// weights fill.
+S3_BIN ?= $(CURDIR)/test/s3/bin/s3
 # How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
 E2E_PARALLEL ?= 4
 # How many processes the e2e package runs as in make test, each with its own cluster.
@@ -55,14 +57,15 @@ test:
 	$(PHASE) build-kueue test/kueue/build.sh $(KUEUE_BIN)
 	$(PHASE) build-lws test/lws/build.sh $(LWS_BIN)
 	$(PHASE) build-epp test/epp/build.sh $(EPP_BIN)
+	$(PHASE) build-s3 test/s3/build.sh $(S3_BIN)
 	# The suite (test/suite/run.sh): the main module's packages, the e2e package as E2E_SHARDS
-	# processes side by side (each its own cluster: test/e2e/shard_test.go), and three modules'
-	# own tests in the background (the local world's, test/epp's and the plugin's); it ends with
+	# processes side by side (each its own cluster: test/e2e/shard_test.go), and four modules'
+	# own tests in the background (the local world's, test/epp's, test/s3's and the plugin's); it ends with
 	# each package's time and the 20 slowest tests. -parallel (E2E_PARALLEL) bounds the e2e
 	# tests that run side by side in one shard; SOAK_CI=1: the soak's CI size runs too;
 	# TestRelease builds the image for the host's architecture only (make release-check: both).
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
-		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) \
+		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) S3_BIN=$(S3_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) \
 		GO=$(GO) E2E_SHARDS=$(E2E_SHARDS) E2E_PARALLEL=$(E2E_PARALLEL) PLUGIN_DIR=$(PLUGIN_DIR) \
 		$(PHASE) suite test/suite/run.sh || { $(PHASE) --report; exit 1; }
 	# A count, not a duration: a -fuzztime deadline that falls while a worker minimizes a new
@@ -81,7 +84,8 @@ e2e:
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
 	test/epp/build.sh $(EPP_BIN)
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) \
+	test/s3/build.sh $(S3_BIN)
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) S3_BIN=$(S3_BIN) \
 		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./test/e2e/ | test/slowest/slowest.sh 15
 
 # Leader election, in-cluster config, RBAC, overlays and manifests on the local cluster.

@@ -41,7 +41,7 @@ func (c *Controller) observeWeights(ctx context.Context, isvc *crd.InferenceServ
 	if !ext.Cache.Managed() {
 		return w, nil
 	}
-	claim := reconcile.WeightsClaimName(isvc.Spec.Model, reconcile.WeightsRevision(ext))
+	claim := reconcile.ManagedClaimName(isvc, ext)
 	pvc, err := c.kube.CoreV1().PersistentVolumeClaims(isvc.Namespace).Get(ctx, claim, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

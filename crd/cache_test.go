@@ -20,6 +20,16 @@ var cacheCases = []struct{ cache, want string }{
 	{`{claimName: weights, tokenSecret: {name: hf, key: token}}`, RuleCacheManagedFieldsMsg},
 	{`{size: lots}`, RuleCacheSizeMsg},
 	{`{size: "0"}`, RuleCacheSizeMsg},
+	{`{size: 20Gi, source: s3://models/qwen3-0.6b, credentialsSecret: {name: s3}}`, ""},
+	{`{size: 20Gi, source: s3://models, serviceAccountName: reader}`, ""},
+	{`{source: "pvc://weights/models/qwen3"}`, ""},
+	{`{source: s3://models/qwen3}`, RuleCacheClaimXorSizeMsg},
+	{`{claimName: weights, source: s3://models/qwen3}`, RuleCacheS3SizeMsg},
+	{`{size: 20Gi, source: "pvc://weights/x"}`, RuleCacheClaimXorSizeMsg},
+	{`{claimName: weights, source: "pvc://weights/x"}`, RuleCacheClaimXorSizeMsg},
+	{`{size: 20Gi, credentialsSecret: {name: s3}}`, RuleCacheS3FieldsMsg},
+	{`{size: 20Gi, source: s3://models/q, tokenSecret: {name: hf, key: token}}`, RuleCacheS3NoTokenMsg},
+	{`{source: "pvc://weights/../etc"}`, RuleCacheSourcePathMsg},
 }
 
 // TestCacheCEL: the CRD's rules on spec.cache refuse what cacheErrors refuses, with its messages.
@@ -53,10 +63,10 @@ func TestCacheCEL(t *testing.T) {
 
 // TestCacheDeepCopied: conversion copies spec.cache, sharing nothing with its source.
 func TestCacheDeepCopied(t *testing.T) {
-	c := &Cache{Size: "1Gi", StorageClassName: new(string), AccessModes: []corev1.PersistentVolumeAccessMode{"ReadWriteMany"}, TokenSecret: &SecretKey{Name: "a", Key: "b"}}
+	c := &Cache{Size: "1Gi", StorageClassName: new(string), AccessModes: []corev1.PersistentVolumeAccessMode{"ReadWriteMany"}, TokenSecret: &SecretKey{Name: "a", Key: "b"}, CredentialsSecret: &SecretRef{Name: "s"}}
 	d := cloneCache(c)
-	d.AccessModes[0], d.TokenSecret.Name, *d.StorageClassName = "ReadWriteOnce", "x", "y"
-	if c.AccessModes[0] != "ReadWriteMany" || c.TokenSecret.Name != "a" || *c.StorageClassName != "" {
+	d.AccessModes[0], d.TokenSecret.Name, *d.StorageClassName, d.CredentialsSecret.Name = "ReadWriteOnce", "x", "y", "z"
+	if c.AccessModes[0] != "ReadWriteMany" || c.TokenSecret.Name != "a" || c.CredentialsSecret.Name != "s" || *c.StorageClassName != "" {
 		t.Errorf("cloneCache shares memory with its source: %+v", c)
 	}
 }

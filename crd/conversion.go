@@ -358,6 +358,7 @@ func cloneCache(c *Cache) *Cache {
 	out.StorageClassName = clonePtr(c.StorageClassName)
 	out.AccessModes = slices.Clone(c.AccessModes)
 	out.TokenSecret = clonePtr(c.TokenSecret)
+	out.CredentialsSecret = clonePtr(c.CredentialsSecret)
 	return &out
 }
 

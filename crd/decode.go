@@ -283,16 +283,33 @@ func validateEngine(e *SpecExtensions) []string {
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
-// cacheErrors checks spec.cache as its schema and CEL rule do: a claim of the user's or a
-// managed size, exactly one.
+var cacheSource = regexp.MustCompile(CacheSourcePattern)
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// cacheErrors checks spec.cache as its schema and CEL rules do: a claim of the user's (by name
+// or pvc:// source), or a managed size (from the Hub or an s3:// source), exactly one.
 func cacheErrors(c *Cache) []string {
 	if c == nil {
 		return nil
 	}
-	if (c.ClaimName == "") == (c.Size == "") {
+	_, _, s3 := c.S3()
+	pvc := strings.HasPrefix(c.Source, "pvc://")
+	if n := btoi(c.ClaimName != "") + btoi(c.Size != "") + btoi(pvc); n != 1 {
 		return []string{RuleCacheClaimXorSizeMsg}
 	}
 	var errs []string
+	if c.Source != "" && (len(c.Source) > 1024 || !cacheSource.MatchString(c.Source)) {
+		errs = append(errs, fmt.Sprintf("spec.cache.source %q must be s3://BUCKET/PREFIX or pvc://CLAIM/PATH", c.Source))
+	}
+	if strings.Contains(c.Source, "/../") || strings.HasSuffix(c.Source, "/..") {
+		errs = append(errs, RuleCacheSourcePathMsg)
+	}
 	if c.ClaimName != "" && (len(c.ClaimName) > 253 || !dns1123.MatchString(c.ClaimName)) {
 		errs = append(errs, fmt.Sprintf("spec.cache.claimName %q must be a PersistentVolumeClaim name", c.ClaimName))
 	}
@@ -301,11 +318,23 @@ func cacheErrors(c *Cache) []string {
 			errs = append(errs, RuleCacheSizeMsg+fmt.Sprintf(" (%q)", c.Size))
 		}
 	}
-	if c.ClaimName != "" && (c.StorageClassName != nil || len(c.AccessModes) > 0 || c.TokenSecret != nil) {
+	if c.Size == "" && (c.StorageClassName != nil || len(c.AccessModes) > 0 || c.TokenSecret != nil || c.CredentialsSecret != nil || c.ServiceAccountName != "") {
 		errs = append(errs, RuleCacheManagedFieldsMsg)
+	}
+	if !s3 && (c.CredentialsSecret != nil || c.ServiceAccountName != "") {
+		errs = append(errs, RuleCacheS3FieldsMsg)
+	}
+	if s3 && c.Size == "" {
+		errs = append(errs, RuleCacheS3SizeMsg)
+	}
+	if s3 && c.TokenSecret != nil {
+		errs = append(errs, RuleCacheS3NoTokenMsg)
 	}
 	if s := c.TokenSecret; s != nil && (s.Name == "" || s.Key == "") {
 		errs = append(errs, "spec.cache.tokenSecret needs name and key")
+	}
+	if s := c.CredentialsSecret; s != nil && s.Name == "" {
+		errs = append(errs, "spec.cache.credentialsSecret needs name")
 	}
 	return errs
 }

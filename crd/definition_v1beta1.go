@@ -20,12 +20,23 @@ const (
 	RuleEnvHFHomeWithCache       = `!has(self.cache) || !has(self.env) || self.env.all(e, e.name != 'HF_HOME')`
 	RuleEnvHFHomeWithCacheMsg    = "spec.env: HF_HOME is set by the operator to " + CachePath + " when spec.cache is set; remove it from spec.env"
 	// spec.cache: the user's filled claim or a managed one, and the managed one's fields only with it.
-	RuleCacheClaimXorSize     = `has(self.claimName) != has(self.size)`
-	RuleCacheClaimXorSizeMsg  = "spec.cache: set exactly one of claimName (a filled claim of your own) and size (a claim the operator makes and fills)"
-	RuleCacheManagedFields    = `has(self.size) || !(has(self.storageClassName) || has(self.accessModes) || has(self.tokenSecret))`
-	RuleCacheManagedFieldsMsg = "spec.cache: storageClassName, accessModes and tokenSecret are for a managed cache (size); a claimName is mounted as it is"
-	RuleCacheSize             = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
-	RuleCacheSizeMsg          = "spec.cache.size must be a positive quantity such as 100Gi"
+	RuleCacheClaimXorSize     = `[has(self.claimName), has(self.size), has(self.source) && self.source.startsWith('pvc://')].filter(x, x).size() == 1`
+	RuleCacheClaimXorSizeMsg  = "spec.cache: set exactly one of claimName (a filled claim of your own), size (a claim the operator makes and fills) and a pvc:// source (weights at a path on a claim of yours)"
+	RuleCacheManagedFields    = `has(self.size) || !(has(self.storageClassName) || has(self.accessModes) || has(self.tokenSecret) || has(self.credentialsSecret) || has(self.serviceAccountName))`
+	RuleCacheManagedFieldsMsg = "spec.cache: storageClassName, accessModes, tokenSecret, credentialsSecret and serviceAccountName are for a managed cache (size); a claim of yours is mounted as it is"
+	RuleCacheS3Fields         = `(has(self.source) && self.source.startsWith('s3://')) || !(has(self.credentialsSecret) || has(self.serviceAccountName))`
+	RuleCacheS3FieldsMsg      = "spec.cache: credentialsSecret and serviceAccountName are the s3:// fill's; a Hugging Face fill takes tokenSecret"
+	RuleCacheS3Size           = `!(has(self.source) && self.source.startsWith('s3://')) || has(self.size)`
+	RuleCacheS3SizeMsg        = "spec.cache: an s3:// source fills a managed cache: set size"
+	RuleCacheS3NoToken        = `!(has(self.source) && self.source.startsWith('s3://') && has(self.tokenSecret))`
+	RuleCacheS3NoTokenMsg     = "spec.cache: tokenSecret is the Hugging Face token; an s3:// source takes credentialsSecret"
+	// CacheSourcePattern is s3://BUCKET[/PREFIX] (S3's bucket naming rules) or
+	// pvc://CLAIM/PATH (a claim name, then a relative path without ..).
+	CacheSourcePattern     = `^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?)$`
+	RuleCacheSourcePath    = `!has(self.source) || !self.source.contains('/../') && !self.source.endsWith('/..')`
+	RuleCacheSourcePathMsg = "spec.cache.source: a path with .. is refused"
+	RuleCacheSize          = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
+	RuleCacheSizeMsg       = "spec.cache.size must be a positive quantity such as 100Gi"
 	// G is spec.gpusPerReplica with its default, inside the spec-level rules below.
 	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
 	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
@@ -391,6 +402,15 @@ func cacheSchema() apiextensionsv1.JSONSchemaProps {
 			"accessModes": {Type: "array", MaxItems: ptr.To[int64](4), Description: "The managed claim's access modes; default [ReadWriteMany], so replicas on several nodes share it.",
 				Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string",
 					Enum: []apiextensionsv1.JSON{{Raw: []byte(`"ReadWriteOnce"`)}, {Raw: []byte(`"ReadOnlyMany"`)}, {Raw: []byte(`"ReadWriteMany"`)}, {Raw: []byte(`"ReadWriteOncePod"`)}}}}},
+			"source": {Type: "string", MaxLength: ptr.To[int64](1024), Pattern: CacheSourcePattern,
+				Description: "Where the weights come from when not the Hugging Face Hub. s3://BUCKET/PREFIX (with size): the fill Job copies the objects under PREFIX with boto3 onto the managed claim, and vLLM serves the directory (" + CachePath + "/s3/BUCKET/PREFIX). pvc://CLAIM/PATH (without claimName or size): the claim of yours is mounted as claimName's is, and vLLM serves the directory PATH in it."},
+			"credentialsSecret": {Type: "object", Description: "A Secret in the model's namespace given whole to the s3:// fill as its environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and for an S3-compatible store AWS_ENDPOINT_URL and AWS_DEFAULT_REGION. Unset: boto3's own chain (workload identity through serviceAccountName).",
+				Required: []string{"name"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"name": {Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253)},
+				}},
+			"serviceAccountName": {Type: "string", MaxLength: ptr.To[int64](253), Pattern: `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`,
+				Description: "The s3:// fill pod's ServiceAccount, for workload identity (IRSA, EKS Pod Identity, GKE): its webhook mounts the token and boto3 reads it. The operator neither creates nor annotates it."},
 			"tokenSecret": {Type: "object", Description: "The Secret key holding the Hugging Face token (HF_TOKEN) the fill Job downloads a gated model with.",
 				Required: []string{"name", "key"},
 				Properties: map[string]apiextensionsv1.JSONSchemaProps{
@@ -402,6 +422,10 @@ func cacheSchema() apiextensionsv1.JSONSchemaProps {
 			{Rule: RuleCacheClaimXorSize, Message: RuleCacheClaimXorSizeMsg},
 			{Rule: RuleCacheManagedFields, Message: RuleCacheManagedFieldsMsg},
 			{Rule: RuleCacheSize, Message: RuleCacheSizeMsg},
+			{Rule: RuleCacheS3Fields, Message: RuleCacheS3FieldsMsg},
+			{Rule: RuleCacheS3Size, Message: RuleCacheS3SizeMsg},
+			{Rule: RuleCacheS3NoToken, Message: RuleCacheS3NoTokenMsg},
+			{Rule: RuleCacheSourcePath, Message: RuleCacheSourcePathMsg},
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,6 +131,48 @@ type Cache struct {
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 	// TokenSecret is the Secret key holding the Hugging Face token the fill Job downloads with.
 	TokenSecret *SecretKey `json:"tokenSecret,omitempty"`
+	// Source is where the weights come from when not the Hugging Face Hub: s3://BUCKET/PREFIX
+	// fills a managed cache (Size) from object storage; pvc://CLAIM/PATH serves weights already
+	// on a claim of the user's (ClaimName's claim, at a path in it).
+	Source string `json:"source,omitempty"`
+	// CredentialsSecret is a Secret in the model's namespace whose keys the s3:// fill gets as
+	// its environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL,
+	// AWS_DEFAULT_REGION: the names boto3 reads).
+	CredentialsSecret *SecretRef `json:"credentialsSecret,omitempty"`
+	// ServiceAccountName is the s3:// fill pod's ServiceAccount, for workload identity (IRSA,
+	// EKS Pod Identity, GKE): the identity's webhook gives the pod its token and boto3 finds it.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// SecretRef names a Secret in the model's namespace.
+type SecretRef struct {
+	Name string `json:"name"`
+}
+
+// S3 is the bucket and prefix of an s3:// source (the prefix without its slashes).
+func (c *Cache) S3() (bucket, prefix string, ok bool) {
+	if c == nil {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(c.Source, "s3://")
+	if !ok {
+		return "", "", false
+	}
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	return bucket, strings.Trim(prefix, "/"), bucket != ""
+}
+
+// PVC is the claim and the path in it of a pvc:// source, or ClaimName and "" (the weights
+// in the claim's Hugging Face cache).
+func (c *Cache) PVC() (claim, path string) {
+	if c == nil {
+		return "", ""
+	}
+	if rest, ok := strings.CutPrefix(c.Source, "pvc://"); ok {
+		claim, path, _ = strings.Cut(rest, "/")
+		return claim, strings.Trim(path, "/")
+	}
+	return c.ClaimName, ""
 }
 
 // CacheStatus is a managed weights cache as the model last read it: its claim, whether it is

@@ -113,12 +113,28 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 // WeightsJobName is the fill Job of a managed claim.
 func WeightsJobName(claim string) string { return claim + "-fill" }
 
-// cacheClaimName is the claim the model's pods mount: the user's, or the managed one.
+// WeightsID is what a managed cache holds: the Hub's model id at its revision, or an s3://
+// source (its own revision is "": an object store has none).
+func WeightsID(isvc *crd.InferenceService, ext *crd.SpecExtensions) (id, revision string) {
+	if src, ok := s3Source(ext.Cache); ok {
+		return src, ""
+	}
+	return isvc.Spec.Model, WeightsRevision(ext)
+}
+
+// ManagedClaimName is the managed claim of a model's cache.
+func ManagedClaimName(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
+	return WeightsClaimName(WeightsID(isvc, ext))
+}
+
+// cacheClaimName is the claim the model's pods mount: the user's (claimName or a pvc://
+// source's), or the managed one.
 func cacheClaimName(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
 	if c := ext.Cache; c.Managed() {
-		return WeightsClaimName(isvc.Spec.Model, WeightsRevision(ext))
+		return ManagedClaimName(isvc, ext)
 	}
-	return ext.Cache.ClaimName
+	claim, _ := ext.Cache.PVC()
+	return claim
 }
 
 // cacheVolume is the model's HF_HOME volume: the claim (the managed one read-only, since only
@@ -136,9 +152,18 @@ func weightsMeta(isvc *crd.InferenceService, ext *crd.SpecExtensions, name, clai
 	return metav1.ObjectMeta{
 		Name: name, Namespace: isvc.Namespace,
 		Labels:          map[string]string{kinds.ManagedByLabel: kinds.ManagedByValue, WeightsLabel: claim},
-		Annotations:     map[string]string{WeightsModelAnnotation: isvc.Spec.Model + "@" + WeightsRevision(ext)},
+		Annotations:     map[string]string{WeightsModelAnnotation: weightsIDString(isvc, ext)},
 		OwnerReferences: []metav1.OwnerReference{weightsOwner(isvc)},
 	}
+}
+
+// weightsIDString is WeightsID as the claim's annotation and the status messages name it.
+func weightsIDString(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
+	id, rev := WeightsID(isvc, ext)
+	if rev == "" {
+		return id
+	}
+	return id + "@" + rev
 }
 
 // weightsOwner is a model's reference on the shared claim and Job: not their controller (no
@@ -237,6 +262,9 @@ const (
 // own, and TQDM_MININTERVAL spaces them and the fill's own progress line, so the log the
 // operator tails stays small.
 func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string) *batchv1.Job {
+	if _, ok := s3Source(ext.Cache); ok {
+		return desiredS3FillJob(isvc, ext, claim)
+	}
 	env := []corev1.EnvVar{
 		{Name: HFHomeEnv, Value: crd.CachePath},
 		{Name: "TQDM_POSITION", Value: "-1"},
@@ -320,7 +348,7 @@ func decideWeights(in *Input) WeightsPlan {
 	claim := cacheClaimName(isvc, ext)
 	p := WeightsPlan{Claim: claim}
 	w := in.Observed.Weights
-	model := isvc.Spec.Model
+	model, _ := WeightsID(isvc, ext)
 	switch c := w.Claim; {
 	case c == nil:
 		p.Creates = append(p.Creates, desiredWeightsClaim(isvc, ext, claim))
@@ -373,9 +401,13 @@ func decideWeights(in *Input) WeightsPlan {
 			msg += "; its log ends: " + last
 		}
 		next := "; delete the Job to try again"
-		if strings.HasPrefix(last, "fill: ") && strings.Contains(last, "more than the volume") {
-			// fillScript's size refusal: a retry on the same claim cannot fit either
+		switch {
+		case strings.HasPrefix(last, "fill: ") && strings.Contains(last, "more than the volume"):
+			// the fill's size refusal: a retry on the same claim cannot fit either
 			next = "; raise spec.cache.size, then delete PersistentVolumeClaim " + claim + " and Job " + j.Name + " (both are made again, the claim at the new size)"
+		case strings.HasPrefix(last, "fill: s3://") && strings.Contains(last, " refused: "):
+			// the s3 fill's refusal by the store (credentials, bucket, prefix): a retry gets the same
+			next = "; " + s3Remedy(ext.Cache) + ", then delete Job " + j.Name + " to try again"
 		}
 		p.cause = &Cause{RankWeights, ReasonWeightsDownloadFailed, msg + next}
 		p.status.Phase = crd.CacheFailed

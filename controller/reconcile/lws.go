@@ -67,7 +67,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // splits it, over Ray.
 func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string {
 	tp, pp := ext.ParallelSizes(isvc.Spec.GPUs())
-	args := []string{isvc.Spec.Model, "--port", portArg, "--served-model-name", ModelName(&isvc.Spec),
+	args := []string{ModelArg(&isvc.Spec, ext), "--port", portArg, "--served-model-name", ModelName(&isvc.Spec),
 		"--tensor-parallel-size", strconv.Itoa(int(tp)), "--pipeline-parallel-size", strconv.Itoa(int(pp)),
 		"--distributed-executor-backend", "ray"}
 	if len(ext.Adapters) > 0 {

@@ -94,12 +94,22 @@ const maxLoRAsArg = "4"
 // report (status.modelName) and a user's engine argument cannot change it.
 func ModelName(spec *crd.InferenceServiceSpec) string { return spec.Model }
 
+// ModelArg is what vLLM loads: the Hub id, or the directory the weights are in on the cache
+// (an s3:// source's copy, a pvc:// source's path), which vLLM v0.11 takes as a local model
+// when it is a directory (its config.json read from there, no Hub look-up).
+func ModelArg(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) string {
+	if dir := weightsDir(ext.Cache); dir != "" {
+		return dir
+	}
+	return spec.Model
+}
+
 // vllmArgs is vllm serve's command line (the image's entrypoint is vllm serve): the model as
 // its positional argument (--model is deprecated there), the operator's arguments, then the
 // user's engineArgs.
 func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
 	args := make([]string, 0, 12+len(ext.EngineArgs))
-	args = append(args, spec.Model, "--port", portArg, "--served-model-name", ModelName(spec))
+	args = append(args, ModelArg(spec, ext), "--port", portArg, "--served-model-name", ModelName(spec))
 	if p := ext.Parallelism; p != nil {
 		// spec.parallelism as given: the pipeline stages are processes of this pod, under vLLM's
 		// default executor for a world that fits the pod's GPUs (mp, vllm/config/parallel.py).

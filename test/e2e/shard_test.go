@@ -41,6 +41,7 @@ var fileSeconds = map[string]int{
 	"kueue_test.go":             73,
 	"weights_cache_test.go":     72,
 	"weights_fill_test.go":      72,
+	"weights_s3_test.go":        34,
 	"hostile_activator_test.go": 70,
 	"lastwords_test.go":         67,
 	"keda_test.go":              63,

@@ -217,6 +217,10 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 	if len(command) == 0 { // the runtime runs the image's entrypoint with the args
 		command = imageEntrypoint(spec.Image)
 	}
+	if d, ok := parseS3Fill(command, spec.Args); ok {
+		go s.runS3Fill(d)
+		return s
+	}
 	if d, ok := parseHFDownload(command, spec.Args); ok {
 		go s.runHFDownload(d)
 		return s

@@ -204,6 +204,22 @@ func (c *weightsCache) has(volume, model string) bool {
 	return c.held[volume+"\x00"+model]
 }
 
+// hasDirs reports whether a fill copied a directory of weights onto volume (an s3:// fill,
+// held as "dir:" and its path on the volume): what else is on it is then known.
+func (c *weightsCache) hasDirs(volume string) bool {
+	if c == nil || volume == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.held {
+		if strings.HasPrefix(k, volume+"\x00dir:") {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *weightsCache) put(volume, model string) { c.store(volume, model, 0) }
 
 // store records model held on volume, taking n bytes there.

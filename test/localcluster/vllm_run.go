@@ -151,7 +151,12 @@ func (s *modelServer) run() {
 	var cacheVolume string
 	local := strings.HasPrefix(model, "/") || strings.HasPrefix(model, "./")
 	if local {
-		if _, _, ok := mountFor(sp.Mounts, model); !ok {
+		// a directory on a volume a fill copied weights to is there only if that fill copied it
+		mount, volume, ok := mountFor(sp.Mounts, model)
+		if ok && s.cfg.Weights.hasDirs(volume) && !s.cfg.Weights.has(volume, "dir:"+strings.TrimSuffix(strings.TrimPrefix(model, mount), "/")) {
+			ok = false
+		}
+		if !ok {
 			s.failPython([]string{
 				`  File "` + pyLib + `/vllm/transformers_utils/config.py", line 633, in get_config`,
 				"    raise ValueError(",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test's suite: the main module's packages (go test -p, the e2e package excepted) and the
 # e2e package as E2E_SHARDS processes (E2E_SHARD=i/n, each with its own cluster and operator:
-# test/e2e/shard_test.go) side by side, and three other modules' tests in the background. The
+# test/e2e/shard_test.go) side by side, and four other modules' tests in the background. The
 # main packages stream as they run; the shards' and modules' logs follow when all have ended,
 # then each package's time and the slowest tests of all of them (test/slowest/slowest.sh).
 # Exits 1 when anything failed.
@@ -21,6 +21,8 @@ declare -A jobs
 jobs[module-localcluster]=$!
 (cd test/epp && GOWORK=off "$go" test -count=1 ./...) > "$logs/module-epp" 2>&1 &
 jobs[module-epp]=$!
+(cd test/s3 && GOWORK=off "$go" test -count=1 ./...) > "$logs/module-s3" 2>&1 &
+jobs[module-s3]=$!
 (cd "${PLUGIN_DIR:?}" && GOWORK=off "$go" test -count=1 ./...) > "$logs/module-plugin" 2>&1 &
 jobs[module-plugin]=$!
 # The e2e shards: -parallel bounds each one's tests that may overlap (test/e2e/main_test.go).
