@@ -195,9 +195,11 @@ func TestKueueTeamQuotaOnlinePreemptsOffline(t *testing.T) {
 	if gone := slices.DeleteFunc(slices.Clone(baseline), func(u types.UID) bool { return slices.Contains(tl.onlinePodUIDs(), u) }); len(gone) > 0 {
 		t.Errorf("online pods from before the peak were removed: %v", gone)
 	}
-	if n := tl.minBaselineReady(); n < len(baseline) {
-		t.Errorf("the model's PDB did not hold: only %d of its %d pods from before the peak were ready at one moment", n, len(baseline))
+	held, ready := tl.minBaseline()
+	if held < len(baseline) {
+		t.Errorf("the model's PDB did not hold: only %d of its %d pods from before the peak were left untouched at one moment", held, len(baseline))
 	}
+	t.Logf("of the model's %d pods from before the peak, at least %d were ready at every sample", len(baseline), ready)
 
 	// 6. What Kueue refuses the operator: the queue of a serving model. Kueue's Deployment
 	// webhook keeps kueue.x-k8s.io/queue-name immutable while the Deployment has ready pods, so
@@ -316,22 +318,30 @@ type kueueTimeline struct {
 	isvc   string
 	start  time.Time
 	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	last   string
-	gated  map[string]string // isvc reasons seen while an online pod was gated, and a message
+	// done and relayed close when the sampler and the watch of the isvc have stopped.
+	done, relayed chan struct{}
+	mu            sync.Mutex
+	last          string
+	gated         map[string]string // isvc reasons seen while an online pod was gated, and a message
 	// kueueSaid are Kueue's words on a gated pod's Workload, as the isvc's message gave them.
 	kueueSaid []string
 	evicted   map[string]bool // offline workloads seen preempted
-	// baseline are the model's pods before the peak; minReady the fewest of them ever ready.
-	baseline map[types.UID]bool
-	minReady int
+	// baseline are the model's pods before the peak; minHeld the fewest of them ever present and
+	// not terminating (what the PDB protects), minReady the fewest ever ready (a figure: a
+	// readiness probe that times out on a loaded machine is not a disruption).
+	baseline          map[types.UID]bool
+	minHeld, minReady int
 }
 
 func newKueueTimeline(t *testing.T, ns, isvc string) *kueueTimeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	tl := &kueueTimeline{t: t, ns: ns, isvc: isvc, start: time.Now(), cancel: cancel, done: make(chan struct{}),
-		gated: map[string]string{}, evicted: map[string]bool{}, minReady: 1 << 30}
+		gated: map[string]string{}, evicted: map[string]bool{}, minHeld: 1 << 30, minReady: 1 << 30}
+	tl.relayed = make(chan struct{})
+	go func() {
+		defer close(tl.relayed)
+		tl.watchRelays(ctx)
+	}()
 	go func() {
 		defer close(tl.done)
 		for {
@@ -346,7 +356,45 @@ func newKueueTimeline(t *testing.T, ns, isvc string) *kueueTimeline {
 	return tl
 }
 
-func (tl *kueueTimeline) stop() { tl.cancel(); <-tl.done }
+func (tl *kueueTimeline) stop() { tl.cancel(); <-tl.done; <-tl.relayed }
+
+// watchRelays records each different account of Kueue's the isvc's status gave, from every
+// write of it (a watch, not the sampler: the account may stand for less than a sampling period).
+func (tl *kueueTimeline) watchRelays(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := env.Dyn.Resource(crd.Resource).Namespace(tl.ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + tl.isvc})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second): // a retry period after a refused watch
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			i, err := crd.FromUnstructured(u)
+			if err != nil {
+				continue
+			}
+			_, says, ok := strings.Cut(readyMessage(i), "; Kueue Workload ")
+			if !ok {
+				continue
+			}
+			says, _, _ = strings.Cut(says, "; ")
+			_, words, _ := strings.Cut(says, ": ")
+			tl.mu.Lock()
+			if words != "" && !slices.Contains(tl.kueueSaid, words) {
+				tl.kueueSaid = append(tl.kueueSaid, words)
+				tl.t.Logf("t=%5.1fs isvc relays Kueue: %s", time.Since(tl.start).Seconds(), words)
+			}
+			tl.mu.Unlock()
+		}
+		w.Stop()
+	}
+}
 
 func (tl *kueueTimeline) mark(what string) {
 	tl.t.Logf("t=%5.1fs --- %s", time.Since(tl.start).Seconds(), what)
@@ -360,11 +408,8 @@ func (tl *kueueTimeline) sample() kueueSample {
 	if err != nil {
 		return s
 	}
-	gatedNow, baselineReady := false, 0
+	gatedNow := false
 	for _, p := range pods.Items {
-		if tl.isBaseline(p.UID) && podReady(&p) {
-			baselineReady++
-		}
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -442,21 +487,25 @@ func (tl *kueueTimeline) sample() kueueSample {
 		if _, seen := tl.gated[i.Status.Reason]; gatedNow && !seen {
 			tl.gated[i.Status.Reason] = readyMessage(i)
 		}
-		// Each different account Kueue gave of a gated pod, as the isvc relayed it.
-		if _, says, ok := strings.Cut(readyMessage(i), "; Kueue Workload "); gatedNow && ok {
-			says, _, _ = strings.Cut(says, "; ")
-			if _, words, _ := strings.Cut(says, ": "); words != "" && !slices.Contains(tl.kueueSaid, words) {
-				tl.kueueSaid = append(tl.kueueSaid, words)
-				tl.t.Logf("t=%5.1fs isvc relays Kueue: %s", time.Since(tl.start).Seconds(), words)
+	}
+	s.pdbAllowed = -1
+	baselineReady, baselineHeld := 0, 0
+	for _, p := range pods.Items {
+		if tl.baseline[p.UID] {
+			if podReady(&p) {
+				baselineReady++
+			}
+			if p.DeletionTimestamp == nil {
+				baselineHeld++
 			}
 		}
 	}
-	s.pdbAllowed = -1
 	if pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(tl.ns).Get(ctx, tl.isvc, metav1.GetOptions{}); err == nil {
 		s.pdbAllowed = pdb.Status.DisruptionsAllowed
 	}
 	if tl.baseline != nil {
 		tl.minReady = min(tl.minReady, baselineReady)
+		tl.minHeld = min(tl.minHeld, baselineHeld)
 	}
 	if line := s.String(); line != tl.last {
 		tl.last = line
@@ -489,16 +538,11 @@ func (tl *kueueTimeline) watchBaseline(uids []types.UID) {
 	}
 }
 
-func (tl *kueueTimeline) isBaseline(u types.UID) bool {
+// minBaseline is the fewest of the baseline pods ever untouched, and ever ready, at a sample.
+func (tl *kueueTimeline) minBaseline() (held, ready int) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	return tl.baseline[u]
-}
-
-func (tl *kueueTimeline) minBaselineReady() int {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	return tl.minReady
+	return tl.minHeld, tl.minReady
 }
 
 func podReady(p *corev1.Pod) bool {
