@@ -14,7 +14,7 @@ import (
 var headingLine = regexp.MustCompile(`^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$`)
 
 // Table is one Markdown table of a page, where the tests that hold the docs to the code read
-// it: the heading it sits under, the paragraph line just above it (its caption), its header
+// it: the heading it sits under, the paragraph just above it (its caption), its header
 // cells and its rows, each with its line for the failure message.
 type Table struct {
 	Page    string
@@ -74,14 +74,21 @@ func Tables(page string) ([]Table, error) {
 			continue
 		}
 		t := Table{Page: page, Line: i + 1, Heading: heading, Header: cells(trimmed)}
-		for j := i - 1; j >= 0; j-- {
-			if c := strings.TrimSpace(lines[j]); c != "" {
-				if !strings.HasPrefix(c, "#") {
-					t.Caption = c
-				}
+		// The caption is the paragraph just above, joined into one line (a blank line between
+		// them allowed, a heading not).
+		j := i - 1
+		for j >= 0 && strings.TrimSpace(lines[j]) == "" {
+			j--
+		}
+		var caption []string
+		for ; j >= 0; j-- {
+			c := strings.TrimSpace(lines[j])
+			if c == "" || strings.HasPrefix(c, "#") || strings.HasPrefix(c, "|") {
 				break
 			}
+			caption = append([]string{c}, caption...)
 		}
+		t.Caption = strings.Join(caption, " ")
 		i += 2
 		for ; i < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i]), "|"); i++ {
 			t.Rows = append(t.Rows, Row{Line: i + 1, Cells: cells(strings.TrimSpace(lines[i]))})
