@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 )
@@ -34,14 +33,27 @@ type Row struct {
 // Where says where a row is, as a failure names it: page:line.
 func (t Table) Where(r Row) string { return fmt.Sprintf("%s:%d", t.Page, r.Line) }
 
-// Root is the repository's directory, found from this file's own path so a test of any package
-// reads the same pages.
+// module is the main module's path: its go.mod marks the repository's root.
+const module = "github.com/example/inferenceservice-operator"
+
+// Root is the repository's directory: the nearest directory up from the test's working
+// directory (its package's) whose go.mod is the main module's, so a test of any package reads
+// the same pages (-trimpath or not).
 func Root() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("docs: runtime.Caller failed")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module "+module+"\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("docs: no go.mod of " + module + " above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // Tables reads every table of a page (a path relative to the repository), outside fenced code.
