@@ -102,7 +102,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates retry.")
 	klog.InitFlags(nil)
-	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed only with manifests/overlays/v1beta1.")
+	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed where the CRD converts with it: the default install (manifests/components/v1beta1); not with manifests/overlays/v1alpha1.")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+servingcert.CAFile+", "+servingcert.CAKeyFile+", "+servingcert.CertFile+", "+servingcert.KeyFile+"); reused while valid.")
 	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
 	flag.StringVar(&o.apiVersion, "api-version", "auto", "InferenceService version to watch and write status in: v1alpha1, v1beta1, or auto (v1beta1 when the API server serves it).")
