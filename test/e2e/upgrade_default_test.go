@@ -42,6 +42,26 @@ func renderedCRD(t *testing.T, dir string) *apiextensionsv1.CustomResourceDefini
 	return nil
 }
 
+// useDefaultInstallCRD is useWebhookCRD applying the CRD the default install renders (kubectl
+// kustomize manifests/), its webhook Service swapped for the operator's loopback URL: the local
+// cluster's Services lead nowhere.
+func useDefaultInstallCRD(t *testing.T) *webhookInstall {
+	t.Helper()
+	return useCRD(t, func(w *webhookInstall) *apiextensionsv1.CustomResourceDefinition {
+		def := renderedCRD(t, "manifests")
+		if def.Spec.Conversion == nil || def.Spec.Conversion.Webhook == nil || def.Spec.Conversion.Webhook.ClientConfig == nil || def.Spec.Conversion.Webhook.ClientConfig.Service == nil {
+			t.Fatalf("the default install's CRD converts with %+v; want its webhook Service", def.Spec.Conversion)
+		}
+		want := w.definition()
+		def.Spec.Conversion.Webhook.ClientConfig = want.Spec.Conversion.Webhook.ClientConfig
+		def.Labels, def.Annotations = nil, nil
+		if !reflect.DeepEqual(def.Spec, want.Spec) {
+			t.Fatal("the default install's CRD differs from crd.DefinitionWithV1beta1 beyond the webhook's address")
+		}
+		return def
+	})
+}
+
 // whole is what an object is to its users: its identity, labels, annotations, finalizers, spec
 // and status; what the API server bumps on any write (resourceVersion, managedFields) is not.
 func whole(u *unstructured.Unstructured) map[string]any {
@@ -103,10 +123,7 @@ func TestUpgradeFromV1alpha1Default(t *testing.T) {
 		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=120s")
 	})
 
-	// The previous default's CRD is what the suite runs on: v1alpha1 alone.
-	if got := renderedCRD(t, "manifests/overlays/v1alpha1"); len(got.Spec.Versions) != 1 || got.Spec.Versions[0].Name != crd.Version {
-		t.Fatalf("manifests/overlays/v1alpha1 renders versions %v", got.Spec.Versions)
-	}
+	// The suite runs on the previous default's CRD (manifests/crd): v1alpha1 alone.
 	waitStoredVersions(t, time.Minute, crd.Version)
 	objects := []struct {
 		name string
@@ -196,19 +213,7 @@ func TestUpgradeFromV1alpha1Default(t *testing.T) {
 
 	// The upgrade: the new default's CRD, its Service swapped for the webhook's loopback URL.
 	start := time.Now()
-	w := useCRD(t, func(w *webhookInstall) *apiextensionsv1.CustomResourceDefinition {
-		def := renderedCRD(t, "manifests")
-		if def.Spec.Conversion == nil || def.Spec.Conversion.Webhook == nil || def.Spec.Conversion.Webhook.ClientConfig.Service == nil {
-			t.Fatalf("the default install's CRD converts with %+v; want its webhook Service", def.Spec.Conversion)
-		}
-		want := w.definition()
-		def.Spec.Conversion.Webhook.ClientConfig = want.Spec.Conversion.Webhook.ClientConfig
-		def.Labels, def.Annotations = nil, nil
-		if !reflect.DeepEqual(def.Spec, want.Spec) {
-			t.Fatal("the default install's CRD differs from crd.DefinitionWithV1beta1 beyond the webhook's address")
-		}
-		return def
-	})
+	w := useDefaultInstallCRD(t)
 	waitStoredVersions(t, 2*time.Minute, crd.VersionV1beta1)
 	t.Logf("upgrade: %d objects migrated, storedVersions [v1beta1] %.1fs after the new default's CRD", len(before), time.Since(start).Seconds())
 	check := func(stage string) {
