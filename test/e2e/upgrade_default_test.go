@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -216,22 +217,53 @@ func TestUpgradeFromV1alpha1Default(t *testing.T) {
 	w := useDefaultInstallCRD(t)
 	waitStoredVersions(t, 2*time.Minute, crd.VersionV1beta1)
 	t.Logf("upgrade: %d objects migrated, storedVersions [v1beta1] %.1fs after the new default's CRD", len(before), time.Since(start).Seconds())
+	// Each object read whole: as v1alpha1, what was written, but for the status only v1beta1
+	// holds (endpoint, modelName), which the operator writes once it watches v1beta1 and
+	// v1alpha1 carries in its v1beta1-status annotation; as v1beta1, the operator's conversion of
+	// that v1alpha1 read, so the two views agree.
+	checkAlpha := func(stage, name string, withStatus bool) *unstructured.Unstructured {
+		t.Helper()
+		alpha, err := getVersion(t, false, ns, name)
+		if err != nil {
+			t.Fatalf("%s: %s in v1alpha1: %v", stage, name, err)
+		}
+		got, want := whole(alpha), whole(before[name])
+		ann := maps.Clone(alpha.GetAnnotations())
+		if kept := ann[crd.AnnotationV1beta1Status]; kept != "" {
+			var extra map[string]any
+			if err := json.Unmarshal([]byte(kept), &extra); err != nil {
+				t.Fatalf("%s: %s's %s: %v", stage, name, crd.AnnotationV1beta1Status, err)
+			}
+			for k := range extra {
+				if k != "endpoint" && k != "modelName" {
+					t.Errorf("%s: %s's v1alpha1 view carries v1beta1 status %q: %s", stage, name, k, kept)
+				}
+			}
+			delete(ann, crd.AnnotationV1beta1Status)
+		}
+		got["annotations"] = ann
+		if len(ann) == 0 {
+			got["annotations"] = want["annotations"]
+		}
+		if !withStatus {
+			delete(got, "status")
+			delete(want, "status")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %s read as v1alpha1 is not what was written:\n got %v\nwant %v", stage, name, got, want)
+		}
+		return alpha
+	}
 	check := func(stage string) {
 		t.Helper()
-		for name, b := range before {
-			alpha, err := getVersion(t, false, ns, name)
-			if err != nil {
-				t.Fatalf("%s: %s in v1alpha1: %v", stage, name, err)
-			}
-			if got, want := whole(alpha), whole(b); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: %s read as v1alpha1 is not what was written:\n got %v\nwant %v", stage, name, got, want)
-			}
+		for name := range before {
+			alpha := checkAlpha(stage, name, true)
 			beta, err := getVersion(t, true, ns, name)
 			if err != nil {
 				t.Fatalf("%s: %s in v1beta1: %v", stage, name, err)
 			}
-			if got, want := whole(beta), convertWhole(t, b, crd.GroupVersionV1beta1.String()); !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: %s read as v1beta1 is not the conversion of what was written:\n got %v\nwant %v", stage, name, got, want)
+			if got, want := whole(beta), convertWhole(t, alpha, crd.GroupVersionV1beta1.String()); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s read as v1beta1 is not the conversion of its v1alpha1 read:\n got %v\nwant %v", stage, name, got, want)
 			}
 			if uid, ok := children[name]; ok {
 				if d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || d.UID != uid {
@@ -291,19 +323,10 @@ func TestUpgradeFromV1alpha1Default(t *testing.T) {
 	}
 	w.restoreSuiteCRD(t)
 	t.Logf("rollback: storedVersions [v1alpha1] and the v1alpha1-only CRD in %.1fs", time.Since(start).Seconds())
-	for name, b := range before {
-		u, err := getVersion(t, false, ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for name := range before {
 		// The suite's operator, back, may have written status since; identity, metadata and
 		// spec are what the rollback must keep.
-		got, want := whole(u), whole(b)
-		delete(got, "status")
-		delete(want, "status")
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("after the rollback %s:\n got %v\nwant %v", name, got, want)
-		}
+		checkAlpha("after the rollback", name, false)
 	}
 	// The v1beta1-only fields survive as v1alpha1's annotation, and v1beta1 is no longer served.
 	if u, err := getVersion(t, false, ns, "written-as-beta"); err != nil {
