@@ -85,8 +85,9 @@ func convertWhole(t *testing.T, u *unstructured.Unstructured, apiVersion string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unstructured's own decoding: integers stay int64, as the API server's reads give them.
 	var c unstructured.Unstructured
-	if err := json.Unmarshal(out, &c.Object); err != nil {
+	if err := c.UnmarshalJSON(out); err != nil {
 		t.Fatal(err)
 	}
 	return whole(&c)
