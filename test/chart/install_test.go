@@ -208,7 +208,8 @@ func runOperator(t *testing.T, name string) *operator.Process {
 // in place of the chart's Service: the local cluster's API server cannot route a Service (no
 // kube-proxy, and a Service's name goes out through this machine's HTTPS proxy), so the
 // operator run as the pod serves it on loopback. Before a helm upgrade, unpointConversion puts
-// the chart's Service back, as Helm's three-way merge would add it next to the URL.
+// the chart's Service back: Helm's server-side apply would set it next to the URL, which the
+// API server refuses.
 func pointConversionAt(t *testing.T, url, caFile string) {
 	t.Helper()
 	ca, err := os.ReadFile(caFile)
@@ -216,6 +217,9 @@ func pointConversionAt(t *testing.T, url, caFile string) {
 		t.Fatal(err)
 	}
 	patchClientConfig(t, map[string]any{"service": nil, "url": url, "caBundle": ca})
+	// The CRD outlives the release (crds.keep): the next test's install applies the chart's
+	// Service, which must not meet this URL.
+	t.Cleanup(func() { unpointConversion(t) })
 	testenv.Eventually(t, 30*time.Second, "conversions through "+url, func() error {
 		_, err := env.Dyn.Resource(crd.Resource).List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err
