@@ -226,12 +226,35 @@ func pointConversionAt(t *testing.T, url, caFile string) {
 	})
 }
 
-// unpointConversion puts the chart's webhook Service back in the CRD (pointConversionAt).
+// unpointConversion puts the chart's webhook Service back in the CRD (pointConversionAt) and
+// gives up the test's ownership of those fields, so the next helm install or upgrade (a
+// server-side apply, with the release's namespace) owns them without a conflict.
 func unpointConversion(t *testing.T) {
 	t.Helper()
 	svc := crd.InClusterWebhook().Service
 	patchClientConfig(t, map[string]any{"url": nil, "service": map[string]any{"name": svc.Name, "namespace": systemNamespace, "path": *svc.Path, "port": *svc.Port}})
+	u, err := env.Dyn.Resource(crdGVR).Get(testenv.Ctx(t, time.Minute), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []any
+	for _, m := range u.GetManagedFields() {
+		if m.Manager != conversionFieldManager {
+			keep = append(keep, m)
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": keep, "resourceVersion": u.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
+
+// conversionFieldManager owns what pointConversionAt and unpointConversion write, until the
+// latter gives it up.
+const conversionFieldManager = "chart-test-conversion"
 
 func patchClientConfig(t *testing.T, cfg map[string]any) {
 	t.Helper()
@@ -239,7 +262,7 @@ func patchClientConfig(t *testing.T, cfg map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: conversionFieldManager}); err != nil {
 		t.Fatal(err)
 	}
 }
