@@ -107,7 +107,8 @@ func TestDefaultInstallServesV1beta1(t *testing.T) {
 				served = append(served, fmt.Sprint(v.(map[string]any)["name"]))
 			}
 		}
-		if fmt.Sprint(spec["conversion"].(map[string]any)["strategy"]) != "Webhook" || storageVersion(spec) != "v1beta1" || fmt.Sprint(served) != "[v1alpha1 v1beta1]" {
+		conv, _ := spec["conversion"].(map[string]any)
+		if fmt.Sprint(conv["strategy"]) != "Webhook" || storageVersion(spec) != "v1beta1" || fmt.Sprint(served) != "[v1alpha1 v1beta1]" {
 			t.Errorf("%s: CRD conversion %v, storage %s, served %v: want the webhook, v1beta1 stored, both served", name, spec["conversion"], storageVersion(spec), served)
 		}
 		if err := has(objs, "Service inferenceservice-system/inferenceservice-operator-webhook", "ClusterRole <nil>/inferenceservice-operator-storage-migration"); err != nil {
