@@ -379,7 +379,7 @@ func envSchema() apiextensionsv1.JSONSchemaProps {
 	}
 }
 
-// In-cluster conversion webhook Service, as manifests/overlays/v1beta1 installs it.
+// In-cluster conversion webhook Service, as the default install (manifests/components/v1beta1) has it.
 const (
 	WebhookServiceName      = "inferenceservice-operator-webhook"
 	WebhookServiceNamespace = "inferenceservice-system"

@@ -230,7 +230,7 @@ func TestChartMatchesManifests(t *testing.T) {
 		{name: "metrics insecure", values: []string{"--set", "metrics.secure=false"}, dirs: []string{"overlays/metrics-insecure"}},
 		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a","team-b"]`, "--set", "autoscaling.metricSource=none"},
 			dirs: []string{"overlays/namespaced"}},
-		{name: "v1beta1", values: []string{"--set", "conversionWebhook.enabled=true"}, dirs: []string{"overlays/v1beta1"}},
+		{name: "v1alpha1 only (the rollback)", values: []string{"--set", "conversionWebhook.enabled=false"}, dirs: []string{"overlays/v1alpha1"}},
 		{name: "prometheus-adapter", values: []string{"--set", "autoscaling.metricSource=prometheus-adapter"}, dirs: []string{"overlays/prometheus-adapter"}},
 		{name: "keda", values: []string{"--set", "autoscaling.metricSource=keda"}, dirs: []string{"overlays/keda"}},
 		{name: "cert-manager", values: []string{"--set", "metricsAdapter.certManager=true"}, dirs: []string{"overlays/cert-manager"}},

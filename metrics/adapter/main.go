@@ -33,7 +33,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
+	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
+	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 func TestBackendOf(t *testing.T) {

@@ -2,7 +2,9 @@ package chart
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/servingcert"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -131,7 +135,7 @@ func upgradedChart(t *testing.T) string {
 		}
 	}
 	edit("Chart.yaml", "version: 0.1.0", "version: 0.1.1")
-	edit("files/crd-v1alpha1.yaml", "  labels:\n", "  labels:\n    example.com/chart-upgrade-test: v2\n")
+	edit("files/crd-v1beta1.yaml", "  labels:\n", "  labels:\n    example.com/chart-upgrade-test: v2\n")
 	return dir
 }
 
@@ -148,8 +152,22 @@ func runOperator(t *testing.T, name string) *operator.Process {
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	args := []string{"--kubeconfig=" + saKubeconfig(t), "--leader-election-namespace=" + systemNamespace}
+	webhookAddr, certDir := "", t.TempDir()
 	for _, a := range c.Args {
-		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+		switch {
+		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="):
+		case strings.HasPrefix(a, "--webhook-bind-address="):
+			// The conversion webhook on loopback too, its certificates in the test's directory.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			webhookAddr = ln.Addr().String()
+			ln.Close()
+			args = append(args, "--webhook-bind-address="+webhookAddr)
+		case strings.HasPrefix(a, "--webhook-cert-dir="):
+			args = append(args, "--webhook-cert-dir="+certDir)
+		default:
 			args = append(args, a)
 		}
 	}
@@ -180,7 +198,73 @@ func runOperator(t *testing.T, name string) *operator.Process {
 		t.Fatalf("%s: %v (log %s)", name, err, log)
 	}
 	t.Logf("operator %s running with %v and %v", name, envs, args[1:])
+	if webhookAddr != "" {
+		pointConversionAt(t, "https://"+webhookAddr+crd.WebhookPath, filepath.Join(certDir, servingcert.CAFile))
+	}
 	return p
+}
+
+// pointConversionAt sets the CRD's conversion webhook to url, verified with the CA in caFile,
+// in place of the chart's Service: the local cluster's API server cannot route a Service (no
+// kube-proxy, and a Service's name goes out through this machine's HTTPS proxy), so the
+// operator run as the pod serves it on loopback. Before a helm upgrade, unpointConversion puts
+// the chart's Service back: Helm's server-side apply would set it next to the URL, which the
+// API server refuses.
+func pointConversionAt(t *testing.T, url, caFile string) {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patchClientConfig(t, map[string]any{"service": nil, "url": url, "caBundle": ca})
+	// The CRD outlives the release (crds.keep): the next test's install applies the chart's
+	// Service, which must not meet this URL.
+	t.Cleanup(func() { unpointConversion(t) })
+	testenv.Eventually(t, 30*time.Second, "conversions through "+url, func() error {
+		_, err := env.Dyn.Resource(crd.Resource).List(context.Background(), metav1.ListOptions{Limit: 1})
+		return err
+	})
+}
+
+// unpointConversion puts the chart's webhook Service back in the CRD (pointConversionAt) and
+// gives up the test's ownership of those fields, so the next helm install or upgrade (a
+// server-side apply, with the release's namespace) owns them without a conflict.
+func unpointConversion(t *testing.T) {
+	t.Helper()
+	svc := crd.InClusterWebhook().Service
+	patchClientConfig(t, map[string]any{"url": nil, "service": map[string]any{"name": svc.Name, "namespace": systemNamespace, "path": *svc.Path, "port": *svc.Port}})
+	u, err := env.Dyn.Resource(crdGVR).Get(testenv.Ctx(t, time.Minute), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []any
+	for _, m := range u.GetManagedFields() {
+		if m.Manager != conversionFieldManager {
+			keep = append(keep, m)
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": keep, "resourceVersion": u.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// conversionFieldManager owns what pointConversionAt and unpointConversion write, until the
+// latter gives it up.
+const conversionFieldManager = "chart-test-conversion"
+
+func patchClientConfig(t *testing.T, cfg map[string]any) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": cfg}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: conversionFieldManager}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func saKubeconfig(t *testing.T) string {
@@ -276,6 +360,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	// Upgrade: a new chart version whose CRD changed, and a changed value.
+	unpointConversion(t)
 	helmCmd(t, h, "upgrade", release, upgradedChart(t), "--set", "operator.resources.limits.memory=512Mi",
 		"--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	var d *appsv1.Deployment
@@ -354,7 +439,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if _, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("CRD after uninstall: %v; want kept", err)
 	}
-	if _, err := env.ISVC(model, "qwen3"); err != nil {
+	// Read in the stored version, v1beta1: with no operator left to convert, a v1alpha1 read
+	// fails at the API server (docs/operations.md, "Conversion").
+	if _, err := env.Dyn.Resource(crd.ResourceV1beta1).Namespace(model).Get(ctx, "qwen3", metav1.GetOptions{}); err != nil {
 		t.Errorf("isvc after uninstall: %v; want kept with the CRD", err)
 	}
 	if _, err := env.Kube.AppsV1().Deployments(model).Get(ctx, "qwen3", metav1.GetOptions{}); err != nil {

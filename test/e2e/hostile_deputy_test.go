@@ -32,7 +32,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
+	"github.com/example/inferenceservice-operator/servingcert"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
