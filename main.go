@@ -35,6 +35,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 	"github.com/example/inferenceservice-operator/controller/process/leader"
 	"github.com/example/inferenceservice-operator/controller/process/memlimit"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -43,7 +44,6 @@ import (
 	"github.com/example/inferenceservice-operator/informers"
 	"github.com/example/inferenceservice-operator/metrics"
 	"github.com/example/inferenceservice-operator/queue"
-	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".

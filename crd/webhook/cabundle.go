@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 // FieldManager names the operator's caBundle writes.

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 // Server makes or reuses the webhook's certificates in certDir, keeps their CA in the CRD's

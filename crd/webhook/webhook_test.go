@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
-	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 // The handler over TLS with the generated certificate, verified with the CA alone, as the API

@@ -31,9 +31,9 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
-	"github.com/example/inferenceservice-operator/servingcert"
 )
 
 func main() {

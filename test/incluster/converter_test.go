@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/crd/storage"
 	"github.com/example/inferenceservice-operator/crd/webhook"
-	"github.com/example/inferenceservice-operator/servingcert"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/example/inferenceservice-operator/servingcert"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
