@@ -35,13 +35,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 		return queue.Done(), err
 	}
 	if !ok {
-		c.metrics.ForgetInferenceService(key.Namespace, key.Name)
-		c.holds.forget(key)
-		c.echoes.forget(key)
-		c.namesakes.forgetAll(key.Namespace, key.Name)
-		c.attempts.forget(key)
-		c.evidence.Forget(key)
-		c.expected.forget(key)
+		c.forget(key)
 		// Gone: if it was the namespace's last model through the activator, so is the grant.
 		return queue.Done(), c.sweepActivatorGrant(ctx, key.Namespace)
 	}
@@ -67,7 +61,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 	}
 	// Children just created that the caches have not shown: deciding now would create them
 	// again and write the status of a model without them. Their events bring the key back.
-	if wait, ok := c.expected.unmet(key, c.now()); ok {
+	if wait, ok := c.memory.expected().unmet(key, c.now()); ok {
 		return queue.After(wait), nil
 	}
 	ext, storedExt, extErr := crd.ExtensionsOf(isvc)
@@ -146,7 +140,7 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 			return withDiagnosisRecheck(next, soonest(out.Recheck, adapterWait, evidenceWait)), nil
 		}
 	}
-	c.holds.forget(key)
+	c.memory.holds().release(key)
 	echoWait, err := c.writeStatus(ctx, isvc, &st, &storedExt, &out.StatusExt)
 	if err != nil {
 		return queue.Done(), errors.Join(applyErr, regErr, err)
@@ -163,6 +157,14 @@ func (c *Controller) sync(ctx context.Context, key queue.Key) (queue.Outcome, er
 }
 
 const recheckAfterActing = 2 * time.Second
+
+// forget drops all the controller keeps of a deleted isvc: its memory, the evidence read for
+// it and its metrics' series.
+func (c *Controller) forget(key queue.Key) {
+	c.memory.forget(key)
+	c.evidence.Forget(key)
+	c.metrics.ForgetInferenceService(key.Namespace, key.Name)
+}
 
 // observe reads this InferenceService's children from the caches.
 func (c *Controller) observe(isvc *crd.InferenceService) (reconcile.Observed, error) {
