@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -141,13 +142,19 @@ func upgradedChart(t *testing.T) string {
 // local cluster's kubelet does not run the image, so this process is the operator's pod.
 func runOperator(t *testing.T, name string) *operator.Process {
 	t.Helper()
+	return runOperatorIn(t, systemNamespace, name)
+}
+
+// runOperatorIn is runOperator for a release in ns.
+func runOperatorIn(t *testing.T, ns, name string) *operator.Process {
+	t.Helper()
 	ctx := testenv.Ctx(t, time.Minute)
-	d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	args := []string{"--kubeconfig=" + saKubeconfig(t), "--leader-election-namespace=" + systemNamespace}
+	args := []string{"--kubeconfig=" + saKubeconfigIn(t, ns), "--leader-election-namespace=" + ns}
 	for _, a := range c.Args {
 		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
 			args = append(args, a)
@@ -185,11 +192,61 @@ func runOperator(t *testing.T, name string) *operator.Process {
 
 func saKubeconfig(t *testing.T) string {
 	t.Helper()
-	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), systemNamespace, "inferenceservice-operator")
+	return saKubeconfigIn(t, systemNamespace)
+}
+
+// saKubeconfigIn is a kubeconfig with the token of the operator's ServiceAccount in ns.
+func saKubeconfigIn(t *testing.T, ns string) string {
+	t.Helper()
+	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), ns, "inferenceservice-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// releaseNamespace makes ns as docs/operations.md has a release's namespace made: labelled
+// for the restricted Pod Security level (the chart makes no namespace), before helm install -n.
+func releaseNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+}
+
+// deleteNamespace deletes ns, which helm uninstall leaves, and waits until it is gone: nothing
+// of the release holds it.
+func deleteNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	if err := env.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete namespace %s: %v", ns, err)
+		return
+	}
+	testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" deleted", func() error {
+		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("phase %s, conditions %v", n.Status.Phase, n.Status.Conditions)
+	})
+}
+
+// adoptCRD is docs/operations.md's step for a release in another namespace than the one whose
+// uninstall kept the CRD (crds.keep): Helm adopts an object only when its release annotations
+// name the release installing it.
+func adoptCRD(t *testing.T, ns string) {
+	t.Helper()
+	if _, err := env.Dyn.Resource(crdGVR).Get(testenv.Ctx(t, time.Minute), crdName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return
+	}
+	env.Kubectl(t, "annotate", "crd", crdName, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+ns, "--overwrite")
 }
 
 // operatorRolledOut: the operator Deployment's current template is rolled out to all its
@@ -241,8 +298,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("helm lint:\n%s", lint)
 	}
 
-	// Install, as the README says: the chart makes its namespace, so the release lives in default.
-	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	// Install, as docs/operations.md says: the release's namespace first, labelled for the
+	// restricted Pod Security level, then the release in it.
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	ns, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	if err != nil {
@@ -276,7 +335,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	// Upgrade: a new chart version whose CRD changed, and a changed value.
-	helmCmd(t, h, "upgrade", release, upgradedChart(t), "--set", "operator.resources.limits.memory=512Mi",
+	helmCmd(t, h, "upgrade", release, upgradedChart(t), "-n", systemNamespace, "--set", "operator.resources.limits.memory=512Mi",
 		"--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	var d *appsv1.Deployment
 	testenv.Eventually(t, 2*time.Minute, "the operator rolled out", func() error {
@@ -332,14 +391,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	helmCmd(t, h, "uninstall", release, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
-	testenv.Eventually(t, 2*time.Minute, "the operator's namespace deleted", func() error {
-		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("namespace %s: %v", systemNamespace, err)
-	})
+	helmCmd(t, h, "uninstall", release, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	// helm leaves the release's namespace; its deletion completes (nothing of the release
+	// holds it).
+	deleteNamespace(t, systemNamespace)
 	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-activator", "inferenceservice-operator-metrics-reader"} {
 		if _, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ClusterRole %s after uninstall: %v, want not found", name, err)
@@ -373,10 +428,11 @@ func TestHelmWatchNamespaces(t *testing.T) {
 	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
 	watched := env.CreateNamespace(t, "team-a")
 	other := env.CreateNamespace(t, "team-z")
-	helmCmd(t, h, "install", release, Dir, "--set-json", `watchNamespaces=["team-a"]`,
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--set-json", `watchNamespaces=["team-a"]`,
 		"--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	t.Cleanup(func() {
-		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
 	})
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	if _, err := env.Kube.RbacV1().Roles(watched).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
