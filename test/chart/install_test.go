@@ -36,6 +36,9 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // chart installs them, and Helm refuses to take over objects another tool created.
 var env testenv.Env
 
+// activatorBin is the activator the kubelet runs for operator.ActivatorImage.
+var activatorBin string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -55,13 +58,18 @@ func run(m *testing.M) int {
 	built := make(chan error, 1)
 	go func() {
 		var err error
-		env.Bin, err = operator.Build(ctx, env.Dir)
+		if env.Bin, err = operator.Build(ctx, env.Dir); err == nil {
+			activatorBin, err = operator.BuildActivator(ctx, env.Dir)
+		}
 		built <- err
 	}()
-	// Pods follow the kubelet's schedule model; no model server is needed to prove the install.
-	env.Cluster, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--kubelet-serve=false"}})
-	if err == nil {
-		err = <-built
+	// The chart's pods follow the kubelet's schedule model (the kubelet does not run the
+	// operator's image), except the activator's where a test renames its image to
+	// operator.ActivatorImage; models run the fake vLLM server, so a model at zero can be woken
+	// through the activator (wake_test.go). The activator is built first: --exec-image wants
+	// the file when the cluster starts.
+	if err = <-built; err == nil {
+		env.Cluster, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--exec-image=" + operator.ActivatorImage + "=" + activatorBin}})
 	}
 	if err == nil {
 		env.Kube, err = env.Cluster.Clientset()
