@@ -362,6 +362,7 @@ func TestChartReleaseNamespace(t *testing.T) {
 		{name: "every part", values: []string{"--set", "conversionWebhook.enabled=true,metricsAdapter.certManager=true,operatorGuard.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true"},
 			activator: "--activator-service=my-ns/inferenceservice-activator:80"},
 		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a"]`}, activator: "--activator-service=my-ns/inferenceservice-activator:80"},
+		{name: "activator off, monitored", values: []string{"--set", "activator.enabled=false,metrics.serviceMonitor.enabled=true"}, activator: "--activator-service="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := runHelm(t, h, append([]string{"template", "isvc", chartDir, "--namespace", ns}, tc.values...)...)
@@ -409,8 +410,29 @@ func TestChartReleaseNamespace(t *testing.T) {
 			if want := []string{tc.activator, "--network-policy-install-namespace=" + ns}; !slices.Equal(got, want) {
 				t.Errorf("operator args %v, want %v", got, want)
 			}
-			if _, on := objs["Service "+ns+"/inferenceservice-activator"]; on != (tc.activator != "--activator-service=") {
-				t.Errorf("activator Service rendered %v with %s", on, tc.activator)
+			// The activator's Service, and its ServiceMonitor where they are on, only with it.
+			on := tc.activator != "--activator-service="
+			monitored := tc.name == "every part" || strings.HasSuffix(tc.name, "monitored")
+			for k, want := range map[string]bool{
+				"Service " + ns + "/inferenceservice-activator":        on,
+				"ServiceMonitor " + ns + "/inferenceservice-activator": on && monitored,
+				"ServiceMonitor " + ns + "/inferenceservice-operator":  monitored,
+			} {
+				if _, rendered := objs[k]; rendered != want {
+					t.Errorf("%s rendered %v, want %v", k, rendered, want)
+				}
+			}
+			if tc.name == "every part" {
+				for _, name := range []string{"inferenceservice-operator", "inferenceservice-activator", "inferenceservice-metrics-adapter"} {
+					sm, ok := objs["ServiceMonitor "+ns+"/"+name]
+					if !ok {
+						t.Errorf("no ServiceMonitor %s in %s", name, ns)
+						continue
+					}
+					if sel := fmt.Sprint(sm["spec"].(map[string]any)["namespaceSelector"]); sel != "map[matchNames:["+ns+"]]" {
+						t.Errorf("ServiceMonitor %s selects %s, want the release's namespace", name, sel)
+					}
+				}
 			}
 			if crd, ok := objs["CustomResourceDefinition <nil>/inferenceservices.ai.example.com"]; ok && tc.name == "every part" {
 				svc := crd["spec"].(map[string]any)["conversion"].(map[string]any)["webhook"].(map[string]any)["clientConfig"].(map[string]any)["service"].(map[string]any)
