@@ -310,6 +310,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// restricted Pod Security level, then the release in it.
 	releaseNamespace(t, systemNamespace)
 	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	t.Cleanup(func() { // a failed step leaves no release to the next test
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
+	})
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	ns, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	if err != nil {
@@ -383,7 +386,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if after.UID != isvc.UID {
 		t.Fatalf("isvc UID %s after upgrade, was %s", after.UID, isvc.UID)
 	}
-	helmCmd(t, h, "history", release)
+	helmCmd(t, h, "history", release, "-n", systemNamespace)
 	// The chart's RBAC is all the operator needed: nothing it asked for was refused.
 	for _, name := range []string{"operator-0.1.0", "operator-0.1.1"} {
 		b, err := os.ReadFile(filepath.Join(env.Dir, name+".log"))
