@@ -75,6 +75,15 @@ type options struct {
 
 func parseFlags() options {
 	var o options
+	defineFlags(&o)
+	klog.InitFlags(nil)
+	flag.Parse()
+	return o
+}
+
+// defineFlags registers the operator's own flags (klog's come after) on the command line's
+// FlagSet, apart from parsing, so a test can read back the set docs/operations.md documents.
+func defineFlags(o *options) {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, else the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
 	flag.DurationVar(&o.creatingEvidenceAfter, "creating-evidence-after", reconcile.DefaultCreatingEvidenceAfter, "A model pod whose container is still being created this long after it was scheduled has its Events read (a pull in progress, a volume that will not mount), again each period while it stays; 0 reads none.")
@@ -100,7 +109,6 @@ func parseFlags() options {
 	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a lease is valid without renewal.")
 	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates retry.")
-	klog.InitFlags(nil)
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed only with manifests/overlays/v1beta1.")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+webhook.CAFile+", "+webhook.CertFile+", "+webhook.KeyFile+"); reused while valid.")
 	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
@@ -120,8 +128,6 @@ func parseFlags() options {
 	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting), which KEDA's triggers query; required there.")
 	flag.DurationVar(&o.modelServerTimeout, "model-server-timeout", modelserver.DefaultTimeout, "Timeout of one GET /v1/models or adapter unload on a model pod (asked only for models with LoRA adapters).")
 	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modelserver.DefaultLoadTimeout, "Timeout of one LoRA adapter load on a model pod (vLLM downloads and reads the adapter meanwhile).")
-	flag.Parse()
-	return o
 }
 
 func main() {
