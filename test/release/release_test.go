@@ -138,7 +138,7 @@ func TestRelease(t *testing.T) {
 	// mounted ServiceAccount token and the adapter's CA.
 	began := time.Now()
 	// Without --logs: helm looks for them in the release's namespace, the Pod is in the operator's.
-	if o, e, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err != nil {
+	if o, e, err := h.Run(ctx, root, "test", args[2], "-n", systemNamespace, "--timeout", "3m"); err != nil {
 		logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
 		t.Fatalf("helm test %s: %v\n%s\n%s\nthe Pod's log:\n%s", args[2], err, o, e, logs)
 	} else {
@@ -156,7 +156,7 @@ func TestRelease(t *testing.T) {
 		}
 		return nil
 	})
-	if o, _, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err == nil {
+	if o, _, err := h.Run(ctx, root, "test", args[2], "-n", systemNamespace, "--timeout", "3m"); err == nil {
 		t.Fatalf("helm test passed with the operator scaled to 0:\n%s", o)
 	}
 	logs, _, err := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
@@ -172,7 +172,12 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	t.Logf("helm test with the operator scaled to 0 fails; its Pod's log:\n%s", logs)
-	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "--wait", "--timeout", "3m"); err != nil {
+	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "-n", systemNamespace, "--wait", "--timeout", "3m"); err != nil {
+		t.Fatal(err)
+	}
+	// helm leaves the release's namespace (--create-namespace made it); the manifests below
+	// make it again.
+	if err := kube.CoreV1().Namespaces().Delete(ctx, systemNamespace, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 3*time.Minute, "namespace "+systemNamespace+" gone after helm uninstall", func() error {

@@ -219,7 +219,7 @@ func run(o options) error {
 	// No write timeout: a held request waits up to --max-wait, and a completion streams for
 	// minutes. An idle kept-alive connection is closed: a stranger's thousand idle connections
 	// cost their buffers only that long.
-	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
+	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: metrics.Instrument(handler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 
 	errs := make(chan error, len(side)+1)
 	for _, s := range append(side, proxy) {
