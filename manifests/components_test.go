@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
 // components are manifests/components, each with the chart values that install the same
@@ -219,9 +217,10 @@ func compose(t *testing.T, names ...string) (map[string]object, error) {
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bin := kubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cluster.KubectlPath(), "kustomize", dir)
+	cmd := exec.CommandContext(ctx, bin, "kustomize", dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
