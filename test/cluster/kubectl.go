@@ -4,8 +4,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +22,9 @@ const KubectlBinEnv = "KUBECTL_BIN"
 
 // KubectlPath is $KUBECTL_BIN (or $KUBECTL), else test/kubectl/bin/kubectl, built by
 // test/kubectl/build.sh, which returns at once while its inputs are unchanged (a first build
-// compiles for minutes). No kubectl of the machine's is taken: one outside a minor version of
-// the control plane (v1.37) is outside Kubernetes' version-skew policy.
+// compiles for minutes, its progress on stderr). No kubectl of the machine's is taken: one
+// outside a minor version of the control plane (v1.37) is outside Kubernetes' version-skew
+// policy.
 func KubectlPath(ctx context.Context) (string, error) {
 	for _, env := range []string{KubectlBinEnv, "KUBECTL"} {
 		if bin := os.Getenv(env); bin != "" {
@@ -38,8 +41,11 @@ func KubectlPath(ctx context.Context) (string, error) {
 	bin := filepath.Join(root, "test", "kubectl", "bin", "kubectl")
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "test", "kubectl", "build.sh"), bin)
 	cmd.Env = buildEnv()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("no kubectl: test/kubectl/build.sh %s: %w (run `test/kubectl/build.sh` and set %s)\n%s", bin, err, KubectlBinEnv, out)
+	// stdout is the script's "(up to date)" and the compiler's errors; stderr its progress.
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(os.Stderr, &out)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("no kubectl: test/kubectl/build.sh %s: %w (run `test/kubectl/build.sh` and set %s)\n%s", bin, err, KubectlBinEnv, out.String())
 	}
 	return bin, nil
 }
