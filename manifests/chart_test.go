@@ -55,6 +55,19 @@ func helm(t *testing.T) chart.Helm {
 	return chart.Helm{Bin: bin, Home: t.TempDir()}
 }
 
+// kubectl is the kubectl of test/kubectl ($KUBECTL_BIN, or built now when unset), which renders
+// the kustomizations as `kubectl apply -k` does.
+func kubectl(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	bin, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // runHelm runs helm in manifests/ and returns its stdout.
 func runHelm(t *testing.T, h chart.Helm, args ...string) string {
 	t.Helper()
@@ -113,7 +126,7 @@ func kustomize(t *testing.T, dirs ...string) map[string]object {
 	t.Helper()
 	all := map[string]object{}
 	for _, d := range dirs {
-		for k, o := range parse(t, run(t, cluster.KubectlPath(), "kustomize", d)) {
+		for k, o := range parse(t, run(t, kubectl(t), "kustomize", d)) {
 			all[k] = o
 		}
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
 // components are manifests/components but v1beta1 (the default install's API, in every render
@@ -255,9 +253,10 @@ func compose(t *testing.T, names ...string) (map[string]object, error) {
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bin := kubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cluster.KubectlPath(), "kustomize", dir)
+	cmd := exec.CommandContext(ctx, bin, "kustomize", dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -59,6 +59,12 @@ func run(ctx context.Context, keep bool) error {
 		defer os.RemoveAll(dir)
 	}
 
+	step("Building kubectl at the local cluster's version (test/kubectl, once)")
+	kubectlBin, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		return err
+	}
+
 	step("Building and starting the local cluster (the first build takes several minutes)")
 	// Two engine slots a model server (vLLM's default is 256), so the autoscaling step's small
 	// load makes a queue.
@@ -185,7 +191,7 @@ func run(ctx context.Context, keep bool) error {
 		return nil
 	}
 	step("Cluster and operator are up. In another shell:")
-	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc   (isvc.ai.example.com where KServe's isvc is installed too)\n\nCtrl-C to stop.\n", c.KubeconfigPath())
+	fmt.Printf("  export KUBECONFIG=%s\n  %s get isvc   (isvc.ai.example.com where KServe's isvc is installed too)\n\nCtrl-C to stop.\n", c.KubeconfigPath(), kubectlBin)
 	<-ctx.Done()
 	return nil
 }

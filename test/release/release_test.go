@@ -73,6 +73,10 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubectl, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	platforms := os.Getenv(PluginPlatformsEnv)
 	if platforms == "" {
 		// The host's, run below: a cold cross-compile of the plugin takes about 7 minutes on 2
@@ -86,7 +90,7 @@ func TestRelease(t *testing.T) {
 	dist := filepath.Join(t.TempDir(), "dist")
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+testVersion, "DIST="+dist,
-		"HELM_BIN="+helm, "RELEASE_PLUGIN_PLATFORMS="+platforms, "RELEASE_IMAGE_ARCHS="+archs)
+		"HELM_BIN="+helm, "KUBECTL_BIN="+kubectl, "RELEASE_PLUGIN_PLATFORMS="+platforms, "RELEASE_IMAGE_ARCHS="+archs)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	t.Logf("make release VERSION=%s (image %s, plugins %s) in %s:\n%s", testVersion, archs, platforms, time.Since(start).Round(time.Second), tail(out, 30))
