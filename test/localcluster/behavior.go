@@ -9,10 +9,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 const (
-	fakeRegistry       = "kubelet.fake/"
+	fakeRegistry       = proc.FakeRegistry
 	behaviorAnnotation = "kubelet.fake/behavior"
 )
 

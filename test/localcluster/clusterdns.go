@@ -310,3 +310,8 @@ func podDNS(p *v1.Pod, server string) podResolver {
 	}
 	return podResolver{server: server, namespace: p.Namespace}
 }
+
+// Lookup is lookup, for the model servers (proc.Resolver).
+func (r podResolver) Lookup(ctx context.Context, name string) (string, error) {
+	return r.lookup(ctx, name)
+}

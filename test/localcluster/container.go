@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 type cstate int
@@ -123,7 +125,7 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 		return
 	}
 	c.serve = ps.serves(c)
-	var spec modelServerSpec
+	var spec proc.Spec
 	if c.serve {
 		var err error
 		if spec, err = ps.serverSpec(c); err != nil {

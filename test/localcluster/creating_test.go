@@ -108,7 +108,7 @@ func TestSlowPull(t *testing.T) {
 	const img = "registry.example/llm-server:v1"
 	ckPod(t, ctx, client, "first", nodeName(0), img, "")
 	sawCreating := false
-	vtEventually(t, "pulling: waiting ContainerCreating", func() (bool, string) {
+	pollUntil(t, "pulling: waiting ContainerCreating", func() (bool, string) {
 		s := ckState(ctx, client, "first")
 		sawCreating = s == "Pending waiting:ContainerCreating ip=127.201.0.1 sandbox=True"
 		return sawCreating || strings.Contains(s, "running"), s
@@ -119,14 +119,14 @@ func TestSlowPull(t *testing.T) {
 	// The recorder delivers events on its own goroutine: the Pulling line may land just after the
 	// state, so wait for it, and see nothing of the pull's end beside it (the pull takes 2s).
 	var ev string
-	vtEventually(t, "the Pulling event", func() (bool, string) {
+	pollUntil(t, "the Pulling event", func() (bool, string) {
 		ev = ckEvents(ctx, client, "first")
 		return strings.Contains(ev, `Normal Pulling Pulling image "`+img+`"`), ev
 	})
 	if strings.Contains(ev, "Pulled") || strings.Contains(ev, "Started") {
 		t.Fatalf("events while pulling:\n%s", ev)
 	}
-	vtEventually(t, "pulled and running", func() (bool, string) {
+	pollUntil(t, "pulled and running", func() (bool, string) {
 		ev := ckEvents(ctx, client, "first")
 		return strings.Contains(ckState(ctx, client, "first"), "running") &&
 			strings.Contains(ev, `Normal Pulled Successfully pulled image "`+img+`" in 2s (2s including waiting). Image size: `) &&
@@ -137,7 +137,7 @@ func TestSlowPull(t *testing.T) {
 	ckPod(t, ctx, client, "second", nodeName(0), img, "")
 	ckPod(t, ctx, client, "elsewhere", nodeName(1), "registry.example/other:v2", "")
 	for _, p := range []struct{ name, img string }{{"second", img}, {"elsewhere", "registry.example/other:v2"}} {
-		vtEventually(t, p.name+" running with its image present", func() (bool, string) {
+		pollUntil(t, p.name+" running with its image present", func() (bool, string) {
 			ev := ckEvents(ctx, client, p.name)
 			return strings.Contains(ckState(ctx, client, p.name), "running") &&
 				strings.Contains(ev, `Normal Pulled Container image "`+p.img+`" already present on machine`), ckState(ctx, client, p.name) + "\n" + ev
@@ -175,7 +175,7 @@ func TestMountFailure(t *testing.T) {
 	}
 	ckPod(t, ctx, client, "mounting", nodeName(0), "registry.example/llm-server:v1", "weights")
 	want := `Warning FailedMount MountVolume.SetUp failed for volume "weights-pv" : ` + msg
-	vtEventually(t, "FailedMount repeated, ContainerCreating, no sandbox", func() (bool, string) {
+	pollUntil(t, "FailedMount repeated, ContainerCreating, no sandbox", func() (bool, string) {
 		ev := ckEvents(ctx, client, "mounting")
 		s := ckState(ctx, client, "mounting")
 		return s == "Pending waiting:ContainerCreating ip= sandbox=False" && strings.Contains(ev, want+" (3)"), s + "\n" + ev
@@ -184,7 +184,7 @@ func TestMountFailure(t *testing.T) {
 		t.Fatalf("a container started on an unmounted volume:\n%s", ev)
 	}
 	const timedOut = "Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[cache], unattached volumes=[], failed to process volumes=[]: context deadline exceeded"
-	vtEventually(t, "the pod's sync gave up waiting", func() (bool, string) {
+	pollUntil(t, "the pod's sync gave up waiting", func() (bool, string) {
 		ev := ckEvents(ctx, client, "mounting")
 		return strings.Contains(ev, timedOut), ev
 	})
@@ -195,7 +195,7 @@ func TestMountFailure(t *testing.T) {
 	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	vtEventually(t, "mounted and running", func() (bool, string) {
+	pollUntil(t, "mounted and running", func() (bool, string) {
 		s := ckState(ctx, client, "mounting")
 		return strings.HasPrefix(s, "Running running ip=127.201.") && strings.HasSuffix(s, "sandbox=True"), s + "\n" + ckEvents(ctx, client, "mounting")
 	})

@@ -122,3 +122,24 @@ func TestContainerEnvSources(t *testing.T) {
 		t.Errorf("an optional missing ConfigMap set MAYBE")
 	}
 }
+
+func TestExpandCommand(t *testing.T) {
+	env := map[string]string{"LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "big-0.big.ns", "EMPTY": ""}
+	for _, tc := range []struct{ in, want string }{
+		{"--ray_cluster_size=$(LWS_GROUP_SIZE)", "--ray_cluster_size=2"},
+		{"--ray_address=$(LWS_LEADER_ADDRESS)", "--ray_address=big-0.big.ns"},
+		{"$$(LWS_GROUP_SIZE) is escaped", "$(LWS_GROUP_SIZE) is escaped"},
+		{"$(MISSING) stays", "$(MISSING) stays"},
+		{"$(EMPTY)x", "x"},
+		{"$LWS_GROUP_SIZE is the shell's", "$LWS_GROUP_SIZE is the shell's"},
+		{"$$ and $", "$ and $"},
+		{"unclosed $(LWS_GROUP_SIZE", "unclosed $(LWS_GROUP_SIZE"},
+	} {
+		if got := expandCommand([]string{tc.in}, env); got[0] != tc.want {
+			t.Errorf("expand %q = %q, want %q", tc.in, got[0], tc.want)
+		}
+	}
+	if expandCommand(nil, env) != nil {
+		t.Error("nil command must stay nil (the image's entrypoint)")
+	}
+}

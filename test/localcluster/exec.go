@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // execImage is one --exec-image PREFIX=PATH.
@@ -162,8 +164,8 @@ type execProcess struct {
 	pid    int
 	pod    types.UID
 	grace  time.Duration
-	exited chan exitStatus // the exit when the process ends on its own; nothing once stopped
-	done   chan struct{}   // closed when the process has ended and its output is in the log
+	exited chan proc.Exit // the exit when the process ends on its own; nothing once stopped
+	done   chan struct{}  // closed when the process has ended and its output is in the log
 
 	mu      sync.Mutex
 	stopped bool
@@ -182,11 +184,11 @@ func newExecProcs() *execProcs { return &execProcs{live: map[*execProcess]struct
 
 // startExec starts the process; a failure to start is the runtime's StartError (exit 128),
 // reported on Exited like any exit.
-func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog) *execProcess {
-	p := &execProcess{pod: pod.UID, grace: podGrace(pod), exited: make(chan exitStatus, 1), done: make(chan struct{})}
+func (k *kubelet) startExec(pod *v1.Pod, spec proc.Spec, log *proc.Log) *execProcess {
+	p := &execProcess{pod: pod.UID, grace: podGrace(pod), exited: make(chan proc.Exit, 1), done: make(chan struct{})}
 	fail := func(err error) *execProcess {
 		log.Printf("%v", err)
-		p.exited <- exitStatus{Code: 128, Reason: "StartError"}
+		p.exited <- proc.Exit{Code: 128, Reason: "StartError"}
 		close(p.done)
 		return p
 	}
@@ -271,17 +273,17 @@ func (k *kubelet) startExec(pod *v1.Pod, spec modelServerSpec, log *containerLog
 }
 
 // exitOf is the container's terminated state: a signal is 128+its number, as runtimes report.
-func exitOf(ps *os.ProcessState, err error) exitStatus {
+func exitOf(ps *os.ProcessState, err error) proc.Exit {
 	if ps == nil {
-		return exitStatus{Code: 128, Reason: "Error"}
+		return proc.Exit{Code: 128, Reason: "Error"}
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return exitStatus{Code: 128 + int32(ws.Signal()), Reason: "Error"}
+		return proc.Exit{Code: 128 + int32(ws.Signal()), Reason: "Error"}
 	}
 	if code := ps.ExitCode(); code != 0 {
-		return exitStatus{Code: int32(code), Reason: "Error"}
+		return proc.Exit{Code: int32(code), Reason: "Error"}
 	}
-	return exitStatus{Code: 0, Reason: "Completed"}
+	return proc.Exit{Code: 0, Reason: "Completed"}
 }
 
 // execEnv is the process's environment: the container's, over this machine's PATH and a HOME
@@ -311,7 +313,7 @@ func podGrace(pod *v1.Pod) time.Duration {
 	return min(max(time.Duration(g)*time.Second, 0), maxGrace)
 }
 
-func (p *execProcess) Exited() <-chan exitStatus { return p.exited }
+func (p *execProcess) Exited() <-chan proc.Exit { return p.exited }
 
 // Stop is the runtime stopping the container: SIGTERM to the group, SIGKILL after the grace
 // period. It returns at once; calling it again does nothing.
@@ -495,7 +497,7 @@ func (ps *podState) refreshToken(path string, exp time.Time) {
 
 // execSpec adds to a serving spec what an exec container's process gets from the kubelet:
 // the executable, LOCALCLUSTER_POD_IP, KUBECONFIG, a working directory of its own.
-func (ps *podState) execSpec(spec *modelServerSpec, path string, c *ctr) error {
+func (ps *podState) execSpec(spec *proc.Spec, path string, c *ctr) error {
 	kc, err := ps.execKubeconfig()
 	if err != nil {
 		return err
@@ -518,7 +520,7 @@ func (ps *podState) execSpec(spec *modelServerSpec, path string, c *ctr) error {
 
 // podExecSpec starts the process through the pod-exec helper: the pod's resolv.conf and the
 // container's volumes, written under the pod's directory.
-func (ps *podState) podExecSpec(spec *modelServerSpec, sn *serviceNetwork, c *ctr) error {
+func (ps *podState) podExecSpec(spec *proc.Spec, sn *serviceNetwork, c *ctr) error {
 	podDir := filepath.Join(ps.k.cfg.execDir, string(ps.pod.UID))
 	resolv := ""
 	if rc := resolvConf(ps.pod, sn.dnsIP()); rc != "" {

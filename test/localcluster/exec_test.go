@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // TestMain lets the test binary be the exec image's program: with EXEC_TEST_CHILD in its
@@ -313,11 +315,11 @@ func etStatus(ctx context.Context, client kubernetes.Interface, name string) (*v
 
 func etLog(t *testing.T, k *kubelet, pod *v1.Pod, previous bool) string {
 	t.Helper()
-	return etRun(t, k, pod, previous).Render(logOptions{TailLines: -1})
+	return etRun(t, k, pod, previous).Render(proc.LogOptions{TailLines: -1})
 }
 
 // etRun is a run's log, which stays readable here after the pod's deletion drops it.
-func etRun(t *testing.T, k *kubelet, pod *v1.Pod, previous bool) *containerLog {
+func etRun(t *testing.T, k *kubelet, pod *v1.Pod, previous bool) *proc.Log {
 	t.Helper()
 	id, err := containerLogID(pod, "app", previous)
 	if err != nil {
@@ -425,7 +427,7 @@ func TestExecImageRunsProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	etEventually(t, "process gone after SIGTERM", 5*time.Second, func() (bool, string) { return !alive(pid), "alive" })
-	if l := runLog.Render(logOptions{TailLines: -1}); !strings.Contains(l, "got SIGTERM, exiting\n") {
+	if l := runLog.Render(proc.LogOptions{TailLines: -1}); !strings.Contains(l, "got SIGTERM, exiting\n") {
 		t.Errorf("no SIGTERM in the log:\n%s", l)
 	}
 	etEventually(t, "pod deleted", 5*time.Second, func() (bool, string) {
@@ -481,7 +483,7 @@ func TestExecImageKilledAfterGrace(t *testing.T) {
 		return cs != nil && cs.Ready && strings.Contains(etLog(t, k, p, false), "listening on"), fmt.Sprint(cs)
 	})
 	runLog := etRun(t, k, p, false)
-	pid := etPid(t, runLog.Render(logOptions{TailLines: -1}))
+	pid := etPid(t, runLog.Render(proc.LogOptions{TailLines: -1}))
 	now := metav1.Now()
 	grace := int64(1)
 	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
@@ -490,7 +492,7 @@ func TestExecImageKilledAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	etEventually(t, "SIGTERM ignored", 5*time.Second, func() (bool, string) {
-		return strings.Contains(runLog.Render(logOptions{TailLines: -1}), "got SIGTERM, ignoring it"), "no SIGTERM yet"
+		return strings.Contains(runLog.Render(proc.LogOptions{TailLines: -1}), "got SIGTERM, ignoring it"), "no SIGTERM yet"
 	})
 	if _, err := client.CoreV1().Pods("ns").Get(ctx, "stubborn", metav1.GetOptions{}); err != nil {
 		t.Fatalf("pod gone while its process runs: %v", err)

@@ -23,11 +23,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
 )
 
 type kubeletConfig struct {
 	serve               bool          // serving images run the fake model server (--kubelet-serve)
-	server              serverConfig  // what every fake model server shares
+	server              vllm.Config   // what every fake model server shares
+	netpol              *netPolicies  // NetworkPolicy enforced (server.Ingress); nil: none
 	crashBackoffInitial time.Duration // first back-off after a crash or failed pull
 	crashBackoffMax     time.Duration // cap of the doubling back-off
 	crashRun            time.Duration // how long a crashing container runs
@@ -69,7 +73,7 @@ type kubelet struct {
 
 	// faults is each node's GPU fault (gpufault.go), from the node informer.
 	faultsMu sync.Mutex
-	faults   map[string]gpuFault
+	faults   map[string]proc.GPUFault
 	// parts are the nodes cut from the control plane (partition.go), from the node informer.
 	parts *partitions
 	// images is what each node holds and how long it pulls what it lacks (pull.go).
@@ -100,13 +104,13 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 		probers:   newProbers(),
 		logs:      map[string]*logRun{},
 		podLogs:   map[types.UID][]string{},
-		faults:    map[string]gpuFault{},
+		faults:    map[string]proc.GPUFault{},
 		parts:     newPartitions(),
 		images:    newNodeImages(),
 		procs:     newExecProcs(),
 	}
 	if k.cfg.server.Ray == nil {
-		k.cfg.server.Ray = newRayCluster() // every fake node's pods are one network
+		k.cfg.server.Ray = vllm.NewRayCluster() // every fake node's pods are one network
 	}
 	if k.cfg.execDir == "" && len(k.cfg.execImages) > 0 {
 		k.cfg.execDir = filepath.Join(os.TempDir(), "localcluster-exec-"+strconv.Itoa(os.Getpid()))
@@ -114,7 +118,7 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 	if k.cfg.server.Weights == nil {
 		// What each volume holds: a restarted container finds what its pod's emptyDir or a PVC
 		// kept, and only that (the container's own filesystem starts empty).
-		k.cfg.server.Weights = newWeightsCache()
+		k.cfg.server.Weights = vllm.NewWeightsCache()
 	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -145,7 +149,7 @@ func (k *kubelet) run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName!=" }))
 	inf := factory.Core().V1().Pods().Informer()
 	k.pods = factory.Core().V1().Pods().Lister()
-	if in := k.cfg.server.Ingress; in != nil {
+	if in := k.cfg.netpol; in != nil {
 		if err := in.usePods(inf, k.procs); err != nil {
 			return err
 		}
@@ -226,7 +230,7 @@ func (k *kubelet) stopWorker(uid types.UID) {
 		w.cancel()
 		delete(k.workers, uid)
 	}
-	k.cfg.server.Weights.forgetPrefix("emptyDir:" + string(uid) + "/") // the pod's emptyDirs go with it
+	k.cfg.server.Weights.ForgetPrefix("emptyDir:" + string(uid) + "/") // the pod's emptyDirs go with it
 }
 
 // stopSecondsAnnotation on a pod is how long its containers take to exit after SIGTERM (a job

@@ -19,6 +19,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // logFollowPoll is how often a following reader looks for new lines.
@@ -117,12 +119,12 @@ func (k *kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 // follow streams the run's new lines until it ends or the client goes.
-func (k *kubelet) follow(w http.ResponseWriter, r *http.Request, run *logRun, opts logOptions, written int) {
+func (k *kubelet) follow(w http.ResponseWriter, r *http.Request, run *logRun, opts proc.LogOptions, written int) {
 	flusher, _ := w.(http.Flusher)
 	if flusher != nil {
 		flusher.Flush()
 	}
-	cursor := lastLine(run.log)
+	cursor := run.log.Last()
 	tick := time.NewTicker(logFollowPoll)
 	defer tick.Stop()
 	for {
@@ -134,12 +136,12 @@ func (k *kubelet) follow(w http.ResponseWriter, r *http.Request, run *logRun, op
 			ended = true
 		case <-tick.C:
 		}
-		var lines []logLine
-		lines, cursor = linesAfter(run.log, cursor)
+		var lines []proc.Line
+		lines, cursor = run.log.After(cursor)
 		for _, ln := range lines {
-			text := ln.text + "\n"
+			text := ln.Text + "\n"
 			if opts.Timestamps {
-				text = ln.at.UTC().Format(time.RFC3339Nano) + " " + text
+				text = ln.At.UTC().Format(time.RFC3339Nano) + " " + text
 			}
 			if opts.LimitBytes > 0 && written+len(text) > opts.LimitBytes {
 				_, _ = w.Write([]byte(text[:opts.LimitBytes-written]))
@@ -157,58 +159,10 @@ func (k *kubelet) follow(w http.ResponseWriter, r *http.Request, run *logRun, op
 	}
 }
 
-// logCursor is the last line a follower has sent: its time and how many lines at that time.
-type logCursor struct {
-	at time.Time
-	n  int
-}
-
-func lastLine(l *containerLog) logCursor {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var c logCursor
-	for _, ln := range l.lines {
-		if ln.at.Equal(c.at) {
-			c.n++
-		} else {
-			c = logCursor{at: ln.at, n: 1}
-		}
-	}
-	return c
-}
-
-// linesAfter returns the lines appended after the cursor, and the new cursor.
-func linesAfter(l *containerLog, c logCursor) ([]logLine, logCursor) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []logLine
-	seenAt := 0
-	for _, ln := range l.lines {
-		switch {
-		case ln.at.Before(c.at):
-			continue
-		case ln.at.Equal(c.at):
-			seenAt++
-			if seenAt <= c.n {
-				continue
-			}
-		}
-		out = append(out, ln)
-	}
-	for _, ln := range out {
-		if ln.at.Equal(c.at) {
-			c.n++
-		} else {
-			c = logCursor{at: ln.at, n: 1}
-		}
-	}
-	return out, c
-}
-
 // parseLogOptions reads the kubelet's query parameters (PodLogOptions).
-func parseLogOptions(r *http.Request) (logOptions, error) {
+func parseLogOptions(r *http.Request) (proc.LogOptions, error) {
 	q := r.URL.Query()
-	o := logOptions{TailLines: -1, Timestamps: q.Get("timestamps") == "true"}
+	o := proc.LogOptions{TailLines: -1, Timestamps: q.Get("timestamps") == "true"}
 	if v := q.Get("tailLines"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
 )
 
 // controllers run in-process (kube-controller-manager --controllers).
@@ -139,7 +141,7 @@ func run() int {
 	}
 	if err := start(dir, *kubeconfig, *port, nodeConfig{count: *nodes, cpu: cpu, memory: mem, gpus: *nodeGPUs, pods: *nodePods, monitorGrace: *nodeGrace, evictionSeconds: *evictAfter},
 		kubeletConfig{crashBackoffInitial: *backoffInit, crashBackoffMax: *backoffMax, crashRun: *crashRun, terminatedFor: *terminated,
-			serve: *serve, server: serverConfig{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
+			serve: *serve, server: vllm.Config{LoadTime: *loadTime, TokenTime: *tokenTime, CrashRun: *crashRun, MaxNumSeqs: *maxNumSeqs, AdapterLoadTime: *adapterLoad, DownloadTime: *download,
 				TimeScale: *timeScale, DownloadBandwidth: *downloadBW * 1e6,
 				PrefillTime: *prefillTime, PrefillBase: *prefillBase, PrefillMax: *prefillMax}, execImages: execs, networkPolicy: *netPolicy}, *hpaSync, *ctrlQPS, *serviceNet); err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
@@ -344,7 +346,8 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 		return err
 	}
 	if kc.serve && kc.networkPolicy {
-		kc.server.Ingress = startNetPolicies(compCtx, kclient)
+		kc.netpol = startNetPolicies(compCtx, kclient)
+		kc.server.Ingress = kc.netpol
 	}
 	// Cluster DNS before the kubelet: a process resolves through it from its first line.
 	dnsAddr := ""
@@ -363,7 +366,7 @@ func start(dir, kubeconfigPath string, port int, nc nodeConfig, kc kubeletConfig
 			if err := cd.serveAlso(compCtx, kc.serviceNet.dnsIP(), 53); err != nil {
 				return err
 			}
-			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://"), ingress: kc.server.Ingress}).run(compCtx)
+			go (&serviceProxy{dns: cd, apiServer: strings.TrimPrefix(server, "https://"), ingress: kc.netpol}).run(compCtx)
 		}
 	} else if kc.serviceNet != nil {
 		return fmt.Errorf("--service-network needs the cluster DNS of --kubelet-serve")

@@ -5,7 +5,10 @@
 package main
 
 import (
+	"context"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -191,4 +194,42 @@ func (ps *podState) startContainers(now time.Time) {
 		}
 	}
 	ps.scheduleEviction()
+}
+
+// downloadSpeedAnnotation on a PersistentVolume is the megabytes per second downloads onto it
+// are fetched at, in place of the kubelet's --vllm-download-mb-per-s.
+const downloadSpeedAnnotation = "kubelet.fake/download-mb-per-s"
+
+// volumeLink is what the pod's claims' PersistentVolumes impose on downloads: the link speed
+// (downloadSpeedAnnotation, 0 for the kubelet's own) and the capacity of the volume mounted at
+// HF_HOME (0: unbounded, as an emptyDir without a limit).
+func (ps *podState) volumeLink(ctx context.Context, c *v1.Container, env map[string]string) (mbps float64, capacity int64) {
+	home := env["HF_HOME"]
+	if home == "" {
+		home = "/root/.cache/huggingface"
+	}
+	for _, vol := range ps.pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := ps.k.client.CoreV1().PersistentVolumeClaims(ps.pod.Namespace).Get(ctx, vol.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil || pvc.Spec.VolumeName == "" {
+			continue
+		}
+		pv, err := ps.k.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseFloat(pv.Annotations[downloadSpeedAnnotation], 64); err == nil && v > 0 && mbps == 0 {
+			mbps = v
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == vol.Name && strings.TrimSuffix(m.MountPath, "/") == strings.TrimSuffix(home, "/") {
+				if q, ok := pv.Spec.Capacity[v1.ResourceStorage]; ok {
+					capacity = q.Value()
+				}
+			}
+		}
+	}
+	return mbps, capacity
 }

@@ -488,3 +488,11 @@ func procAddr(a *net.TCPAddr) string {
 	}
 	return fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip4), a.Port)
 }
+
+// Guard and AdmitsPeer are guard and admitsPeer for the model servers (vllm.Ingress).
+func (n *netPolicies) Guard(l net.Listener) net.Listener { return n.guard(l) }
+
+// AdmitsPeer is admitsPeer.
+func (n *netPolicies) AdmitsPeer(src, srcIP, dstIP string, port int32) (bool, string) {
+	return n.admitsPeer(src, srcIP, dstIP, port)
+}

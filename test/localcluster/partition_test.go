@@ -40,7 +40,7 @@ func TestPartitionStopsTheNodesWrites(t *testing.T) {
 	}
 	annotate := func(v string) { annotateFakeNode(t, client, nodeName(1), partitionAnnotation, v) }
 	annotate("true")
-	vtEventually(t, "the node cut", func() (bool, string) { return k.parts.isCut(nodeName(1)), "not cut" })
+	pollUntil(t, "the node cut", func() (bool, string) { return k.parts.isCut(nodeName(1)), "not cut" })
 	if k.parts.isCut(nodeName(0)) {
 		t.Fatal("the other node is cut too")
 	}
@@ -54,7 +54,7 @@ func TestPartitionStopsTheNodesWrites(t *testing.T) {
 
 	before := time.Now()
 	annotate("")
-	vtEventually(t, "the node back, its Lease renewed", func() (bool, string) {
+	pollUntil(t, "the node back, its Lease renewed", func() (bool, string) {
 		l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName(1), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

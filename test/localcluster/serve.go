@@ -1,5 +1,5 @@
 // Serving containers: a container whose image serves a model runs the fake vLLM server of
-// vllm.go; its exit, its probes' results and its log reach the pod worker and the log endpoint.
+// vllm/ (package vllm); its exit, its probes' results and its log reach the pod worker and the log endpoint.
 
 package main
 
@@ -11,6 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
+)
+
+// LWS's pod labels (its pod webhook sets them), which say which group a pod is in.
+const (
+	lwsNameLabel   = "leaderworkerset.sigs.k8s.io/name"
+	lwsGroupLabel  = "leaderworkerset.sigs.k8s.io/group-index"
+	lwsWorkerLabel = "leaderworkerset.sigs.k8s.io/worker-index"
 )
 
 // serveAnnotation set to "false" on a pod keeps its containers on the schedule model even
@@ -24,28 +34,28 @@ const logBytes = 1 << 20
 type podMsg struct {
 	c     *ctr
 	run   int
-	exit  *exitStatus
+	exit  *proc.Exit
 	probe string // probeStartup, probeReadiness, probeLiveness
 	ok    bool
 }
 
 // logRun is one container run's log, found by container ID as the runtime finds it.
 type logRun struct {
-	log  *containerLog
+	log  *proc.Log
 	done chan struct{} // closed when the run ends: `kubectl logs -f` returns
 }
 
 // process is what a serving container runs: the fake model server, or an exec image's
 // executable (exec.go).
 type process interface {
-	Exited() <-chan exitStatus // its exit when it ends on its own; nothing once stopped
-	Stop()                     // SIGTERM; returns at once
+	Exited() <-chan proc.Exit // its exit when it ends on its own; nothing once stopped
+	Stop()                    // SIGTERM; returns at once
 }
 
 // serves says whether the container runs a process: the fake model server, or an exec image's.
 func (ps *podState) serves(c *ctr) bool {
 	return ps.k.cfg.serve && !c.init && ps.pod.Annotations[serveAnnotation] != "false" &&
-		(servesModel(c.spec.Image) || ps.k.cfg.execImages.execPath(c.spec.Image) != "") && c.beh.kind != bErrImgPull
+		(vllm.Serves(c.spec.Image) || ps.k.cfg.execImages.execPath(c.spec.Image) != "") && c.beh.kind != bErrImgPull
 }
 
 // secret and configMap read what an environment names; a missing one is the error the
@@ -67,20 +77,20 @@ func (k *kubelet) configMap(ctx context.Context, ns, name string) (*v1.ConfigMap
 }
 
 // serverSpec is what the container's process sees.
-func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
+func (ps *podState) serverSpec(c *ctr) (proc.Spec, error) {
 	env, err := containerEnv(ps.ctx, ps.k, ps.k.services, ps.pod, &c.spec, ps.ip, ps.host)
 	if err != nil {
-		return modelServerSpec{}, err
+		return proc.Spec{}, err
 	}
 	var mem int64
 	if q, ok := c.spec.Resources.Limits[v1.ResourceMemory]; ok {
 		mem = q.Value()
 	}
-	var fault gpuFault
+	var fault proc.GPUFault
 	if gpuCount(&c.spec) > 0 { // a container without GPUs holds no sick device
 		fault = ps.k.gpuFault(ps.pod.Spec.NodeName)
 	}
-	spec := modelServerSpec{
+	spec := proc.Spec{
 		Image:       c.spec.Image,
 		Command:     expandCommand(c.spec.Command, env),
 		Args:        expandCommand(c.spec.Args, env),
@@ -89,10 +99,10 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 		MemoryLimit: mem,
 		ShmSize:     shmSize(ps.pod, &c.spec),
 		Mounts:      mountIdentities(ps.pod, &c.spec),
-		Behavior:    c.beh,
+		Behavior:    proc.Behavior{Kind: proc.BehaviorKind(c.beh.kind), Delay: c.beh.delay},
 		IP:          ps.ip,
 		GPUFault:    fault,
-		Ray: rayMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
+		Ray: proc.LWSMember{Namespace: ps.pod.Namespace, Pod: ps.pod.Name, Name: ps.pod.Labels[lwsNameLabel],
 			Group: ps.pod.Labels[lwsGroupLabel], Worker: ps.pod.Labels[lwsWorkerLabel]},
 		DNS:      podDNS(ps.pod, ps.k.cfg.dnsServer),
 		ReadOnly: readOnlyMounts(ps.pod, &c.spec),
@@ -100,7 +110,7 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 	spec.DownloadMBPerS, spec.VolumeBytes = ps.volumeLink(ps.ctx, &c.spec, env)
 	if x, ok := ps.k.cfg.execImages.match(c.spec.Image); ok {
 		if err := ps.execSpec(&spec, x.binary(spec.Command), c); err != nil {
-			return modelServerSpec{}, err
+			return proc.Spec{}, err
 		}
 	}
 	return spec, nil
@@ -108,8 +118,8 @@ func (ps *podState) serverSpec(c *ctr) (modelServerSpec, error) {
 
 // newRun opens the log of a container run under its container ID; the kubelet keeps the
 // current and the previous run of each container, as `kubectl logs [--previous]` reads them.
-func (c *ctr) newRun(ps *podState) *containerLog {
-	run := &logRun{log: newContainerLog(logBytes), done: make(chan struct{})}
+func (c *ctr) newRun(ps *podState) *proc.Log {
+	run := &logRun{log: proc.NewLog(logBytes), done: make(chan struct{})}
 	ps.k.logsMu.Lock()
 	ps.k.logs[c.containerID] = run
 	ps.k.podLogs[ps.pod.UID] = append(ps.k.podLogs[ps.pod.UID], c.containerID)
@@ -149,13 +159,13 @@ func (k *kubelet) logRun(containerID string) *logRun {
 
 // startServing starts the run's process and its prober. A restored run (a restart of the
 // fake kubelet) starts from the started and ready its status reported.
-func (c *ctr) startServing(ps *podState, spec modelServerSpec, now time.Time, restored *v1.ContainerStatus) {
+func (c *ctr) startServing(ps *podState, spec proc.Spec, now time.Time, restored *v1.ContainerStatus) {
 	c.run++
 	run := c.run
 	if spec.Exec != "" {
 		c.srv = ps.k.startExec(ps.pod, spec, c.newRun(ps))
 	} else {
-		c.srv = startModelServer(spec, ps.k.cfg.server, c.newRun(ps))
+		c.srv = vllm.Start(spec, ps.k.cfg.server, c.newRun(ps))
 	}
 	c.stopCh = make(chan struct{})
 	c.next, c.nextProbe = time.Time{}, time.Time{}

@@ -17,7 +17,7 @@ trap 'rm -rf "$logs"' EXIT
 
 declare -A jobs
 # Module tests: they mostly wait on timers and sockets.
-(cd test/localcluster && GOWORK=off "$go" test -count=1 .) > "$logs/module-localcluster" 2>&1 &
+(cd test/localcluster && GOWORK=off "$go" test -count=1 ./...) > "$logs/module-localcluster" 2>&1 &
 jobs[module-localcluster]=$!
 (cd test/epp && GOWORK=off "$go" test -count=1 ./...) > "$logs/module-epp" 2>&1 &
 jobs[module-epp]=$!

@@ -9,7 +9,7 @@
 // argparse's registration order: an ambiguous abbreviation lists its candidates in it, and
 // vLLM's "non-default args" line follows it.
 
-package main
+package vllm
 
 // optAction is what argparse does with an option it matched.
 type optAction uint8

@@ -1,10 +1,10 @@
 // The fake vLLM's command line: `vllm serve` (or the api_server module) parsed as vLLM
 // v0.11.0's parser does under CPython 3.12's argparse: FlexibleArgumentParser's rewriting
 // (`_` for `-` in a flag's name, `--json-arg.key value`, `-O3`), then argparse over
-// vllm_flags.go's options (unique prefixes, `--flag=value`, `--no-x`), with argparse's text and
+// flags.go's options (unique prefixes, `--flag=value`, `--no-x`), with argparse's text and
 // exit code 2 for what it refuses.
 
-package main
+package vllm
 
 import (
 	"fmt"
@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // serveArgs is a parsed command line, with vLLM's defaults filled in.
@@ -118,7 +120,7 @@ func serveCommand(command, args []string) (prog string, argv []string, ok bool) 
 // today's `vllm serve`.
 func imageEntrypoint(image string) []string {
 	apiServer := []string{"python3", "-m", "vllm.entrypoints.openai.api_server"}
-	if strings.HasPrefix(image, fakeRegistry) {
+	if strings.HasPrefix(image, proc.FakeRegistry) {
 		return []string{"vllm", "serve"}
 	}
 	ref := image

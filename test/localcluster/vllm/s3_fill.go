@@ -8,9 +8,9 @@
 // (`An error occurred (CODE) when calling the OPERATION operation: MESSAGE`). Its time on the
 // volume's link and its progress lines are modelled as the hub fill's (hf_download.go), and
 // what it copied is held on the volume under its path there, which a vLLM loading the
-// directory then finds (vllm_run.go).
+// directory then finds (run.go).
 
-package main
+package vllm
 
 import (
 	"crypto/hmac"
@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // s3Fill is the fill's command line: its source and the directory it copies to.
@@ -51,7 +53,7 @@ type s3Object struct {
 }
 
 // runS3Fill is the fill's process.
-func (s *modelServer) runS3Fill(d s3Fill) {
+func (s *Server) runS3Fill(d s3Fill) {
 	sp := s.spec
 	env := sp.Env
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(d.src, "s3://"), "/")
@@ -71,7 +73,7 @@ func (s *modelServer) runS3Fill(d s3Fill) {
 		http: &http.Client{Timeout: 30 * time.Second}}
 	refuse := func(msg string) {
 		s.log.Printf("fill: %s refused: %s", d.src, msg)
-		s.exit(exitStatus{Code: 4, Reason: "Error"})
+		s.exit(proc.Exit{Code: 4, Reason: "Error"})
 	}
 	if c.id == "" || c.secret == "" {
 		// botocore's credential chain found nothing: no Secret, no web identity token
@@ -146,7 +148,7 @@ func (s *modelServer) runS3Fill(d s3Fill) {
 	mount, volume, _ := mountFor(sp.Mounts, d.dest)
 	if room := sp.VolumeBytes; room > 0 && need > room {
 		s.log.Printf("fill: %s needs %d bytes, more than the volume's %d bytes", d.src, need, room)
-		s.exit(exitStatus{Code: 3, Reason: "Error"})
+		s.exit(proc.Exit{Code: 3, Reason: "Error"})
 		return
 	}
 	s.log.Printf("fill: %s: %d files, %d bytes", d.src, len(objs), need)
@@ -187,16 +189,16 @@ func (s *modelServer) runS3Fill(d s3Fill) {
 	}
 	s.cfg.Weights.store(volume, key, need)
 	s.log.Printf("fill: %s %d/%d bytes, 0 bytes/s", d.src, need, need)
-	s.exit(exitStatus{Code: 0, Reason: "Completed"})
+	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
 }
 
 // failS3 is an uncaught botocore exception: Python's traceback ends with it, exit 1 (the Job
 // retries).
-func (s *modelServer) failS3(exception, msg string) {
+func (s *Server) failS3(exception, msg string) {
 	s.log.Printf("Traceback (most recent call last):")
 	s.log.Printf(`  File "<string>", line 13, in <module>`)
 	s.log.Printf("%s: %s", exception, msg)
-	s.exit(exitStatus{Code: 1, Reason: "Error"})
+	s.exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 func parseSeconds(v string) (float64, error) {

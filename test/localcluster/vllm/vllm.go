@@ -1,23 +1,28 @@
-// The fake model server: what a vLLM container runs on its pod's IP, as far as the kubelet,
-// the probes, `kubectl logs` and clients can tell. The contract the kubelet uses is this file;
-// the engine behind it is in vllm_*.go.
-
-package main
+// Package vllm is the fake vLLM the fake kubelet runs for a serving container: what a vLLM
+// container does on its pod's IP, as far as the kubelet, the probes, `kubectl logs` and clients
+// can tell, from its arguments (args.go, flags.go) through its start-up log (run.go) to its
+// OpenAI API, metrics and LoRA adapters (http.go, engine.go, lora.go), and the commands a vLLM
+// image runs besides the server (hf_download.go, s3_fill.go, raygroup.go). The contract the
+// kubelet uses is this file and kubelet.go: Serves, Start with a proc.Spec and a Config, and the
+// Server's Exited, Port, Stop and GPUFault; the log and the exit it reports are package proc's.
+// A second engine's fake (SGLang) is a package beside this one behind the same contract.
+package vllm
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // servesModel says whether a container runs the fake vLLM server: a vLLM image (the last
 // path element of its repository contains "vllm") or any image under kubelet.fake/.
-func servesModel(image string) bool {
-	if strings.HasPrefix(image, fakeRegistry) {
+func Serves(image string) bool {
+	if strings.HasPrefix(image, proc.FakeRegistry) {
 		return true
 	}
 	repo := image
@@ -33,58 +38,12 @@ func servesModel(image string) bool {
 	return strings.Contains(repo, "vllm")
 }
 
-// modelServerSpec is what a fake vLLM process sees of its container, as a real process would.
-type modelServerSpec struct {
-	// PodExec is the helper's command line (servicenet.go) an exec image's process starts
-	// through, in a mount namespace of its own; nil: started directly.
-	PodExec []string
-	Image   string
-	Command []string // the container's command; nil: the image's entrypoint (`vllm serve`)
-	Args    []string
-	Env     map[string]string // resolved environment, service links and Secrets included
-	// GPUs the device plugin allocated to the container (its limit of any */gpu resource).
-	GPUs int
-	// MemoryLimit in bytes; 0: none.
-	MemoryLimit int64
-	// ShmSize is the size of what is mounted at /dev/shm: -1 nothing (the runtime's 64Mi),
-	// 0 memory-backed without a limit, else the emptyDir's sizeLimit in bytes.
-	ShmSize int64
-	// Mounts maps each mount path to the identity of its volume ("pvc:<ns>/<claim>",
-	// "emptyDir:<pod uid>/<volume>", ...), so a weights cache survives what its volume survives.
-	Mounts   map[string]string
-	Behavior behavior // the kubelet.fake failure mode; bReady for plain vLLM images
-	IP       string   // the pod's IP
-	// GPUFault is the node's GPUs' fault (gpufault.go) when the process starts: its engine
-	// fails to open the device.
-	GPUFault gpuFault
-	// Ray is the pod's place in its LeaderWorkerSet, for vLLM's multi-node launch (raygroup.go).
-	Ray rayMember
-	// DNS is the pod's resolv.conf: how the process looks names up (clusterdns.go).
-	DNS podResolver
-	// DownloadMBPerS is the link speed a volume of the pod imposes (hf_download.go); 0: the
-	// kubelet's.
-	DownloadMBPerS float64
-	// VolumeBytes is the capacity of the PersistentVolume mounted at HF_HOME; 0: unbounded.
-	VolumeBytes int64
-	// ReadOnly are the mount paths mounted read-only.
-	ReadOnly map[string]bool
-	// Exec is the executable of an exec image (exec.go), run instead of the fake server, in
-	// its working directory Dir; "": the fake server.
-	Exec, Dir string
-}
-
-// exitStatus is how the process ended on its own.
-type exitStatus struct {
-	Code   int32
-	Reason string // "Error", "OOMKilled" or "Completed"
-}
-
 // serverConfig is what every fake model server of one kubelet shares. Every zero field
 // takes the default its comment names, so a zero serverConfig works.
-type serverConfig struct {
-	// Ingress enforces NetworkPolicy on the server's port (netpol.go); nil: every connection
+type Config struct {
+	// Ingress enforces NetworkPolicy on the server's port (the kubelet's netpol.go); nil: every connection
 	// is accepted.
-	Ingress *netPolicies
+	Ingress Ingress
 	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
 	LoadTime  time.Duration
@@ -128,7 +87,7 @@ type serverConfig struct {
 	// MaxNumSeqs is the engine's slots when the container does not pass --max-num-seqs;
 	// default vLLM's 256. A few make a small load queue (the demo's autoscaling step).
 	MaxNumSeqs int
-	// Weights is what each volume already holds; share one (newWeightsCache) across the
+	// Weights is what each volume already holds; share one (NewWeightsCache) across the
 	// kubelet's servers. nil: nothing is ever cached, every start downloads.
 	Weights *weightsCache
 	// Ray is where the groups' Ray clusters meet (raygroup.go); share one across the kubelet's
@@ -137,7 +96,7 @@ type serverConfig struct {
 }
 
 // withDefaults fills the zero fields.
-func (c serverConfig) withDefaults() serverConfig {
+func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -168,12 +127,12 @@ func (c serverConfig) withDefaults() serverConfig {
 }
 
 // modelServer is one running fake vLLM process.
-type modelServer struct {
-	spec   modelServerSpec
-	cfg    serverConfig
-	log    *containerLog
+type Server struct {
+	spec   proc.Spec
+	cfg    Config
+	log    *proc.Log
 	port   int
-	exited chan exitStatus
+	exited chan proc.Exit
 
 	stopMu  sync.Mutex
 	srv     *http.Server  // nil until the weights are loaded
@@ -206,9 +165,9 @@ type modelServer struct {
 // startModelServer starts the process: it writes its log, loads the weights (the port stays
 // closed meanwhile), then serves on spec.IP:port until Stop, unless it exits on its own
 // (a bad argument, out of memory, ...), which it reports once on Exited.
-func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog) *modelServer {
-	s := &modelServer{spec: spec, cfg: cfg.withDefaults(), log: log, port: 8000,
-		exited: make(chan exitStatus, 1), stopCh: make(chan struct{}), started: time.Now()}
+func Start(spec proc.Spec, cfg Config, log *proc.Log) *Server {
+	s := &Server{spec: spec, cfg: cfg.withDefaults(), log: log, port: 8000,
+		exited: make(chan proc.Exit, 1), stopCh: make(chan struct{}), started: time.Now()}
 	if l, ok := parseRayLaunch(spec.Command, spec.Args); ok {
 		s.startRay(l)
 		return s
@@ -244,25 +203,25 @@ func startModelServer(spec modelServerSpec, cfg serverConfig, log *containerLog)
 }
 
 // argFailure is argparse refusing the command line: its usage line and error, exit 2.
-func (s *modelServer) argFailure(err error) {
+func (s *Server) argFailure(err error) {
 	var ae *argError
 	if errors.As(err, &ae) {
 		s.log.Printf("%s", ae.usage())
 	}
 	s.log.Printf("%s", err)
-	s.exit(exitStatus{Code: 2, Reason: "Error"})
+	s.exit(proc.Exit{Code: 2, Reason: "Error"})
 }
 
 // Exited delivers the process's exit when it ends on its own; nothing when stopped.
-func (s *modelServer) Exited() <-chan exitStatus { return s.exited }
+func (s *Server) Exited() <-chan proc.Exit { return s.exited }
 
 // Port is where the server listens (or will, once loaded).
-func (s *modelServer) Port() int { return s.port }
+func (s *Server) Port() int { return s.port }
 
 // Stop is the SIGTERM a kubelet sends: the server logs its shutdown, closes its port and
 // cancels what it was doing (loading, requests in flight). It returns at once; calling it
 // again does nothing.
-func (s *modelServer) Stop() {
+func (s *Server) Stop() {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
 	if !s.end() {
@@ -280,7 +239,7 @@ func (s *modelServer) Stop() {
 
 // exit ends the process on its own: the port closes and Exited reports it, unless it was
 // stopped first.
-func (s *modelServer) exit(st exitStatus) {
+func (s *Server) exit(st proc.Exit) {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
 	if !s.end() {
@@ -294,7 +253,7 @@ func (s *modelServer) exit(st exitStatus) {
 
 // end marks the process over, once (stopMu held): loading, requests in flight and a pending
 // crash are cancelled. False: it had already ended.
-func (s *modelServer) end() bool {
+func (s *Server) end() bool {
 	if s.done {
 		return false
 	}
@@ -309,80 +268,13 @@ func (s *modelServer) end() bool {
 	return true
 }
 
-// containerLog is one container run's log, bounded in bytes (oldest lines dropped), as the
-// runtime keeps it for `kubectl logs` and `--previous`.
-type containerLog struct {
-	mu       sync.Mutex
-	lines    []logLine
-	bytes    int
-	maxBytes int
-}
-
-type logLine struct {
-	at   time.Time
-	text string
-}
-
-func newContainerLog(maxBytes int) *containerLog { return &containerLog{maxBytes: maxBytes} }
-
-// Printf appends one line.
-func (l *containerLog) Printf(format string, args ...any) {
-	line := logLine{at: time.Now(), text: fmt.Sprintf(format, args...)}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-	l.bytes += len(line.text) + 1
-	for l.bytes > l.maxBytes && len(l.lines) > 1 {
-		l.bytes -= len(l.lines[0].text) + 1
-		l.lines = l.lines[1:]
-	}
-}
-
-// logOptions are the kubelet log endpoint's query parameters.
-type logOptions struct {
-	TailLines  int // <0: all
-	Timestamps bool
-	Since      time.Time
-	LimitBytes int // 0: no limit
-}
-
-// Render is the log as the kubelet serves it.
-func (l *containerLog) Render(o logOptions) string {
-	l.mu.Lock()
-	lines := append([]logLine(nil), l.lines...)
-	l.mu.Unlock()
-	var kept []logLine
-	for _, ln := range lines {
-		if o.Since.IsZero() || !ln.at.Before(o.Since) {
-			kept = append(kept, ln)
-		}
-	}
-	if o.TailLines >= 0 && len(kept) > o.TailLines {
-		kept = kept[len(kept)-o.TailLines:]
-	}
-	var b strings.Builder
-	for _, ln := range kept {
-		if o.Timestamps {
-			b.WriteString(ln.at.UTC().Format(time.RFC3339Nano))
-			b.WriteByte(' ')
-		}
-		b.WriteString(ln.text)
-		b.WriteByte('\n')
-	}
-	out := b.String()
-	if o.LimitBytes > 0 && len(out) > o.LimitBytes {
-		out = out[:o.LimitBytes]
-	}
-	return out
-}
-
 // scaled is bytes moved at bandwidth (bytes per real second), in the test's time.
-func (c serverConfig) scaled(bytes int64, bandwidth float64) time.Duration {
+func (c Config) scaled(bytes int64, bandwidth float64) time.Duration {
 	return time.Duration(float64(bytes) / bandwidth * c.TimeScale * float64(time.Second))
 }
 
 // downloadTime is how long fetching weights bytes takes: DownloadTime, else modelled.
-func (c serverConfig) downloadTime(weights int64) time.Duration {
+func (c Config) downloadTime(weights int64) time.Duration {
 	if c.DownloadTime > 0 {
 		return c.DownloadTime
 	}
@@ -390,7 +282,7 @@ func (c serverConfig) downloadTime(weights int64) time.Duration {
 }
 
 // loadTime is how long loading perGPU bytes on each GPU takes: LoadTime, else modelled.
-func (c serverConfig) loadTime(perGPU int64) time.Duration {
+func (c Config) loadTime(perGPU int64) time.Duration {
 	if c.LoadTime > 0 {
 		return c.LoadTime
 	}
@@ -399,18 +291,18 @@ func (c serverConfig) loadTime(perGPU int64) time.Duration {
 
 // compileTime is torch.compile's time in a start: 40 real seconds (Dynamo and Inductor on an
 // 8B model, cold), under TimeScale.
-func (c serverConfig) compileTime() time.Duration {
+func (c Config) compileTime() time.Duration {
 	return time.Duration(40 * c.TimeScale * float64(time.Second))
 }
 
 // graphTime is the CUDA graphs' capture: 10 real seconds, under TimeScale.
-func (c serverConfig) graphTime() time.Duration {
+func (c Config) graphTime() time.Duration {
 	return time.Duration(10 * c.TimeScale * float64(time.Second))
 }
 
 // prefillTime is how long prefilling uncached prompt tokens takes: PrefillBase plus PrefillTime
 // each, capped at PrefillMax.
-func (c serverConfig) prefillTime(uncached int) time.Duration {
+func (c Config) prefillTime(uncached int) time.Duration {
 	d := c.PrefillBase + time.Duration(max(uncached, 0))*c.PrefillTime
 	if c.PrefillMax > 0 {
 		d = min(d, c.PrefillMax)

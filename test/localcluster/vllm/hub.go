@@ -5,7 +5,7 @@
 // adapter_config.json and adapter_model.safetensors. Names ending in -custom-code also ship
 // modeling code (configuration_*.py, modeling_*.py) loaded with --trust-remote-code.
 
-package main
+package vllm
 
 import (
 	"fmt"

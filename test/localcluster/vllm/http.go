@@ -2,7 +2,7 @@
 // OpenAI completions and chat completions (streamed or not), runtime LoRA loading, the
 // API key check and uvicorn's access log, with vLLM v0.11's bodies and status codes.
 
-package main
+package vllm
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ import (
 type loraAdapter struct{ name, path, base string }
 
 // routes are vLLM's routes, as it logs them at start.
-func (s *modelServer) routes() [][2]string {
+func (s *Server) routes() [][2]string {
 	r := [][2]string{{"/openapi.json", "HEAD, GET"}, {"/docs", "HEAD, GET"}, {"/docs/oauth2-redirect", "HEAD, GET"},
 		{"/redoc", "HEAD, GET"}, {"/health", "GET"}, {"/load", "GET"}, {"/ping", "POST"}, {"/ping", "GET"},
 		{"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/v1/models", "GET"}, {"/version", "GET"},
@@ -31,7 +31,7 @@ func (s *modelServer) routes() [][2]string {
 // accessLog writes uvicorn's access line when the response starts, as uvicorn does.
 type accessLog struct {
 	http.ResponseWriter
-	s      *modelServer
+	s      *Server
 	r      *http.Request
 	logged bool
 }
@@ -61,7 +61,7 @@ func (a *accessLog) Flush() {
 }
 
 // ServeHTTP routes a request as vLLM's FastAPI app does.
-func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &accessLog{ResponseWriter: rw, s: s, r: r} // a request that ends unanswered logs no access line
 	if len(s.apiKeys) > 0 && strings.HasPrefix(r.URL.Path, "/v1") && r.Method != http.MethodOptions {
 		ok := false
@@ -113,7 +113,7 @@ func (s *modelServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 }
 
 // health answers once the event loop gets to it: later the more requests it is busy with.
-func (s *modelServer) health(w http.ResponseWriter, r *http.Request) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.dead.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
@@ -175,7 +175,7 @@ type modelPermission struct {
 }
 
 // models is GET /v1/models: each served name, then each LoRA adapter.
-func (s *modelServer) models(w http.ResponseWriter) {
+func (s *Server) models(w http.ResponseWriter) {
 	now := time.Now().Unix()
 	card := func(id, root string, parent *string, maxLen *int) modelCard {
 		return modelCard{ID: id, Object: "model", Created: now, OwnedBy: "vllm", Root: root, Parent: parent, MaxModelLen: maxLen,
@@ -199,7 +199,7 @@ func (s *modelServer) models(w http.ResponseWriter) {
 
 // addLoRA loads an adapter as vLLM's OpenAIServingModels does; on failure it returns
 // vLLM's message, error type and status.
-func (s *modelServer) addLoRA(name, path, base string) (msg, typ string, code int) {
+func (s *Server) addLoRA(name, path, base string) (msg, typ string, code int) {
 	s.loraMu.Lock()
 	defer s.loraMu.Unlock()
 	if name == "" || path == "" {
@@ -253,7 +253,7 @@ func (s *modelServer) addLoRA(name, path, base string) (msg, typ string, code in
 }
 
 // loraRoute is POST /v1/load_lora_adapter and /v1/unload_lora_adapter.
-func (s *modelServer) loraRoute(w http.ResponseWriter, r *http.Request, load bool) {
+func (s *Server) loraRoute(w http.ResponseWriter, r *http.Request, load bool) {
 	var req struct {
 		Name string `json:"lora_name"`
 		Path string `json:"lora_path"`
@@ -325,7 +325,7 @@ func randomHex() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.U
 
 // complete is POST /v1/completions and /v1/chat/completions: the request waits for a slot,
 // prefills its prompt, then generates max_tokens tokens at TokenTime each.
-func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool) {
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	var req completionRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		vllmError(w, http.StatusBadRequest, "BadRequestError", err.Error(), nil)
@@ -339,7 +339,7 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 		vllmError(w, http.StatusInternalServerError, "InternalServerError", "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
 		return
 	}
-	var tokens []uint32 // the fake tokenizer's: one token per word (vllm_prefix.go)
+	var tokens []uint32 // the fake tokenizer's: one token per word (prefix.go)
 	if chat {
 		tokens = tokenize(chatPrompt(req.Messages))
 	} else {
@@ -489,7 +489,7 @@ func (s *modelServer) complete(w http.ResponseWriter, r *http.Request, chat bool
 }
 
 // servedName: one of the base model's served names, or none (the first).
-func (s *modelServer) servedName(name string) bool {
+func (s *Server) servedName(name string) bool {
 	if name == "" {
 		return true
 	}
@@ -502,7 +502,7 @@ func (s *modelServer) servedName(name string) bool {
 }
 
 // knownModel: a served name, a loaded adapter, or none (vLLM then uses the first).
-func (s *modelServer) knownModel(name string) bool {
+func (s *Server) knownModel(name string) bool {
 	if name == "" {
 		return true
 	}
@@ -522,7 +522,7 @@ func (s *modelServer) knownModel(name string) bool {
 }
 
 // sleep waits d for the request; false: the client left or the server stopped.
-func (s *modelServer) sleep(r *http.Request, d time.Duration) bool {
+func (s *Server) sleep(r *http.Request, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}

@@ -2,12 +2,12 @@
 // examples/online_serving/multi-node-serving.sh: the Ray cluster a group's processes form, as
 // far as they can tell. A worker's `multi-node-serving.sh worker` joins the Ray head of its
 // group's leader at the address LWS_LEADER_ADDRESS resolves to through the cluster DNS
-// (clusterdns.go); the leader's `multi-node-serving.sh leader` starts the head and blocks until
+// (the kubelet's clusterdns.go); the leader's `multi-node-serving.sh leader` starts the head and blocks until
 // the cluster has its size, then `exec vllm serve` runs the fake vLLM server on the cluster's
 // GPUs. Waits are on the registry's change channels, and a worker's on Ray's 5 s retry too (a
 // name that does not resolve yet announces nothing).
 
-package main
+package vllm
 
 import (
 	"context"
@@ -19,13 +19,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-)
 
-// LWS's pod labels (its pod webhook sets them), which say which group a pod is in.
-const (
-	lwsNameLabel   = "leaderworkerset.sigs.k8s.io/name"
-	lwsGroupLabel  = "leaderworkerset.sigs.k8s.io/group-index"
-	lwsWorkerLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 const (
@@ -115,14 +110,8 @@ func (l *rayLaunch) budget() time.Duration {
 	return time.Duration((l.initTimeout+4)/5) * rayRetry
 }
 
-// rayMember is where a pod sits in its LeaderWorkerSet, from its labels.
-type rayMember struct {
-	Namespace, Name, Group, Worker string // Worker "0": the leader
-	Pod                            string
-}
-
 // key is the member's group; ok false: the pod carries no LWS labels (no group to find).
-func (m rayMember) key() (rayGroupKey, bool) {
+func groupKey(m proc.LWSMember) (rayGroupKey, bool) {
 	return rayGroupKey{m.Namespace, m.Name, m.Group}, m.Name != "" && m.Group != ""
 }
 
@@ -160,7 +149,7 @@ type rayView struct {
 	gpus  int // the head's and its nodes' GPUs: what Ray's placement groups can take
 }
 
-func newRayCluster() *rayCluster { return &rayCluster{groups: map[rayGroupKey]*rayGroup{}} }
+func NewRayCluster() *rayCluster { return &rayCluster{groups: map[rayGroupKey]*rayGroup{}} }
 
 func (rc *rayCluster) group(k rayGroupKey) *rayGroup {
 	g := rc.groups[k]
@@ -251,14 +240,14 @@ func clusterReady(active int, size string) bool {
 func rayStamp() string { return time.Now().UTC().Format("2006-01-02 15:04:05,000") }
 
 // rayRuntimeStarted is what `ray start` prints once its node runs.
-func (s *modelServer) rayRuntimeStarted() {
+func (s *Server) rayRuntimeStarted() {
 	for _, l := range []string{"--------------------", "Ray runtime started.", "--------------------", ""} {
 		s.log.Printf("%s", l)
 	}
 }
 
 // startRay runs the script (and, for a leader, what follows it) in the process's goroutine.
-func (s *modelServer) startRay(l *rayLaunch) {
+func (s *Server) startRay(l *rayLaunch) {
 	for _, e := range l.shellErrors {
 		s.log.Printf("%s", e)
 	}
@@ -269,24 +258,24 @@ func (s *modelServer) startRay(l *rayLaunch) {
 		go s.rayLeader(l)
 	default:
 		s.log.Printf("unknown subcommand: %s", l.role)
-		s.exit(exitStatus{Code: 1, Reason: "Error"})
+		s.exit(proc.Exit{Code: 1, Reason: "Error"})
 	}
 }
 
 // rayWorker is the script's worker part: `ray start --address=<leader>:<port> --block`,
 // retried every 5 s while the leader's head is not up, until the init timeout. Once joined it
 // blocks; a head that goes away ends that attempt as a raylet that lost its GCS does.
-func (s *modelServer) rayWorker(l *rayLaunch) {
+func (s *Server) rayWorker(l *rayLaunch) {
 	if l.address == "" {
 		s.log.Printf("Error: Missing argument --ray_address")
-		s.exit(exitStatus{Code: 1, Reason: "Error"})
+		s.exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	addr := l.address + ":" + l.port
 	rc := s.cfg.Ray
 	// own is the worker's group by its labels: only to wake early when a head there changes.
 	// The head it joins is the one at the address its --ray_address resolves to.
-	own, labelled := s.spec.Ray.key()
+	own, labelled := groupKey(s.spec.Ray)
 	left := l.budget()
 	for {
 		var view rayView
@@ -349,11 +338,11 @@ func (s *modelServer) rayWorker(l *rayLaunch) {
 		left -= time.Since(t0)
 	}
 	s.log.Printf("Ray worker starts timeout, head address: %s", addr)
-	s.exit(exitStatus{Code: 1, Reason: "Error"})
+	s.exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // resolve is the process's getaddrinfo of a host, through the pod's resolv.conf.
-func (s *modelServer) resolve(host string) (string, error) {
+func (s *Server) resolve(host string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	go func() {
@@ -363,7 +352,7 @@ func (s *modelServer) resolve(host string) (string, error) {
 		case <-ctx.Done():
 		}
 	}()
-	return s.spec.DNS.lookup(ctx, host)
+	return lookup(ctx, s.spec, host)
 }
 
 // headAt is the group whose running head listens on ip; ok false: no head there.
@@ -380,7 +369,7 @@ func (rc *rayCluster) headAt(ip string) (rayGroupKey, bool) {
 
 // rayBlock is `ray start --block` on a joined node: true when the head went away, false when
 // the process was stopped (it leaves the cluster).
-func (s *modelServer) rayBlock(key rayGroupKey, h *rayHead, n *rayNode) bool {
+func (s *Server) rayBlock(key rayGroupKey, h *rayHead, n *rayNode) bool {
 	rc := s.cfg.Ray
 	for {
 		view, changed := rc.watch(key)
@@ -398,17 +387,17 @@ func (s *modelServer) rayBlock(key rayGroupKey, h *rayHead, n *rayNode) bool {
 
 // rayLeader is the script's leader part, `ray start --head` and the wait for the cluster's
 // size, then what follows it: `exec vllm serve ...` on the Ray cluster.
-func (s *modelServer) rayLeader(l *rayLaunch) {
+func (s *Server) rayLeader(l *rayLaunch) {
 	if l.clusterSize == "" {
 		s.log.Printf("Error: Missing argument --ray_cluster_size")
-		s.exit(exitStatus{Code: 1, Reason: "Error"})
+		s.exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	rc := s.cfg.Ray
-	key, grouped := s.spec.Ray.key()
+	key, grouped := groupKey(s.spec.Ray)
 	if rc == nil || !grouped {
 		// no group to find: a cluster of this pod alone
-		rc, key = newRayCluster(), rayGroupKey{name: s.spec.Ray.Pod}
+		rc, key = NewRayCluster(), rayGroupKey{name: s.spec.Ray.Pod}
 	}
 	head := &rayHead{pod: s.spec.Ray.Pod, ip: s.spec.IP, gpus: s.spec.GPUs, nodes: map[*rayNode]bool{}}
 	s.stopMu.Lock()
@@ -451,7 +440,7 @@ func (s *modelServer) rayLeader(l *rayLaunch) {
 		}
 		if !time.Now().Before(deadline) {
 			s.log.Printf("Waiting for all ray workers to be active timed out.")
-			s.exit(exitStatus{Code: 1, Reason: "Error"})
+			s.exit(proc.Exit{Code: 1, Reason: "Error"})
 			return
 		}
 		// the script's check every 5 s, and the fake's on each change of the cluster
@@ -476,9 +465,9 @@ func (s *modelServer) rayLeader(l *rayLaunch) {
 
 // serveOnRay is `exec vllm serve ...` after the script: the fake vLLM server with the Ray
 // cluster's GPUs; a node of that cluster leaving kills its engine, as a Ray actor's death does.
-func (s *modelServer) serveOnRay(l *rayLaunch, rc *rayCluster, key rayGroupKey, view rayView) {
+func (s *Server) serveOnRay(l *rayLaunch, rc *rayCluster, key rayGroupKey, view rayView) {
 	if l.then == nil {
-		s.exit(exitStatus{Code: 0, Reason: "Completed"})
+		s.exit(proc.Exit{Code: 0, Reason: "Completed"})
 		return
 	}
 	prog, argv, ok := serveCommand(l.then, nil)
@@ -506,7 +495,7 @@ func (s *modelServer) serveOnRay(l *rayLaunch, rc *rayCluster, key rayGroupKey, 
 
 // watchRayNodes kills the engine when a node it was started with leaves the cluster: the
 // RayWorkerWrapper actors on it die, and with them the engine's next step.
-func (s *modelServer) watchRayNodes(rc *rayCluster, key rayGroupKey, started rayView) {
+func (s *Server) watchRayNodes(rc *rayCluster, key rayGroupKey, started rayView) {
 	for {
 		view, changed := rc.watch(key)
 		if view.head != started.head {
@@ -532,7 +521,7 @@ func (s *modelServer) watchRayNodes(rc *rayCluster, key rayGroupKey, started ray
 
 // actorDied is the engine losing the Ray actor on node n: while loading, the engine fails to
 // start; while serving, the engine core dies and the API server with it. Exit 1.
-func (s *modelServer) actorDied(n *rayNode) {
+func (s *Server) actorDied(n *rayNode) {
 	s.stopMu.Lock()
 	serving := s.srv != nil
 	done := s.done
@@ -566,9 +555,9 @@ func (s *modelServer) actorDied(n *rayNode) {
 
 // rayReachable: the NetworkPolicies of the head's pod admit this pod on the GCS port (a refused
 // join is Ray's connection error, retried as any).
-func (s *modelServer) rayReachable(headIP, port string) bool {
+func (s *Server) rayReachable(headIP, port string) bool {
 	p, _ := strconv.Atoi(port)
-	ok, why := s.cfg.Ingress.admitsPeer(s.spec.Ray.Namespace+"/"+s.spec.Ray.Pod, s.spec.IP, headIP, int32(p))
+	ok, why := s.cfg.admitsPeer(s.spec.Ray.Namespace+"/"+s.spec.Ray.Pod, s.spec.IP, headIP, int32(p))
 	if !ok {
 		klog.V(2).InfoS("network policy: refused a Ray join", "why", why)
 	}

@@ -1,10 +1,12 @@
-package main
+package vllm
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // TestParseServeArgsRefuses: what vLLM v0.11.0's parser refuses, with argparse's text (CPython
@@ -316,14 +318,14 @@ func TestImageEntrypoint(t *testing.T) {
 // The v0.11.0 image given the model positionally, as `vllm serve` takes it: the api_server
 // reads it as model_tag, ignores it and serves its default model under the given name.
 func TestAPIServerIgnoresPositionalModel(t *testing.T) {
-	_, log, url := vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0",
-		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, serverConfig{})
+	_, log, url := vtStart(t, proc.Spec{Image: "vllm/vllm-openai:v0.11.0",
+		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, Config{})
 	body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200)
 	if !strings.Contains(body, `"id":"Qwen/Qwen3-8B"`) || !strings.Contains(body, `"root":"Qwen/Qwen3-0.6B"`) {
-		t.Fatalf("/v1/models %s, want Qwen/Qwen3-0.6B served as Qwen/Qwen3-8B\n%s", body, log.Render(logOptions{TailLines: 20}))
+		t.Fatalf("/v1/models %s, want Qwen/Qwen3-0.6B served as Qwen/Qwen3-8B\n%s", body, log.Render(proc.LogOptions{TailLines: 20}))
 	}
-	_, _, url = vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"vllm", "serve"},
-		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, serverConfig{})
+	_, _, url = vtStart(t, proc.Spec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"vllm", "serve"},
+		Args: []string{"Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"}}, Config{})
 	if body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200); !strings.Contains(body, `"root":"Qwen/Qwen3-8B"`) {
 		t.Fatalf("vllm serve: /v1/models %s", body)
 	}

@@ -1,13 +1,15 @@
-package main
+package vllm
 
 import (
+	"context"
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 const (
@@ -55,27 +57,6 @@ func TestParseRayLaunch(t *testing.T) {
 	}
 }
 
-func TestExpandCommand(t *testing.T) {
-	env := map[string]string{"LWS_GROUP_SIZE": "2", "LWS_LEADER_ADDRESS": "big-0.big.ns", "EMPTY": ""}
-	for _, tc := range []struct{ in, want string }{
-		{"--ray_cluster_size=$(LWS_GROUP_SIZE)", "--ray_cluster_size=2"},
-		{"--ray_address=$(LWS_LEADER_ADDRESS)", "--ray_address=big-0.big.ns"},
-		{"$$(LWS_GROUP_SIZE) is escaped", "$(LWS_GROUP_SIZE) is escaped"},
-		{"$(MISSING) stays", "$(MISSING) stays"},
-		{"$(EMPTY)x", "x"},
-		{"$LWS_GROUP_SIZE is the shell's", "$LWS_GROUP_SIZE is the shell's"},
-		{"$$ and $", "$ and $"},
-		{"unclosed $(LWS_GROUP_SIZE", "unclosed $(LWS_GROUP_SIZE"},
-	} {
-		if got := expandCommand([]string{tc.in}, env); got[0] != tc.want {
-			t.Errorf("expand %q = %q, want %q", tc.in, got[0], tc.want)
-		}
-	}
-	if expandCommand(nil, env) != nil {
-		t.Error("nil command must stay nil (the image's entrypoint)")
-	}
-}
-
 func TestClusterReady(t *testing.T) {
 	for _, tc := range []struct {
 		active int
@@ -94,40 +75,66 @@ func TestClusterReady(t *testing.T) {
 // headless Service (subdomain policy Shared) selects its pods.
 type rayWorld struct {
 	rc  *rayCluster
-	dns *testDNS
+	dns *fakeDNS
 }
 
-func newRayWorld(t *testing.T, svcs ...*v1.Service) rayWorld {
-	if svcs == nil {
-		svcs = []*v1.Service{headless("ns", "big", map[string]string{lwsNameLabel: "big"}, true)}
+func newRayWorld(headless bool) rayWorld {
+	return rayWorld{rc: NewRayCluster(), dns: &fakeDNS{headless: headless, names: map[string]string{}}}
+}
+
+// fakeDNS is the cluster DNS as the group's processes meet it: a pod of the LeaderWorkerSet
+// big resolves as POD.big.ns when its headless Service exists (the kubelet's DNS server and its
+// Services are clusterdns.go's, tested there).
+type fakeDNS struct {
+	mu       sync.Mutex
+	headless bool
+	names    map[string]string
+}
+
+func (d *fakeDNS) addPod(pod, ip string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.headless {
+		d.names[pod+".big.ns"] = ip
 	}
-	return rayWorld{rc: newRayCluster(), dns: startTestDNS(t, svcs...)}
+}
+
+func (d *fakeDNS) Lookup(_ context.Context, name string) (string, error) {
+	if ip := net.ParseIP(name); ip != nil {
+		return ip.String(), nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ip, ok := d.names[name]; ok {
+		return ip, nil
+	}
+	return "", errNoResolver
 }
 
 // rayPod starts one pod's process of group big/0; a leader's pod is in DNS first, under the
 // subdomain big, as LWS's pod webhook sets it.
-func rayPod(t *testing.T, w rayWorld, pod, worker, script string, gpus int) (*modelServer, *containerLog, string) {
+func rayPod(t *testing.T, w rayWorld, pod, worker, script string, gpus int) (*Server, *proc.Log, string) {
 	t.Helper()
 	return rayGroupPod(t, w, pod, "0", worker, script, gpus)
 }
 
-func rayGroupPod(t *testing.T, w rayWorld, pod, group, worker, script string, gpus int) (*modelServer, *containerLog, string) {
+func rayGroupPod(t *testing.T, w rayWorld, pod, group, worker, script string, gpus int) (*Server, *proc.Log, string) {
 	t.Helper()
 	ip := vtIP()
 	if worker == "0" {
-		w.dns.addPod(t, dnsPod("ns", pod, pod, "big", ip, false, map[string]string{lwsNameLabel: "big", lwsGroupLabel: group}))
+		w.dns.addPod(pod, ip)
 	}
-	return vtStart(t, modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"/bin/sh", "-c"}, Args: []string{script}, GPUs: gpus, IP: ip,
-		Ray: rayMember{Namespace: "ns", Name: "big", Group: group, Worker: worker, Pod: pod}, DNS: w.dns.resolver("ns")}, serverConfig{Ray: w.rc})
+	return vtStart(t, proc.Spec{Image: "vllm/vllm-openai:v0.11.0", Command: []string{"/bin/sh", "-c"}, Args: []string{script}, GPUs: gpus, IP: ip,
+		Ray: proc.LWSMember{Namespace: "ns", Name: "big", Group: group, Worker: worker, Pod: pod}, DNS: w.dns}, Config{Ray: w.rc})
 }
 
 // waitLog polls the log for want.
-func waitLog(t *testing.T, log *containerLog, want string) {
+func waitLog(t *testing.T, log *proc.Log, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(log.Render(logOptions{TailLines: -1}), want) {
+	for !strings.Contains(log.Render(proc.LogOptions{TailLines: -1}), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("log lacks %q:\n%s", want, log.Render(logOptions{TailLines: 30}))
+			t.Fatalf("log lacks %q:\n%s", want, log.Render(proc.LogOptions{TailLines: 30}))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -142,7 +149,7 @@ func dials(url string) bool {
 }
 
 func TestRayGroupLeaderWaitsForWorker(t *testing.T) {
-	rc := newRayWorld(t)
+	rc := newRayWorld(true)
 	leader, llog, url := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	waitLog(t, llog, "Wait for all ray workers to be active. 1/2 is active")
 	if dials(url) {
@@ -155,7 +162,7 @@ func TestRayGroupLeaderWaitsForWorker(t *testing.T) {
 	if !dials(url) {
 		t.Fatal("the leader does not serve once its worker joined")
 	}
-	if out := llog.Render(logOptions{TailLines: -1}); strings.Contains(out, "exceeds") {
+	if out := llog.Render(proc.LogOptions{TailLines: -1}); strings.Contains(out, "exceeds") {
 		t.Fatalf("tp 8 x pp 2 must fit the cluster's 16 GPUs:\n%s", out)
 	}
 	// the worker goes: the engine's actors on it die, the leader exits 1
@@ -173,7 +180,7 @@ func TestRayGroupLeaderWaitsForWorker(t *testing.T) {
 }
 
 func TestRayGroupTooFewGPUs(t *testing.T) {
-	rc := newRayWorld(t)
+	rc := newRayWorld(true)
 	leader, llog, _ := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	rayPod(t, rc, "big-0-1", "1", rayWorkerScript, 4)
 	select {
@@ -185,7 +192,7 @@ func TestRayGroupTooFewGPUs(t *testing.T) {
 		t.Fatal("16 GPUs on a 12-GPU Ray cluster must fail")
 	}
 	waitLog(t, llog, "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.")
-	if strings.Contains(llog.Render(logOptions{TailLines: -1}), "Started a local Ray instance.") {
+	if strings.Contains(llog.Render(proc.LogOptions{TailLines: -1}), "Started a local Ray instance.") {
 		t.Error("on the group's cluster vLLM connects to it, it starts no local Ray")
 	}
 }
@@ -204,7 +211,7 @@ func TestRayTimeouts(t *testing.T) {
 		{"unknown subcommand", "bash multi-node-serving.sh head", "0", []string{"unknown subcommand: head"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, log, _ := rayPod(t, newRayWorld(t), "p", tc.worker, tc.script, 8)
+			s, log, _ := rayPod(t, newRayWorld(true), "p", tc.worker, tc.script, 8)
 			if st := vtExit(t, s, log); st.Code != 1 {
 				t.Errorf("exit %+v, want 1", st)
 			}
@@ -216,7 +223,7 @@ func TestRayTimeouts(t *testing.T) {
 }
 
 func TestRayWorkerJoinsLeaderThatComesLater(t *testing.T) {
-	rc := newRayWorld(t)
+	rc := newRayWorld(true)
 	_, wlog, _ := rayPod(t, rc, "big-0-1", "1", rayWorkerScript, 8)
 	waitLog(t, wlog, "Waiting until the ray worker is active...")
 	// another group's leader is not this worker's
@@ -230,7 +237,7 @@ func TestRayWorkerJoinsLeaderThatComesLater(t *testing.T) {
 // creates no headless Service, the leader's name does not resolve and the worker never joins
 // the head that is up and waiting for it.
 func TestRayWorkerCannotResolveLeaderUnderClusterIPService(t *testing.T) {
-	rc := newRayWorld(t, clusterIPService("ns", "big", "10.0.0.4", map[string]string{lwsNameLabel: "big"}))
+	rc := newRayWorld(false)
 	_, llog, _ := rayPod(t, rc, "big-0", "0", rayLeaderScript, 8)
 	waitLog(t, llog, "Wait for all ray workers to be active. 1/2 is active")
 	s, wlog, _ := rayPod(t, rc, "big-0-1", "1", "bash multi-node-serving.sh worker --ray_address=big-0.big.ns --ray_init_timeout=0", 8)
@@ -238,7 +245,7 @@ func TestRayWorkerCannotResolveLeaderUnderClusterIPService(t *testing.T) {
 		t.Errorf("exit %+v, want 1", st)
 	}
 	waitLog(t, wlog, "Ray worker starts timeout, head address: big-0.big.ns:6379")
-	if strings.Contains(wlog.Render(logOptions{TailLines: -1}), "Ray runtime started.") {
+	if strings.Contains(wlog.Render(proc.LogOptions{TailLines: -1}), "Ray runtime started.") {
 		t.Error("the worker joined a head its address does not resolve to")
 	}
 }

@@ -2,7 +2,7 @@
 // statistics vLLM exports on /metrics. It owns no goroutine and no timer: a request's own
 // handler waits for its slot and for its tokens, so an idle server costs nothing.
 
-package main
+package vllm
 
 import (
 	"context"
@@ -71,7 +71,7 @@ type engine struct {
 	maxWaiting  int
 	running     int
 	waiting     []waiter   // in arrival order
-	kv          *blockPool // the KV cache's blocks and prefix cache (vllm_prefix.go)
+	kv          *blockPool // the KV cache's blocks and prefix cache (prefix.go)
 	maxModelLen int
 	stats       engineStats
 	lora        loraStats
@@ -187,7 +187,7 @@ func (e *engine) dispatchLocked() {
 }
 
 // beginKV looks the running request's prompt up in the prefix cache and gives it the blocks of
-// its total tokens (vllm_prefix.go).
+// its total tokens (prefix.go).
 func (e *engine) beginKV(tokens []uint32, adapter string, total int) *kvSeq {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -3,7 +3,7 @@
 // out of memory, no /dev/shm for NCCL), the download and the load with the port closed,
 // then the API server. Each failure ends the log the way the real one does.
 
-package main
+package vllm
 
 import (
 	"fmt"
@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 const (
@@ -33,17 +35,17 @@ func procPrefix(name string, pid int) string {
 }
 
 // api logs a line of the API server process (pid 1).
-func (s *modelServer) api(level, src, format string, args ...any) {
+func (s *Server) api(level, src, format string, args ...any) {
 	s.log.Printf("%s%s %s [%s] %s", apiPrefix, level, logStamp(), src, fmt.Sprintf(format, args...))
 }
 
 // core logs a line of the engine core process.
-func (s *modelServer) core(level, src, format string, args ...any) {
+func (s *Server) core(level, src, format string, args ...any) {
 	s.log.Printf("%s%s %s [%s] %s", corePrefix(), level, logStamp(), src, fmt.Sprintf(format, args...))
 }
 
 // uvicorn logs a line of uvicorn's own logger.
-func (s *modelServer) uvicorn(format string, args ...any) {
+func (s *Server) uvicorn(format string, args ...any) {
 	switch s.args.uvicornLevel {
 	case "warning", "error", "critical":
 		return
@@ -52,7 +54,7 @@ func (s *modelServer) uvicorn(format string, args ...any) {
 }
 
 // raw writes lines with a process prefix as that process prints to stderr (tracebacks).
-func (s *modelServer) raw(prefix string, lines ...string) {
+func (s *Server) raw(prefix string, lines ...string) {
 	for _, l := range lines {
 		for _, part := range strings.Split(l, "\n") {
 			s.log.Printf("%s%s", prefix, part)
@@ -65,7 +67,7 @@ var apiPrefix = procPrefix("APIServer", 1)
 func corePrefix() string { return procPrefix("EngineCore_DP0", enginePID) }
 
 // wait sleeps d unless the process is stopped first; false: stopped.
-func (s *modelServer) wait(d time.Duration) bool {
+func (s *Server) wait(d time.Duration) bool {
 	if d <= 0 {
 		select {
 		case <-s.stopCh:
@@ -85,7 +87,7 @@ func (s *modelServer) wait(d time.Duration) bool {
 }
 
 // failPython ends the process with a Python traceback from the API server, exit 1.
-func (s *modelServer) failPython(frames []string, last ...string) {
+func (s *Server) failPython(frames []string, last ...string) {
 	lines := []string{"Traceback (most recent call last):",
 		`  File "/usr/local/bin/vllm", line 10, in <module>`, "    sys.exit(main())",
 		`  File "` + pyLib + `/vllm/entrypoints/cli/main.py", line 54, in main`, "    args.dispatch_function(args)",
@@ -93,7 +95,7 @@ func (s *modelServer) failPython(frames []string, last ...string) {
 	lines = append(lines, frames...)
 	lines = append(lines, last...)
 	s.raw(apiPrefix, lines...)
-	s.exit(exitStatus{Code: 1, Reason: "Error"})
+	s.exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // engineInitFailed is how the API server reports an engine core that died starting.
@@ -105,9 +107,9 @@ var engineInitFailed = []string{
 }
 
 // run is the process from its first log line to serving (or its death).
-func (s *modelServer) run() {
+func (s *Server) run() {
 	a, sp := s.args, s.spec
-	if sp.GPUs == 0 && strings.HasPrefix(sp.Image, fakeRegistry) {
+	if sp.GPUs == 0 && strings.HasPrefix(sp.Image, proc.FakeRegistry) {
 		// a kubelet.fake/ image plays its behavior on any pod, GPUs requested or not
 		sp.GPUs = 1
 	}
@@ -273,7 +275,7 @@ func (s *modelServer) run() {
 		"pipeline_parallel_size=%d, data_parallel_size=1, quantization=%s, enforce_eager=%s, kv_cache_dtype=auto, device_config=cuda, "+
 		"seed=0, served_model_name=%s, enable_prefix_caching=%s, chunked_prefill_enabled=True",
 		vllmVersion, model, model, dtype, maxLen, a.tp, a.pp, quant, pyBoolStr(a.enforceEager), strings.Join(a.served, ","), pyBoolStr(a.prefixCaching))
-	if sp.GPUFault != faultNone {
+	if sp.GPUFault != proc.FaultNone {
 		s.failGPUStart(sp.GPUFault)
 		return
 	}
@@ -344,12 +346,12 @@ func (s *modelServer) run() {
 	if sp.MemoryLimit > 0 && hostBaseBytes+staged > sp.MemoryLimit {
 		killShard = int(float64(n) * math.Max(0, float64(sp.MemoryLimit-hostBaseBytes)) / float64(staged))
 	}
-	if sp.Behavior.kind == bOOMKilled {
+	if sp.Behavior.Kind == proc.OOMKilled {
 		killShard = n / 2
 	}
 	load := s.cfg.loadTime(perGPU)
-	if sp.Behavior.kind == bSlowReady {
-		load = sp.Behavior.delay
+	if sp.Behavior.Kind == proc.SlowReady {
+		load = sp.Behavior.Delay
 	}
 	per := load / time.Duration(n+1)
 	t0 := time.Now()
@@ -365,10 +367,10 @@ func (s *modelServer) run() {
 			break
 		}
 		if i == killShard {
-			if sp.Behavior.kind == bOOMKilled && !s.wait(s.cfg.CrashRun) {
+			if sp.Behavior.Kind == proc.OOMKilled && !s.wait(s.cfg.CrashRun) {
 				return
 			}
-			s.exit(exitStatus{Code: 137, Reason: "OOMKilled"}) // SIGKILL: not a word more
+			s.exit(proc.Exit{Code: 137, Reason: "OOMKilled"}) // SIGKILL: not a word more
 			return
 		}
 		if i == oomShard {
@@ -449,14 +451,14 @@ func (s *modelServer) run() {
 	for _, r := range s.routes() {
 		s.api("INFO", "launcher.py:42", "Route: %s, Methods: %s", r[0], r[1])
 	}
-	s.dying = sp.Behavior.kind == bNeverReady // set before the handlers can read it
+	s.dying = sp.Behavior.Kind == proc.NeverReady // set before the handlers can read it
 	if !s.listen() {
 		return
 	}
 	s.uvicorn("Started server process [1]")
 	s.uvicorn("Waiting for application startup.")
 	s.uvicorn("Application startup complete.")
-	if sp.Behavior.kind == bCrashLoop {
+	if sp.Behavior.Kind == proc.CrashLoop {
 		s.stopMu.Lock()
 		if !s.done {
 			s.crashAt = time.AfterFunc(s.cfg.CrashRun, s.crash)
@@ -468,7 +470,7 @@ func (s *modelServer) run() {
 // compile is vLLM's torch.compile during the profile run, as v0.11 logs it (compilation/
 // backends.py, monitor.py): Dynamo's bytecode transform, then Inductor's compile of the graph
 // for dynamic shapes, the total last. False: stopped meanwhile.
-func (s *modelServer) compile() bool {
+func (s *Server) compile() bool {
 	total := s.cfg.compileTime()
 	t0 := time.Now()
 	s.core("INFO", "backends.py:548", "Using cache directory: /root/.cache/vllm/torch_compile_cache/%s/rank_0_0/backbone for vLLM's torch.compile", compileHash(s.args.model))
@@ -489,7 +491,7 @@ func (s *modelServer) compile() bool {
 // captureGraphs is the CUDA graph capture after the KV cache is allocated (gpu_model_runner
 // capture_model): tqdm's bars for the mixed and the decode batch sizes, then the summary.
 // False: stopped meanwhile.
-func (s *modelServer) captureGraphs(maxNumSeqs int) bool {
+func (s *Server) captureGraphs(maxNumSeqs int) bool {
 	t0 := time.Now()
 	// v0.11 captures up to 512 sizes, capped by max_num_seqs: 1, 2, 4, then multiples of 8
 	sizes := 3 + min(512, max(maxNumSeqs, 8))/8
@@ -519,7 +521,7 @@ func compileHash(model string) string {
 
 // gpuOOM is torch running out of GPU memory while loading: the engine core's traceback,
 // then the API server's, exit 1.
-func (s *modelServer) gpuOOM(perGPU, budget int64) {
+func (s *Server) gpuOOM(perGPU, budget int64) {
 	capacity := s.cfg.GPUMemory - s.cfg.GPUMemory/99 // as nvidia-smi shows 79.19 of 80 GiB
 	used := budget
 	s.core("ERROR", "core.py:708", "EngineCore failed to start.")
@@ -538,7 +540,7 @@ func (s *modelServer) gpuOOM(perGPU, budget int64) {
 }
 
 // crash is a crashloop server's engine dying while serving: the server shuts down, exit 1.
-func (s *modelServer) crash() {
+func (s *Server) crash() {
 	s.stopMu.Lock()
 	if s.done {
 		s.stopMu.Unlock()
@@ -559,7 +561,7 @@ func (s *modelServer) crash() {
 
 // listen opens the port once the engine is up; false: stopped meanwhile, or the address
 // is taken (the process exits as uvicorn does).
-func (s *modelServer) listen() bool {
+func (s *Server) listen() bool {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
 	if s.done {
@@ -569,12 +571,12 @@ func (s *modelServer) listen() bool {
 	if err != nil {
 		s.log.Printf("%sERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", apiPrefix, s.spec.IP, s.port)
 		s.end()
-		s.exited <- exitStatus{Code: 1, Reason: "Error"}
+		s.exited <- proc.Exit{Code: 1, Reason: "Error"}
 		return false
 	}
 	// uvicorn closes an idle keep-alive connection after 5 s
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
-	go func() { _ = s.srv.Serve(s.cfg.Ingress.guard(ln)) }()
+	go func() { _ = s.srv.Serve(s.cfg.guard(ln)) }()
 	return true
 }
 
@@ -603,7 +605,7 @@ func thousands(n int) string {
 }
 
 // engineDied logs what a never-ready server's engine core says when it dies after start.
-func (s *modelServer) engineDied() {
+func (s *Server) engineDied() {
 	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
 	s.raw(corePrefix(), "Traceback (most recent call last):",
 		`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,

@@ -1,4 +1,4 @@
-package main
+package vllm
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // seqTokens are n distinct token ids from start.
@@ -187,8 +189,8 @@ func vtMetrics(url string) string {
 // falls with the cached part.
 func TestVllmPrefixCache(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{TokenTime: time.Millisecond, PrefillTime: 2 * time.Millisecond, PrefillMax: 5 * time.Second}
-	_, log, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--enable-prompt-tokens-details"}}, cfg)
+	cfg := Config{TokenTime: time.Millisecond, PrefillTime: 2 * time.Millisecond, PrefillMax: 5 * time.Second}
+	_, log, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--enable-prompt-tokens-details"}}, cfg)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	prompt := words("p", 150)
 
@@ -227,7 +229,7 @@ func TestVllmPrefixCache(t *testing.T) {
 		}
 	}
 	blocks := regexp.MustCompile(`num_gpu_blocks="(\d+)"`).FindStringSubmatch(m)
-	if blocks == nil || !strings.Contains(log.Render(logOptions{TailLines: -1}), "after num_gpu_blocks is: "+blocks[1]) {
+	if blocks == nil || !strings.Contains(log.Render(proc.LogOptions{TailLines: -1}), "after num_gpu_blocks is: "+blocks[1]) {
 		t.Fatalf("num_gpu_blocks label %v does not match the log", blocks)
 	}
 
@@ -258,9 +260,9 @@ func TestVllmPrefixCache(t *testing.T) {
 // prompt sharing it sooner; the other prefills it all.
 func TestVllmPrefixRouting(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{TokenTime: time.Millisecond, PrefillTime: 2 * time.Millisecond, PrefillMax: 5 * time.Second}
-	_, _, warm := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}}, cfg)
-	_, _, cold := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}}, cfg)
+	cfg := Config{TokenTime: time.Millisecond, PrefillTime: 2 * time.Millisecond, PrefillMax: 5 * time.Second}
+	_, _, warm := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}}, cfg)
+	_, _, cold := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}}, cfg)
 	vtWaitStatus(t, "GET", warm+"/health", "", 200)
 	vtWaitStatus(t, "GET", cold+"/health", "", 200)
 	shared := words("doc", 160)
@@ -290,8 +292,8 @@ func TestVllmPrefixRouting(t *testing.T) {
 // request's blocks show in kv_cache_usage_perc, and other prompts evict an idle one's blocks.
 func TestVllmPrefixEvictionAndUsage(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{TokenTime: 5 * time.Millisecond, PrefillTime: time.Microsecond}
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--num-gpu-blocks-override", "10"}}, cfg)
+	cfg := Config{TokenTime: 5 * time.Millisecond, PrefillTime: time.Microsecond}
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--num-gpu-blocks-override", "10"}}, cfg)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if m := vtMetrics(url); !strings.Contains(m, `num_gpu_blocks="10"`) || !strings.Contains(m, `num_gpu_blocks_override="10"`) {
 		t.Fatalf("cache_config_info:\n%s", m)
@@ -333,8 +335,8 @@ func TestVllmPrefixEvictionAndUsage(t *testing.T) {
 
 func TestVllmPrefixCachingDisabled(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--no-enable-prefix-caching", "--enable-prompt-tokens-details"}},
-		serverConfig{TokenTime: time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--no-enable-prefix-caching", "--enable-prompt-tokens-details"}},
+		Config{TokenTime: time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	for range 2 {
 		if u := vtComplete(t, url, completionBody("", words("x", 40), 1)); u.Details != nil {
@@ -351,8 +353,8 @@ func TestVllmPrefixCachingDisabled(t *testing.T) {
 // TestVllmPrefillCap: the modelled prefill stops at PrefillMax.
 func TestVllmPrefillCap(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}},
-		serverConfig{TokenTime: time.Millisecond, PrefillTime: 10 * time.Millisecond, PrefillMax: 20 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}},
+		Config{TokenTime: time.Millisecond, PrefillTime: 10 * time.Millisecond, PrefillMax: 20 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	vtComplete(t, url, completionBody("", words("long", 2000), 1)) // 20 s uncapped
 	if s := vtMetric(vtMetrics(url), "vllm:time_to_first_token_seconds_sum"); s > 1 {
@@ -380,7 +382,7 @@ func TestVllmLoRARequestsInfo(t *testing.T) {
 	t.Parallel()
 	mounts := map[string]string{"/adapters": "pvc:ns/adapters"}
 	args := []string{"Qwen/Qwen3-8B", "--enable-lora", "--max-loras", "2", "--lora-modules", "sql=/adapters/sql", "--max-num-seqs", "1"}
-	_, _, url := vtStart(t, modelServerSpec{Args: args, Mounts: mounts}, serverConfig{TokenTime: 5 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: args, Mounts: mounts}, Config{TokenTime: 5 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if m := vtMetrics(url); !strings.Contains(m, "# TYPE vllm:lora_requests_info gauge") || loraSeriesRe.MatchString(m) {
 		t.Fatalf("before any request: a gauge without series expected:\n%s", m)
@@ -418,7 +420,7 @@ func TestVllmMaxLoRAs(t *testing.T) {
 	t.Parallel()
 	mounts := map[string]string{"/adapters": "pvc:ns/adapters"}
 	args := []string{"Qwen/Qwen3-8B", "--enable-lora", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat", "--max-num-seqs", "4"}
-	_, _, url := vtStart(t, modelServerSpec{Args: args, Mounts: mounts}, serverConfig{TokenTime: 5 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: args, Mounts: mounts}, Config{TokenTime: 5 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	var wg sync.WaitGroup
 	call := func(model string, tokens int) {

@@ -1,4 +1,4 @@
-package main
+package vllm
 
 import (
 	"regexp"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // startMarks are the lines a vLLM v0.11 start prints at the end of each phase, in its order
@@ -37,10 +39,10 @@ type stampedLine struct {
 	text string
 }
 
-func stampedLines(t *testing.T, log *containerLog) []stampedLine {
+func stampedLines(t *testing.T, log *proc.Log) []stampedLine {
 	t.Helper()
 	var out []stampedLine
-	for _, l := range strings.Split(strings.TrimSuffix(log.Render(logOptions{TailLines: -1, Timestamps: true}), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(log.Render(proc.LogOptions{TailLines: -1, Timestamps: true}), "\n"), "\n") {
 		stamp, text, _ := strings.Cut(l, " ")
 		at, err := time.Parse(time.RFC3339Nano, stamp)
 		if err != nil {
@@ -79,8 +81,8 @@ func secondsIn(t *testing.T, line string) float64 {
 // absent when the volume holds the weights, and --enforce-eager compiles and captures nothing.
 func TestVllmStartLog(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{Weights: newWeightsCache(), TimeScale: 0.02}
-	spec := modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
+	cfg := Config{Weights: NewWeightsCache(), TimeScale: 0.02}
+	spec := proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
 	_, log, url := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	lines := stampedLines(t, log)
@@ -88,7 +90,7 @@ func TestVllmStartLog(t *testing.T) {
 	from := 0
 	for i, m := range startMarks {
 		if at[i] = findMark(lines, from, m); at[i] < 0 {
-			t.Fatalf("no %q after line %d:\n%s", m, from, log.Render(logOptions{TailLines: -1}))
+			t.Fatalf("no %q after line %d:\n%s", m, from, log.Render(proc.LogOptions{TailLines: -1}))
 		}
 		from = at[i] + 1
 	}
@@ -122,7 +124,7 @@ func TestVllmStartLog(t *testing.T) {
 	spec.Args = append(spec.Args, "--enforce-eager")
 	_, log2, url2 := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url2+"/health", "", 200)
-	text := log2.Render(logOptions{TailLines: -1})
+	text := log2.Render(proc.LogOptions{TailLines: -1})
 	for i, m := range startMarks {
 		want := !map[int]bool{3: true, 7: true, 8: true, 9: true, 12: true, 13: true}[i]
 		if got := strings.Contains(text, m); got != want {

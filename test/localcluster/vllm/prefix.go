@@ -22,7 +22,7 @@
 // only produce hits no real client could make), and a block is hashed once its prefill is done,
 // as vLLM caches blocks after the step that computed them.
 
-package main
+package vllm
 
 import (
 	"crypto/sha256"

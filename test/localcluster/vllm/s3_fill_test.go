@@ -1,4 +1,4 @@
-package main
+package vllm
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // The signer against AWS's worked example (S3 API reference, "Signature Calculations for the
@@ -61,15 +63,15 @@ func TestS3FillCopiesTheDirectory(t *testing.T) {
 		fmt.Fprint(w, strings.Repeat("x", objects[strings.TrimPrefix(r.URL.Path, "/models/")]))
 	}))
 	defer srv.Close()
-	cfg := serverConfig{Weights: newWeightsCache(), TimeScale: 1}
+	cfg := Config{Weights: NewWeightsCache(), TimeScale: 1}
 	mounts := map[string]string{"/root/.cache/huggingface": "pvc:ns/s3w"}
 	dir := "/root/.cache/huggingface/s3/models/Qwen3-0.6B"
 	env := map[string]string{"HF_HOME": "/root/.cache/huggingface", "TQDM_MININTERVAL": "1", "AWS_ENDPOINT_URL": srv.URL,
 		"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"}
-	fill := modelServerSpec{Command: []string{"python3", "-c", "import boto3"}, Args: []string{"s3://models/Qwen3-0.6B", dir}, GPUs: -1,
+	fill := proc.Spec{Command: []string{"python3", "-c", "import boto3"}, Args: []string{"s3://models/Qwen3-0.6B", dir}, GPUs: -1,
 		Mounts: mounts, Env: env, DownloadMBPerS: 0.0005} // 1207 bytes at 500 B/s: 2.4 s
 	s, log, _ := vtStart(t, fill, cfg)
-	text := func() string { return log.Render(logOptions{TailLines: -1}) }
+	text := func() string { return log.Render(proc.LogOptions{TailLines: -1}) }
 	if st := vtExit(t, s, log); st.Code != 0 {
 		t.Fatalf("fill exited %+v:\n%s", st, text())
 	}
@@ -82,11 +84,11 @@ func TestS3FillCopiesTheDirectory(t *testing.T) {
 	}
 	serve := cfg
 	serve.TimeScale = 0.01
-	_, slog, url := vtStart(t, modelServerSpec{Args: []string{dir}, Mounts: mounts, Env: map[string]string{"HF_HUB_OFFLINE": "1"}}, serve)
+	_, slog, url := vtStart(t, proc.Spec{Args: []string{dir}, Mounts: mounts, Env: map[string]string{"HF_HUB_OFFLINE": "1"}}, serve)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	_ = slog
-	other, olog, _ := vtStart(t, modelServerSpec{Args: []string{"/root/.cache/huggingface/s3/models/other"}, Mounts: mounts}, serve)
-	if st := vtExit(t, other, olog); st.Code == 0 || !strings.Contains(olog.Render(logOptions{TailLines: -1}), "Invalid repository ID or local directory specified") {
+	other, olog, _ := vtStart(t, proc.Spec{Args: []string{"/root/.cache/huggingface/s3/models/other"}, Mounts: mounts}, serve)
+	if st := vtExit(t, other, olog); st.Code == 0 || !strings.Contains(olog.Render(proc.LogOptions{TailLines: -1}), "Invalid repository ID or local directory specified") {
 		t.Errorf("a directory not copied: %+v %q", st, vtLastLine(olog))
 	}
 	// the wrong key: the store's refusal, in botocore's words, ends the fill

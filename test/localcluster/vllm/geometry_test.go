@@ -1,10 +1,12 @@
-package main
+package vllm
 
 import (
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // TestGeometryCatalog: every entry is a whole config, and every model id the project's tests,
@@ -99,9 +101,9 @@ func TestGeometryKVBytes(t *testing.T) {
 }
 
 // vtLines is the log without process prefixes, one line an element.
-func vtLines(log *containerLog) []string {
+func vtLines(log *proc.Log) []string {
 	var out []string
-	for _, l := range strings.Split(log.Render(logOptions{TailLines: -1}), "\n") {
+	for _, l := range strings.Split(log.Render(proc.LogOptions{TailLines: -1}), "\n") {
 		out = append(out, processPrefixOf(l))
 	}
 	return out
@@ -126,35 +128,35 @@ func TestGeometryStartFailures(t *testing.T) {
 	const caution = "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error."
 	for _, tc := range []struct {
 		name string
-		spec modelServerSpec
+		spec proc.Spec
 		// exception is the line after the traceback's frames; detail the line after it ("").
 		exception, detail string
 	}{
-		{"heads not divisible by tp", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--tensor-parallel-size", "3"}, GPUs: 3},
+		{"heads not divisible by tp", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "--tensor-parallel-size", "3"}, GPUs: 3},
 			"pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
 			"  Value error, Total number of attention heads (32) must be divisible by tensor parallel size (3). [type=value_error, input_value=ArgsKwargs((), {'model_co...additional_config': {}}), input_type=ArgsKwargs]"},
-		{"gpt-oss heads not divisible by tp", modelServerSpec{Args: []string{"openai/gpt-oss-120b", "-tp", "3"}, GPUs: 4},
+		{"gpt-oss heads not divisible by tp", proc.Spec{Args: []string{"openai/gpt-oss-120b", "-tp", "3"}, GPUs: 4},
 			"pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
 			"  Value error, Total number of attention heads (64) must be divisible by tensor parallel size (3). [type=value_error, input_value=ArgsKwargs((), {'model_co...additional_config': {}}), input_type=ArgsKwargs]"},
-		{"max-model-len beyond the context", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--max-model-len", "50000"}},
+		{"max-model-len beyond the context", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "--max-model-len", "50000"}},
 			"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
 			"  Value error, User-specified max_model_len (50000) is greater than the derived max_model_len (max_position_embeddings=40960 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. " + caution + " [type=value_error, input_value=ArgsKwargs((), {'model': ...rocessor_plugin': None}), input_type=ArgsKwargs]"},
-		{"yarn context printed as a float", modelServerSpec{Args: []string{"openai/gpt-oss-20b", "--max-model-len", "200000"}},
+		{"yarn context printed as a float", proc.Spec{Args: []string{"openai/gpt-oss-20b", "--max-model-len", "200000"}},
 			"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
 			"  Value error, User-specified max_model_len (200000) is greater than the derived max_model_len (max_position_embeddings=131072.0 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. " + caution + " [type=value_error, input_value=ArgsKwargs((), {'model': ...rocessor_plugin': None}), input_type=ArgsKwargs]"},
-		{"70B on one 80 GiB GPU", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, Env: hf},
+		{"70B on one 80 GiB GPU", proc.Spec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, Env: hf},
 			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 7364.53 MiB is free. Including non-PyTorch memory, this process has 72.00 GiB memory in use. Of the allocated memory 71.75 GiB is allocated by PyTorch, and 48.83 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)", ""},
-		{"DeepSeek-V3 FP8 on 8 H100s", modelServerSpec{Args: []string{"deepseek-ai/DeepSeek-V3", "-tp", "8"}, GPUs: 8},
+		{"DeepSeek-V3 FP8 on 8 H100s", proc.Spec{Args: []string{"deepseek-ai/DeepSeek-V3", "-tp", "8"}, GPUs: 8},
 			"", ""}, // checked below: the weights' 78.6 GiB per GPU exceed 72 GiB
-		{"KV cache short of one request", modelServerSpec{Args: []string{"Qwen/Qwen3-32B"}},
+		{"KV cache short of one request", proc.Spec{Args: []string{"Qwen/Qwen3-32B"}},
 			"ValueError: To serve at least one request with the models's max seq len (40960), (10.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.98 GiB). Based on the available memory, the estimated maximum model length is 40864. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// shapes, not times: a 671 GB download is 13 s at the default scale
-			s, log, _ := vtStart(t, tc.spec, serverConfig{DownloadTime: 10 * time.Millisecond})
+			s, log, _ := vtStart(t, tc.spec, Config{DownloadTime: 10 * time.Millisecond})
 			st := vtExit(t, s, log)
-			text := log.Render(logOptions{TailLines: -1})
+			text := log.Render(proc.LogOptions{TailLines: -1})
 			if st.Code != 1 || st.Reason != "Error" {
 				t.Fatalf("exit %+v, want 1 Error:\n%s", st, text)
 			}
@@ -184,27 +186,27 @@ func TestGeometryStartFailures(t *testing.T) {
 func TestGeometryServes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		spec modelServerSpec
+		spec proc.Spec
 		want []string // in the log
 	}{
-		{"tp 2 divides 32 heads", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "-tp", "2"}, GPUs: 2},
+		{"tp 2 divides 32 heads", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "-tp", "2"}, GPUs: 2},
 			[]string{"Resolved architecture: Qwen3ForCausalLM", "Using max model len 40960", "rank 1 in world size 2"}},
-		{"long context allowed", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--max-model-len", "50000"}, Env: map[string]string{"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}},
+		{"long context allowed", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "--max-model-len", "50000"}, Env: map[string]string{"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}},
 			[]string{"WARNING", "User-specified max_model_len (50000) is greater than the derived max_model_len (max_position_embeddings=40960 or model_max_length=None in model's config.json). VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.", "Using max model len 50000"}},
-		{"Qwen3-32B at a 32K context", modelServerSpec{Args: []string{"Qwen/Qwen3-32B", "--max-model-len", "32768"}},
+		{"Qwen3-32B at a 32K context", proc.Spec{Args: []string{"Qwen/Qwen3-32B", "--max-model-len", "32768"}},
 			[]string{"Maximum concurrency for 32,768 tokens per request"}},
-		{"gpt-oss-120b on one GPU", modelServerSpec{Args: []string{"openai/gpt-oss-120b"}},
+		{"gpt-oss-120b on one GPU", proc.Spec{Args: []string{"openai/gpt-oss-120b"}},
 			[]string{"Resolved architecture: GptOssForCausalLM", "quantization=mxfp4", "Using max model len 131072"}},
-		{"gpt-oss-20b on one GPU", modelServerSpec{Args: []string{"openai/gpt-oss-20b"}}, []string{"Model loading took 12.8523 GiB"}},
-		{"DeepSeek-V3 on 16 GPUs, two stages", modelServerSpec{Args: []string{"deepseek-ai/DeepSeek-V3", "-tp", "8", "-pp", "2"}, GPUs: 16},
+		{"gpt-oss-20b on one GPU", proc.Spec{Args: []string{"openai/gpt-oss-20b"}}, []string{"Model loading took 12.8523 GiB"}},
+		{"DeepSeek-V3 on 16 GPUs, two stages", proc.Spec{Args: []string{"deepseek-ai/DeepSeek-V3", "-tp", "8", "-pp", "2"}, GPUs: 16},
 			[]string{"quantization=fp8", "Hidden layers were unevenly partitioned: [31,30]. This can be manually overridden using the VLLM_PP_LAYER_PARTITION environment variable", "Using max model len 163840"}},
-		{"opt-125m in float16", modelServerSpec{Args: []string{"facebook/opt-125m"}}, []string{"dtype=torch.float16", "Using max model len 2048"}},
+		{"opt-125m in float16", proc.Spec{Args: []string{"facebook/opt-125m"}}, []string{"dtype=torch.float16", "Using max model len 2048"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, log, url := vtStart(t, tc.spec, serverConfig{LoadTime: 10 * time.Millisecond, DownloadTime: 10 * time.Millisecond})
+			_, log, url := vtStart(t, tc.spec, Config{LoadTime: 10 * time.Millisecond, DownloadTime: 10 * time.Millisecond})
 			vtWaitStatus(t, "GET", url+"/health", "", 200)
-			text := log.Render(logOptions{TailLines: -1})
+			text := log.Render(proc.LogOptions{TailLines: -1})
 			for _, w := range tc.want {
 				if !strings.Contains(text, w) {
 					t.Fatalf("log lacks %q:\n%s", w, text)

@@ -2,7 +2,7 @@
 // dicts in insertion order, JSON read as json.loads reads it (with its error positions), and
 // repr/json.dumps of the results, for the fake's "non-default args" line and its error texts.
 
-package main
+package vllm
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package main
+package vllm
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // vtNextIP numbers the loopback addresses of this test process, from a random start so
@@ -33,7 +35,7 @@ func vtIP() string {
 }
 
 // vtStart starts a server on a fresh IP and stops it when the test ends.
-func vtStart(t *testing.T, spec modelServerSpec, cfg serverConfig) (*modelServer, *containerLog, string) {
+func vtStart(t *testing.T, spec proc.Spec, cfg Config) (*Server, *proc.Log, string) {
 	t.Helper()
 	if spec.IP == "" {
 		spec.IP = vtIP()
@@ -44,22 +46,22 @@ func vtStart(t *testing.T, spec modelServerSpec, cfg serverConfig) (*modelServer
 	case -1: // a test of a container without GPUs
 		spec.GPUs = 0
 	}
-	log := newContainerLog(1 << 20)
-	s := startModelServer(spec, cfg, log)
+	log := proc.NewLog(1 << 20)
+	s := Start(spec, cfg, log)
 	t.Cleanup(s.Stop)
 	return s, log, fmt.Sprintf("http://%s:%d", spec.IP, s.Port())
 }
 
 // vtExit waits for the process to end on its own.
-func vtExit(t *testing.T, s *modelServer, log *containerLog) exitStatus {
+func vtExit(t *testing.T, s *Server, log *proc.Log) proc.Exit {
 	t.Helper()
 	select {
 	case st := <-s.Exited():
 		return st
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the server did not exit; log:\n%s", log.Render(logOptions{TailLines: 20}))
+		t.Fatalf("the server did not exit; log:\n%s", log.Render(proc.LogOptions{TailLines: 20}))
 	}
-	return exitStatus{}
+	return proc.Exit{}
 }
 
 var vtClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -106,8 +108,8 @@ func vtWaitStatus(t *testing.T, method, url, body string, want int, hdr ...strin
 	return got
 }
 
-func vtLastLine(log *containerLog) string {
-	return strings.TrimSpace(log.Render(logOptions{TailLines: 1}))
+func vtLastLine(log *proc.Log) string {
+	return strings.TrimSpace(log.Render(proc.LogOptions{TailLines: 1}))
 }
 
 func TestVllmArgs(t *testing.T) {
@@ -185,40 +187,40 @@ func TestVllmStartFailures(t *testing.T) {
 	hf := map[string]string{"HF_TOKEN": "hf_x"}
 	for _, tc := range []struct {
 		name string
-		spec modelServerSpec
+		spec proc.Spec
 		code int32
 		reas string
 		want string
 	}{
-		{"unknown argument", modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--foo"}}, 2, "Error",
+		{"unknown argument", proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--foo"}}, 2, "Error",
 			"vllm: error: unrecognized arguments: --foo"},
-		{"service link VLLM_PORT", modelServerSpec{Env: map[string]string{"VLLM_PORT": "tcp://10.96.0.12:8000"}}, 1, "Error",
+		{"service link VLLM_PORT", proc.Spec{Env: map[string]string{"VLLM_PORT": "tcp://10.96.0.12:8000"}}, 1, "Error",
 			"ValueError: VLLM_PORT 'tcp://10.96.0.12:8000' appears to be a URI."},
-		{"70B on one of 4 GPUs", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, GPUs: 4, Env: hf}, 1, "Error",
+		{"70B on one of 4 GPUs", proc.Spec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct"}, GPUs: 4, Env: hf}, 1, "Error",
 			"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"},
-		{"too few GPUs", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "-tp", "4"}, GPUs: 2}, 1, "Error",
+		{"too few GPUs", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "-tp", "4"}, GPUs: 2}, 1, "Error",
 			"ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."},
-		{"no /dev/shm for NCCL", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--tensor-parallel-size", "2"}, GPUs: 2, ShmSize: -1}, 1, "Error",
+		{"no /dev/shm for NCCL", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "--tensor-parallel-size", "2"}, GPUs: 2, ShmSize: -1}, 1, "Error",
 			"Error while creating shared memory segment /dev/shm/nccl-"},
-		{"gated without HF_TOKEN", modelServerSpec{Args: []string{"meta-llama/Llama-3.1-8B-Instruct"}}, 1, "Error",
+		{"gated without HF_TOKEN", proc.Spec{Args: []string{"meta-llama/Llama-3.1-8B-Instruct"}}, 1, "Error",
 			"huggingface_hub.errors.GatedRepoError: 401 Client Error."},
-		{"path not mounted", modelServerSpec{Args: []string{"/models/llama"}, Mounts: map[string]string{"/data": "pvc:ns/d"}}, 1, "Error",
+		{"path not mounted", proc.Spec{Args: []string{"/models/llama"}, Mounts: map[string]string{"/data": "pvc:ns/d"}}, 1, "Error",
 			"ValueError: Invalid repository ID or local directory specified: '/models/llama'."},
-		{"memory limit", modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}, MemoryLimit: 4 << 30}, 137, "OOMKilled",
+		{"memory limit", proc.Spec{Args: []string{"Qwen/Qwen3-8B"}, MemoryLimit: 4 << 30}, 137, "OOMKilled",
 			"Loading safetensors checkpoint shards:"},
-		{"static LoRA without --enable-lora", modelServerSpec{Args: []string{"Qwen/Qwen3-8B", "--lora-modules", "a=org/a"}}, 1, "Error",
+		{"static LoRA without --enable-lora", proc.Spec{Args: []string{"Qwen/Qwen3-8B", "--lora-modules", "a=org/a"}}, 1, "Error",
 			"ValueError: LoRA is not enabled. Use --enable-lora to enable LoRA."},
-		{"no GPU", modelServerSpec{Image: "vllm/vllm-openai:v0.11.0", GPUs: -1}, 1, "Error", "RuntimeError: Failed to infer device type"},
-		{"crashloop", modelServerSpec{Behavior: behavior{kind: bCrashLoop}}, 1, "Error",
+		{"no GPU", proc.Spec{Image: "vllm/vllm-openai:v0.11.0", GPUs: -1}, 1, "Error", "RuntimeError: Failed to infer device type"},
+		{"crashloop", proc.Spec{Behavior: proc.Behavior{Kind: proc.CrashLoop}}, 1, "Error",
 			"vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."},
-		{"oomkilled", modelServerSpec{Behavior: behavior{kind: bOOMKilled}}, 137, "OOMKilled",
+		{"oomkilled", proc.Spec{Behavior: proc.Behavior{Kind: proc.OOMKilled}}, 137, "OOMKilled",
 			"Loading safetensors checkpoint shards:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, log, _ := vtStart(t, tc.spec, serverConfig{CrashRun: 100 * time.Millisecond})
+			s, log, _ := vtStart(t, tc.spec, Config{CrashRun: 100 * time.Millisecond})
 			st := vtExit(t, s, log)
-			text := log.Render(logOptions{TailLines: -1})
+			text := log.Render(proc.LogOptions{TailLines: -1})
 			if st.Code != tc.code || st.Reason != tc.reas || !strings.Contains(text, tc.want) {
 				t.Fatalf("exit %+v, want %d %s and %q in the log:\n%s", st, tc.code, tc.reas, tc.want, text)
 			}
@@ -233,10 +235,10 @@ func TestVllmStartFailures(t *testing.T) {
 // within a 12Gi memory limit (2 GiB + a quarter of one rank's 35 GB).
 func TestVllmTensorParallelServes(t *testing.T) {
 	t.Parallel()
-	_, log, url := vtStart(t, modelServerSpec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct", "-tp", "4"}, GPUs: 4, MemoryLimit: 12 << 30,
-		Env: map[string]string{"HF_TOKEN": "hf_x"}}, serverConfig{})
+	_, log, url := vtStart(t, proc.Spec{Args: []string{"meta-llama/Llama-3.1-70B-Instruct", "-tp", "4"}, GPUs: 4, MemoryLimit: 12 << 30,
+		Env: map[string]string{"HF_TOKEN": "hf_x"}}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
-	text := log.Render(logOptions{TailLines: -1})
+	text := log.Render(proc.LogOptions{TailLines: -1})
 	for _, want := range []string{"non-default args: {'model_tag': 'meta-llama/Llama-3.1-70B-Instruct', 'model': 'meta-llama/Llama-3.1-70B-Instruct', 'tensor_parallel_size': 4}",
 		"rank 3 in world size 4", "Starting vLLM API server 0 on http://0.0.0.0:8000", "Application startup complete."} {
 		if !strings.Contains(text, want) {
@@ -249,7 +251,7 @@ func TestVllmTensorParallelServes(t *testing.T) {
 // loaded, then /health answers 200.
 func TestVllmPortClosedWhileLoading(t *testing.T) {
 	t.Parallel()
-	s, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}}, serverConfig{LoadTime: 2 * time.Second})
+	s, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}}, Config{LoadTime: 2 * time.Second})
 	_, err := net.Dial("tcp", net.JoinHostPort(s.spec.IP, "8000"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial while loading: %v, want connection refused", err)
@@ -261,23 +263,23 @@ func TestVllmPortClosedWhileLoading(t *testing.T) {
 // 200 (a startup probe passes), every later one 503, on a pod without GPUs too.
 func TestVllmNeverReady(t *testing.T) {
 	t.Parallel()
-	_, log, url := vtStart(t, modelServerSpec{Image: "kubelet.fake/never-ready", GPUs: -1, Behavior: behavior{kind: bNeverReady}}, serverConfig{})
+	_, log, url := vtStart(t, proc.Spec{Image: "kubelet.fake/never-ready", GPUs: -1, Behavior: proc.Behavior{Kind: proc.NeverReady}}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if code, _ := vtCall("GET", url+"/health", ""); code != 503 {
 		t.Fatalf("second /health: %d, want 503", code)
 	}
-	if !strings.Contains(log.Render(logOptions{TailLines: -1}), "RuntimeError: CUDA error: unspecified launch failure") {
-		t.Fatalf("no engine failure in the log:\n%s", log.Render(logOptions{TailLines: -1}))
+	if !strings.Contains(log.Render(proc.LogOptions{TailLines: -1}), "RuntimeError: CUDA error: unspecified launch failure") {
+		t.Fatalf("no engine failure in the log:\n%s", log.Render(proc.LogOptions{TailLines: -1}))
 	}
-	if !strings.Contains(log.Render(logOptions{TailLines: -1}), `"GET /health HTTP/1.1" 503 Service Unavailable`) {
-		t.Fatalf("no access line for the 503:\n%s", log.Render(logOptions{TailLines: -1}))
+	if !strings.Contains(log.Render(proc.LogOptions{TailLines: -1}), `"GET /health HTTP/1.1" 503 Service Unavailable`) {
+		t.Fatalf("no access line for the 503:\n%s", log.Render(proc.LogOptions{TailLines: -1}))
 	}
 }
 
 // TestVllmStopShutsDown: Stop logs uvicorn's shutdown, closes the port, and is idempotent.
 func TestVllmStopShutsDown(t *testing.T) {
 	t.Parallel()
-	s, log, url := vtStart(t, modelServerSpec{}, serverConfig{})
+	s, log, url := vtStart(t, proc.Spec{}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	s.Stop()
 	s.Stop()
@@ -296,7 +298,7 @@ func TestVllmStopShutsDown(t *testing.T) {
 
 func TestVllmCompletions(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--served-model-name", "qwen"}}, serverConfig{TokenTime: time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--served-model-name", "qwen"}}, Config{TokenTime: time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	code, body := vtCall("POST", url+"/v1/completions", `{"model":"nope","prompt":"hi"}`)
 	if code != 404 || !strings.Contains(body, "The model `nope` does not exist.") {
@@ -323,7 +325,7 @@ func TestVllmCompletions(t *testing.T) {
 
 func TestVllmAPIKey(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"--api-key", "sekret"}}, serverConfig{})
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"--api-key", "sekret"}}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if code, body := vtCall("GET", url+"/v1/models", ""); code != 401 || body != `{"error":"Unauthorized"}` {
 		t.Fatalf("without key: %d %s", code, body)
@@ -337,7 +339,7 @@ func TestVllmLoRA(t *testing.T) {
 	t.Parallel()
 	mounts := map[string]string{"/adapters": "pvc:ns/adapters"}
 	args := []string{"Qwen/Qwen3-8B", "--enable-lora", "--lora-modules", "sql=/adapters/sql"}
-	_, _, url := vtStart(t, modelServerSpec{Args: args, Mounts: mounts}, serverConfig{})
+	_, _, url := vtStart(t, proc.Spec{Args: args, Mounts: mounts}, Config{})
 	body := vtWaitStatus(t, "GET", url+"/v1/models", "", 200)
 	if !strings.Contains(body, `"id":"sql"`) || !strings.Contains(body, `"parent":"Qwen/Qwen3-8B"`) || !strings.Contains(body, `"root":"/adapters/sql"`) {
 		t.Fatalf("models: %s", body)
@@ -347,7 +349,7 @@ func TestVllmLoRA(t *testing.T) {
 	}
 
 	env := map[string]string{"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
-	_, _, url = vtStart(t, modelServerSpec{Args: args, Mounts: mounts, Env: env}, serverConfig{})
+	_, _, url = vtStart(t, proc.Spec{Args: args, Mounts: mounts, Env: env}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	for _, step := range []struct {
 		path, body string
@@ -372,13 +374,13 @@ func TestVllmLoRA(t *testing.T) {
 	}
 
 	// A larger --max-lora-rank takes it; one vLLM does not offer is argparse's invalid choice.
-	_, _, url = vtStart(t, modelServerSpec{Args: append(args, "--max-lora-rank", "64"), Mounts: mounts, Env: env}, serverConfig{})
+	_, _, url = vtStart(t, proc.Spec{Args: append(args, "--max-lora-rank", "64"), Mounts: mounts, Env: env}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if code, body := vtCall("POST", url+"/v1/load_lora_adapter", `{"lora_name":"r64","lora_path":"org/sql-lora-r64"}`); code != 200 {
 		t.Fatalf("rank 64 under --max-lora-rank 64: %d %s", code, body)
 	}
 
-	_, _, url = vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}, Env: env}, serverConfig{})
+	_, _, url = vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-8B"}, Env: env}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	if code, body := vtCall("POST", url+"/v1/load_lora_adapter", `{"lora_name":"a","lora_path":"org/a"}`); code != 400 || !strings.Contains(body, "LoRA is not enabled. Use --enable-lora to enable LoRA.") {
 		t.Fatalf("load without --enable-lora: %d %s", code, body)
@@ -399,7 +401,7 @@ func vtMetric(text, name string) float64 {
 // requests wait; the queue drains by itself.
 func TestVllmQueueUnderLoad(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B", "--max-num-seqs", "4"}}, serverConfig{TokenTime: 20 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--max-num-seqs", "4"}}, Config{TokenTime: 20 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	var wg sync.WaitGroup
 	for range 12 {
@@ -433,7 +435,7 @@ func TestVllmQueueUnderLoad(t *testing.T) {
 // heavy load makes a 1 s probe time out, and it answers at once again when the load ends.
 func TestVllmHealthSlowUnderLoad(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: 50 * time.Millisecond, HealthDelayPerRequest: 100 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{}, Config{TokenTime: 50 * time.Millisecond, HealthDelayPerRequest: 100 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -471,16 +473,16 @@ func TestVllmHealthSlowUnderLoad(t *testing.T) {
 // TestVllmWeightsCache: a model on a volume that holds it is not downloaded again.
 func TestVllmWeightsCache(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{Weights: newWeightsCache()}
-	spec := modelServerSpec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
+	cfg := Config{Weights: NewWeightsCache()}
+	spec := proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
 	s1, log1, url1 := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url1+"/health", "", 200)
 	s1.Stop()
 	_, log2, url2 := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url2+"/health", "", 200)
 	const dl = "Time spent downloading weights for Qwen/Qwen3-0.6B"
-	if !strings.Contains(log1.Render(logOptions{TailLines: -1}), dl) || strings.Contains(log2.Render(logOptions{TailLines: -1}), dl) {
-		t.Fatalf("first start downloads, second does not:\n%s\n---\n%s", log1.Render(logOptions{TailLines: -1}), log2.Render(logOptions{TailLines: -1}))
+	if !strings.Contains(log1.Render(proc.LogOptions{TailLines: -1}), dl) || strings.Contains(log2.Render(proc.LogOptions{TailLines: -1}), dl) {
+		t.Fatalf("first start downloads, second does not:\n%s\n---\n%s", log1.Render(proc.LogOptions{TailLines: -1}), log2.Render(proc.LogOptions{TailLines: -1}))
 	}
 }
 
@@ -509,10 +511,10 @@ func TestVllmModelIdleCost(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	servers := make([]*modelServer, n)
+	servers := make([]*Server, n)
 	for i := range servers {
 		var url string
-		servers[i], _, url = vtStart(t, modelServerSpec{}, serverConfig{LoadTime: time.Nanosecond})
+		servers[i], _, url = vtStart(t, proc.Spec{}, Config{LoadTime: time.Nanosecond})
 		vtWaitStatus(t, "GET", url+"/health", "", 200)
 		vtCall("POST", url+"/v1/completions", `{"prompt":"x","max_tokens":1}`)
 	}
@@ -531,7 +533,7 @@ func TestVllmModelIdleCost(t *testing.T) {
 // TestVllmStreamArrivesPerToken: the first chunk arrives while the request still runs.
 func TestVllmStreamArrivesPerToken(t *testing.T) {
 	t.Parallel()
-	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: 30 * time.Millisecond})
+	_, _, url := vtStart(t, proc.Spec{}, Config{TokenTime: 30 * time.Millisecond})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	resp, err := vtClient.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":100,"stream":true}`))
 	if err != nil {
@@ -551,9 +553,9 @@ func TestVllmStreamArrivesPerToken(t *testing.T) {
 // passes no --max-num-seqs, and the container's own argument wins.
 func TestVllmDefaultSlots(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{MaxNumSeqs: 2, TokenTime: 20 * time.Millisecond}
+	cfg := Config{MaxNumSeqs: 2, TokenTime: 20 * time.Millisecond}
 	for args, want := range map[string]float64{"": 2, "--max-num-seqs 3": 3} {
-		_, _, url := vtStart(t, modelServerSpec{Args: append([]string{"Qwen/Qwen3-0.6B"}, strings.Fields(args)...)}, cfg)
+		_, _, url := vtStart(t, proc.Spec{Args: append([]string{"Qwen/Qwen3-0.6B"}, strings.Fields(args)...)}, cfg)
 		vtWaitStatus(t, "GET", url+"/health", "", 200)
 		var wg sync.WaitGroup
 		for range 6 {
@@ -576,7 +578,7 @@ func TestVllmDefaultSlots(t *testing.T) {
 // a model ten times the size takes ten times as long, so a big model's start is a window.
 func TestVllmModelledStartTimes(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{}.withDefaults()
+	cfg := Config{}.withDefaults()
 	small, big := weightBytes("Qwen/Qwen3-0.6B"), weightBytes("Qwen/Qwen3-8B")
 	if d := cfg.downloadTime(big); d != time.Duration(float64(big)/500e6*0.01*float64(time.Second)) || d < 250*time.Millisecond {
 		t.Errorf("Qwen3-8B (%d bytes) downloads in %v at 500 MB/s under 0.01", big, d)
@@ -587,16 +589,16 @@ func TestVllmModelledStartTimes(t *testing.T) {
 	if l := cfg.loadTime(small); l != 100*time.Millisecond {
 		t.Errorf("a small model loads in %v, want the 100ms floor", l)
 	}
-	if set := (serverConfig{DownloadTime: time.Second, LoadTime: time.Millisecond}).withDefaults(); set.downloadTime(big) != time.Second || set.loadTime(big) != time.Millisecond {
+	if set := (Config{DownloadTime: time.Second, LoadTime: time.Millisecond}).withDefaults(); set.downloadTime(big) != time.Second || set.loadTime(big) != time.Millisecond {
 		t.Errorf("set times not kept: %v, %v", set.downloadTime(big), set.loadTime(big))
 	}
 
 	// A real start records the download in vLLM's words, at least the modelled time.
-	_, log, url := vtStart(t, modelServerSpec{Args: []string{"Qwen/Qwen3-8B"}}, serverConfig{})
+	_, log, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-8B"}}, Config{})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
-	m := regexp.MustCompile(`Time spent downloading weights for Qwen/Qwen3-8B: ([0-9.]+) seconds`).FindStringSubmatch(log.Render(logOptions{TailLines: -1}))
+	m := regexp.MustCompile(`Time spent downloading weights for Qwen/Qwen3-8B: ([0-9.]+) seconds`).FindStringSubmatch(log.Render(proc.LogOptions{TailLines: -1}))
 	if m == nil {
-		t.Fatalf("no download line:\n%s", log.Render(logOptions{TailLines: 30}))
+		t.Fatalf("no download line:\n%s", log.Render(proc.LogOptions{TailLines: 30}))
 	}
 	if s, _ := strconv.ParseFloat(m[1], 64); s < cfg.downloadTime(big).Seconds() {
 		t.Errorf("downloaded in %ss, under the modelled %v", m[1], cfg.downloadTime(big))
@@ -610,7 +612,7 @@ func TestVllmModelledStartTimes(t *testing.T) {
 func TestVllmAbandonedRequestsMetrics(t *testing.T) {
 	t.Parallel()
 	const tokenTime = 10 * time.Millisecond
-	_, _, url := vtStart(t, modelServerSpec{}, serverConfig{TokenTime: tokenTime, PrefillTime: 100 * time.Millisecond, PrefillMax: 5 * time.Second})
+	_, _, url := vtStart(t, proc.Spec{}, Config{TokenTime: tokenTime, PrefillTime: 100 * time.Millisecond, PrefillMax: 5 * time.Second})
 	vtWaitStatus(t, "GET", url+"/health", "", 200)
 	aborted := func(n float64) string {
 		var m string

@@ -1,7 +1,7 @@
 // The shape of the models the fake vLLM knows by name, and vLLM v0.11's start-up checks on it:
 // each catalog entry is the model's config.json as published (attention and KV heads, layers,
 // context) and the bytes its weights take on the GPUs. A model not in the catalog keeps the
-// guesses vllm_model.go makes from its name and skips these checks, as before.
+// guesses model.go makes from its name and skips these checks, as before.
 //
 // The checks, where vLLM v0.11.0 makes them:
 //   - ModelConfig (vllm/config/model.py, _get_and_verify_max_len): --max-model-len above the
@@ -11,9 +11,9 @@
 //   - the engine core (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory): a KV
 //     cache that cannot hold one max_model_len request.
 //
-// Weights per GPU against its memory stay in vllm_run.go's load, now with the catalog's bytes.
+// Weights per GPU against its memory stay in run.go's load, now with the catalog's bytes.
 
-package main
+package vllm
 
 import (
 	"fmt"
@@ -394,7 +394,7 @@ var configFrames = []string{
 // failConfig ends the process on a ValueError raised while vLLM builds cls ("ModelConfig" or
 // "VllmConfig"). Both are pydantic dataclasses, so the exception line is pydantic's
 // ValidationError and vLLM's own text follows it, indented, as "Value error, <text> [...]".
-func (s *modelServer) failConfig(cls, text string) {
+func (s *Server) failConfig(cls, text string) {
 	frames := append([]string(nil), configFrames...)
 	input := "ArgsKwargs((), {'model_co...additional_config': {}})" // pydantic cuts the repr to 50 characters
 	if cls == "ModelConfig" {

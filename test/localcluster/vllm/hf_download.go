@@ -10,23 +10,17 @@
 // speed. What the volume already holds is not fetched again, and a server on it then starts
 // without a download (weightsCache).
 
-package main
+package vllm
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
-
-// downloadSpeedAnnotation on a PersistentVolume is the megabytes per second downloads onto it
-// are fetched at, in place of the kubelet's --vllm-download-mb-per-s.
-const downloadSpeedAnnotation = "kubelet.fake/download-mb-per-s"
 
 // hfDownload is one `hf download` command line, or one fill (`python3 -c` over
 // snapshot_download, its repos in argv and its patterns in its environment).
@@ -90,12 +84,12 @@ func hubVersion(image string) (major, minor int) {
 }
 
 // runHFDownload is the CLI's or the fill's process.
-func (s *modelServer) runHFDownload(d hfDownload) {
+func (s *Server) runHFDownload(d hfDownload) {
 	sp := s.spec
 	if _, mi := hubVersion(sp.Image); d.cli == "hf" && mi < 34 {
 		// the runtime's StartError: no such executable in the image
 		s.log.Printf(`failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "hf": executable file not found in $PATH: unknown`)
-		s.exit(exitStatus{Code: 128, Reason: "StartError"})
+		s.exit(proc.Exit{Code: 128, Reason: "StartError"})
 		return
 	}
 	if gatedModel(d.repo) && sp.Env["HF_TOKEN"] == "" {
@@ -104,7 +98,7 @@ func (s *modelServer) runHFDownload(d hfDownload) {
 		s.log.Printf("huggingface_hub.errors.GatedRepoError: 401 Client Error.")
 		s.log.Printf("Cannot access gated repo for url https://huggingface.co/api/models/%s/revision/%s.", d.repo, d.revision)
 		s.log.Printf("Access to model %s is restricted. You must have access to it and be authenticated to access it. Please log in.", d.repo)
-		s.exit(exitStatus{Code: 1, Reason: "Error"})
+		s.exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	home := sp.Env["HF_HOME"]
@@ -130,14 +124,14 @@ func (s *modelServer) runHFDownload(d hfDownload) {
 	if !d.fill {
 		s.log.Printf("%s", home+"/hub/models--"+strings.ReplaceAll(d.repo, "/", "--")+"/snapshots/"+fakeCommit(d.repo, d.revision))
 	}
-	s.exit(exitStatus{Code: 0, Reason: "Completed"})
+	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
 }
 
 // fillPlan is what the fill script decides before it downloads: vLLM's first weight format
 // the repo has at its top level (FILL_WEIGHT_FORMATS, in order), the small files the server
 // reads beside (FILL_ALSO), less FILL_IGNORE; and whether they fit the volume (its capacity,
 // from the hub's listing), refused with exit 3 when not.
-func (s *modelServer) fillPlan(d hfDownload, listing []hubFile) ([]hubFile, bool) {
+func (s *Server) fillPlan(d hfDownload, listing []hubFile) ([]hubFile, bool) {
 	sp := s.spec
 	formats, also, ignore := strings.Fields(sp.Env["FILL_WEIGHT_FORMATS"]), strings.Fields(sp.Env["FILL_ALSO"]), strings.Fields(sp.Env["FILL_IGNORE"])
 	var format string
@@ -174,7 +168,7 @@ func (s *modelServer) fillPlan(d hfDownload, listing []hubFile) ([]hubFile, bool
 	}
 	if c := sp.VolumeBytes; c > 0 && need > c {
 		s.log.Printf("fill: %s@%s needs %d bytes (%s and its adapters), more than the volume's %d bytes", d.repo, d.revision, need, format, c)
-		s.exit(exitStatus{Code: 3, Reason: "Error"})
+		s.exit(proc.Exit{Code: 3, Reason: "Error"})
 		return nil, false
 	}
 	s.log.Printf("fill: %s@%s: %d files in %s, %d bytes", d.repo, d.revision, len(want), format, need)
@@ -184,7 +178,7 @@ func (s *modelServer) fillPlan(d hfDownload, listing []hubFile) ([]hubFile, bool
 // fetch downloads files of repo onto volume as 0.3x's snapshot_download does: the Fetching bar,
 // a byte bar per file, ENOSPC past the volume's capacity; fill also prints the fill's own line
 // (the bytes of the repo's blobs on the volume) each TQDM_MININTERVAL. false: it ended.
-func (s *modelServer) fetch(repo, revision, volume string, files []hubFile, fill bool) bool {
+func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool) bool {
 	sp := s.spec
 	var total int64
 	for _, f := range files {
@@ -273,14 +267,14 @@ func fileAt(files []hubFile, done int64) (hubFile, int64) {
 }
 
 // enospc is a write past the volume's end, as huggingface_hub's http_get reports it.
-func (s *modelServer) enospc(repo, revision string, files []hubFile, done int64) {
+func (s *Server) enospc(repo, revision string, files []hubFile, done int64) {
 	f, _ := fileAt(files, done)
 	s.log.Printf("Traceback (most recent call last):")
 	s.log.Printf(`  File "%s/huggingface_hub/file_download.py", line 469, in http_get`, pyLib)
 	s.log.Printf("    temp_file.write(chunk)")
 	s.log.Printf("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--%s/blobs/%s.incomplete'",
 		strings.ReplaceAll(repo, "/", "--"), fakeCommit(repo+"/"+f.name, revision))
-	s.exit(exitStatus{Code: 1, Reason: "Error"})
+	s.exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // fakeCommit is a stable 40-hex commit for a repo at a revision.
@@ -324,38 +318,4 @@ func tqdmClock(sec float64) string {
 		return fmt.Sprintf("%d:%02d:%02d", h, m, s)
 	}
 	return fmt.Sprintf("%02d:%02d", m, s)
-}
-
-// volumeLink is what the pod's claims' PersistentVolumes impose on downloads: the link speed
-// (downloadSpeedAnnotation, 0 for the kubelet's own) and the capacity of the volume mounted at
-// HF_HOME (0: unbounded, as an emptyDir without a limit).
-func (ps *podState) volumeLink(ctx context.Context, c *v1.Container, env map[string]string) (mbps float64, capacity int64) {
-	home := env["HF_HOME"]
-	if home == "" {
-		home = "/root/.cache/huggingface"
-	}
-	for _, vol := range ps.pod.Spec.Volumes {
-		if vol.PersistentVolumeClaim == nil {
-			continue
-		}
-		pvc, err := ps.k.client.CoreV1().PersistentVolumeClaims(ps.pod.Namespace).Get(ctx, vol.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-		if err != nil || pvc.Spec.VolumeName == "" {
-			continue
-		}
-		pv, err := ps.k.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseFloat(pv.Annotations[downloadSpeedAnnotation], 64); err == nil && v > 0 && mbps == 0 {
-			mbps = v
-		}
-		for _, m := range c.VolumeMounts {
-			if m.Name == vol.Name && strings.TrimSuffix(m.MountPath, "/") == strings.TrimSuffix(home, "/") {
-				if q, ok := pv.Spec.Capacity[v1.ResourceStorage]; ok {
-					capacity = q.Value()
-				}
-			}
-		}
-	}
-	return mbps, capacity
 }

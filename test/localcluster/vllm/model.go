@@ -1,8 +1,8 @@
 // What the fake vLLM knows about a model without any weights: its shape from the catalog
-// (vllm_geometry.go) or else its size from its name, whether Hugging Face gates it, and a
+// (geometry.go) or else its size from its name, whether Hugging Face gates it, and a
 // weights cache shared by the servers of one kubelet.
 
-package main
+package vllm
 
 import (
 	"regexp"
@@ -170,8 +170,8 @@ type weightsCache struct {
 	bytes map[string]int64
 }
 
-// newWeightsCache is the cache one kubelet's servers share.
-func newWeightsCache() *weightsCache {
+// NewWeightsCache is the cache one kubelet's servers share.
+func NewWeightsCache() *weightsCache {
 	return &weightsCache{held: map[string]bool{}, partial: map[string]int64{}, bytes: map[string]int64{}}
 }
 
@@ -276,9 +276,9 @@ func (c *weightsCache) forget(volume string) {
 	}
 }
 
-// forgetPrefix drops every model held on the volumes whose identity starts with prefix (a
+// ForgetPrefix drops every model held on the volumes whose identity starts with prefix (a
 // deleted pod's emptyDirs).
-func (c *weightsCache) forgetPrefix(prefix string) {
+func (c *weightsCache) ForgetPrefix(prefix string) {
 	if c == nil {
 		return
 	}

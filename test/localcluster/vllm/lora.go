@@ -1,7 +1,7 @@
 // The LoRA adapters of the local world's hub, as far as vLLM's loader looks at them: the rank
 // in their adapter_config.json, checked against --max-lora-rank as vLLM's PEFTHelper does.
 
-package main
+package vllm
 
 import (
 	"fmt"

@@ -1,0 +1,52 @@
+// What the fake kubelet hands a process beside its container's spec: the failure mode it
+// plays, and the cluster's DNS and NetworkPolicy as the process meets them. The kubelet
+// implements the interfaces (the kubelet's clusterdns.go, netpol.go); this package never reads the API.
+
+package vllm
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+)
+
+// Ingress enforces NetworkPolicy on the process's listeners and its in-process connections.
+type Ingress interface {
+	// Guard wraps a listener: a connection no policy admits is reset.
+	Guard(l net.Listener) net.Listener
+	// AdmitsPeer decides a connection from the pod src (namespace/name) at srcIP to dstIP:port;
+	// why says which policy refused it.
+	AdmitsPeer(src, srcIP, dstIP string, port int32) (ok bool, why string)
+}
+
+// errNoResolver is a process without a resolv.conf looking a name up.
+var errNoResolver = errors.New("Name or service not known")
+
+// lookup resolves through the spec's DNS; nil: no name resolves.
+func lookup(ctx context.Context, sp proc.Spec, name string) (string, error) {
+	if sp.DNS == nil {
+		if ip := net.ParseIP(name); ip != nil {
+			return ip.String(), nil
+		}
+		return "", errNoResolver
+	}
+	return sp.DNS.Lookup(ctx, name)
+}
+
+// guard is cfg.Ingress's Guard; nil: every connection is accepted.
+func (c Config) guard(l net.Listener) net.Listener {
+	if c.Ingress == nil {
+		return l
+	}
+	return c.Ingress.Guard(l)
+}
+
+// admitsPeer is cfg.Ingress's AdmitsPeer; nil: every connection is admitted.
+func (c Config) admitsPeer(src, srcIP, dstIP string, port int32) (bool, string) {
+	if c.Ingress == nil {
+		return true, "no enforcement"
+	}
+	return c.Ingress.AdmitsPeer(src, srcIP, dstIP, port)
+}
