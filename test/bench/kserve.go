@@ -22,8 +22,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -348,13 +346,7 @@ func (p *kserveProcess) registerWebhooks(ctx context.Context, e *testenv.Env, ma
 
 // Scrape fetches and parses the manager's /metrics.
 func (p *kserveProcess) Scrape() (map[string]*dto.MetricFamily, error) {
-	resp, err := p.http.Get("http://" + kserveMetricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return operator.Scrape(p.http, "http://"+kserveMetricsAddr+"/metrics")
 }
 
 // Writes sums the manager's mutating API requests, as the operator's are counted.

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
@@ -192,14 +190,5 @@ func (a *Adapter) Scrape(tlsCfg *tls.Config) (map[string]*dto.MetricFamily, erro
 	c := tlsCfg.Clone()
 	c.InsecureSkipVerify = true // the adapter's self-signed serving certificate
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: c}}
-	resp, err := client.Get("https://" + a.Addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return Scrape(client, "https://"+a.Addr+"/metrics")
 }

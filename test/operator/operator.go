@@ -22,8 +22,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -181,13 +179,7 @@ func (p *Process) Exited() <-chan struct{} { return p.done }
 
 // Scrape fetches and parses /metrics.
 func (p *Process) Scrape() (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return Scrape(nil, "http://"+p.MetricsAddr+"/metrics")
 }
 
 // Writes sums the operator's mutating API requests (POST, PUT, PATCH, DELETE) from

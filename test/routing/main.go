@@ -25,8 +25,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
@@ -329,14 +327,7 @@ func sampleQueues(ctx context.Context, pods []string) imbalance {
 		}
 		lo, hi, ok := 0.0, 0.0, true
 		for i, addr := range pods {
-			resp, err := client.Get("http://" + addr + "/metrics")
-			if err != nil {
-				ok = false
-				break
-			}
-			parser := expfmt.NewTextParser(model.UTF8Validation)
-			fams, err := parser.TextToMetricFamilies(resp.Body)
-			resp.Body.Close()
+			fams, err := operator.Scrape(client, "http://"+addr+"/metrics")
 			if err != nil {
 				ok = false
 				break
@@ -372,13 +363,7 @@ func serverCounters(ctx context.Context, e *testenv.Env) (counters, error) {
 		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		resp, err := client.Get("http://" + net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port)) + "/metrics")
-		if err != nil {
-			return c, fmt.Errorf("pod %s metrics: %w", p.Name, err)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
+		fams, err := operator.Scrape(client, "http://"+net.JoinHostPort(p.Status.PodIP, fmt.Sprint(reconcile.Port))+"/metrics")
 		if err != nil {
 			return c, fmt.Errorf("pod %s metrics: %w", p.Name, err)
 		}
