@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -113,9 +109,9 @@ func applyYAMLWith(t *testing.T, flag, ns, manifest string) {
 }
 
 type load struct {
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	sent, failed atomic.Int64
+	*testenv.Load
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the refresher
 }
 
 // startLoad runs the clients against the model's ready pods (their IPs, refreshed every
@@ -124,6 +120,7 @@ func startLoad(t *testing.T, ns, name string, clients int) *load {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	l := &load{cancel: cancel}
 	var ips atomic.Pointer[[]string]
+	ips.Store(&[]string{})
 	refresh := func() {
 		pods, err := readyModelPods(t, ns, name)
 		if err != nil {
@@ -148,47 +145,19 @@ func startLoad(t *testing.T, ns, name string, clients int) *load {
 			}
 		}
 	}()
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: clients}}
-	var next atomic.Int64
-	body := fmt.Sprintf(`{"model":"Qwen/Qwen3-0.6B","prompt":"Kubernetes operators are","max_tokens":%d}`, loadTokens)
-	for range clients {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for ctx.Err() == nil && l.sent.Load() < loadMaxSent {
-				list := *ips.Load()
-				if len(list) == 0 {
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
-					continue
-				}
-				ip := list[int(next.Add(1))%len(list)]
-				l.sent.Add(1)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(ip, fmt.Sprint(reconcile.Port))+"/v1/completions", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("%s", resp.Status)
-					}
-				}
-				if err != nil && ctx.Err() == nil {
-					l.failed.Add(1)
-				}
-			}
-		}()
-	}
+	l.Load = testenv.StartLoad(ctx, testenv.LoadOptions{
+		Clients: clients,
+		Body:    fmt.Sprintf(`{"model":"Qwen/Qwen3-0.6B","prompt":"Kubernetes operators are","max_tokens":%d}`, loadTokens),
+		MaxSent: loadMaxSent,
+		IPs:     func() []string { return *ips.Load() },
+	})
 	return l
 }
 
 func (l *load) stop() (sent, failed int64) {
 	l.cancel()
 	l.wg.Wait()
-	return l.sent.Load(), l.failed.Load()
+	return l.Stop()
 }
 
 type qsample struct {

@@ -7,12 +7,6 @@ package soak
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 const (
@@ -58,7 +52,6 @@ type loadFigures struct {
 // Deployment's count every few seconds.
 func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 	f := &loadFigures{}
-	var sent, failed atomic.Int64
 	var peak atomic.Int32
 	var ips atomic.Pointer[[]string]
 	ips.Store(&[]string{})
@@ -86,60 +79,35 @@ func (s *soakRun) runLoad(ctx context.Context) *loadFigures {
 			}
 		}
 	}()
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: loadClients}}
-	body := `{"model":"m","prompt":"Kubernetes operators are","max_tokens":48}`
-	var next atomic.Int64
 	var errMu sync.Mutex
 	seen := map[string]bool{}
 	var failures []failure
-	fail := func(err error, others int) {
-		failed.Add(1)
-		errMu.Lock()
-		failures = append(failures, failure{at: time.Now(), msg: err.Error(), others: others})
-		if msg := err.Error(); !seen[msg] && len(f.errors) < 5 {
-			seen[msg] = true
-			f.errors = append(f.errors, msg)
-		}
-		errMu.Unlock()
-		select { // a failing pod is not asked again at once
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	for range loadClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && sent.Load() < loadMaxSent {
-				list := *ips.Load()
-				if len(list) == 0 {
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
-					continue
-				}
-				ip := list[int(next.Add(1))%len(list)]
-				sent.Add(1)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(ip, strconv.Itoa(reconcile.Port))+"/v1/completions", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err == nil {
-					b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("%s: %.200s", resp.Status, b)
-					}
-				}
-				if err != nil && ctx.Err() == nil {
-					fail(err, len(list)-1) // a pod going away mid-request (a scale-down, a roll) is the usual cause
-				}
+	load := testenv.StartLoad(ctx, testenv.LoadOptions{
+		Clients: loadClients,
+		Body:    `{"model":"m","prompt":"Kubernetes operators are","max_tokens":48}`,
+		MaxSent: loadMaxSent,
+		Timeout: 30 * time.Second,
+		IPs:     func() []string { return *ips.Load() },
+		// A pod going away mid-request (a scale-down, a roll) is the usual cause.
+		OnFailure: func(err error, others int) {
+			errMu.Lock()
+			failures = append(failures, failure{at: time.Now(), msg: err.Error(), others: others})
+			if msg := err.Error(); !seen[msg] && len(f.errors) < 5 {
+				seen[msg] = true
+				f.errors = append(f.errors, msg)
 			}
-		}()
-	}
+			errMu.Unlock()
+			select { // a failing pod is not asked again at once
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		},
+	})
 	go func() {
 		wg.Wait()
-		f.sent, f.failed, f.peak = sent.Load(), failed.Load(), peak.Load()
+		load.Wait()
+		f.sent, f.failed = load.Counts()
+		f.peak = peak.Load()
 		errMu.Lock()
 		f.failures = failures
 		errMu.Unlock()
