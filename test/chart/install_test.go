@@ -44,20 +44,19 @@ var env testenv.Env
 var activatorBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(testenv.Suite{Name: "chart", Setup: setup, Teardown: env.Teardown,
+		Logs: func() string { return "operator logs in " + env.Dir }}.Run(m))
 }
 
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+// setup builds the operator and the activator, then starts the cluster (the chart installs the
+// rest, test by test).
+func setup(ctx context.Context) error {
 	var err error
 	if env.Root, err = cluster.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	if env.Dir, err = os.MkdirTemp("", "isvc-chart-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	built := make(chan error, 1)
 	go func() {
@@ -81,17 +80,7 @@ func run(m *testing.M) int {
 	if err == nil {
 		env.Dyn, err = dynamic.NewForConfig(env.Cluster.RESTConfig())
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chart setup:", err)
-		env.Teardown(false)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with CHART_KEEP=1)")
-	}
-	env.Teardown(os.Getenv("CHART_KEEP") != "")
-	return code
+	return err
 }
 
 // helmCmd runs helm against the cluster as its admin, logs the command and its output, and

@@ -49,43 +49,37 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var opts cluster.Options
-	if bin := os.Getenv(operator.EPPBinEnv); bin != "" {
-		opts.ExtraArgs = []string{"--exec-image=" + operator.EPPImageRepository + "=" + bin}
-		env.execImages = true
-	}
-	// The activator runs as the manifests' Deployment does, its binary for its image.
-	actDir, err := os.MkdirTemp("", "isvc-activator-")
-	if err == nil {
-		defer os.RemoveAll(actDir)
-		env.activatorBin, err = operator.BuildActivator(ctx, actDir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup: activator:", err)
-		return 1
-	}
-	opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+operator.ActivatorImage+"="+env.activatorBin)
-	// A tenant's ordinary pod: a shell and this machine's curl (hostile_network_test.go).
-	opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+tenantShellImage+"=/bin/sh")
-	env.Env, err = testenv.Setup(ctx, opts, "e2e")
-	if err == nil {
+	var actDir string
+	return testenv.Suite{Name: "e2e", Setup: func(ctx context.Context) error {
+		var opts cluster.Options
+		if bin := os.Getenv(operator.EPPBinEnv); bin != "" {
+			opts.ExtraArgs = []string{"--exec-image=" + operator.EPPImageRepository + "=" + bin}
+			env.execImages = true
+		}
+		// The activator runs as the manifests' Deployment does, its binary for its image.
+		var err error
+		actDir, err = os.MkdirTemp("", "isvc-activator-")
+		if err == nil {
+			env.activatorBin, err = operator.BuildActivator(ctx, actDir)
+		}
+		if err != nil {
+			return fmt.Errorf("activator: %w", err)
+		}
+		opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+operator.ActivatorImage+"="+env.activatorBin)
+		// A tenant's ordinary pod: a shell and this machine's curl (hostile_network_test.go).
+		opts.ExtraArgs = append(opts.ExtraArgs, "--exec-image="+tenantShellImage+"=/bin/sh")
+		if env.Env, err = testenv.Setup(ctx, opts, "e2e"); err != nil {
+			return err
+		}
 		env.gateway = newFakeGateway()
 		env.resync = 2 * time.Second
-		err = startOperator(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup:", err)
-		teardown()
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "operator log:", filepath.Join(env.Dir, "operator.log"), "(kept with E2E_KEEP=1)")
-	}
-	teardown()
-	return code
+		return startOperator(ctx)
+	}, Teardown: func(keep bool) {
+		teardown(keep)
+		if actDir != "" {
+			os.RemoveAll(actDir)
+		}
+	}, Logs: func() string { return "operator log: " + filepath.Join(env.Dir, "operator.log") }}.Run(m)
 }
 
 // startOperator starts the shared operator with the suite's flags plus extra.
@@ -105,7 +99,7 @@ func startOperator(ctx context.Context, extra ...string) error {
 	return env.op.WaitReady(ctx, 60*time.Second)
 }
 
-func teardown() {
+func teardown(keep bool) {
 	if env.op != nil {
 		if err := env.op.Stop(30 * time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "operator stop:", err)
@@ -115,6 +109,6 @@ func teardown() {
 		env.gateway.Close()
 	}
 	if env.Env != nil {
-		env.Teardown(os.Getenv("E2E_KEEP") != "")
+		env.Teardown(keep)
 	}
 }

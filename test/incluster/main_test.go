@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -29,37 +28,33 @@ var env struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var err error
-	if env.Env, err = testenv.Setup(ctx, cluster.Options{
-		// Room for TestLeaderFailoverUnderLoad's full size (FAILOVER_N=500 one-pod isvcs). These
-		// suites prove the operator's install and failover, not serving (test/e2e does): pods
-		// follow the kubelet's schedule model, and their GPU-less models stay cheap.
-		ExtraArgs: []string{"--node-pods=250", "--kubelet-serve=false"},
-	}, "incluster"); err != nil {
-		fmt.Fprintln(os.Stderr, "incluster setup:", err)
-		if env.Env != nil {
-			env.Teardown(false)
-		}
-		return 1
-	}
-	url, ca, stopConverter, err := startConverter(env.Dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "incluster setup: converter:", err)
-		env.Teardown(false)
-		return 1
-	}
-	defer stopConverter()
-	env.convertURL, env.convertCA = url, ca
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with INCLUSTER_KEEP=1)")
-	}
-	env.Teardown(os.Getenv("INCLUSTER_KEEP") != "")
-	return code
+	var stopConverter func()
+	os.Exit(testenv.Suite{Name: "incluster",
+		Setup: func(ctx context.Context) error {
+			var err error
+			if env.Env, err = testenv.Setup(ctx, cluster.Options{
+				// Room for TestLeaderFailoverUnderLoad's full size (FAILOVER_N=500 one-pod isvcs). These
+				// suites prove the operator's install and failover, not serving (test/e2e does): pods
+				// follow the kubelet's schedule model, and their GPU-less models stay cheap.
+				ExtraArgs: []string{"--node-pods=250", "--kubelet-serve=false"},
+			}, "incluster"); err != nil {
+				return err
+			}
+			url, ca, stop, err := startConverter(env.Dir)
+			if err != nil {
+				return fmt.Errorf("converter: %w", err)
+			}
+			env.convertURL, env.convertCA, stopConverter = url, ca, stop
+			return nil
+		},
+		Teardown: func(keep bool) {
+			if env.Env != nil {
+				env.Teardown(keep)
+			}
+			if stopConverter != nil {
+				stopConverter()
+			}
+		},
+		Logs: func() string { return "operator logs in " + env.Dir },
+	}.Run(m))
 }

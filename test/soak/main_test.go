@@ -56,16 +56,25 @@ func (c config) replay() string {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	if os.Getenv("SOAK_MINUTES") == "" && os.Getenv("SOAK_CI") == "" {
 		env.skip = true
-		return m.Run()
+		os.Exit(m.Run())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	os.Exit(testenv.Suite{Name: "soak", Setup: setup,
+		Teardown: func(keep bool) {
+			if env.adapter != nil {
+				env.adapter.Kill()
+			}
+			if env.Env != nil {
+				env.Teardown(keep)
+			}
+		},
+		Logs: func() string { return "operator logs in " + env.Dir },
+	}.Run(m))
+}
+
+// setup starts the cluster sized for the soak's models and the metrics adapter.
+func setup(ctx context.Context) error {
 	cfg := readConfig()
 	env.cfg = cfg
 	var err error
@@ -77,22 +86,12 @@ func run(m *testing.M) int {
 		ExtraArgs: []string{"--node-pods=" + strconv.Itoa(nodePods), "--node-gpus=" + strconv.Itoa(max(8, (cfg.models/gpuEvery+1)*maxReplicas)),
 			"--node-monitor-grace-period=" + nodeGrace.String(), "--pod-eviction-seconds=" + strconv.Itoa(int(evictAfter.Seconds()))},
 	}, "soak"); err != nil {
-		fmt.Fprintln(os.Stderr, "soak setup:", err)
-		if env.Env != nil {
-			env.Teardown(false)
-		}
-		return 1
+		return err
 	}
-	if env.adapter, err = operator.InstallAdapter(ctx, env.Cluster, env.Dir, "--scrape-period=5s"); err != nil {
-		fmt.Fprintln(os.Stderr, "soak setup: the metrics adapter:", err)
-		env.Teardown(false)
-		return 1
+	adapter, err := operator.InstallAdapter(ctx, env.Cluster, env.Dir, "--scrape-period=5s")
+	if err != nil {
+		return fmt.Errorf("the metrics adapter: %w", err)
 	}
-	code := m.Run()
-	env.adapter.Kill()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with SOAK_KEEP=1)")
-	}
-	env.Teardown(os.Getenv("SOAK_KEEP") != "")
-	return code
+	env.adapter = adapter
+	return nil
 }
