@@ -224,7 +224,7 @@ func placementSchema(props map[string]apiextensionsv1.JSONSchemaProps) {
 		}},
 	}
 	sa := name
-	sa.Description = "The pods' ServiceAccount in the model's namespace: a workload identity (IRSA, EKS Pod Identity, GKE) for object storage, and its imagePullSecrets. Set, its token is mounted (the identity webhooks need it); unset, the pods run as the namespace's default account without a token. The spec.cache fill Job runs as spec.cache.serviceAccountName when set, else as this one. The operator neither creates nor annotates it."
+	sa.Description = "The pods' ServiceAccount in the model's namespace: a workload identity (IRSA, EKS Pod Identity, GKE) for object storage, and its imagePullSecrets. Its API token is not mounted (vLLM never calls the API server; the identity webhooks project their own tokens). The spec.cache fill Job runs as spec.cache.serviceAccountName when set, else as this one. The operator neither creates nor annotates it."
 	props["serviceAccountName"] = sa
 	rc := name
 	rc.Description = "The pods' RuntimeClass (nvidia, kata ...), as a PodSpec's runtimeClassName."
