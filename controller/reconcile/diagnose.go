@@ -91,11 +91,12 @@ type evidence struct {
 	lastWords     map[string]string
 	gpusPerPod    int64 // what one pod asks: a multi-node replica's share of one node
 	workloads     map[types.UID]kinds.Workload
+	placement     []NodePlacement // the nodes' taints and labels, for a pod kept off by them
 }
 
 func evidenceOf(in Input) evidence {
 	o := &in.Observed
-	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads}
+	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads, o.PlacementSurvey}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness
