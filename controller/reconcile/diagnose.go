@@ -219,7 +219,12 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 			if rs.Kind != "" { // a multi-node group's StatefulSet (groupView)
 				kind = rs.Kind
 			}
-			causes = append(causes, Cause{RankPodCreation, reason, fmt.Sprintf("%s %s: %s", kind, rs.Name, c.Message)})
+			msg := fmt.Sprintf("%s %s: %s", kind, rs.Name, c.Message)
+			if strings.Contains(c.Message, "error looking up service account") {
+				// The ServiceAccount admission plugin's refusal: spec.serviceAccountName's account is missing.
+				msg += " [create the ServiceAccount in the namespace, or change the InferenceService's spec.serviceAccountName]"
+			}
+			causes = append(causes, Cause{RankPodCreation, reason, msg})
 		}
 	}
 	return causes
