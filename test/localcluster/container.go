@@ -42,7 +42,7 @@ type ctr struct {
 	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
 	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
 	pullErrAt   time.Time
-	pullErr     string // a refused pull's message (registry.go); "" for the errimagepull behavior's
+	pullErr     string        // a refused pull's message (registry.go); "" for the errimagepull behavior's
 	pullStart   time.Time     // a slow pull began (csPulling)
 	pulledIn    time.Duration // a slow pull just ended: the next Pulled event says how long
 
