@@ -16,12 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // PlacementAnnotation lists, on the Deployment or LeaderWorkerSet, the placement fields the
 // operator set on its pod template: whole fields by name (tolerations, affinity, ...), and the
 // keys of the maps it shares with others (nodeSelector/KEY, label/KEY, annotation/KEY).
-const PlacementAnnotation = "ai.example.com/placement"
+const PlacementAnnotation = kinds.PlacementAnnotation
 
 // Names of the whole fields in PlacementAnnotation; each is owned whole while set, as a
 // server-side apply list of atomic type is.
@@ -34,7 +35,7 @@ const (
 	fieldRuntimeClass   = "runtimeClassName"
 	keyNodeSelector     = "nodeSelector/"
 	keyLabel            = "label/"
-	keyAnnotation       = "annotation/"
+	keyAnnotation       = kinds.PlacementAnnotationKey
 )
 
 // applyPlacement sets the spec's placement on a desired pod template; the template's label

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 func gpuPool() crd.Placement {
@@ -117,7 +118,9 @@ func TestPlacementDriftAndSet(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			live := tc.live()
+			// The controller compares the Deployment as the informer caches it.
+			o, _ := kinds.StripDeployment(tc.live())
+			live := o.(*appsv1.Deployment)
 			sc := scaleOf(w.isvc, &crd.SpecExtensions{})
 			if got := deploymentDrifted(live, tc.want, sc); got != tc.drifted {
 				t.Fatalf("drifted = %v, want %v", got, tc.drifted)
