@@ -190,6 +190,14 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 	// Scheduling gates say a pod is queued for admission, readiness gates that the adapters gate
 	// is the operator's to open (usually none: nil costs nothing).
 	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates, ReadinessGates: p.Spec.ReadinessGates}
+	if p.Spec.NodeName == "" {
+		// Until it is scheduled, what keeps it off nodes: the diagnosis names the taint it does
+		// not tolerate and the label its selector wants (reconcile/diagnose_placement.go).
+		spec.Tolerations, spec.NodeSelector = p.Spec.Tolerations, p.Spec.NodeSelector
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
+		}
+	}
 	st := &p.Status
 	qos := corev1.PodQOSClass("")
 	if st.Reason == "Evicted" {

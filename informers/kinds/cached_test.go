@@ -92,6 +92,19 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 	if st := o.(*corev1.Pod).Status; st.PodIP != "10.1.0.7" || st.HostIP != "" || st.PodIPs != nil {
 		t.Fatalf("pod addresses as cached: ip %q host %q ips %v", st.PodIP, st.HostIP, st.PodIPs)
 	}
+	// Until scheduled, its tolerations, node selector and node affinity (what keeps it off
+	// nodes); once on a node, none of them.
+	placed := corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}, PodAntiAffinity: &corev1.PodAntiAffinity{}}}
+	o, _ = StripPod(&corev1.Pod{Spec: *placed.DeepCopy()})
+	if ps := o.(*corev1.Pod).Spec; ps.NodeSelector["pool"] != "gpu" || len(ps.Tolerations) != 1 || ps.Affinity == nil || ps.Affinity.NodeAffinity == nil || ps.Affinity.PodAntiAffinity != nil {
+		t.Fatalf("pending pod's placement as cached: %+v", ps)
+	}
+	placed.NodeName = "n"
+	o, _ = StripPod(&corev1.Pod{Spec: placed})
+	if ps := o.(*corev1.Pod).Spec; ps.NodeSelector != nil || ps.Tolerations != nil || ps.Affinity != nil {
+		t.Fatalf("a scheduled pod's placement kept: %+v", ps)
+	}
 }
 
 // TestStartedSince: the cache stamps when it saw a container become started, carries the stamp
