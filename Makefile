@@ -9,14 +9,15 @@ export CGO_ENABLED = 0
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check
 
-# Run the operator's main job on the embedded local cluster. The cluster and the demo are built
-# first with their progress shown (a fresh machine compiles for several minutes).
+# Run the operator's main job on the embedded local cluster. The cluster, kubectl and the demo
+# are built first with their progress shown (a fresh machine compiles for several minutes).
 demo:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
 	test/buildprogress/buildprogress.sh demo $(GO) build -o bin/demo ./test/demo
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) bin/demo
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) bin/demo
 
 # The kubectl plugin: kubectl isvc why NAME, kubectl isvc list. Copy bin/kubectl-isvc and
 # bin/kubectl_complete-isvc (kubectl's completion for it, 1.26 and later) onto the PATH. Its own
@@ -30,6 +31,8 @@ plugin:
 # end-to-end suite against it. The cluster is built first, once, outside any test's timeout
 # (about 7 minutes the first time on 2 cores, seconds after that).
 LOCALCLUSTER_BIN ?= $(CURDIR)/test/localcluster/bin/localcluster
+# kubectl at the local cluster's version (test/kubectl), the one every test runs.
+KUBECTL_BIN ?= $(CURDIR)/test/kubectl/bin/kubectl
 HELM_BIN ?= $(CURDIR)/test/helm/bin/helm
 # krew and krew-index's validate-krew-manifest (test/krew), which check the release's krew manifest.
 KREW_BIN ?= $(CURDIR)/test/krew/bin/krew
@@ -52,6 +55,7 @@ test:
 	@mkdir -p $(dir $(PHASES_FILE)) && : > $(PHASES_FILE)
 	$(PHASE) lint $(MAKE) lint
 	$(PHASE) build-localcluster test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	$(PHASE) build-kubectl test/kubectl/build.sh $(KUBECTL_BIN)
 	$(PHASE) build-helm test/helm/build.sh $(HELM_BIN)
 	$(PHASE) build-krew test/krew/build.sh $(KREW_BIN)
 	$(PHASE) build-kueue test/kueue/build.sh $(KUEUE_BIN)
@@ -64,7 +68,7 @@ test:
 	# each package's time and the 20 slowest tests. -parallel (E2E_PARALLEL) bounds the e2e
 	# tests that run side by side in one shard; SOAK_CI=1: the soak's CI size runs too;
 	# TestRelease builds the image for the host's architecture only (make release-check: both).
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) \
 		EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) S3_BIN=$(S3_BIN) SOAK_CI=1 RELEASE_TEST_IMAGE_ARCHS=$$($(GO) env GOARCH) \
 		GO=$(GO) E2E_SHARDS=$(E2E_SHARDS) E2E_PARALLEL=$(E2E_PARALLEL) PLUGIN_DIR=$(PLUGIN_DIR) \
 		$(PHASE) suite test/suite/run.sh || { $(PHASE) --report; exit 1; }
@@ -81,16 +85,18 @@ unit:
 
 e2e:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
 	test/kueue/build.sh $(KUEUE_BIN)
 	test/lws/build.sh $(LWS_BIN)
 	test/epp/build.sh $(EPP_BIN)
 	test/s3/build.sh $(S3_BIN)
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) S3_BIN=$(S3_BIN) \
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) KUEUE_BIN=$(KUEUE_BIN) LWS_BIN=$(LWS_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) S3_BIN=$(S3_BIN) \
 		$(GO) test -timeout 45m -count=1 -parallel $(E2E_PARALLEL) -v ./test/e2e/ | test/slowest/slowest.sh 15
 
 # Leader election, in-cluster config, RBAC, overlays and manifests on the local cluster.
 incluster:
-	$(GO) test -timeout 20m -count=1 -v ./test/incluster/
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	KUBECTL_BIN=$(KUBECTL_BIN) $(GO) test -timeout 20m -count=1 -v ./test/incluster/
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/inferenceservice-operator .
@@ -116,7 +122,8 @@ RELEASE_IMAGE_ARCHS ?= amd64,arm64
 DIST ?=
 release:
 	test/helm/build.sh $(HELM_BIN)
-	$(GO) run ./test/release -version $(VERSION) -registry $(REGISTRY) -helm $(HELM_BIN) \
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	$(GO) run ./test/release -version $(VERSION) -registry $(REGISTRY) -helm $(HELM_BIN) -kubectl $(KUBECTL_BIN) \
 		-plugin-platforms $(RELEASE_PLUGIN_PLATFORMS) -image-archs $(RELEASE_IMAGE_ARCHS) $(if $(DIST),-o $(DIST))
 
 # TestRelease at full size: the image for both architectures and the plugin for all six
@@ -124,12 +131,18 @@ release:
 # architecture alone (RELEASE_TEST_IMAGE_ARCHS, RELEASE_TEST_PLUGIN_PLATFORMS).
 release-check:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
 	test/krew/build.sh $(KREW_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) RELEASE_TEST_IMAGE_ARCHS=amd64,arm64 \
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) HELM_BIN=$(HELM_BIN) KREW_BIN=$(KREW_BIN) RELEASE_TEST_IMAGE_ARCHS=amd64,arm64 \
 		RELEASE_TEST_PLUGIN_PLATFORMS=$(RELEASE_PLUGIN_PLATFORMS) $(GO) test -timeout 60m -count=1 -v -run 'TestRelease$$' ./test/release/
 
 cluster:
 	test/localcluster/build.sh
+
+# kubectl from its Go module (test/kubectl, k8s.io/kubectl at the local cluster's v1.37.2), the
+# one every test runs; cached.
+kubectl:
+	test/kubectl/build.sh $(KUBECTL_BIN)
 
 # The helm CLI from its Go module (test/helm), for the chart's tests; cached.
 helm:
@@ -215,16 +228,19 @@ SOAK_MODELS ?= 1000
 SOAK_SEED ?=
 soak:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
-	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) SOAK_MINUTES=$(SOAK_MINUTES) SOAK_MODELS=$(SOAK_MODELS) SOAK_SEED=$(SOAK_SEED) \
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	set -o pipefail; LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) SOAK_MINUTES=$(SOAK_MINUTES) SOAK_MODELS=$(SOAK_MODELS) SOAK_SEED=$(SOAK_SEED) \
 		$(GO) test -timeout $$(( $(SOAK_MINUTES) * 3 + 60 ))m -count=1 -v ./test/soak/
 soak-ci:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) SOAK_CI=1 $(GO) test -timeout 15m -count=1 -v ./test/soak/
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) SOAK_CI=1 $(GO) test -timeout 15m -count=1 -v ./test/soak/
 
 # The Service route against the pool route, side by side on one cluster and one model (4 pods,
 # 8 adapters): prefix-cache hit rate, time to a one-token answer p50/p99, requests per pod
 # (test/routing). About 5 minutes.
 bench-routing:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
 	test/epp/build.sh $(EPP_BIN)
-	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) run ./test/routing
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) run ./test/routing

@@ -35,6 +35,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 	"github.com/example/inferenceservice-operator/controller/process/leader"
 	"github.com/example/inferenceservice-operator/controller/process/memlimit"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -75,6 +76,15 @@ type options struct {
 
 func parseFlags() options {
 	var o options
+	defineFlags(&o)
+	klog.InitFlags(nil)
+	flag.Parse()
+	return o
+}
+
+// defineFlags registers the operator's own flags (klog's come after) on the command line's
+// FlagSet, apart from parsing, so a test can read back the set docs/operations.md documents.
+func defineFlags(o *options) {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, else the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches the whole cluster.")
 	flag.DurationVar(&o.creatingEvidenceAfter, "creating-evidence-after", reconcile.DefaultCreatingEvidenceAfter, "A model pod whose container is still being created this long after it was scheduled has its Events read (a pull in progress, a volume that will not mount), again each period while it stays; 0 reads none.")
@@ -100,9 +110,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a lease is valid without renewal.")
 	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates retry.")
-	klog.InitFlags(nil)
-	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed only with manifests/overlays/v1beta1.")
-	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+webhook.CAFile+", "+webhook.CertFile+", "+webhook.KeyFile+"); reused while valid.")
+	flag.StringVar(&o.webhookAddr, "webhook-bind-address", "", "Address of the TLS conversion webhook (POST "+crd.WebhookPath+"); empty disables it. Needed where the CRD converts with it: the default install (manifests/components/v1beta1); not with manifests/overlays/v1alpha1.")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "inferenceservice-operator-webhook"), "Directory for the webhook's self-managed CA and serving certificate ("+servingcert.CAFile+", "+servingcert.CAKeyFile+", "+servingcert.CertFile+", "+servingcert.KeyFile+"); reused while valid.")
 	flag.DurationVar(&o.webhookCASync, "webhook-ca-sync-period", time.Minute, "How often the webhook's CA is checked in the CRD's caBundle (and added when missing).")
 	flag.StringVar(&o.apiVersion, "api-version", "auto", "InferenceService version to watch and write status in: v1alpha1, v1beta1, or auto (v1beta1 when the API server serves it).")
 	flag.DurationVar(&o.migrationPeriod, "storage-migration-period", time.Minute, "How often the leader checks the CRD's storedVersions and, after a storage version change, rewrites every InferenceService into the storage version; 0 disables it.")
@@ -120,8 +129,6 @@ func parseFlags() options {
 	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting), which KEDA's triggers query; required there.")
 	flag.DurationVar(&o.modelServerTimeout, "model-server-timeout", modelserver.DefaultTimeout, "Timeout of one GET /v1/models or adapter unload on a model pod (asked only for models with LoRA adapters).")
 	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modelserver.DefaultLoadTimeout, "Timeout of one LoRA adapter load on a model pod (vLLM downloads and reads the adapter meanwhile).")
-	flag.Parse()
-	return o
 }
 
 func main() {

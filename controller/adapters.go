@@ -58,7 +58,7 @@ const (
 // cost nothing. Nil means not observed. Only a pod of the model's own Deployment, by the
 // controller references the caches hold, is dialled, at its status.podIP.
 func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions, stored *crd.StatusExtensions, obs reconcile.Observed) []reconcile.PodAdapters {
-	if c.modelServers == nil || len(ext.Adapters) == 0 && len(stored.LoadedAdapters) == 0 && !c.attempts.has(key) {
+	if c.modelServers == nil || len(ext.Adapters) == 0 && len(stored.LoadedAdapters) == 0 && !c.memory.attempts().has(key) {
 		return nil
 	}
 	pods := servingPods(isvc, obs)
@@ -92,9 +92,9 @@ func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *c
 		}()
 	}
 	wg.Wait()
-	c.attempts.settle(key, out)
+	c.memory.attempts().settle(key, out)
 	for i := range out {
-		out[i].Failed = c.attempts.failed(key, out[i].Pod)
+		out[i].Failed = c.memory.attempts().failed(key, out[i].Pod)
 	}
 	return out
 }
@@ -157,7 +157,7 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, obser
 		if ip, ok := answered[s.Pod]; !ok || ip != s.IP {
 			continue
 		}
-		if left := c.attempts.due(key, s, now); left > 0 {
+		if left := c.memory.attempts().due(key, s, now); left > 0 {
 			if wait == 0 || left < wait {
 				wait = left
 			}
@@ -194,7 +194,7 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, obser
 				} else {
 					err = c.modelServers.UnloadAdapter(ctx, s.IP, s.Name)
 				}
-				c.attempts.record(key, s, now, err)
+				c.memory.attempts().record(key, s, now, err)
 				if err != nil {
 					mu.Lock()
 					failed++
@@ -210,12 +210,9 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, obser
 // attempts remembers, per isvc, pod and step, the last call made and how many were made
 // since the step was last seen done: the back-off of a step that does not take, and the
 // server's message of a failed load, reported through PodAdapters.Failed. An entry goes when
-// an observation shows the step done, or its pod no longer serves, or the isvc goes.
-type attempts struct {
-	mu sync.Mutex
-	m  map[queue.Key]map[attemptKey]attempt
-	n  int
-}
+// an observation shows the step done, or its pod no longer serves, or the isvc goes. A view of
+// the controller's memory.
+type attempts memory
 
 type attemptKey struct {
 	pod, name string
@@ -231,14 +228,19 @@ type attempt struct {
 func (a *attempts) has(k queue.Key) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.m[k]) > 0
+	r := (*memory)(a).lookup(k)
+	return r != nil && len(r.attempts) > 0
 }
 
 // due returns how long until s may be tried again on its pod; 0: now.
 func (a *attempts) due(k queue.Key, s reconcile.AdapterStep, now time.Time) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e, ok := a.m[k][attemptKey{s.Pod, s.Name, s.Load}]
+	r := (*memory)(a).lookup(k)
+	if r == nil {
+		return 0
+	}
+	e, ok := r.attempts[attemptKey{s.Pod, s.Name, s.Load}]
 	if !ok {
 		return 0
 	}
@@ -253,32 +255,29 @@ func (a *attempts) record(k queue.Key, s reconcile.AdapterStep, now time.Time, e
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ak := attemptKey{s.Pod, s.Name, s.Load}
-	byStep, ok := a.m[k]
-	if !ok {
-		if a.m == nil {
-			a.m = map[queue.Key]map[attemptKey]attempt{}
-		}
-		byStep = map[attemptKey]attempt{}
-		a.m[k] = byStep
+	r := (*memory)(a).entry(k)
+	if r.attempts == nil {
+		r.attempts = map[attemptKey]attempt{}
 	}
-	e, had := byStep[ak]
+	e, had := r.attempts[ak]
 	if !had {
-		for other, entries := range a.m {
-			if a.n < maxAttempts {
+		for other, o := range a.keys {
+			if a.attemptsHeld < maxAttempts {
 				break
 			}
-			if other != k { // full: another model's back-off is forgotten, never this one's
-				a.n -= len(entries)
-				delete(a.m, other)
+			if other != k && len(o.attempts) > 0 { // full: another model's back-off is forgotten, never this one's
+				a.attemptsHeld -= len(o.attempts)
+				o.attempts = nil
+				(*memory)(a).tidy(other)
 			}
 		}
-		a.n++
+		a.attemptsHeld++
 	}
 	e.at, e.count, e.msg = now, e.count+1, ""
 	if err != nil {
 		e.msg = err.Error()
 	}
-	byStep[ak] = e
+	r.attempts[ak] = e
 }
 
 // settle forgets the attempts an observation shows done, and those of pods that no longer
@@ -286,35 +285,37 @@ func (a *attempts) record(k queue.Key, s reconcile.AdapterStep, now time.Time, e
 func (a *attempts) settle(k queue.Key, pods []reconcile.PodAdapters) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	byStep := a.m[k]
-	if len(byStep) == 0 {
+	r := (*memory)(a).lookup(k)
+	if r == nil || len(r.attempts) == 0 {
 		return
 	}
 	byPod := make(map[string]*reconcile.PodAdapters, len(pods))
 	for i := range pods {
 		byPod[pods[i].Pod] = &pods[i]
 	}
-	for ak := range byStep {
+	for ak := range r.attempts {
 		p, serving := byPod[ak.pod]
 		if serving && p.Err != "" {
 			continue
 		}
 		if !serving || ak.load == slices.ContainsFunc(p.Loaded, func(l reconcile.LoadedAdapter) bool { return l.Name == ak.name }) {
-			delete(byStep, ak)
-			a.n--
+			delete(r.attempts, ak)
+			a.attemptsHeld--
 		}
 	}
-	if len(byStep) == 0 {
-		delete(a.m, k)
-	}
+	(*memory)(a).tidy(k)
 }
 
 // failed are the server's messages of the loads that failed last on pod.
 func (a *attempts) failed(k queue.Key, pod string) map[string]string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	r := (*memory)(a).lookup(k)
+	if r == nil {
+		return nil
+	}
 	var out map[string]string
-	for ak, e := range a.m[k] {
+	for ak, e := range r.attempts {
 		if ak.pod == pod && ak.load && e.msg != "" {
 			if out == nil {
 				out = map[string]string{}
@@ -323,13 +324,6 @@ func (a *attempts) failed(k queue.Key, pod string) map[string]string {
 		}
 	}
 	return out
-}
-
-func (a *attempts) forget(k queue.Key) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.n -= len(a.m[k])
-	delete(a.m, k)
 }
 
 // applyAdapterGates writes each pod's adapters gate condition with a strategic merge patch of

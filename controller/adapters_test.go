@@ -301,7 +301,7 @@ func TestApplyAdapterStepsCallsRemembersFailuresAndBacksOff(t *testing.T) {
 	if _, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, retry); failed != 0 {
 		t.Fatal("fixed load failed")
 	}
-	if pods = observe(); pods[0].Failed != nil || c.attempts.has(adapterKey) {
+	if pods = observe(); pods[0].Failed != nil || c.memory.attempts().has(adapterKey) {
 		t.Fatalf("attempts kept after the load showed: %+v", pods[0].Failed)
 	}
 }
@@ -337,12 +337,12 @@ func TestAttemptsGoWithThePodOrTheModel(t *testing.T) {
 	a.record(adapterKey, reconcile.AdapterStep{Pod: "p2", Load: true, Name: "sql"}, now, fail)
 	// p2 could not be asked: its attempts stay; p1 no longer serves: its go.
 	a.settle(adapterKey, []reconcile.PodAdapters{{Pod: "p2", Err: "timeout"}})
-	if a.failed(adapterKey, "p1") != nil || a.failed(adapterKey, "p2")["sql"] != "boom" || a.n != 1 {
-		t.Fatalf("after settle: %+v (n %d)", a.m, a.n)
+	if a.failed(adapterKey, "p1") != nil || a.failed(adapterKey, "p2")["sql"] != "boom" || a.attemptsHeld != 1 {
+		t.Fatalf("after settle: %+v (held %d)", a.keys, a.attemptsHeld)
 	}
-	a.forget(adapterKey)
-	if a.has(adapterKey) || a.n != 0 {
-		t.Fatalf("after forget: %+v (n %d)", a.m, a.n)
+	(*memory)(&a).forget(adapterKey)
+	if a.has(adapterKey) || a.attemptsHeld != 0 || len(a.keys) != 0 {
+		t.Fatalf("after forget: %+v (held %d)", a.keys, a.attemptsHeld)
 	}
 }
 
@@ -353,8 +353,8 @@ func TestAttemptsBounded(t *testing.T) {
 		a.record(other, reconcile.AdapterStep{Pod: "p" + strconv.Itoa(i), Load: true, Name: "sql"}, t0, nil)
 	}
 	a.record(adapterKey, reconcile.AdapterStep{Pod: "p1", Load: true, Name: "sql"}, t0, nil)
-	if a.n > maxAttempts || !a.has(adapterKey) || a.has(other) {
-		t.Fatalf("n %d, has key %v, has other %v", a.n, a.has(adapterKey), a.has(other))
+	if a.attemptsHeld > maxAttempts || !a.has(adapterKey) || a.has(other) {
+		t.Fatalf("held %d, has key %v, has other %v", a.attemptsHeld, a.has(adapterKey), a.has(other))
 	}
 }
 

@@ -119,21 +119,21 @@ func actionName(v reconcile.Verb) string {
 func (c *Controller) apply(ctx context.Context, a reconcile.Action) (reconcile.Verb, error) {
 	switch a.Verb {
 	case reconcile.Create:
-		if c.namesakes.seen(a) {
+		if c.memory.namesakes().seen(a) {
 			// A create found someone else's namesake before: read it rather than fail
 			// another create on every retry and resync; create once it is gone.
 			if verb, err := c.update(ctx, a, true); !apierrors.IsNotFound(err) {
 				return verb, err
 			}
-			c.namesakes.forget(a)
+			c.memory.namesakes().forget(a)
 		}
 		owner, owned := ownerKey(a.Object)
 		if owned {
-			c.expected.create(owner, c.now())
+			c.memory.expected().create(owner, c.now())
 		}
 		_, err := c.write(ctx, reconcile.Create, a.Object)
 		if err != nil && owned {
-			c.expected.observed(owner) // nothing will be added
+			c.memory.expected().observed(owner) // nothing will be added
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return reconcile.Create, err
@@ -175,11 +175,11 @@ func (c *Controller) update(ctx context.Context, a reconcile.Action, read bool) 
 			}
 			if !reconcile.SameController(live, a.Object) {
 				if a.Verb == reconcile.Create {
-					c.namesakes.add(a)
+					c.memory.namesakes().add(a)
 				}
 				return &conflictError{reconcile.ConflictMessage(a.Kind, live)}
 			}
-			c.namesakes.forget(a)
+			c.memory.namesakes().forget(a)
 			var changed bool
 			if obj, changed = reconcile.Remerge(live, a); !changed {
 				return nil // someone (an earlier reconcile) already wrote it

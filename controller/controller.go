@@ -134,21 +134,16 @@ type Controller struct {
 	metrics  Metrics
 	version  string // of the isvcs the caches hold
 	now      func() time.Time
-	// budgetContended, holds and progressHold hold back statuses about to be stale (status.go).
+	// budgetContended and progressHold hold back statuses about to be stale (status.go).
 	budgetContended func() bool
-	holds           holds
-	// echoes: the status writes the cache has not shown yet, not rewritten from it (status.go).
-	echoes       echoes
-	progressHold time.Duration
-	// namesakes are children whose create found someone else's object (namesakes.go).
-	namesakes namesakes
-	// expected counts the creates sent that the caches have not shown yet (expected.go).
-	expected expected
+	progressHold    time.Duration
+	// memory is what is remembered of each isvc between its syncs (memory.go): held statuses,
+	// status writes the cache has not shown, creates in flight, namesakes, adapter attempts.
+	memory memory
 	// deregisterTimeout bounds how long a deletion waits for the gateway (abandonRoute).
 	deregisterTimeout time.Duration
-	// modelServers and attempts load LoRA adapters into model pods (adapters.go).
+	// modelServers load LoRA adapters into model pods (adapters.go).
 	modelServers ModelServers
-	attempts     attempts
 	// evidence reads what the diagnosis needs beyond the caches, and remembers it (evidence/).
 	evidence *evidence.Reader
 }

@@ -4,7 +4,6 @@
 package controller
 
 import (
-	"sync"
 	"time"
 
 	"github.com/example/inferenceservice-operator/queue"
@@ -17,10 +16,8 @@ const expectTTL = 30 * time.Second
 // expected counts, per isvc, the creates sent whose objects its caches have not added yet. A
 // sync in between (the isvc's own status write wakes it first) would find the child missing,
 // create it again and be refused (AlreadyExists), and decide a status from a world without it.
-type expected struct {
-	mu sync.Mutex
-	m  map[queue.Key]*expectation
-}
+// A view of the controller's memory.
+type expected memory
 
 type expectation struct {
 	creates int
@@ -31,15 +28,11 @@ type expectation struct {
 func (e *expected) create(k queue.Key, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.m == nil {
-		e.m = map[queue.Key]*expectation{}
+	r := (*memory)(e).entry(k)
+	if r.expect == nil {
+		r.expect = &expectation{since: now}
 	}
-	x, ok := e.m[k]
-	if !ok {
-		x = &expectation{since: now}
-		e.m[k] = x
-	}
-	x.creates++
+	r.expect.creates++
 }
 
 // observed is called when the caches add a child of k, and when a create fails (no object
@@ -47,9 +40,10 @@ func (e *expected) create(k queue.Key, now time.Time) {
 func (e *expected) observed(k queue.Key) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if x, ok := e.m[k]; ok {
-		if x.creates--; x.creates <= 0 {
-			delete(e.m, k)
+	if r := (*memory)(e).lookup(k); r != nil && r.expect != nil {
+		if r.expect.creates--; r.expect.creates <= 0 {
+			r.expect = nil
+			(*memory)(e).tidy(k)
 		}
 	}
 }
@@ -59,19 +53,14 @@ func (e *expected) observed(k queue.Key) {
 func (e *expected) unmet(k queue.Key, now time.Time) (time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	x, ok := e.m[k]
-	if !ok {
+	r := (*memory)(e).lookup(k)
+	if r == nil || r.expect == nil {
 		return 0, false
 	}
-	if left := expectTTL - now.Sub(x.since); left > 0 {
+	if left := expectTTL - now.Sub(r.expect.since); left > 0 {
 		return left, true
 	}
-	delete(e.m, k)
+	r.expect = nil
+	(*memory)(e).tidy(k)
 	return 0, false
-}
-
-func (e *expected) forget(k queue.Key) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.m, k)
 }

@@ -40,8 +40,11 @@ func TestExpectedCreates(t *testing.T) {
 		t.Fatal("a create given up on came back")
 	}
 	e.create(k, t0)
-	e.forget(k)
+	(*memory)(&e).forget(k)
 	if _, ok := e.unmet(k, t0); ok {
 		t.Fatal("unmet after forget")
+	}
+	if len(e.keys) != 0 {
+		t.Fatalf("memory kept after the last create was seen or forgotten: %+v", e.keys)
 	}
 }

@@ -44,7 +44,7 @@ func (c *Controller) childHandler() cache.ResourceEventHandler {
 	h.AddFunc = func(obj interface{}) {
 		if m, err := metaOf(obj); err == nil {
 			if k, ok := ownerKey(m); ok {
-				c.expected.observed(k)
+				c.memory.expected().observed(k)
 			}
 		}
 		add(obj)

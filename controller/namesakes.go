@@ -1,56 +1,64 @@
 package controller
 
 import (
-	"sync"
-
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/queue"
 )
 
 // namesakes remembers the children whose create found someone else's object of the same name.
 // Such an object is outside the label-scoped caches, so without this every retry and resync
 // would send a create the API server refuses; with it, they read the namesake instead. Only
-// children in conflict are held, and an entry goes when the namesake does or the isvc is gone.
-type namesakes struct {
-	mu sync.Mutex
-	m  map[namesake]struct{}
-}
+// children in conflict are held, under the isvc that controls them, and an entry goes when the
+// namesake does or the isvc is gone. A view of the controller's memory.
+type namesakes memory
 
 // namesake is one child: its kind, namespace and name.
 type namesake struct{ kind, namespace, name string }
 
-func namesakeOf(a reconcile.Action) namesake {
-	return namesake{a.Kind, a.Object.GetNamespace(), a.Object.GetName()}
+// namesakeOf is a's child and the isvc it belongs to; false for a child no isvc controls.
+func namesakeOf(a reconcile.Action) (queue.Key, namesake, bool) {
+	k, ok := ownerKey(a.Object)
+	return k, namesake{a.Kind, a.Object.GetNamespace(), a.Object.GetName()}, ok
 }
 
 func (n *namesakes) seen(a reconcile.Action) bool {
+	k, ns, ok := namesakeOf(a)
+	if !ok {
+		return false
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.m[namesakeOf(a)]
-	return ok
+	r := (*memory)(n).lookup(k)
+	if r == nil {
+		return false
+	}
+	_, seen := r.namesakes[ns]
+	return seen
 }
 
 func (n *namesakes) add(a reconcile.Action) {
+	k, ns, ok := namesakeOf(a)
+	if !ok {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = map[namesake]struct{}{}
+	r := (*memory)(n).entry(k)
+	if r.namesakes == nil {
+		r.namesakes = map[namesake]struct{}{}
 	}
-	n.m[namesakeOf(a)] = struct{}{}
+	r.namesakes[ns] = struct{}{}
 }
 
 func (n *namesakes) forget(a reconcile.Action) {
+	k, ns, ok := namesakeOf(a)
+	if !ok {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(n.m, namesakeOf(a))
-}
-
-// forgetAll drops what was remembered for a deleted InferenceService's children.
-func (n *namesakes) forgetAll(namespace, isvc string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for k := range n.m {
-		if k.namespace == namespace && (k.name == isvc || k.name == reconcile.AdaptersConfigMapName(isvc)) {
-			delete(n.m, k)
-		}
+	if r := (*memory)(n).lookup(k); r != nil {
+		delete(r.namesakes, ns)
+		(*memory)(n).tidy(k)
 	}
 }

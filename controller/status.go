@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 		return 0, nil
 	}
 	key := queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}
-	if wait, ok := c.echoes.pending(key, isvc, st, ext, v1beta1, c.now()); ok {
+	if wait, ok := c.memory.echoes().pending(key, isvc, st, ext, v1beta1, c.now()); ok {
 		return wait, nil
 	}
 	// The Warnings are decided against the status the write replaced: a cache behind our own
@@ -85,7 +84,7 @@ func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService
 		}
 		written = err == nil
 		if written {
-			c.echoes.record(key, isvc.UID, res.GetResourceVersion(), st, ext, c.now())
+			c.memory.echoes().record(key, isvc.UID, res.GetResourceVersion(), st, ext, c.now())
 		}
 		return err
 	})
@@ -170,11 +169,9 @@ const echoWait = 5 * time.Second
 // resourceVersion). A reconcile from a cache still behind that write decides the same status
 // again; rewriting it only conflicts, a PUT answered 409 and a GET each time (the soak counted
 // them among its writes at rest). A different status is written as ever, and the memory
-// lapses after echoWait, so a status another writer changed meanwhile is rewritten then.
-type echoes struct {
-	mu sync.Mutex
-	m  map[queue.Key]echo
-}
+// lapses after echoWait, so a status another writer changed meanwhile is rewritten then. A
+// view of the controller's memory.
+type echoes memory
 
 type echo struct {
 	uid types.UID
@@ -191,16 +188,13 @@ func (e *echoes) record(k queue.Key, uid types.UID, rv string, st *crd.Inference
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.m == nil {
-		e.m = map[queue.Key]echo{}
-	}
-	en := echo{uid: uid, rv: rv, st: *st.DeepCopy(), at: now}
+	en := &echo{uid: uid, rv: rv, st: *st.DeepCopy(), at: now}
 	if ext != nil {
 		// Each reconcile builds its extensions anew and never edits them after the write.
 		en.ext = *ext
 		en.ext.LoadedAdapters = slices.Clone(ext.LoadedAdapters)
 	}
-	e.m[k] = en
+	(*memory)(e).entry(k).echo = en
 }
 
 // pending says whether st is what this replica last wrote for isvc while the cached isvc is
@@ -208,13 +202,15 @@ func (e *echoes) record(k queue.Key, uid types.UID, rv string, st *crd.Inference
 func (e *echoes) pending(k queue.Key, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, ext *crd.StatusExtensions, v1beta1 bool, now time.Time) (time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	en, ok := e.m[k]
-	if !ok {
+	r := (*memory)(e).lookup(k)
+	if r == nil || r.echo == nil {
 		return 0, false
 	}
+	en := r.echo
 	left := echoWait - now.Sub(en.at)
 	if en.uid != isvc.UID || en.rv == isvc.ResourceVersion || left <= 0 {
-		delete(e.m, k) // the cache shows it, the object is another, or the memory lapsed
+		r.echo = nil // the cache shows it, the object is another, or the memory lapsed
+		(*memory)(e).tidy(k)
 		return 0, false
 	}
 	if reconcile.WorthWriting(&en.st, st) || v1beta1 && ext != nil && !reconcile.ExtensionsEqual(&en.ext, ext) {
@@ -223,17 +219,9 @@ func (e *echoes) pending(k queue.Key, isvc *crd.InferenceService, st *crd.Infere
 	return left, true
 }
 
-func (e *echoes) forget(k queue.Key) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.m, k)
-}
-
-// holds remembers since when each isvc's status for its generation has been held.
-type holds struct {
-	mu sync.Mutex
-	m  map[queue.Key]holdEntry
-}
+// holds remembers since when each isvc's status for its generation has been held. A view of
+// the controller's memory.
+type holds memory
 
 type holdEntry struct {
 	uid        types.UID
@@ -245,20 +233,22 @@ type holdEntry struct {
 func (h *holds) since(k queue.Key, isvc *crd.InferenceService, now time.Time) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e, ok := h.m[k]; ok && e.uid == isvc.UID && e.generation == isvc.Generation {
+	r := (*memory)(h).entry(k)
+	if e := r.hold; e != nil && e.uid == isvc.UID && e.generation == isvc.Generation {
 		return e.since
 	}
-	if h.m == nil {
-		h.m = map[queue.Key]holdEntry{}
-	}
-	h.m[k] = holdEntry{uid: isvc.UID, generation: isvc.Generation, since: now}
+	r.hold = &holdEntry{uid: isvc.UID, generation: isvc.Generation, since: now}
 	return now
 }
 
-func (h *holds) forget(k queue.Key) {
+// release ends k's hold: its status was written.
+func (h *holds) release(k queue.Key) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.m, k)
+	if r := (*memory)(h).lookup(k); r != nil {
+		r.hold = nil
+		(*memory)(h).tidy(k)
+	}
 }
 
 // hold decides whether the transient status st, worth writing, waits; it returns the recheck
@@ -270,7 +260,7 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 	switch {
 	case stored.Phase == crd.PhaseReady && stored.ObservedGeneration < isvc.Generation && st.ReadyReplicas >= isvc.Spec.Replicas:
 		// A spec change rolling out while every replica still serves.
-		if left := c.progressHold - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+		if left := c.progressHold - now.Sub(c.memory.holds().since(k, isvc, now)); left > 0 {
 			return left, true
 		}
 	case stored.Phase == crd.PhaseProgressing && stored.Reason != reconcile.ReasonReplicasNotReady && st.Reason == reconcile.ReasonReplicasNotReady &&
@@ -278,7 +268,7 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 		// The walk found no pod still starting or failing, yet the Deployment counts no more ready
 		// than before: it has not counted a pod that just turned ready. Writing that would say
 		// less than the stored reason, for the moment until Ready is written.
-		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+		if left := countLag - now.Sub(c.memory.holds().since(k, isvc, now)); left > 0 {
 			return left, true
 		}
 	case stored.Phase == crd.PhaseReady && unobserved && st.Reason == reconcile.ReasonRolloutInProgress && stored.ObservedGeneration == st.ObservedGeneration:
@@ -286,19 +276,19 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 		// the Deployment controller has not looked yet: its look decides whether anything rolls
 		// out at all, and a scale has nothing to roll. Writing Progressing now would be followed
 		// within moments by Ready again: two writes, and a false Progressing, per HPA step.
-		if left := countLag - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+		if left := countLag - now.Sub(c.memory.holds().since(k, isvc, now)); left > 0 {
 			return left, true
 		}
 	case stored.Phase == crd.PhaseProgressing && reconcile.AutoscalingOnly(stored, st):
 		// A start's autoscaling verdict alone (the HPA's first report, an API not served): the
 		// model does not serve yet, and its Ready write, usually within moments, carries it.
-		if left := reconcile.HPASyncGrace - now.Sub(c.holds.since(k, isvc, now)); left > 0 {
+		if left := reconcile.HPASyncGrace - now.Sub(c.memory.holds().since(k, isvc, now)); left > 0 {
 			return left, true
 		}
 	case stored.Phase == "" && c.budgetContended != nil && c.budgetContended():
 		// A new isvc while the operator is saturated creating children: its first status
 		// would queue behind them and be stale when sent.
-		if now.Sub(c.holds.since(k, isvc, now)) < min(c.progressHold, contendedHold) {
+		if now.Sub(c.memory.holds().since(k, isvc, now)) < min(c.progressHold, contendedHold) {
 			return contendedRecheck, true
 		}
 	}

@@ -62,7 +62,7 @@ func TestHold(t *testing.T) {
 	}
 
 	// A new isvc: its first status is held only while the API budget is contended.
-	c.holds.forget(k)
+	c.memory.holds().release(k)
 	fresh := newISVC()
 	starting := statusWith(fresh, 0, reconcile.Cause{Rank: reconcile.RankStarting, Reason: reconcile.ReasonStarting, Message: "Deployment qwen3: creating pods"})
 	if _, ok := c.hold(k, fresh, &starting, t0, false); ok {
@@ -77,7 +77,7 @@ func TestHold(t *testing.T) {
 	}
 	// The default rollout hold is long; a new isvc's first status still shows within contendedHold.
 	c.progressHold = DefaultProgressHold
-	c.holds.forget(k)
+	c.memory.holds().release(k)
 	if _, ok := c.hold(k, fresh, &starting, t0, false); !ok {
 		t.Fatal("contended: not held")
 	}
@@ -101,7 +101,7 @@ func TestHoldWhileTheDeploymentCounts(t *testing.T) {
 	if _, ok := c.hold(k, isvc, &uncounted, t0.Add(countLag+time.Second), false); ok {
 		t.Fatal("held past countLag: a Deployment that never counts must be reported")
 	}
-	c.holds.forget(k)
+	c.memory.holds().release(k)
 	if ready := statusWith(isvc, 1); func() bool { _, ok := c.hold(k, isvc, &ready, t0, false); return ok }() {
 		t.Fatal("Ready held")
 	}
@@ -141,7 +141,7 @@ func TestHoldTheAutoscalingVerdictOfAStart(t *testing.T) {
 	if _, ok := c.hold(k, isvc, &blind, t0.Add(reconcile.HPASyncGrace+time.Second), false); ok {
 		t.Fatal("held past HPASyncGrace: a start that stays must show the verdict")
 	}
-	c.holds.forget(k)
+	c.memory.holds().release(k)
 	ready := withAutoscaling(statusWith(isvc, 1), metav1.ConditionFalse, "FailedGetPodsMetric")
 	if ok, _ := c.deferStatus(k, isvc, &ready, false); ok {
 		t.Fatal("the Ready write that carries the verdict held")

@@ -61,7 +61,8 @@ func (c *Controller) observeWeights(ctx context.Context, isvc *crd.InferenceServ
 	if complete(job) || w.Claim != nil && w.Claim.Annotations[reconcile.WeightsFilledAnnotation] == "true" {
 		return w, nil
 	}
-	w.Log = c.fillLog(ctx, job)
+	w.Pod = c.fillPod(ctx, job)
+	w.Log = c.fillLog(ctx, w.Pod)
 	return w, nil
 }
 
@@ -72,24 +73,30 @@ func complete(j *batchv1.Job) bool {
 	})
 }
 
-// fillLog is the tail of the newest fill pod's log; "" when there is none yet or the read
-// failed (the status then says it waits for the pod: progress is a courtesy, not a decision).
-func (c *Controller) fillLog(ctx context.Context, job *batchv1.Job) string {
+// fillPod is the Job's newest pod; nil when there is none yet or the read failed (the status
+// then says it waits for the pod: why it waits is a courtesy, not a decision).
+func (c *Controller) fillPod(ctx context.Context, job *batchv1.Job) *corev1.Pod {
 	pods, err := c.kube.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job.Name})
 	if err != nil || len(pods.Items) == 0 {
-		return ""
+		return nil
 	}
 	newest := slices.MaxFunc(pods.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	if newest.Status.Phase == corev1.PodPending {
+	return &newest
+}
+
+// fillLog is the tail of the fill pod's log; "" when it has not started or the read failed
+// (progress, like the pod, is a courtesy).
+func (c *Controller) fillLog(ctx context.Context, newest *corev1.Pod) string {
+	if newest == nil || newest.Status.Phase == corev1.PodPending {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
 	defer cancel()
-	body, err := c.kube.CoreV1().Pods(job.Namespace).GetLogs(newest.Name, &corev1.PodLogOptions{
+	body, err := c.kube.CoreV1().Pods(newest.Namespace).GetLogs(newest.Name, &corev1.PodLogOptions{
 		TailLines: ptr.To[int64](fillLogTailLines), LimitBytes: ptr.To[int64](fillLogLimitBytes),
 	}).DoRaw(ctx)
 	if err != nil {
-		klog.V(2).InfoS("Fill log not read; the status names the Job without its progress", "pod", klog.KObj(&newest), "err", err)
+		klog.V(2).InfoS("Fill log not read; the status names the Job without its progress", "pod", klog.KObj(newest), "err", err)
 		return ""
 	}
 	if len(body) >= fillLogLimitBytes {

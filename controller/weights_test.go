@@ -43,7 +43,7 @@ func TestSyncManagedCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.caches.svc = desired(t, isvc).Service // the first sync's create, seen by the cache
-	f.ctrl.expected.forget(queue.Key{Namespace: "default", Name: "qwen3"})
+	f.ctrl.memory.forget(queue.Key{Namespace: "default", Name: "qwen3"})
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -276,6 +277,9 @@ func validateEngine(e *SpecExtensions) []string {
 		seen[v.Name] = true
 	}
 	errs = append(errs, cacheErrors(e.Cache)...)
+	if _, _, s3 := e.Cache.S3(); s3 && slices.ContainsFunc(e.Adapters, func(a Adapter) bool { return strings.HasPrefix(a.StorageURI, "hf://") }) {
+		errs = append(errs, RuleCacheS3HubAdaptersMsg)
+	}
 	if t := e.StartupTimeoutSeconds; t != nil && (*t < MinStartupTimeoutSeconds || *t > MaxStartupTimeoutSeconds) {
 		errs = append(errs, fmt.Sprintf("spec.startupTimeoutSeconds must be between %d and %d", MinStartupTimeoutSeconds, MaxStartupTimeoutSeconds))
 	}

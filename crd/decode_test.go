@@ -124,6 +124,7 @@ var engineRefused = []refusedCase{
 	{`{"env":[{"name":"VLLM_PORT","value":"1"}]}`, "VLLM_PORT is vLLM's internal port"},
 	{`{"env":[{"name":"VLLM_ALLOW_RUNTIME_LORA_UPDATING","value":"False"}]}`, "set by the operator for spec.adapters"},
 	{`{"env":[{"name":"HF_HOME","value":"/x"}],"cache":{"claimName":"w"}}`, RuleEnvHFHomeWithCacheMsg},
+	{`{"adapters":[{"name":"a","storageURI":"hf://org/a"}],"cache":{"size":"20Gi","source":"s3://models/q"}}`, RuleCacheS3HubAdaptersMsg},
 }
 
 var engineAllowed = []string{
@@ -133,6 +134,7 @@ var engineAllowed = []string{
 	`{"engineArgs":["-dcp","2","--data-parallel-backend","mp","--hf-overrides.max_position_embeddings","4096"]}`,
 	`{"engineArgs":["--api-key","k"],"env":[{"name":"VLLM_API_KEY","value":"k"}]}`, // /health and /metrics stay open; no adapter to load
 	`{"env":[{"name":"HF_TOKEN","valueFrom":{"secretKeyRef":{"name":"hf","key":"token"}}},{"name":"HF_HOME","value":"/x"}]}`,
+	`{"adapters":[{"name":"a","storageURI":"/root/.cache/huggingface/s3/models/q/lora-a"}],"cache":{"size":"20Gi","source":"s3://models/q"}}`,
 }
 
 // parallelCase is a replica's GPUs, a v1beta1 spec extension splitting them, and a part of

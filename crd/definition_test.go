@@ -19,13 +19,15 @@ var update = flag.Bool("update", false, "rewrite manifests/crd from crd.Definiti
 // ManifestPath is the generated CRD manifest, relative to this package.
 var manifestPath = filepath.Join("..", "manifests", "crd", "inferenceservices.ai.example.com.yaml")
 
-// overlayManifestPath is the CRD with v1beta1 and the conversion webhook.
-var overlayManifestPath = filepath.Join("..", "manifests", "overlays", "v1beta1", "inferenceservices.ai.example.com.yaml")
+// defaultManifestPath is the default install's CRD: v1beta1 stored, the conversion webhook
+// (manifests/components/v1beta1 patches manifests/crd's into it; manifests/overlays/v1alpha1
+// keeps manifests/crd's).
+var defaultManifestPath = filepath.Join("..", "manifests", "components", "v1beta1", "inferenceservices.ai.example.com.yaml")
 
 func TestManifestMatchesDefinition(t *testing.T) {
 	for path, def := range map[string]*apiextensionsv1.CustomResourceDefinition{
 		manifestPath:        Definition(),
-		overlayManifestPath: DefinitionWithV1beta1(InClusterWebhook()),
+		defaultManifestPath: DefinitionWithV1beta1(InClusterWebhook()),
 	} {
 		want, err := manifestYAML(def)
 		if err != nil {

@@ -32,11 +32,14 @@ const (
 	RuleCacheS3NoTokenMsg     = "spec.cache: tokenSecret is the Hugging Face token; an s3:// source takes credentialsSecret"
 	// CacheSourcePattern is s3://BUCKET[/PREFIX] (S3's bucket naming rules) or
 	// pvc://CLAIM/PATH (a claim name, then a relative path without ..).
-	CacheSourcePattern     = `^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?)$`
-	RuleCacheSourcePath    = `!has(self.source) || !self.source.contains('/../') && !self.source.endsWith('/..')`
-	RuleCacheSourcePathMsg = "spec.cache.source: a path with .. is refused"
-	RuleCacheSize          = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
-	RuleCacheSizeMsg       = "spec.cache.size must be a positive quantity such as 100Gi"
+	CacheSourcePattern = `^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?)$`
+	// The pods of an s3:// source read the cache offline, and its fill copies the bucket only.
+	RuleCacheS3HubAdapters    = `!(has(self.cache) && has(self.cache.source) && self.cache.source.startsWith('s3://') && has(self.adapters) && self.adapters.exists(a, a.storageURI.startsWith('hf://')))`
+	RuleCacheS3HubAdaptersMsg = "spec.adapters: an hf:// adapter is not fetched for an s3:// spec.cache.source (its fill copies the bucket, and the pods read the cache offline): put the adapter under the source's prefix and name it by its path in the pod (" + CachePath + "/s3/BUCKET/PREFIX/...), or fill the cache from the Hub"
+	RuleCacheSourcePath       = `!has(self.source) || !self.source.contains('/../') && !self.source.endsWith('/..')`
+	RuleCacheSourcePathMsg    = "spec.cache.source: a path with .. is refused"
+	RuleCacheSize             = `!has(self.size) || (isQuantity(self.size) && quantity(self.size).isGreaterThan(quantity('0')))`
+	RuleCacheSizeMsg          = "spec.cache.size must be a positive quantity such as 100Gi"
 	// G is spec.gpusPerReplica with its default, inside the spec-level rules below.
 	ruleG                     = `(has(self.gpusPerReplica) ? self.gpusPerReplica : 1)`
 	RuleMultiNodeGPUs         = `!has(self.multiNode) || (` + ruleG + ` >= self.multiNode.nodes && ` + ruleG + ` % self.multiNode.nodes == 0)`
@@ -230,6 +233,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	spec.XValidations = apiextensionsv1.ValidationRules{
 		{Rule: RuleReplicasXorAutoscaling, Message: RuleReplicasXorAutoscalingMs},
 		{Rule: RuleEnvHFHomeWithCache, Message: RuleEnvHFHomeWithCacheMsg},
+		{Rule: RuleCacheS3HubAdapters, Message: RuleCacheS3HubAdaptersMsg},
 		{Rule: RuleOneNodeGPUs, Message: RuleOneNodeGPUsMsg},
 		{Rule: RuleMultiNodeGPUs, Message: RuleMultiNodeGPUsMsg},
 		{Rule: RuleMultiNodePerNode, Message: RuleMultiNodePerNodeMsg},
@@ -376,7 +380,7 @@ func envSchema() apiextensionsv1.JSONSchemaProps {
 	}
 }
 
-// In-cluster conversion webhook Service, as manifests/overlays/v1beta1 installs it.
+// In-cluster conversion webhook Service, as the default install (manifests/components/v1beta1) has it.
 const (
 	WebhookServiceName      = "inferenceservice-operator-webhook"
 	WebhookServiceNamespace = "inferenceservice-system"

@@ -28,10 +28,10 @@ func TestChartTestHook(t *testing.T) {
 		{name: "metrics insecure", values: []string{"--set", "metrics.secure=false"}, adapter: true},
 		{name: "keda", values: []string{"--set", "autoscaling.metricSource=keda"}, token: true},
 		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a"]`, "--set", "autoscaling.metricSource=none"}, token: true},
-		{name: "cert-manager in another namespace", values: []string{"--set", "metricsAdapter.certManager=true,namespace.name=ops"}, adapter: true, token: true},
+		{name: "cert-manager in another namespace", values: []string{"--set", "metricsAdapter.certManager=true", "--namespace", "ops"}, adapter: true, token: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			all := parse(t, runHelm(t, h, append([]string{"template", "isvc", chartDir}, tc.values...)...))
+			all := parse(t, runHelm(t, h, append([]string{"template", "isvc", chartDir, "--namespace", "inferenceservice-system"}, tc.values...)...))
 			release := map[string]object{}
 			hooks := map[string]object{}
 			for k, o := range all {

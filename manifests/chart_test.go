@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os/exec"
 	"reflect"
 	"slices"
@@ -52,6 +53,19 @@ func helm(t *testing.T) chart.Helm {
 		t.Fatal(err)
 	}
 	return chart.Helm{Bin: bin, Home: t.TempDir()}
+}
+
+// kubectl is the kubectl of test/kubectl ($KUBECTL_BIN, or built now when unset), which renders
+// the kustomizations as `kubectl apply -k` does.
+func kubectl(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	bin, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // runHelm runs helm in manifests/ and returns its stdout.
@@ -112,7 +126,7 @@ func kustomize(t *testing.T, dirs ...string) map[string]object {
 	t.Helper()
 	all := map[string]object{}
 	for _, d := range dirs {
-		for k, o := range parse(t, run(t, cluster.KubectlPath(), "kustomize", d)) {
+		for k, o := range parse(t, run(t, kubectl(t), "kustomize", d)) {
 			all[k] = o
 		}
 	}
@@ -124,7 +138,7 @@ func kustomize(t *testing.T, dirs ...string) map[string]object {
 // (TestChartTestHook checks them).
 func helmTemplate(t *testing.T, h chart.Helm, flags ...string) map[string]object {
 	t.Helper()
-	args := append([]string{"template", "isvc", chartDir, "--skip-tests"}, flags...)
+	args := append([]string{"template", "isvc", chartDir, "--skip-tests", "--namespace", "inferenceservice-system"}, flags...)
 	objs := parse(t, runHelm(t, h, args...))
 	for _, o := range objs {
 		meta := o["metadata"].(map[string]any)
@@ -214,6 +228,18 @@ func appendArgs(c map[string]any, args ...string) {
 	}
 }
 
+// setArg replaces the argument that starts with prefix by arg; it fails when none does.
+func setArg(c map[string]any, prefix, arg string) {
+	args := c["args"].([]any)
+	for i, a := range args {
+		if strings.HasPrefix(a.(string), prefix) {
+			args[i] = arg
+			return
+		}
+	}
+	panic("no argument " + prefix)
+}
+
 // TestChartMatchesManifests: the chart with default values renders exactly what
 // `kubectl kustomize manifests/` renders, and each values combination docs/operations.md documents
 // renders exactly its overlay, or, where there is none, the base with the documented change.
@@ -230,7 +256,7 @@ func TestChartMatchesManifests(t *testing.T) {
 		{name: "metrics insecure", values: []string{"--set", "metrics.secure=false"}, dirs: []string{"overlays/metrics-insecure"}},
 		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a","team-b"]`, "--set", "autoscaling.metricSource=none"},
 			dirs: []string{"overlays/namespaced"}},
-		{name: "v1beta1", values: []string{"--set", "conversionWebhook.enabled=true"}, dirs: []string{"overlays/v1beta1"}},
+		{name: "v1alpha1 only (the rollback)", values: []string{"--set", "conversionWebhook.enabled=false"}, dirs: []string{"overlays/v1alpha1"}},
 		{name: "prometheus-adapter", values: []string{"--set", "autoscaling.metricSource=prometheus-adapter"}, dirs: []string{"overlays/prometheus-adapter"}},
 		{name: "keda", values: []string{"--set", "autoscaling.metricSource=keda"}, dirs: []string{"overlays/keda"}},
 		{name: "cert-manager", values: []string{"--set", "metricsAdapter.certManager=true"}, dirs: []string{"overlays/cert-manager"}},
@@ -303,10 +329,14 @@ func TestChartMatchesManifests(t *testing.T) {
 						delete(objs, k)
 					}
 				}
+				setArg(container(t, objs, "inferenceservice-operator"), "--activator-service=", "--activator-service=")
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := kustomize(t, tc.dirs...)
+			// The release's namespace is Helm's (helm install -n NAME --create-namespace), not
+			// the chart's; kustomize makes it (manifests/rbac/namespace.yaml).
+			delete(want, "Namespace <nil>/inferenceservice-system")
 			if tc.edit != nil {
 				tc.edit(t, want)
 			}
@@ -324,5 +354,108 @@ func TestChartLint(t *testing.T) {
 		if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") || !strings.Contains(out, "0 chart(s) failed") {
 			t.Errorf("helm lint %v:\n%s", values, out)
 		}
+	}
+}
+
+// TestChartReleaseNamespace: installed with helm install -n my-ns, every part of the chart is
+// in the release's namespace and every address names it: the operator's activator (or none
+// when the activator is off, so the operator says so on models at zero instead of routing them
+// at nothing), the RBAC subjects, the conversion webhook's and the metrics adapter's Services
+// and certificates; nothing names the default namespace inferenceservice-system.
+func TestChartReleaseNamespace(t *testing.T) {
+	h := helm(t)
+	const ns = "my-ns"
+	for _, tc := range []struct {
+		name      string
+		values    []string
+		activator string
+	}{
+		{name: "defaults", activator: "--activator-service=my-ns/inferenceservice-activator:80"},
+		{name: "activator off", values: []string{"--set", "activator.enabled=false"}, activator: "--activator-service="},
+		{name: "every part", values: []string{"--set", "conversionWebhook.enabled=true,metricsAdapter.certManager=true,operatorGuard.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true"},
+			activator: "--activator-service=my-ns/inferenceservice-activator:80"},
+		{name: "namespaced", values: []string{"--set-json", `watchNamespaces=["team-a"]`}, activator: "--activator-service=my-ns/inferenceservice-activator:80"},
+		{name: "activator off, monitored", values: []string{"--set", "activator.enabled=false,metrics.serviceMonitor.enabled=true"}, activator: "--activator-service="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := runHelm(t, h, append([]string{"template", "isvc", chartDir, "--namespace", ns}, tc.values...)...)
+			if strings.Contains(out, "inferenceservice-system") {
+				var lines []string
+				for _, l := range strings.Split(out, "\n") {
+					if strings.Contains(l, "inferenceservice-system") {
+						lines = append(lines, strings.TrimSpace(l))
+					}
+				}
+				t.Errorf("rendered in %s, the chart still names inferenceservice-system:\n%s", ns, strings.Join(lines, "\n"))
+			}
+			objs := parse(t, out)
+			// Elsewhere only: what reads the API server's own configuration, and the
+			// watched namespaces' Roles.
+			elsewhere := map[string]bool{"kube-system": true, "team-a": true, "<nil>": true}
+			for k, o := range objs {
+				meta := o["metadata"].(map[string]any)
+				if o["kind"] == "Namespace" {
+					t.Errorf("%s: the chart makes a namespace; the release's is helm's (--create-namespace)", k)
+				}
+				if n := fmt.Sprint(meta["namespace"]); n != ns && !elsewhere[n] {
+					t.Errorf("%s: not in the release's namespace %s", k, ns)
+				}
+				subjects, _ := o["subjects"].([]any)
+				for _, s := range subjects {
+					s := s.(map[string]any)
+					if s["kind"] == "ServiceAccount" && s["namespace"] != ns {
+						t.Errorf("%s: subject %v, want the ServiceAccount in %s", k, s, ns)
+					}
+				}
+			}
+			op, ok := objs["Deployment "+ns+"/inferenceservice-operator"]
+			if !ok {
+				t.Fatalf("no operator Deployment in %s: %v", ns, slices.Sorted(maps.Keys(objs)))
+			}
+			c := op["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			args := toStrings(c["args"])
+			var got []string
+			for _, a := range args {
+				if strings.HasPrefix(a, "--activator-service") || strings.HasPrefix(a, "--network-policy-install-namespace") {
+					got = append(got, a)
+				}
+			}
+			if want := []string{tc.activator, "--network-policy-install-namespace=" + ns}; !slices.Equal(got, want) {
+				t.Errorf("operator args %v, want %v", got, want)
+			}
+			// The activator's Service, and its ServiceMonitor where they are on, only with it.
+			on := tc.activator != "--activator-service="
+			monitored := tc.name == "every part" || strings.HasSuffix(tc.name, "monitored")
+			for k, want := range map[string]bool{
+				"Service " + ns + "/inferenceservice-activator":        on,
+				"ServiceMonitor " + ns + "/inferenceservice-activator": on && monitored,
+				"ServiceMonitor " + ns + "/inferenceservice-operator":  monitored,
+			} {
+				if _, rendered := objs[k]; rendered != want {
+					t.Errorf("%s rendered %v, want %v", k, rendered, want)
+				}
+			}
+			if tc.name == "every part" {
+				for _, name := range []string{"inferenceservice-operator", "inferenceservice-activator", "inferenceservice-metrics-adapter"} {
+					sm, ok := objs["ServiceMonitor "+ns+"/"+name]
+					if !ok {
+						t.Errorf("no ServiceMonitor %s in %s", name, ns)
+						continue
+					}
+					if sel := fmt.Sprint(sm["spec"].(map[string]any)["namespaceSelector"]); sel != "map[matchNames:["+ns+"]]" {
+						t.Errorf("ServiceMonitor %s selects %s, want the release's namespace", name, sel)
+					}
+				}
+			}
+			if crd, ok := objs["CustomResourceDefinition <nil>/inferenceservices.ai.example.com"]; ok && tc.name == "every part" {
+				svc := crd["spec"].(map[string]any)["conversion"].(map[string]any)["webhook"].(map[string]any)["clientConfig"].(map[string]any)["service"].(map[string]any)
+				if svc["namespace"] != ns || svc["name"] != "inferenceservice-operator-webhook" {
+					t.Errorf("conversion webhook Service %v, want inferenceservice-operator-webhook in %s", svc, ns)
+				}
+				if _, ok := objs["Service "+ns+"/inferenceservice-operator-webhook"]; !ok {
+					t.Errorf("no webhook Service in %s", ns)
+				}
+			}
+		})
 	}
 }

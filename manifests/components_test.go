@@ -12,11 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
-// components are manifests/components, each with the chart values that install the same
+// components are manifests/components but v1beta1 (the default install's API, in every render
+// here as in manifests/: TestDefaultInstallServesV1beta1), each with the chart values that install the same
 // feature (TestChartMatchesManifests proves each alone against its overlay) and the effect a
 // render holding it must show, whatever it is combined with.
 var components = []struct {
@@ -24,14 +23,6 @@ var components = []struct {
 	values map[string]string // --set key=value; watchNamespaces is --set-json
 	effect func(objs map[string]object) error
 }{
-	{name: "v1beta1", values: map[string]string{"conversionWebhook.enabled": "true"}, effect: func(objs map[string]object) error {
-		c := objs["CustomResourceDefinition <nil>/inferenceservices.ai.example.com"]
-		spec, _ := c["spec"].(map[string]any)
-		if fmt.Sprint(spec["conversion"].(map[string]any)["strategy"]) != "Webhook" || storageVersion(spec) != "v1beta1" {
-			return fmt.Errorf("CRD conversion %v, storage %s: want the webhook and v1beta1", spec["conversion"], storageVersion(spec))
-		}
-		return has(objs, "Service inferenceservice-system/inferenceservice-operator-webhook", "ClusterRole <nil>/inferenceservice-operator-storage-migration")
-	}},
 	{name: "keda", values: map[string]string{"autoscaling.metricSource": "keda"}, effect: func(objs map[string]object) error {
 		if !slices.Contains(args(objs, "inferenceservice-operator"), "--autoscaler=keda") {
 			return fmt.Errorf("operator args %v: no --autoscaler=keda", args(objs, "inferenceservice-operator"))
@@ -101,6 +92,45 @@ var components = []struct {
 	}},
 }
 
+// TestDefaultInstallServesV1beta1: manifests/ and the chart's defaults serve v1alpha1 and v1beta1,
+// store v1beta1 and convert through the operator's webhook on every replica, with the migration's
+// RBAC; overlays/v1alpha1 (the rollback) serves v1alpha1 alone, with none of it.
+func TestDefaultInstallServesV1beta1(t *testing.T) {
+	crdKey := "CustomResourceDefinition <nil>/inferenceservices.ai.example.com"
+	for name, objs := range map[string]map[string]object{"manifests/": kustomize(t, "."), "the chart": helmTemplate(t, helm(t))} {
+		spec, _ := objs[crdKey]["spec"].(map[string]any)
+		var served []string
+		for _, v := range spec["versions"].([]any) {
+			if v.(map[string]any)["served"] == true {
+				served = append(served, fmt.Sprint(v.(map[string]any)["name"]))
+			}
+		}
+		conv, _ := spec["conversion"].(map[string]any)
+		if fmt.Sprint(conv["strategy"]) != "Webhook" || storageVersion(spec) != "v1beta1" || fmt.Sprint(served) != "[v1alpha1 v1beta1]" {
+			t.Errorf("%s: CRD conversion %v, storage %s, served %v: want the webhook, v1beta1 stored, both served", name, spec["conversion"], storageVersion(spec), served)
+		}
+		if err := has(objs, "Service inferenceservice-system/inferenceservice-operator-webhook", "ClusterRole <nil>/inferenceservice-operator-storage-migration"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if a := args(objs, "inferenceservice-operator"); !slices.Contains(a, "--webhook-bind-address=:9443") {
+			t.Errorf("%s: operator args %v: no webhook", name, a)
+		}
+	}
+	objs := kustomize(t, "overlays/v1alpha1")
+	spec, _ := objs[crdKey]["spec"].(map[string]any)
+	if c, _ := spec["conversion"].(map[string]any); (c != nil && c["strategy"] != "None") || storageVersion(spec) != "v1alpha1" || len(spec["versions"].([]any)) != 1 {
+		t.Errorf("overlays/v1alpha1: CRD conversion %v, storage %s, %d versions: want v1alpha1 alone", spec["conversion"], storageVersion(spec), len(spec["versions"].([]any)))
+	}
+	for k := range objs {
+		if strings.Contains(k, "webhook") || strings.Contains(k, "storage-migration") {
+			t.Errorf("overlays/v1alpha1 keeps %s", k)
+		}
+	}
+	if a := args(objs, "inferenceservice-operator"); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--webhook") }) {
+		t.Errorf("overlays/v1alpha1: operator args %v", a)
+	}
+}
+
 // incompatible are the pairs that do not combine, as docs/operations.md lists them: cert-manager
 // issues the certificate of the metrics adapter the others leave out (listed after them the
 // build fails; before them its objects go with the adapter), and keda and prometheus-adapter
@@ -144,6 +174,8 @@ func TestComponentsCombine(t *testing.T) {
 		if _, ok := values["watchNamespaces"]; ok && values["autoscaling.metricSource"] == "" {
 			values["autoscaling.metricSource"] = "none"
 		}
+		// The chart's namespace is the release's, made by helm (--create-namespace).
+		delete(objs, "Namespace <nil>/inferenceservice-system")
 		compare(t, fmt.Sprintf("components %v, chart values %v", names, values), sortedArgs(helmTemplate(t, h, flags(values)...)), objs)
 	}
 	names := make([]string, len(components))
@@ -190,7 +222,7 @@ func TestComponentsCombine(t *testing.T) {
 		}
 	}
 	t.Run("five together", func(t *testing.T) {
-		check(t, []string{"v1beta1", "keda", "namespaced", "metrics-insecure", "inference-pool"})
+		check(t, []string{"keda", "namespaced", "metrics-insecure", "inference-pool", "operator-guard"})
 	})
 }
 
@@ -216,12 +248,15 @@ func compose(t *testing.T, names ...string) (map[string]object, error) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "- %s\n", filepath.Join(rel, "components", n))
 	}
+	// The default install's component, last as in the overlays.
+	fmt.Fprintf(&b, "- %s\n", filepath.Join(rel, "components", "v1beta1"))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bin := kubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cluster.KubectlPath(), "kustomize", dir)
+	cmd := exec.CommandContext(ctx, bin, "kustomize", dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -26,6 +26,8 @@ func TestChartRefusesWrongValues(t *testing.T) {
 		{"an unknown pull policy", []string{"--set", "image.pullPolicy=Sometimes"}, "at '/image/pullPolicy': value must be one of"},
 		{"a duration without its unit", []string{"--set", "activator.maxWait=90"}, "at '/activator/maxWait'"},
 		{"a string for a switch", []string{"--set-string", "crds.install=no"}, "at '/crds/install': got string, want boolean"},
+		// The release's namespace is helm's -n; the old value is refused, not ignored.
+		{"the namespace as a value", []string{"--set", "namespace.name=my-ns"}, "additional properties 'namespace' not allowed"},
 		{"a namespace that is no DNS label", []string{"--set-json", `watchNamespaces=["Team_A"]`}, "at '/watchNamespaces/0'"},
 		{"a cluster older than 1.30", []string{"--kube-version", "1.29.9"}, "chart requires kubeVersion: >= 1.30.0-0"},
 	} {
@@ -51,7 +53,7 @@ func TestChartAcceptsGoodValues(t *testing.T) {
 		{"--set", "operator.gogc=off,operator.goMemLimit=900MiB,image.pullPolicy=IfNotPresent,image.tag=v0.1.0"},
 		{"--set", "operator.gogc=50,operator.goMemLimit=943718400,operator.replicas=0"},
 		{"--set", "gateway.parent=gateway-system/inference,gateway.inferencePool=off,gateway.deregisterTimeout=1h30m,gateway.endpointPickerImage=registry.example.com/epp:v1"},
-		{"--set-json", `operator.extraArgs=["--workers=16"]`, "--set", "crds.install=false,crds.keep=false,namespace.create=false,namespace.name=my-ns"},
+		{"--set-json", `operator.extraArgs=["--workers=16"]`, "--set", "crds.install=false,crds.keep=false", "--namespace", "my-ns"},
 		{"--set", "global.imageRegistry=registry.example.com"},
 		{"--kube-version", "1.30.0"},
 	} {

@@ -149,6 +149,11 @@ func TestDefaultInstallRaisesNoAlert(t *testing.T) {
 		series = append(series, promtoolSeries(fams, instance)...)
 		series = append(series, fmt.Sprintf("  - series: 'up{job=\"inferenceservice-operator\",instance=%q}'\n    values: '1x40'", instance))
 	}
+	// The default install's activator and metrics adapter, scraped (their own series at rest
+	// are rules_test.yaml's healthy case: counters at 0, nothing held).
+	for _, job := range []string{"inferenceservice-activator-metrics", "inferenceservice-metrics-adapter"} {
+		series = append(series, fmt.Sprintf("  - series: 'up{job=%q,instance=\"a\"}'\n    values: '1x40'", job))
+	}
 	var rules ruleGroups
 	readYAML(t, "rules.yaml", &rules)
 	var checks []string

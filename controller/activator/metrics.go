@@ -1,9 +1,11 @@
 package activator
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics are the activator's collectors. A nil *Metrics records nothing, so the Holder and the
@@ -15,6 +17,7 @@ type Metrics struct {
 	wakes     prometheus.Counter
 	coldStart prometheus.Histogram
 	writes    *prometheus.CounterVec
+	responses *prometheus.CounterVec
 }
 
 // NewMetrics registers the activator's collectors on reg.
@@ -40,6 +43,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "activator_annotation_writes_total", Help: "Patches of a model Service's last-request and last-cold-start annotations, by result: ok, not_found (dropped), error (retried with backoff, then dropped).",
 		}, []string{"result"}),
+		// Every answer of the proxy, its own refusals and the model servers' alike, for the
+		// share of 5xx an alert watches (the 502s of a model server that did not answer
+		// have no counter of their own).
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "activator_responses_total", Help: "Responses of the activator's proxy, by HTTP status code: its own refusals (403, 404, 503), 502 for a model server that did not answer, and what the model servers answered.",
+		}, []string{"code"}),
 	}
 	// Every reason exported from the start, so a rate() sees the first refusal.
 	for _, r := range Reasons {
@@ -51,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{WriteOK, WriteNotFound, WriteError} {
 		m.writes.WithLabelValues(r)
 	}
-	reg.MustRegister(m.held, m.refusedBy, m.deniedBy, m.wakes, m.coldStart, m.writes)
+	reg.MustRegister(m.held, m.refusedBy, m.deniedBy, m.wakes, m.coldStart, m.writes, m.responses)
 	return m
 }
 
@@ -96,4 +105,13 @@ func (m *Metrics) wrote(result string) {
 	if m != nil {
 		m.writes.WithLabelValues(result).Inc()
 	}
+}
+
+// Instrument counts h's responses by status code (activator_responses_total); a nil *Metrics
+// returns h.
+func (m *Metrics) Instrument(h http.Handler) http.Handler {
+	if m == nil {
+		return h
+	}
+	return promhttp.InstrumentHandlerCounter(m.responses, h)
 }

@@ -54,11 +54,12 @@ const (
 	fillContainer = "download"
 )
 
-// Weights is what the I/O layer read of a managed cache: its claim, its fill Job and the
-// tail of the running fill pod's log (nil and "" when absent).
+// Weights is what the I/O layer read of a managed cache: its claim, its fill Job, the Job's
+// newest pod and the tail of its log once it runs (nil and "" when absent).
 type Weights struct {
 	Claim *corev1.PersistentVolumeClaim
 	Job   *batchv1.Job
+	Pod   *corev1.Pod
 	Log   string
 }
 
@@ -415,6 +416,9 @@ func decideWeights(in *Input) WeightsPlan {
 		p.status.Phase = crd.CacheFailed
 	default:
 		msg := "downloading " + model + ": waiting for the fill Job " + j.Name + "'s pod"
+		if why := fillPodWaits(w.Pod); why != "" {
+			msg += ", which " + why
+		}
 		if pr, ok := ParseDownloadProgress(w.Log); ok {
 			msg = pr.Message(model)
 			p.status.Bytes, p.status.TotalBytes, p.status.BytesPerSecond = pr.Bytes, pr.Total, int64(pr.Rate)
@@ -427,6 +431,26 @@ func decideWeights(in *Input) WeightsPlan {
 		}
 	}
 	return p
+}
+
+// fillPodWaits says, in the kubelet's or the scheduler's words, why the fill pod has not
+// started when one of them has said: a missing Secret, an image that cannot be pulled, no
+// node. "" when it is on its way (being scheduled, created, pulled) or there is no pod.
+func fillPodWaits(p *corev1.Pod) string {
+	if p == nil || p.Status.Phase != corev1.PodPending {
+		return ""
+	}
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return "waits " + w.Reason + ": " + strings.TrimSuffix(w.Message, ".")
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return "is not scheduled: " + strings.TrimSuffix(c.Message, ".")
+		}
+	}
+	return ""
 }
 
 // withOwner is a copy of obj with the model's owner reference added, or nil when it has it.

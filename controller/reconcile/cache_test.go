@@ -301,6 +301,41 @@ func TestManagedCacheFillFailed(t *testing.T) {
 	}
 }
 
+// A fill pod that cannot start says why in the kubelet's or the scheduler's words; one on its
+// way says only that it waits.
+func TestManagedCacheFillPodWaits(t *testing.T) {
+	w := managedWorld()
+	p := w.reconcile().Weights
+	job := p.Creates[1].(*batchv1.Job)
+	pending := func(cs []corev1.ContainerStatus, conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: cs, Conditions: conds}}
+	}
+	waiting := func(reason, msg string) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{Name: "fill", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"no pod", nil, "'s pod"},
+		{"being made", pending(waiting("ContainerCreating", "")), "'s pod"},
+		{"no Secret", pending(waiting("CreateContainerConfigError", `secret "s3-creds" not found`)),
+			`'s pod, which waits CreateContainerConfigError: secret "s3-creds" not found`},
+		{"no image", pending(waiting("ImagePullBackOff", `Back-off pulling image "vllm/vllm-openai:v9"`)),
+			`'s pod, which waits ImagePullBackOff: Back-off pulling image "vllm/vllm-openai:v9"`},
+		{"no node", pending(nil, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+			Message: "0/3 nodes are available: 3 node(s) had untolerated taint(s)."}),
+			"'s pod, which is not scheduled: 0/3 nodes are available: 3 node(s) had untolerated taint(s)"},
+	} {
+		w.obs.Weights = Weights{Claim: p.Creates[0].(*corev1.PersistentVolumeClaim), Job: job, Pod: c.pod}
+		r := readyCondition(t, w.reconcile())
+		if r.Reason != ReasonWeightsDownloading || !strings.Contains(r.Message, c.want+";") {
+			t.Errorf("%s: %s %q, want %q", c.name, r.Reason, r.Message, c.want)
+		}
+	}
+}
+
 func readyCondition(t *testing.T, out Output) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(out.Status.Conditions, crd.ConditionReady)

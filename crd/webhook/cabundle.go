@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -38,7 +39,7 @@ func EnsureCABundle(ctx context.Context, dyn dynamic.Interface, ca []byte, now t
 			have = nil // not base64: replace it
 		}
 	}
-	want := MergeBundle(have, ca, now)
+	want := servingcert.MergeBundle(have, ca, now)
 	if bytes.Equal(have, want) {
 		return false, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -19,14 +20,18 @@ import (
 // its TLS configuration, for the caller to serve.
 func Server(ctx context.Context, dyn dynamic.Interface, certDir string, caSync time.Duration) (http.Handler, *tls.Config, error) {
 	svc := crd.WebhookServiceName + "." + crd.WebhookServiceNamespace + ".svc"
-	certs, err := EnsureCerts(certDir, []string{"127.0.0.1", svc, svc + ".cluster.local"}, time.Now())
+	certs, err := servingcert.EnsureDir(certDir, []string{"127.0.0.1", svc, svc + ".cluster.local"}, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
-	go SyncCABundle(ctx, dyn, certs.CAPEM, caSync)
+	tlsCfg, err := certs.TLSConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	go SyncCABundle(ctx, dyn, certs.CA, caSync)
 	mux := http.NewServeMux()
 	mux.Handle(crd.WebhookPath, ConvertHandler())
-	return mux, certs.TLSConfig(), nil
+	return mux, tlsCfg, nil
 }
 
 // RunReportingProbe runs the probe every period in the version the operator does not watch,

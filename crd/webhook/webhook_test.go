@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -24,16 +24,18 @@ import (
 // server does with caBundle.
 func TestConvertOverTLS(t *testing.T) {
 	now := time.Now()
-	certs, err := EnsureCerts(t.TempDir(), []string{"127.0.0.1", "svc.ns.svc"}, now)
+	certs, err := servingcert.EnsureDir(t.TempDir(), []string{"127.0.0.1", "svc.ns.svc"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(ConvertHandler())
-	srv.TLS = certs.TLSConfig()
+	if srv.TLS, err = certs.TLSConfig(); err != nil {
+		t.Fatal(err)
+	}
 	srv.StartTLS()
 	defer srv.Close()
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certs.CAPEM)
+	pool.AppendCertsFromPEM(certs.CA)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}}}
 
 	obj := `{"apiVersion":"ai.example.com/v1beta1","kind":"InferenceService","metadata":{"name":"a","namespace":"n"},"spec":{"baseModel":"m","adapters":[{"name":"x","storageURI":"hf://x"}],"replicas":2}}`
@@ -66,78 +68,6 @@ func TestConvertOverTLS(t *testing.T) {
 	bad := Review(&apiextensionsv1.ConversionRequest{UID: "u2", DesiredAPIVersion: "ai.example.com/v9", Objects: []runtime.RawExtension{{Raw: []byte(obj)}}})
 	if bad.Result.Status != "Failure" || bad.Result.Message != `unsupported target apiVersion "ai.example.com/v9"` || bad.ConvertedObjects != nil {
 		t.Fatalf("failure %+v", bad)
-	}
-}
-
-func TestEnsureCertsReusesValid(t *testing.T) {
-	dir, now := t.TempDir(), time.Now()
-	hosts := []string{"127.0.0.1", "svc.ns.svc"}
-	a, err := EnsureCerts(dir, hosts, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := EnsureCerts(dir, hosts, now.Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a.CAPEM, b.CAPEM) {
-		t.Fatal("a valid CA was replaced")
-	}
-	c, err := EnsureCerts(dir, hosts, now.Add(certValidity-renewBefore+time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(a.CAPEM, c.CAPEM) {
-		t.Fatal("a CA about to expire was kept")
-	}
-	d, err := EnsureCerts(dir, append(hosts, "other.svc"), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(c.CAPEM, d.CAPEM) {
-		t.Fatal("a certificate missing a host was kept")
-	}
-}
-
-func TestMergeBundle(t *testing.T) {
-	now := time.Now()
-	var cas [][]byte
-	for i := 0; i < 6; i++ {
-		c, err := EnsureCerts(t.TempDir(), []string{"127.0.0.1"}, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cas = append(cas, c.CAPEM)
-	}
-	count := func(b []byte) int {
-		n := 0
-		for {
-			var blk *pem.Block
-			if blk, b = pem.Decode(b); blk == nil {
-				return n
-			}
-			n++
-		}
-	}
-	b := MergeBundle(nil, cas[0], now)
-	if !bytes.Equal(b, cas[0]) {
-		t.Fatal("empty bundle: want just the CA")
-	}
-	if got := MergeBundle(b, cas[0], now); !bytes.Equal(got, b) {
-		t.Fatal("a CA already present was added again")
-	}
-	b = MergeBundle(b, cas[1], now) // a second replica
-	if count(b) != 2 || !bytes.Contains(b, cas[0]) || !bytes.Contains(b, cas[1]) {
-		t.Fatal("want both replicas' CAs")
-	}
-	for _, ca := range cas[2:] {
-		b = MergeBundle(b, ca, now)
-	}
-	if count(b) != maxBundleCAs || !bytes.HasSuffix(b, cas[5]) || bytes.Contains(b, cas[0]) {
-		t.Fatalf("want the %d newest CAs, %d kept", maxBundleCAs, count(b))
-	}
-	if got := MergeBundle(append([]byte("garbage"), b...), cas[5], now.Add(2*certValidity)); !bytes.Equal(got, cas[5]) {
-		t.Fatal("expired and unreadable entries were kept")
 	}
 }
 

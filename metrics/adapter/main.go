@@ -31,9 +31,9 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
 )
 
 func main() {
@@ -205,10 +205,7 @@ func (registerer) MustRegister(cs ...prometheus.Collector) {
 }
 func (registerer) Unregister(prometheus.Collector) bool { return false }
 
-var apiServiceInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Namespace: "inferenceservice", Subsystem: "metrics_adapter", Name: "apiservice_info",
-	Help: "Who serves each custom.metrics.k8s.io version: served_by is \"self\" when this adapter's APIService does, else the other component's Service.",
-}, []string{"apiservice", "served_by"})
+var apiServiceInfo = custommetrics.NewAPIServiceInfo()
 
 func init() { legacyregistry.RawMustRegister(apiServiceInfo) }
 

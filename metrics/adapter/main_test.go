@@ -16,8 +16,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/metrics/custommetrics"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
 )
 
 func TestBackendOf(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +22,16 @@ var Versions = []struct {
 	Version  string
 	Priority int64
 }{{"v1beta2", 200}, {"v1beta1", 100}}
+
+// NewAPIServiceInfo is the adapter's series of who serves each custom.metrics.k8s.io version
+// (defined here, beside what it reports, so docs/metrics.md's test sees it; the adapter's main
+// registers it).
+func NewAPIServiceInfo() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "inferenceservice", Subsystem: "metrics_adapter", Name: "apiservice_info",
+		Help: "Who serves each custom.metrics.k8s.io version: served_by is \"self\" when this adapter's APIService does, else the other component's Service.",
+	}, []string{"apiservice", "served_by"})
+}
 
 // ManagedByLabel marks the APIServices this adapter registered, the only ones it ever changes.
 const (

@@ -27,7 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/inferenceservice-operator/crd/webhook"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -137,7 +137,7 @@ func startKServe(ctx context.Context, e *testenv.Env, c Config) (*kserveProcess,
 
 	// controller-runtime reads its webhook certificate from $TMPDIR/k8s-webhook-server/serving-certs.
 	tmp := filepath.Join(e.Dir, "kserve-tmp")
-	certs, err := webhook.EnsureCerts(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), []string{"127.0.0.1"}, time.Now())
+	certs, err := servingcert.EnsureDir(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func startKServe(ctx context.Context, e *testenv.Env, c Config) (*kserveProcess,
 		p.Stop(10 * time.Second)
 		return nil, err
 	}
-	if err := p.registerWebhooks(ctx, e, filepath.Join(cfg, "webhook", "manifests.yaml"), certs.CAPEM); err != nil {
+	if err := p.registerWebhooks(ctx, e, filepath.Join(cfg, "webhook", "manifests.yaml"), certs.CA); err != nil {
 		p.Stop(10 * time.Second)
 		return nil, err
 	}

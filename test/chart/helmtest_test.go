@@ -3,7 +3,6 @@ package chart
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -31,20 +29,16 @@ func TestHelmTestCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
-	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	t.Cleanup(func() {
-		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
-		testenv.Eventually(t, 2*time.Minute, "the operator's namespace deleted", func() error {
-			if _, err := env.Kube.CoreV1().Namespaces().Get(context.Background(), systemNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("namespace %s: %v", systemNamespace, err)
-			}
-			return nil
-		})
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
+		deleteNamespace(t, systemNamespace)
 	})
 
 	// The hook's ServiceAccount and binding, as `helm test` creates them before its Pod.
-	hook := helmCmd(t, h, "template", release, Dir, "--show-only", "templates/tests/test-connection.yaml")
+	hook := helmCmd(t, h, "template", release, Dir, "-n", systemNamespace, "--show-only", "templates/tests/test-connection.yaml")
 	var docs, args []string
 	for _, doc := range strings.Split(hook, "\n---") {
 		switch {

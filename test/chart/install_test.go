@@ -2,7 +2,9 @@ package chart
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,11 +13,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
@@ -34,6 +39,9 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // env is the package's cluster, without testenv.Setup's kubectl-applied CRD and RBAC: here the
 // chart installs them, and Helm refuses to take over objects another tool created.
 var env testenv.Env
+
+// activatorBin is the activator the kubelet runs for operator.ActivatorImage.
+var activatorBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -54,13 +62,18 @@ func run(m *testing.M) int {
 	built := make(chan error, 1)
 	go func() {
 		var err error
-		env.Bin, err = operator.Build(ctx, env.Dir)
+		if env.Bin, err = operator.Build(ctx, env.Dir); err == nil {
+			activatorBin, err = operator.BuildActivator(ctx, env.Dir)
+		}
 		built <- err
 	}()
-	// Pods follow the kubelet's schedule model; no model server is needed to prove the install.
-	env.Cluster, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--kubelet-serve=false"}})
-	if err == nil {
-		err = <-built
+	// The chart's pods follow the kubelet's schedule model (the kubelet does not run the
+	// operator's image), except the activator's where a test renames its image to
+	// operator.ActivatorImage; models run the fake vLLM server, so a model at zero can be woken
+	// through the activator (wake_test.go). The activator is built first: --exec-image wants
+	// the file when the cluster starts.
+	if err = <-built; err == nil {
+		env.Cluster, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--exec-image=" + operator.ActivatorImage + "=" + activatorBin}})
 	}
 	if err == nil {
 		env.Kube, err = env.Cluster.Clientset()
@@ -131,7 +144,7 @@ func upgradedChart(t *testing.T) string {
 		}
 	}
 	edit("Chart.yaml", "version: 0.1.0", "version: 0.1.1")
-	edit("files/crd-v1alpha1.yaml", "  labels:\n", "  labels:\n    example.com/chart-upgrade-test: v2\n")
+	edit("files/crd-v1beta1.yaml", "  labels:\n", "  labels:\n    example.com/chart-upgrade-test: v2\n")
 	return dir
 }
 
@@ -141,15 +154,35 @@ func upgradedChart(t *testing.T) string {
 // local cluster's kubelet does not run the image, so this process is the operator's pod.
 func runOperator(t *testing.T, name string) *operator.Process {
 	t.Helper()
+	return runOperatorIn(t, systemNamespace, name)
+}
+
+// runOperatorIn is runOperator for a release in ns.
+func runOperatorIn(t *testing.T, ns, name string) *operator.Process {
+	t.Helper()
 	ctx := testenv.Ctx(t, time.Minute)
-	d, err := env.Kube.AppsV1().Deployments(systemNamespace).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	args := []string{"--kubeconfig=" + saKubeconfig(t), "--leader-election-namespace=" + systemNamespace}
+	args := []string{"--kubeconfig=" + saKubeconfigIn(t, ns), "--leader-election-namespace=" + ns}
+	webhookAddr, certDir := "", t.TempDir()
 	for _, a := range c.Args {
-		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+		switch {
+		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="):
+		case strings.HasPrefix(a, "--webhook-bind-address="):
+			// The conversion webhook on loopback too, its certificates in the test's directory.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			webhookAddr = ln.Addr().String()
+			ln.Close()
+			args = append(args, "--webhook-bind-address="+webhookAddr)
+		case strings.HasPrefix(a, "--webhook-cert-dir="):
+			args = append(args, "--webhook-cert-dir="+certDir)
+		default:
 			args = append(args, a)
 		}
 	}
@@ -180,16 +213,133 @@ func runOperator(t *testing.T, name string) *operator.Process {
 		t.Fatalf("%s: %v (log %s)", name, err, log)
 	}
 	t.Logf("operator %s running with %v and %v", name, envs, args[1:])
+	if webhookAddr != "" {
+		pointConversionAt(t, ns, "https://"+webhookAddr+crd.WebhookPath, filepath.Join(certDir, servingcert.CAFile))
+	}
 	return p
+}
+
+// pointConversionAt sets the CRD's conversion webhook to url, verified with the CA in caFile,
+// in place of the chart's Service: the local cluster's API server cannot route a Service (no
+// kube-proxy, and a Service's name goes out through this machine's HTTPS proxy), so the
+// operator run as the pod serves it on loopback. Before a helm upgrade, unpointConversion puts
+// the chart's Service back: Helm's server-side apply would set it next to the URL, which the
+// API server refuses.
+func pointConversionAt(t *testing.T, ns, url, caFile string) {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patchClientConfig(t, map[string]any{"service": nil, "url": url, "caBundle": ca})
+	// The CRD outlives the release (crds.keep): the next test's install applies the chart's
+	// Service, which must not meet this URL.
+	t.Cleanup(func() { unpointConversion(t, ns) })
+	testenv.Eventually(t, 30*time.Second, "conversions through "+url, func() error {
+		_, err := env.Dyn.Resource(crd.Resource).List(context.Background(), metav1.ListOptions{Limit: 1})
+		return err
+	})
+}
+
+// unpointConversion puts the chart's webhook Service (of the release in ns) back in the CRD
+// (pointConversionAt) and
+// gives up the test's ownership of those fields, so the next helm install or upgrade (a
+// server-side apply, with the release's namespace) owns them without a conflict.
+func unpointConversion(t *testing.T, ns string) {
+	t.Helper()
+	svc := crd.InClusterWebhook().Service
+	patchClientConfig(t, map[string]any{"url": nil, "service": map[string]any{"name": svc.Name, "namespace": ns, "path": *svc.Path, "port": *svc.Port}})
+	u, err := env.Dyn.Resource(crdGVR).Get(testenv.Ctx(t, time.Minute), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []any
+	for _, m := range u.GetManagedFields() {
+		if m.Manager != conversionFieldManager {
+			keep = append(keep, m)
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": keep, "resourceVersion": u.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// conversionFieldManager owns what pointConversionAt and unpointConversion write, until the
+// latter gives it up.
+const conversionFieldManager = "chart-test-conversion"
+
+func patchClientConfig(t *testing.T, cfg map[string]any) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": cfg}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dyn.Resource(crdGVR).Patch(testenv.Ctx(t, time.Minute), crdName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: conversionFieldManager}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func saKubeconfig(t *testing.T) string {
 	t.Helper()
-	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), systemNamespace, "inferenceservice-operator")
+	return saKubeconfigIn(t, systemNamespace)
+}
+
+// saKubeconfigIn is a kubeconfig with the token of the operator's ServiceAccount in ns.
+func saKubeconfigIn(t *testing.T, ns string) string {
+	t.Helper()
+	kc, err := env.Cluster.ServiceAccountKubeconfig(testenv.Ctx(t, time.Minute), ns, "inferenceservice-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// releaseNamespace makes ns as docs/operations.md has a release's namespace made: labelled
+// for the restricted Pod Security level (the chart makes no namespace), before helm install -n.
+func releaseNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	env.Kubectl(t, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+}
+
+// deleteNamespace deletes ns, which helm uninstall leaves, and waits until it is gone: nothing
+// of the release holds it.
+func deleteNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	if err := env.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete namespace %s: %v", ns, err)
+		return
+	}
+	testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" deleted", func() error {
+		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("phase %s, conditions %v", n.Status.Phase, n.Status.Conditions)
+	})
+}
+
+// adoptCRD is docs/operations.md's step for a release in another namespace than the one whose
+// uninstall kept the CRD (crds.keep): Helm adopts an object only when its release annotations
+// name the release installing it.
+func adoptCRD(t *testing.T, ns string) {
+	t.Helper()
+	if _, err := env.Dyn.Resource(crdGVR).Get(testenv.Ctx(t, time.Minute), crdName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return
+	}
+	env.Kubectl(t, "annotate", "crd", crdName, "meta.helm.sh/release-name="+release, "meta.helm.sh/release-namespace="+ns, "--overwrite")
 }
 
 // operatorRolledOut: the operator Deployment's current template is rolled out to all its
@@ -241,8 +391,13 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("helm lint:\n%s", lint)
 	}
 
-	// Install, as the README says: the chart makes its namespace, so the release lives in default.
-	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	// Install, as docs/operations.md says: the release's namespace first, labelled for the
+	// restricted Pod Security level, then the release in it.
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	t.Cleanup(func() { // a failed step leaves no release to the next test
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
+	})
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	ns, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	if err != nil {
@@ -276,7 +431,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	// Upgrade: a new chart version whose CRD changed, and a changed value.
-	helmCmd(t, h, "upgrade", release, upgradedChart(t), "--set", "operator.resources.limits.memory=512Mi",
+	unpointConversion(t, systemNamespace)
+	helmCmd(t, h, "upgrade", release, upgradedChart(t), "-n", systemNamespace, "--set", "operator.resources.limits.memory=512Mi",
 		"--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	var d *appsv1.Deployment
 	testenv.Eventually(t, 2*time.Minute, "the operator rolled out", func() error {
@@ -316,7 +472,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if after.UID != isvc.UID {
 		t.Fatalf("isvc UID %s after upgrade, was %s", after.UID, isvc.UID)
 	}
-	helmCmd(t, h, "history", release)
+	helmCmd(t, h, "history", release, "-n", systemNamespace)
 	// The chart's RBAC is all the operator needed: nothing it asked for was refused.
 	for _, name := range []string{"operator-0.1.0", "operator-0.1.1"} {
 		b, err := os.ReadFile(filepath.Join(env.Dir, name+".log"))
@@ -332,14 +488,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	helmCmd(t, h, "uninstall", release, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
-	testenv.Eventually(t, 2*time.Minute, "the operator's namespace deleted", func() error {
-		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("namespace %s: %v", systemNamespace, err)
-	})
+	helmCmd(t, h, "uninstall", release, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	// helm leaves the release's namespace; its deletion completes (nothing of the release
+	// holds it).
+	deleteNamespace(t, systemNamespace)
 	for _, name := range []string{"inferenceservice-operator", "inferenceservice-metrics-adapter", "inferenceservice-activator", "inferenceservice-operator-metrics-reader"} {
 		if _, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ClusterRole %s after uninstall: %v, want not found", name, err)
@@ -354,7 +506,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if _, err := env.Dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{}); err != nil {
 		t.Errorf("CRD after uninstall: %v; want kept", err)
 	}
-	if _, err := env.ISVC(model, "qwen3"); err != nil {
+	// Read in the stored version, v1beta1: with no operator left to convert, a v1alpha1 read
+	// fails at the API server (docs/operations.md, "Conversion").
+	if _, err := env.Dyn.Resource(crd.ResourceV1beta1).Namespace(model).Get(ctx, "qwen3", metav1.GetOptions{}); err != nil {
 		t.Errorf("isvc after uninstall: %v; want kept with the CRD", err)
 	}
 	if _, err := env.Kube.AppsV1().Deployments(model).Get(ctx, "qwen3", metav1.GetOptions{}); err != nil {
@@ -373,10 +527,11 @@ func TestHelmWatchNamespaces(t *testing.T) {
 	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
 	watched := env.CreateNamespace(t, "team-a")
 	other := env.CreateNamespace(t, "team-z")
-	helmCmd(t, h, "install", release, Dir, "--set-json", `watchNamespaces=["team-a"]`,
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--set-json", `watchNamespaces=["team-a"]`,
 		"--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	t.Cleanup(func() {
-		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
 	})
 	ctx := testenv.Ctx(t, 5*time.Minute)
 	if _, err := env.Kube.RbacV1().Roles(watched).Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {

@@ -212,7 +212,7 @@ func available(ctx context.Context, name string) error {
 	return fmt.Errorf("%s: no Available condition", name)
 }
 
-// TestHelmInstallInAnotherNamespace: installed with --set namespace.name=my-ns, as the README
+// TestHelmInstallInAnotherNamespace: installed with helm install -n my-ns --create-namespace, as the README
 // documents, the metrics adapter registers custom.metrics.k8s.io against its own Service in
 // my-ns, verified by the CA bundle the install provides, and the aggregator serves it; its
 // ServiceAccount can register no other APIService; helm uninstall removes the APIServices it
@@ -226,16 +226,18 @@ func TestHelmInstallInAnotherNamespace(t *testing.T) {
 	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
 	apiServices := env.Dyn.Resource(apiServicesGVR)
 	t.Cleanup(func() {
-		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", ns, "--wait")
 		for _, name := range append(customMetrics, "v1.evil.example.com") {
 			_ = apiServices.Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
+		adoptCRD(t, systemNamespace)
 	})
 	ctx := testenv.Ctx(t, 12*time.Minute)
 	// Every other component's APIServices (the API server's own here): an uninstall leaves them.
 	before := apiServiceNames(t)
 
-	helmCmd(t, h, "install", release, Dir, "--set", "namespace.name="+ns, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	adoptCRD(t, ns) // kept by an earlier test's release in inferenceservice-system
+	helmCmd(t, h, "install", release, Dir, "-n", ns, "--create-namespace", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	a := runAdapter(t, ns)
 
 	// The aggregator reaches the adapter through the Service in my-ns, verifying its certificate.
@@ -289,7 +291,7 @@ func TestHelmInstallInAnotherNamespace(t *testing.T) {
 	// Uninstall: the adapter's pods go (its stand-in with them), then its APIServices, and
 	// nothing else's.
 	a.Kill()
-	if _, _, err := h.Run(ctx, env.Root, "uninstall", release, "--wait", "--timeout", testenv.Scaled(2*time.Minute).String()); err != nil {
+	if _, _, err := h.Run(ctx, env.Root, "uninstall", release, "-n", ns, "--wait", "--timeout", testenv.Scaled(2*time.Minute).String()); err != nil {
 		t.Errorf("helm uninstall: %v", err)
 	}
 	noAdapterAPIServices(t, ctx)
@@ -301,8 +303,10 @@ func TestHelmInstallInAnotherNamespace(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "after-uninstall"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Kube.CoreV1().Namespaces().Delete(ctx, "after-uninstall", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{ns, "after-uninstall"} { // helm leaves the release's namespace
+		if err := env.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{ns, "after-uninstall"} {
 		within(t, 2*time.Minute, "namespace "+name+" deleted", func() error {
@@ -328,18 +332,19 @@ func TestHelmMetricSourceSwitchRemovesAPIServices(t *testing.T) {
 	}
 	h := Helm{Bin: bin, Home: t.TempDir(), Kubeconfig: env.Cluster.KubeconfigPath()}
 	t.Cleanup(func() {
-		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "--wait")
+		_, _, _ = h.Run(context.Background(), env.Root, "uninstall", release, "-n", systemNamespace, "--wait")
 		for _, name := range customMetrics {
 			_ = env.Dyn.Resource(apiServicesGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
 	})
 	ctx := testenv.Ctx(t, 8*time.Minute)
-	helmCmd(t, h, "install", release, Dir, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	releaseNamespace(t, systemNamespace)
+	helmCmd(t, h, "install", release, Dir, "-n", systemNamespace, "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	a := runAdapter(t, systemNamespace)
 	if !within(t, 2*time.Minute, "custom.metrics.k8s.io Available", func() error { return available(ctx, customMetrics[0]) }) {
 		return
 	}
 	a.Kill()
-	helmCmd(t, h, "upgrade", release, Dir, "--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
+	helmCmd(t, h, "upgrade", release, Dir, "-n", systemNamespace, "--set", "autoscaling.metricSource=none", "--wait", "--timeout", testenv.Scaled(3*time.Minute).String())
 	noAdapterAPIServices(t, ctx)
 }

@@ -82,6 +82,11 @@ type Cluster struct {
 	cfg     *rest.Config
 	// apiRestarted receives when the process says its API server restarted (RestartAPIServer).
 	apiRestarted chan struct{}
+
+	// kubectlMu guards kubectlBin, the kubectl found on the first Kubectl call: finding it may
+	// build it for minutes, which c.mu must not wait on.
+	kubectlMu  sync.Mutex
+	kubectlBin string
 }
 
 // Start builds localcluster if needed, starts it and waits until it is ready.

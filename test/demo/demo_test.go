@@ -12,7 +12,8 @@ import (
 )
 
 // TestDemo walks `make demo` to its end, as the README promises it on a fresh machine: the
-// model Ready from five lines of YAML, 3 -> 6, the HPA scaling on the queue through the
+// model Ready from a few lines of v1beta1 YAML, 3 -> 6, read as v1alpha1 through the operator's
+// conversion webhook, the HPA scaling on the queue through the
 // metrics adapter, the Service put back, a pod's log and one completion answered. Every step
 // returns an error when what it shows does not happen; the output is kept for a failure.
 func TestDemo(t *testing.T) {
@@ -40,6 +41,7 @@ func TestDemo(t *testing.T) {
 		"inferenceservice.ai.example.com/qwen3 condition met", // Ready, then 6 ready
 		"horizontalpodautoscaler.autoscaling/qwen3 condition met",
 		"load stopped after",
+		"ai.example.com/v1alpha1 Qwen/Qwen3-0.6B 6", // v1beta1 stored, read as v1alpha1 through the webhook
 		`"choices"`, // the completion's answer
 		"Done.",
 	} {

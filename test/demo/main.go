@@ -1,6 +1,7 @@
 // Command demo runs the operator's main job on the embedded local cluster: it starts the
-// cluster, installs the CRD and RBAC from manifests/, runs the operator with its
-// ServiceAccount's token, and walks the source document's run with kubectl.
+// cluster, installs the default install's CRD (v1beta1 stored, v1alpha1 converted by the
+// operator's webhook) and RBAC from manifests/, runs the operator with its ServiceAccount's
+// token and its webhook, and walks the source document's run with kubectl.
 //
 //	go run ./test/demo          # the walk, then stop
 //	go run ./test/demo -keep    # the walk, then keep everything up for your own kubectl
@@ -13,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,6 +23,10 @@ import (
 	"syscall"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
 )
@@ -53,6 +59,12 @@ func run(ctx context.Context, keep bool) error {
 		defer os.RemoveAll(dir)
 	}
 
+	step("Building kubectl at the local cluster's version (test/kubectl, once)")
+	kubectlBin, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		return err
+	}
+
 	step("Building and starting the local cluster (the first build takes several minutes)")
 	// Two engine slots a model server (vLLM's default is 256), so the autoscaling step's small
 	// load makes a queue.
@@ -68,10 +80,21 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 
-	step("Installing the CRD and the operator's RBAC")
+	step("Installing the CRD (v1alpha1 and v1beta1, v1beta1 stored) and the operator's RBAC")
+	// The default install's CRD, its conversion webhook reached by URL on loopback: the local
+	// cluster's Services lead nowhere.
+	webhookAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return err
+	}
+	crdFile, err := writeCRD(dir, "https://"+webhookAddr+crd.WebhookPath)
+	if err != nil {
+		return err
+	}
 	for _, a := range [][]string{
-		{"apply", "-k", filepath.Join(root, "manifests", "crd")},
+		{"apply", "-f", crdFile},
 		{"apply", "-k", filepath.Join(root, "manifests", "rbac")},
+		{"apply", "-f", filepath.Join(root, "manifests", "components", "v1beta1", "storage_migration_rbac.yaml")},
 		{"wait", "--for=condition=Established", "crd/inferenceservices.ai.example.com"},
 	} {
 		if err := kubectl(a...); err != nil {
@@ -88,7 +111,8 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), "--kubeconfig="+sa)
+	op, err := operator.Start(ctx, bin, filepath.Join(dir, "operator.log"), "--kubeconfig="+sa,
+		"--webhook-bind-address="+webhookAddr, "--webhook-cert-dir="+filepath.Join(dir, "webhook-certs"))
 	if err != nil {
 		return err
 	}
@@ -149,6 +173,10 @@ func run(ctx context.Context, keep bool) error {
 	if err := kubectl("get", "svc/qwen3"); err != nil {
 		return err
 	}
+	step("The same model read as v1alpha1: converted by the operator's webhook")
+	if err := readAsV1alpha1(ctx, c, kubectl); err != nil {
+		return err
+	}
 	step("A model pod answers: its log, then one completion through the pod's IP")
 	if err := askModel(ctx, c, kubectl); err != nil {
 		return err
@@ -163,9 +191,44 @@ func run(ctx context.Context, keep bool) error {
 		return nil
 	}
 	step("Cluster and operator are up. In another shell:")
-	fmt.Printf("  export KUBECONFIG=%s\n  kubectl get isvc   (isvc.ai.example.com where KServe's isvc is installed too)\n\nCtrl-C to stop.\n", c.KubeconfigPath())
+	fmt.Printf("  export KUBECONFIG=%s\n  %s get isvc   (isvc.ai.example.com where KServe's isvc is installed too)\n\nCtrl-C to stop.\n", c.KubeconfigPath(), kubectlBin)
 	<-ctx.Done()
 	return nil
+}
+
+// freeLoopbackAddr is a 127.0.0.1 address whose port was free a moment ago.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// writeCRD writes the default install's CRD, converting through url, into dir.
+func writeCRD(dir, url string) (string, error) {
+	b, err := yaml.Marshal(crd.DefinitionWithV1beta1(apiextensionsv1.WebhookClientConfig{URL: &url}))
+	if err != nil {
+		return "", err
+	}
+	f := filepath.Join(dir, "crd.yaml")
+	return f, os.WriteFile(f, b, 0o600)
+}
+
+// readAsV1alpha1 reads qwen3 in v1alpha1, which the API server converts through the operator's
+// webhook once the operator has put its CA in the CRD's caBundle (retried until then).
+func readAsV1alpha1(ctx context.Context, c *cluster.Cluster, kubectl func(...string) error) error {
+	args := []string{"get", "inferenceservices.v1alpha1.ai.example.com", "qwen3", "-o", "jsonpath={.apiVersion} {.spec.model} {.spec.replicas}{\"\\n\"}"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, err := c.Kubectl(ctx, args...)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval
+	}
+	return kubectl(args...)
 }
 
 // askModel shows one ready pod's log tail and sends it a completion, as a client inside the
@@ -180,7 +243,7 @@ func askModel(ctx context.Context, c *cluster.Cluster, kubectl func(...string) e
 	if err != nil {
 		return err
 	}
-	model, _, err := c.Kubectl(ctx, "get", isvc+"/qwen3", "-o", "jsonpath={.spec.model}")
+	model, _, err := c.Kubectl(ctx, "get", isvc+"/qwen3", "-o", "jsonpath={.spec.baseModel}")
 	if err != nil {
 		return err
 	}

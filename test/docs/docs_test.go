@@ -1,9 +1,16 @@
-// Package docs checks the project's documentation as a reader meets it: README.md and every
-// page under docs/. Every relative link and image must lead to a file or directory that exists,
-// every #anchor to a heading of the page it names (GitHub's anchor rules), the README must stay a
-// first screen (at most maxReadmeLines lines, with the two commands it promises) and link every
-// page. A section moved between pages without its links moved with it fails here, not in a
-// reader's browser.
+// Package docs checks the project's documentation as a reader meets it: README.md, CHANGELOG.md,
+// SECURITY.md and every page under docs/. Every relative link and image must lead to a file or
+// directory that exists, every #anchor to a heading of the page it names (GitHub's anchor rules),
+// the README must stay a first screen (at most maxReadmeLines lines, with the two commands it
+// promises) and link every page. A section moved between pages without its links moved with it
+// fails here, not in a reader's browser.
+//
+// The tables that say what the code does are read against the code, as it is when the test
+// runs: the RBAC tables against every Role and ClusterRole of manifests/ (rbac_test.go), the
+// metrics tables against the collectors each binary registers (metrics_test.go), the fuzz
+// targets against the tree's func Fuzz and the Makefile (fuzz_test.go), the versions tested
+// against the files that pin them (compatibility_test.go). The flags tables are checked beside
+// each binary's main (docs_flags_test.go), with this package's table reader (tables.go).
 package docs
 
 import (
@@ -23,7 +30,11 @@ const root = "../.."
 // maxReadmeLines keeps the README a first screen and a map; the detail lives in docs/.
 const maxReadmeLines = 320
 
-// pages is README.md and every docs/*.md, as paths relative to the repository.
+// rootPages are the pages beside the README that it links: what changed, and how to report a
+// vulnerability.
+var rootPages = []string{"CHANGELOG.md", "SECURITY.md"}
+
+// pages is README.md, rootPages and every docs/*.md, as paths relative to the repository.
 func pages(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -34,6 +45,13 @@ func pages(t *testing.T) []string {
 		t.Fatal("no docs/*.md found")
 	}
 	out := []string{"README.md"}
+	// The root's other pages a reader reaches from the README.
+	for _, p := range rootPages {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		docs = append(docs, filepath.Join(root, p))
+	}
 	for _, d := range docs {
 		rel, err := filepath.Rel(root, d)
 		if err != nil {

@@ -41,6 +41,8 @@ type webhookInstall struct {
 	port    int
 	certDir string
 	cache   string // kubectl's private discovery cache
+	// restored: the suite's CRD and operator are back (restoreSuiteCRD ran).
+	restored bool
 }
 
 // applyCRD writes def to a file and applies it with kubectl.
@@ -101,10 +103,16 @@ func (w *webhookInstall) rollBack(t *testing.T) {
 	waitStoredVersions(t, 2*time.Minute, crd.Version)
 }
 
-// useWebhookCRD replaces the default CRD with the v1beta1 one (the storage version), converting
-// through the shared operator, restarted with --webhook-bind-address. When the test ends,
-// storage is rolled back to v1alpha1 and the default CRD and operator are back.
+// useWebhookCRD replaces the suite's CRD (v1alpha1 alone, manifests/crd) with the v1beta1 one
+// (the storage version), converting through the shared operator, restarted with
+// --webhook-bind-address. When the test ends, storage is rolled back to v1alpha1 and the suite's
+// CRD and operator are back.
 func useWebhookCRD(t *testing.T) *webhookInstall {
+	return useCRD(t, (*webhookInstall).definition)
+}
+
+// useCRD is useWebhookCRD applying def's CRD, which must convert through w's address.
+func useCRD(t *testing.T, def func(*webhookInstall) *apiextensionsv1.CustomResourceDefinition) *webhookInstall {
 	t.Helper()
 	w := &webhookInstall{port: freeLoopbackPort(t), certDir: filepath.Join(t.TempDir(), "webhook-certs"), cache: "--cache-dir=" + t.TempDir()}
 	// The namespace controller finishing a namespace while the CRD's versions change can miss
@@ -114,30 +122,12 @@ func useWebhookCRD(t *testing.T) *webhookInstall {
 	quiesce(t)
 	stopOperator(t)
 	t.Cleanup(func() {
-		w.rollBack(t)
-		// The default CRD with the operator stopped: while the CRD converts through a webhook,
-		// reads of objects stored in another version need it, caches included.
-		stopOperator(t)
-		env.Kubectl(t, w.cache, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
-		testenv.Eventually(t, 30*time.Second, "the default CRD back", func() error {
-			out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "get", "crd", "inferenceservices.ai.example.com", "-o", "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}")
-			if err != nil {
-				return err
-			}
-			if out != "v1alpha1 None" {
-				return fmt.Errorf("CRD versions and conversion: %q", out)
-			}
-			if _, err := env.Kube.Discovery().ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String()); !isNotFound(err) {
-				return fmt.Errorf("v1beta1 still in discovery: %v", err)
-			}
-			return nil
-		})
-		if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
-			t.Errorf("restarting the operator: %v", err)
+		if !w.restored {
+			w.restoreSuiteCRD(t)
 		}
 	})
 	env.Kubectl(t, "apply", "-f", filepath.Join(env.Root, "manifests", "components", "v1beta1", "storage_migration_rbac.yaml"))
-	applyCRD(t, w.cache, w.definition())
+	applyCRD(t, w.cache, def(w))
 	w.start(t)
 	// The operator writes its CA into the CRD; then v1beta1 lists convert.
 	ca, err := os.ReadFile(filepath.Join(w.certDir, "ca.crt"))
@@ -158,6 +148,35 @@ func useWebhookCRD(t *testing.T) *webhookInstall {
 		return nil
 	})
 	return w
+}
+
+// restoreSuiteCRD rolls storage back to v1alpha1 (rollBack), then applies the suite's CRD
+// (manifests/crd, as manifests/overlays/v1alpha1 installs it) with the operator stopped and
+// restarts the suite's operator.
+func (w *webhookInstall) restoreSuiteCRD(t *testing.T) {
+	t.Helper()
+	w.restored = true
+	w.rollBack(t)
+	// The v1alpha1-only CRD with the operator stopped: while the CRD converts through a webhook,
+	// reads of objects stored in another version need it, caches included.
+	stopOperator(t)
+	env.Kubectl(t, w.cache, "apply", "-k", filepath.Join(env.Root, "manifests", "crd"))
+	testenv.Eventually(t, 30*time.Second, "the suite's CRD back", func() error {
+		out, _, err := env.Cluster.Kubectl(testenv.Ctx(t, time.Minute), "get", "crd", "inferenceservices.ai.example.com", "-o", "jsonpath={.spec.versions[*].name} {.spec.conversion.strategy}")
+		if err != nil {
+			return err
+		}
+		if out != "v1alpha1 None" {
+			return fmt.Errorf("CRD versions and conversion: %q", out)
+		}
+		if _, err := env.Kube.Discovery().ServerResourcesForGroupVersion(crd.GroupVersionV1beta1.String()); !isNotFound(err) {
+			return fmt.Errorf("v1beta1 still in discovery: %v", err)
+		}
+		return nil
+	})
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
+		t.Errorf("restarting the operator: %v", err)
+	}
 }
 
 func stopOperator(t *testing.T) {

@@ -33,30 +33,12 @@ var istioDestinationRules = schema.GroupVersionResource{Group: "networking.istio
 // pool's picker unless a DestinationRule for the picker's host says TLS.
 func withIstioGateway(t *testing.T, ns, logName string) string {
 	t.Helper()
-	eppBin, gwBin := poolBins(t)
-	crds := filepath.Join(operator.EPPManifests(eppBin), "crd")
-	drCRD := filepath.Join("..", "epp", "gateway", "destinationrule-crd.yaml")
-	env.Kubectl(t, "apply", "-f", crds)
-	// Server-side: the CRD is larger than the client-side apply annotation allows.
-	env.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", drCRD)
-	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "-f", drCRD, "--timeout=60s")
-	stopOperator(t)
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+gatewayParent); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
-		stopOperator(t)
-		env.Kubectl(t, "delete", "-f", crds, "-f", drCRD, "--wait=true", "--timeout=60s")
-		restartOperator(t)
+	eppBin, _ := poolBins(t)
+	return withGatewayWorld(t, ns, logName, gatewayWorld{
+		crds:           []string{filepath.Join(operator.EPPManifests(eppBin), "crd")},
+		serverSideCRDs: []string{filepath.Join("..", "epp", "gateway", "destinationrule-crd.yaml")},
+		gatewayArgs:    []string{"--istio"},
 	})
-	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, logName),
-		"--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+gatewayParent, "--istio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopGW() })
-	return gwAddr
 }
 
 // TestGatewayPickerIstio: on Istio the picker (cmd/epp v1.5.0, TLS by default) is reached in

@@ -177,32 +177,10 @@ spec: {model: Qwen/Qwen3-0.6B, replicas: 0, gpusPerReplica: 1, image: "kubelet.f
 // v1.5.0's: no spec.appProtocol, which the API server prunes.
 func withOlderPoolCRD(t *testing.T, ns, logName string) string {
 	t.Helper()
-	eppBin, gwBin := poolBins(t)
+	eppBin, _ := poolBins(t)
 	dir := filepath.Join(operator.EPPManifests(eppBin), "crd")
-	files := []string{filepath.Join("testdata", "inferencepool-crd-v1.0.2.yaml"),
-		filepath.Join(dir, "httproute-crd.yaml"), filepath.Join(dir, "referencegrant-crd.yaml")}
-	for _, f := range files {
-		env.Kubectl(t, "apply", "-f", f)
-		env.Kubectl(t, "wait", "--for=condition=Established", "-f", f, "--timeout=60s")
-	}
-	stopOperator(t)
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+gatewayParent); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
-		stopOperator(t)
-		for _, f := range files {
-			env.Kubectl(t, "delete", "-f", f, "--wait=true", "--timeout=60s")
-		}
-		restartOperator(t)
-	})
-	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, logName), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+gatewayParent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopGW() })
-	return gwAddr
+	return withGatewayWorld(t, ns, logName, gatewayWorld{crds: []string{filepath.Join("testdata", "inferencepool-crd-v1.0.2.yaml"),
+		filepath.Join(dir, "httproute-crd.yaml"), filepath.Join(dir, "referencegrant-crd.yaml")}})
 }
 
 // TestOlderInferencePoolCRD: on a cluster with the extension's v1.0.2 InferencePool CRD (no

@@ -29,10 +29,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
-	"github.com/example/inferenceservice-operator/metrics/servingcert"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 

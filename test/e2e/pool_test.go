@@ -44,10 +44,31 @@ func poolBins(t *testing.T) (epp, gateway string) {
 // it returns the gateway's address. All undone at the test's end, ns's models deleted first.
 func withGateway(t *testing.T, ns, logName string) string {
 	t.Helper()
-	eppBin, gwBin := poolBins(t)
-	crds := filepath.Join(operator.EPPManifests(eppBin), "crd")
-	env.Kubectl(t, "apply", "-f", crds)
-	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")
+	eppBin, _ := poolBins(t)
+	return withGatewayWorld(t, ns, logName, gatewayWorld{crds: []string{filepath.Join(operator.EPPManifests(eppBin), "crd")}})
+}
+
+// gatewayWorld is what a gateway test installs: CRD files or folders applied client-side, and
+// server-side (a CRD larger than the client-side apply annotation allows), and the test
+// gateway's own flags beyond its kubeconfig and parent.
+type gatewayWorld struct {
+	crds, serverSideCRDs, gatewayArgs []string
+}
+
+// withGatewayWorld is withGateway with w's CRDs and gateway flags.
+func withGatewayWorld(t *testing.T, ns, logName string, w gatewayWorld) string {
+	t.Helper()
+	_, gwBin := poolBins(t)
+	var files []string
+	for _, f := range w.crds {
+		env.Kubectl(t, "apply", "-f", f)
+		files = append(files, "-f", f)
+	}
+	for _, f := range w.serverSideCRDs {
+		env.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", f)
+		files = append(files, "-f", f)
+	}
+	env.Kubectl(t, append(append([]string{"wait", "--for=condition=Established"}, files...), "--timeout=60s")...)
 	stopOperator(t)
 	if err := startOperator(testenv.Ctx(t, 2*time.Minute), "--gateway-parent="+gatewayParent); err != nil {
 		t.Fatal(err)
@@ -55,10 +76,11 @@ func withGateway(t *testing.T, ns, logName string) string {
 	t.Cleanup(func() {
 		env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s")
 		stopOperator(t)
-		env.Kubectl(t, "delete", "-f", crds, "--wait=true", "--timeout=60s")
+		env.Kubectl(t, append(append([]string{"delete"}, files...), "--wait=true", "--timeout=60s")...)
 		restartOperator(t)
 	})
-	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, logName), "--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+gatewayParent)
+	args := append([]string{"--kubeconfig=" + env.Cluster.KubeconfigPath(), "--gateway=" + gatewayParent}, w.gatewayArgs...)
+	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, logName), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

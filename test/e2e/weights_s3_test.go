@@ -226,5 +226,37 @@ spec:
 				t.Errorf("fill pods: %v %d, want 1 (a refusal is not retried)", err, len(pods.Items))
 			}
 		})
+		// The Secret not there yet: the kubelet cannot start the fill, and the status says why
+		// in its words (not a bare wait); once the Secret is made, the fill runs.
+		t.Run("MissingSecret", func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			pv := volume(t, ns, "s3none", 1)
+			apply(t, ns, "qwen", pv, "s3-later")
+			testenv.Eventually(t, 2*time.Minute, "the kubelet's refusal in status, naming the Secret", func() error {
+				i, err := env.ISVC(ns, "qwen")
+				if err != nil {
+					return err
+				}
+				msg := readyMessage(i)
+				if i.Status.Reason != reconcile.ReasonWeightsDownloading || !strings.Contains(msg, `CreateContainerConfigError: secret "s3-later" not found`) {
+					return fmt.Errorf("%s %q", i.Status.Reason, msg)
+				}
+				t.Logf("%.1fs: %s", time.Since(start).Seconds(), msg)
+				return nil
+			})
+			secret(t, ns, "s3-later", s3Key, s3Secret)
+			testenv.Eventually(t, 3*time.Minute, "qwen Ready once the Secret is there", func() error {
+				i, err := env.ISVC(ns, "qwen")
+				if err != nil {
+					return err
+				}
+				if i.Status.Phase != crd.PhaseReady {
+					return fmt.Errorf("%s %s: %s", i.Status.Phase, i.Status.Reason, readyMessage(i))
+				}
+				return nil
+			})
+		})
 	})
 }

@@ -23,6 +23,9 @@ const systemNamespace = testenv.SystemNamespace
 // env is shared by every test in the package: one cluster, one operator binary.
 var env struct {
 	*testenv.Env
+	// convertURL and convertCA: the suite's conversion webhook on loopback (startConverter).
+	convertURL string
+	convertCA  []byte
 }
 
 func TestMain(m *testing.M) {
@@ -45,6 +48,14 @@ func run(m *testing.M) int {
 		}
 		return 1
 	}
+	url, ca, stopConverter, err := startConverter(env.Dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "incluster setup: converter:", err)
+		env.Teardown(false)
+		return 1
+	}
+	defer stopConverter()
+	env.convertURL, env.convertCA = url, ca
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "operator logs in", env.Dir, "(kept with INCLUSTER_KEEP=1)")

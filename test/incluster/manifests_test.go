@@ -43,6 +43,16 @@ func applyClean(t *testing.T, args ...string) string {
 	return out
 }
 
+// applyDefault applies the default install (dir: manifests/, or an overlay with its v1beta1
+// component) with applyClean, then points its CRD's conversion at the suite's converter; the
+// test's end rolls the install back to manifests/overlays/v1alpha1 (rollBackInstall).
+func applyDefault(t *testing.T, dir string) {
+	t.Helper()
+	applyClean(t, "apply", "-k", filepath.Join(env.Root, dir))
+	pointConversionAtSuite(t)
+	t.Cleanup(func() { rollBackInstall(t) })
+}
+
 // render is `kubectl kustomize dir` split into objects.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
@@ -98,7 +108,7 @@ func toYAML(t *testing.T, objs []*unstructured.Unstructured) string {
 // Security level (which does refuse a privileged pod there) and become Ready.
 func TestManifestsApply(t *testing.T) {
 	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, "manifests"))
-	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	applyDefault(t, "manifests")
 	env.Kubectl(t, "rollout", "status", "-n", systemNamespace, "deployment/inferenceservice-operator", "--timeout=120s")
 
 	ctx := testenv.Ctx(t, time.Minute)
@@ -232,7 +242,7 @@ func checkDeploymentHardening(t *testing.T, d *appsv1.Deployment) {
 // stored, the operator Deployment up) update in place: same UIDs, nothing deleted, and
 // re-applying the base reverts the change, again in place.
 func TestUpgradeKeepsObjects(t *testing.T) {
-	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	applyDefault(t, "manifests")
 	ns := env.Namespace(t)
 	createISVC(t, ns, "survivor", 1)
 
@@ -274,6 +284,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyClean(t, "apply", "-f", writeFile(t, "upgrade.yaml", toYAML(t, objs)))
+	pointConversionAtSuite(t)
 
 	ctx := testenv.Ctx(t, time.Minute)
 	cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{})
@@ -292,6 +303,7 @@ func TestUpgradeKeepsObjects(t *testing.T) {
 
 	// Back to the base: the extra rule and label go, again in place.
 	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	pointConversionAtSuite(t)
 	if cr, err = env.Kube.RbacV1().ClusterRoles().Get(ctx, "inferenceservice-operator", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -501,14 +513,15 @@ func TestManifestsMetricsSecure(t *testing.T) {
 	}
 	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
 
-	// The base's arguments (the bind addresses aside: loopback ports here) under the install's
-	// RBAC, watching an empty namespace so it reconciles nothing.
-	applyClean(t, "apply", "-k", filepath.Join(env.Root, "manifests"))
+	// The base's arguments (the bind addresses aside: loopback ports here; the webhook's, whose
+	// Service the local cluster cannot route, off) under the install's RBAC, watching an empty
+	// namespace so it reconciles nothing.
+	applyDefault(t, "manifests")
 	ns := env.Namespace(t)
 	args := []string{"--kubeconfig=" + env.SAKubeconfig, "--namespaces=" + ns,
 		"--leader-election-namespace=" + systemNamespace, "--leader-election-id=isvc-manifests-metrics", "-v=2"}
 	for _, a := range c.Args {
-		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") && !strings.HasPrefix(a, "--webhook-") {
 			args = append(args, a)
 		}
 	}

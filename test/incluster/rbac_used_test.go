@@ -701,7 +701,7 @@ func updateISVC(t *testing.T, ns, name string, spec map[string]any, ext string) 
 	}
 }
 
-// TestRBACV1beta1OverlayCalls runs the operator of the v1beta1 install (the base rules plus the
+// TestRBACV1beta1OverlayCalls runs the operator of the default install (the base rules plus the
 // overlay's storage_migration_rbac.yaml) behind a recording proxy, serving the conversion
 // webhook, while an InferenceService stored as v1alpha1 is migrated: each of the overlay's
 // rules must be used (the caBundle patch, the rewrite, the storedVersions patch), and every
@@ -768,7 +768,7 @@ func TestRBACV1beta1OverlayCalls(t *testing.T) {
 		})
 	})
 	storedVersions(crd.VersionV1beta1)
-	checkExactRBAC(t, "manifests/overlays/v1beta1", granted, overlay, wire.Requests())
+	checkExactRBAC(t, "manifests/ (components/v1beta1)", granted, overlay, wire.Requests())
 }
 
 // TestLastWordsDenied runs the operator under the install's ClusterRole minus pods/log: a

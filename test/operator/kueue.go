@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/example/inferenceservice-operator/crd/webhook"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
@@ -61,12 +61,12 @@ func StartKueue(ctx context.Context, c *cluster.Cluster, bin, dir string) (*Kueu
 			if err := os.MkdirAll(metricsCerts, 0o755); err != nil {
 				return err
 			}
-			if err := copyFiles(certDir, metricsCerts, webhook.CertFile, webhook.KeyFile); err != nil {
+			if err := copyFiles(certDir, metricsCerts, servingcert.CertFile, servingcert.KeyFile); err != nil {
 				return err
 			}
 			// The visibility API server's certificate, where build.sh points it: visibility/ in
 			// the working directory.
-			return copyFiles(certDir, filepath.Join(dir, "visibility"), webhook.CertFile, webhook.KeyFile)
+			return copyFiles(certDir, filepath.Join(dir, "visibility"), servingcert.CertFile, servingcert.KeyFile)
 		},
 		command: func(config string) *exec.Cmd {
 			unshare := []string{"unshare", "--mount"}

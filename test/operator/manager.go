@@ -24,7 +24,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/inferenceservice-operator/crd/webhook"
+	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
@@ -39,7 +39,7 @@ type launch struct {
 	// ports is how many loopback ports to pick: the webhook's, the probe's, then config's own.
 	ports int
 	// config is the Configuration file's content for the ports picked, with our webhook
-	// certificate (webhook.CertFile, webhook.KeyFile) in certDir.
+	// certificate (servingcert.CertFile, servingcert.KeyFile) in certDir.
 	config func(ports []int, certDir string) string
 	// prepare, when set, runs after the certificate is made and before the process starts.
 	prepare func(ctx context.Context, certDir string) error
@@ -91,7 +91,7 @@ func launchManager(ctx context.Context, c *cluster.Cluster, l launch) (*Manager,
 		return nil, nil, fmt.Errorf("%s %w", l.name, err)
 	}
 	certDir := filepath.Join(l.dir, "certs")
-	certs, err := webhook.EnsureCerts(certDir, []string{"127.0.0.1"}, time.Now())
+	certs, err := servingcert.EnsureDir(certDir, []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +105,7 @@ func launchManager(ctx context.Context, c *cluster.Cluster, l launch) (*Manager,
 		return nil, nil, err
 	}
 	m := &Manager{
-		name: l.name, c: c, dir: l.dir, CAPEM: certs.CAPEM,
+		name: l.name, c: c, dir: l.dir, CAPEM: certs.CA,
 		Webhook:    net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
 		Probe:      net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
 		mutating:   l.name + "-mutating-webhook-configuration",

@@ -195,7 +195,7 @@ func ReleaseNotes(version, prev, image, chartRepo, download string, commits []Co
 	fmt.Fprintf(&b, "# inferenceservice-operator %s\n\n", version)
 	fmt.Fprintf(&b, "Image: `%s` (linux/amd64, linux/arm64)\n\n", image)
 	b.WriteString("Install (Helm, or the manifests):\n\n```sh\n")
-	fmt.Fprintf(&b, "helm install inferenceservice-operator %s --version %s\n", chartRepo, strings.TrimPrefix(version, "v"))
+	fmt.Fprintf(&b, "helm install inferenceservice-operator %s --version %s -n inferenceservice-system --create-namespace\n", chartRepo, strings.TrimPrefix(version, "v"))
 	fmt.Fprintf(&b, "kubectl apply -f %s/crds.yaml -f %s/install.yaml\n```\n\n", download, download)
 	since := "the first commit"
 	if prev != "" {

@@ -120,7 +120,7 @@ func TestReleaseNotesGroupsByArea(t *testing.T) {
 	})
 	for _, want := range []string{
 		"## Changes since v1.2.2 (4 commits)\n\n### chart\n\n- chart: a digest value (aaa)\n- chart: NOTES (ccc)\n\n### test/image\n\n- test/image: an index (bbb)\n\n### other\n\n- Every alert",
-		"helm install inferenceservice-operator oci://r/charts/c --version 1.2.3\n",
+		"helm install inferenceservice-operator oci://r/charts/c --version 1.2.3 -n inferenceservice-system --create-namespace\n",
 		"kubectl apply -f https://d/crds.yaml -f https://d/install.yaml\n",
 	} {
 		if !strings.Contains(notes, want) {

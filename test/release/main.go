@@ -66,7 +66,7 @@ func main() {
 	flag.StringVar(&o.Registry, "registry", "ghcr.io/example", "The registry the image is pushed to (REGISTRY/inferenceservice-operator) and its charts (REGISTRY/charts).")
 	flag.StringVar(&o.Out, "o", "", "Output folder; empty is dist/VERSION.")
 	flag.StringVar(&o.Helm, "helm", "test/helm/bin/helm", "The helm binary that packages the chart.")
-	flag.StringVar(&o.Kubectl, "kubectl", "kubectl", "The kubectl that renders the manifests (kubectl kustomize).")
+	flag.StringVar(&o.Kubectl, "kubectl", "test/kubectl/bin/kubectl", "The kubectl that renders the manifests (kubectl kustomize).")
 	flag.StringVar(&o.Download, "download", "", "URL prefix of the release's files; empty is "+Homepage+"/releases/download/VERSION.")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle added to the image (see test/image).")
 	flag.StringVar(&plugins, "plugin-platforms", allPlatform, "The plugin's os/arch list.")

@@ -73,6 +73,10 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubectl, err := cluster.KubectlPath(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	platforms := os.Getenv(PluginPlatformsEnv)
 	if platforms == "" {
 		// The host's, run below: a cold cross-compile of the plugin takes about 7 minutes on 2
@@ -86,7 +90,7 @@ func TestRelease(t *testing.T) {
 	dist := filepath.Join(t.TempDir(), "dist")
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+testVersion, "DIST="+dist,
-		"HELM_BIN="+helm, "RELEASE_PLUGIN_PLATFORMS="+platforms, "RELEASE_IMAGE_ARCHS="+archs)
+		"HELM_BIN="+helm, "KUBECTL_BIN="+kubectl, "RELEASE_PLUGIN_PLATFORMS="+platforms, "RELEASE_IMAGE_ARCHS="+archs)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	t.Logf("make release VERSION=%s (image %s, plugins %s) in %s:\n%s", testVersion, archs, platforms, time.Since(start).Round(time.Second), tail(out, 30))
@@ -138,7 +142,7 @@ func TestRelease(t *testing.T) {
 	// mounted ServiceAccount token and the adapter's CA.
 	began := time.Now()
 	// Without --logs: helm looks for them in the release's namespace, the Pod is in the operator's.
-	if o, e, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err != nil {
+	if o, e, err := h.Run(ctx, root, "test", args[2], "-n", systemNamespace, "--timeout", "3m"); err != nil {
 		logs, _, _ := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
 		t.Fatalf("helm test %s: %v\n%s\n%s\nthe Pod's log:\n%s", args[2], err, o, e, logs)
 	} else {
@@ -156,7 +160,7 @@ func TestRelease(t *testing.T) {
 		}
 		return nil
 	})
-	if o, _, err := h.Run(ctx, root, "test", args[2], "--timeout", "3m"); err == nil {
+	if o, _, err := h.Run(ctx, root, "test", args[2], "-n", systemNamespace, "--timeout", "3m"); err == nil {
 		t.Fatalf("helm test passed with the operator scaled to 0:\n%s", o)
 	}
 	logs, _, err := c.Kubectl(ctx, "-n", systemNamespace, "logs", "inferenceservice-operator-test")
@@ -172,7 +176,12 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	t.Logf("helm test with the operator scaled to 0 fails; its Pod's log:\n%s", logs)
-	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "--wait", "--timeout", "3m"); err != nil {
+	if _, _, err := h.Run(ctx, root, "uninstall", args[2], "-n", systemNamespace, "--wait", "--timeout", "3m"); err != nil {
+		t.Fatal(err)
+	}
+	// helm leaves the release's namespace (--create-namespace made it); the manifests below
+	// make it again.
+	if err := kube.CoreV1().Namespaces().Delete(ctx, systemNamespace, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 3*time.Minute, "namespace "+systemNamespace+" gone after helm uninstall", func() error {

@@ -54,6 +54,20 @@ type options struct {
 
 func main() {
 	var o options
+	defineFlags(&o)
+	klog.InitFlags(nil)
+	flag.Parse()
+
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "Activator stopped")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+// defineFlags registers the activator's own flags (klog's come after) on the command line's
+// FlagSet, apart from parsing, so a test can read back the set docs/operations.md documents.
+func defineFlags(o *options) {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG, else the in-cluster ServiceAccount.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose model pods are watched; empty watches the whole cluster.")
 	flag.StringVar(&o.bindAddr, "bind-address", ":8080", "Address of the proxy the models' HTTPRoutes send requests to.")
@@ -76,14 +90,6 @@ func main() {
 	flag.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side QPS limit toward the API server.")
 	flag.IntVar(&o.burst, "kube-api-burst", 40, "Client-side burst toward the API server.")
 	flag.Float64Var(&o.wakeQPS, "wake-qps", 10, "Client-side QPS limit of the wakes' own client, apart from --kube-api-qps: no number of refreshes spends it.")
-	klog.InitFlags(nil)
-	flag.Parse()
-
-	if err := run(o); err != nil {
-		klog.ErrorS(err, "Activator stopped")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-	}
-	klog.Flush()
 }
 
 func run(o options) error {
@@ -213,7 +219,7 @@ func run(o options) error {
 	// No write timeout: a held request waits up to --max-wait, and a completion streams for
 	// minutes. An idle kept-alive connection is closed: a stranger's thousand idle connections
 	// cost their buffers only that long.
-	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
+	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: metrics.Instrument(handler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 
 	errs := make(chan error, len(side)+1)
 	for _, s := range append(side, proxy) {

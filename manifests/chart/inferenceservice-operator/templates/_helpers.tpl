@@ -47,3 +47,24 @@ on that namespace, which is all the operator reads.
 {{- $cluster := list "tokenreviews" "subjectaccessreviews" "selfsubjectaccessreviews" "customresourcedefinitions" "nodes" "persistentvolumes" "storageclasses" "priorityclasses" "runtimeclasses" "apiservices" "clusterroles" "clusterrolebindings" "clusterqueues" -}}
 {{- range .resources }}{{ if has . $cluster }}true{{ end }}{{ end -}}
 {{- end -}}
+
+{{/*
+isvc.oneRelease: fails the install of a second release in a cluster. Every part of the chart
+hangs on cluster-wide objects of fixed names (the CRD and its one conversion webhook, the
+custom.metrics.k8s.io APIServices, the ClusterRoles, the admission policies, whose CEL names the
+ServiceAccounts), so two releases would fight over them; the operator's ClusterRole says which
+release owns the install (Helm's own annotations on it). helm template and a client-side dry run
+look nothing up and render as usual.
+*/}}
+{{- define "isvc.oneRelease" -}}
+{{- with lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" "inferenceservice-operator" -}}
+{{- $a := .metadata.annotations | default dict -}}
+{{- $name := index $a "meta.helm.sh/release-name" | default "" -}}
+{{- $ns := index $a "meta.helm.sh/release-namespace" | default "" -}}
+{{- if not $name -}}
+{{- fail "the InferenceService operator is already installed in this cluster, not by Helm (ClusterRole inferenceservice-operator has no release; kubectl apply -k manifests/?): one install per cluster, see docs/operations.md#one-release-per-cluster" -}}
+{{- else if or (ne $name $.Release.Name) (ne $ns $.Release.Namespace) -}}
+{{- fail (printf "the InferenceService operator is already installed in this cluster by release %s in namespace %s: one release per cluster (the CRD, its conversion webhook, the custom metrics APIServices and the ClusterRoles are cluster-wide); upgrade that one (helm upgrade %s -n %s) or uninstall it first, see docs/operations.md#one-release-per-cluster" $name $ns $name $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

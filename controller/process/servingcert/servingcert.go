@@ -1,9 +1,13 @@
-// Package servingcert gives every replica of the metrics adapter one serving certificate and
-// the CA that signed it, kept in a Secret of the adapter's namespace, so its APIServices carry
-// that CA as their caBundle and the aggregator verifies whom it sends users' identities to
-// (with insecureSkipTLSVerify, anyone answering at the Service's address would receive them).
-// The adapter issues it itself by default; an external issuer (cert-manager) may write the same
-// Secret instead, and the adapter then only reads it.
+// Package servingcert is the project's one certificate authority helper: a serving certificate
+// and the CA that signed it, issued, checked and renewed by the same pure code for both servers
+// the API server calls back with a caBundle.
+//
+// The metrics adapter keeps its pair in a Secret of its namespace (Source), so every replica
+// serves one certificate and its APIServices carry that CA as their caBundle: the aggregator
+// verifies whom it sends users' identities to (with insecureSkipTLSVerify, anyone answering at
+// the Service's address would receive them). The operator's conversion webhook keeps its pair in
+// a directory (EnsureDir), one CA per replica, each merged into the CRD's caBundle (MergeBundle).
+// Either may be issued by cert-manager instead, and is then only read.
 package servingcert
 
 import (
@@ -16,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +56,8 @@ func DNSNames(namespace, service string) []string {
 	return []string{service + "." + namespace + ".svc"}
 }
 
-// Check says why p should be renewed, as it cannot serve dnsNames until now+RenewBefore, or
+// Check says why p should be renewed, as it cannot serve dnsNames (names or IP addresses)
+// until now+RenewBefore, or
 // "" when it can.
 func Check(p Pair, now time.Time, dnsNames []string) string {
 	if why := Valid(p, now, dnsNames); why != "" {
@@ -116,11 +122,18 @@ func Issue(p Pair, now time.Time, dnsNames []string) (Pair, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
 		NotBefore:    now.Add(-time.Hour), // clocks of other nodes may run behind
 		NotAfter:     now.Add(CertLife),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	// A loopback address (a webhook the API server calls by URL) is an IP SAN, not a name.
+	for _, h := range dnsNames {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
@@ -154,7 +167,7 @@ func newCA(now time.Time) (ca *x509.Certificate, key *ecdsa.PrivateKey, caPEM, k
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("inferenceservice-metrics-adapter-ca@%d", now.Unix())},
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("inferenceservice-operator-ca@%d", now.Unix())},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(CALife),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
