@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
 // NodePlacement is a node as the placement diagnosis reads it: its labels and its taints that
@@ -111,6 +113,10 @@ func untoleratedTaints(p *corev1.Pod, nodes []NodePlacement) string {
 		parts = append(parts, fmt.Sprintf("%s (%d node(s))", s, count[s]))
 	}
 	top := byName[names[0]]
+	if kinds.HealthTaint(top) {
+		// A GPU health check's taint marks nodes to heal: tolerating it would run on a sick GPU.
+		return fmt.Sprintf(" [untolerated taint(s) %s: a GPU health check's taint; heal or replace the nodes, do not tolerate it]", strings.Join(parts, ", "))
+	}
 	tol := fmt.Sprintf("{key: %s, operator: Equal, value: %q, effect: %s}", top.Key, top.Value, top.Effect)
 	if top.Value == "" {
 		tol = fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", top.Key, top.Effect)
