@@ -33,17 +33,18 @@ const (
 
 var poolNodes = []string{"fake-node-2", "fake-node-3"}
 
-// gpuPool labels and taints poolNodes until the test ends.
-func gpuPool(t *testing.T) {
+// gpuPool labels and taints poolNodes until the test ends; cache is kubectl's discovery cache
+// flag (the v1beta1 install's own, so the suite's cache never learns v1beta1).
+func gpuPool(t *testing.T, cache string) {
 	t.Helper()
 	for _, n := range poolNodes {
-		env.Kubectl(t, "label", "node", n, poolLabel+"="+poolValue, "--overwrite")
-		env.Kubectl(t, "taint", "node", n, poolTaint, "--overwrite")
+		env.Kubectl(t, cache, "label", "node", n, poolLabel+"="+poolValue, "--overwrite")
+		env.Kubectl(t, cache, "taint", "node", n, poolTaint, "--overwrite")
 	}
 	t.Cleanup(func() {
 		for _, n := range poolNodes {
-			env.Kubectl(t, "taint", "node", n, "nvidia.com/gpu:NoSchedule-")
-			env.Kubectl(t, "label", "node", n, poolLabel+"-")
+			env.Kubectl(t, cache, "taint", "node", n, "nvidia.com/gpu:NoSchedule-")
+			env.Kubectl(t, cache, "label", "node", n, poolLabel+"-")
 		}
 	})
 }
@@ -112,7 +113,10 @@ func TestPlacement(t *testing.T) {
 	ns := env.Namespace(t)
 	w := useWebhookCRD(t)
 	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
-	gpuPool(t)
+	gpuPool(t, w.cache)
+	// Every kubectl of the test reads discovery through w.cache: the suite's cache must not
+	// learn v1beta1, which is gone once the test ends.
+	kubectl := func(args ...string) string { return env.Kubectl(t, append([]string{w.cache}, args...)...) }
 	apply := func(extra string) { applyYAMLWith(t, w.cache, ns, placedModel("placed", extra)) }
 
 	start := time.Now()
@@ -121,7 +125,7 @@ func TestPlacement(t *testing.T) {
 		`error looking up service account `+ns+`/model-reader: serviceaccount "model-reader" not found`, "spec.serviceAccountName")
 	t.Logf("without its ServiceAccount, %s after the create:\n%s", time.Since(start).Round(100*time.Millisecond), readyMessage(i))
 
-	env.Kubectl(t, "create", "serviceaccount", "-n", ns, "model-reader")
+	kubectl("create", "serviceaccount", "-n", ns, "model-reader")
 	i = waitMessage(t, ns, "placed", "UntoleratedTaint", "had untolerated taint(s)",
 		"nvidia.com/gpu=present:NoSchedule (2 node(s))", "spec.tolerations {key: nvidia.com/gpu, operator: Equal, value: \"present\", effect: NoSchedule}")
 	t.Logf("without the toleration:\n%s", readyMessage(i))
@@ -144,7 +148,7 @@ func TestPlacement(t *testing.T) {
 	}
 
 	auth := base64.StdEncoding.EncodeToString([]byte("model-puller:pull-token"))
-	applyYAML(t, ns, `apiVersion: v1
+	applyYAMLWith(t, w.cache, ns, `apiVersion: v1
 kind: Secret
 metadata: {name: regcred}
 type: kubernetes.io/dockerconfigjson
@@ -153,7 +157,7 @@ data:
 	apply(poolSelector + poolToleration + pullSecret + podMeta)
 	ready := time.Now()
 	env.WaitPhase(t, ns, "placed", crd.PhaseReady, 3*time.Minute)
-	t.Logf("Ready %s after the pull secret: %s; history %v", time.Since(ready).Round(100*time.Millisecond), getRow(t, ns, "placed"), historyOf(t, ns, "placed"))
+	t.Logf("Ready %s after the pull secret: %s; history %v", time.Since(ready).Round(100*time.Millisecond), strings.TrimSpace(kubectl("get", "isvc", "-n", ns, "placed", "--no-headers")), historyOf(t, ns, "placed"))
 	var serving *corev1.Pod
 	for _, p := range modelPods(t, ns, "placed") {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
@@ -177,7 +181,7 @@ data:
 	writesSettle(t)
 
 	// A hand edit of an owned field is reverted; a platform's own node selector key stays.
-	env.Kubectl(t, "patch", "deployment", "-n", ns, "placed", "--type=json", "-p",
+	kubectl("patch", "deployment", "-n", ns, "placed", "--type=json", "-p",
 		`[{"op":"replace","path":"/spec/template/spec/tolerations","value":[{"key":"other","operator":"Exists"}]},{"op":"add","path":"/spec/template/spec/nodeSelector/platform.example.com~1zone","value":"a"}]`)
 	testenv.Eventually(t, time.Minute, "the tolerations restored", func() error {
 		d := deploymentOf(t, ns, "placed")
@@ -189,7 +193,7 @@ data:
 		}
 		return nil
 	})
-	env.Kubectl(t, "patch", "deployment", "-n", ns, "placed", "--type=json", "-p", `[{"op":"remove","path":"/spec/template/spec/nodeSelector/platform.example.com~1zone"}]`)
+	kubectl("patch", "deployment", "-n", ns, "placed", "--type=json", "-p", `[{"op":"remove","path":"/spec/template/spec/nodeSelector/platform.example.com~1zone"}]`)
 
 	// Fields removed from the spec leave the template: the labels, annotations and node
 	// selector the operator set go; what it owns still (tolerations, pull secret) stays.
