@@ -32,12 +32,14 @@ type SpecExtensions struct {
 	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
 	// (autoscaling.minReplicas, else 0) and is not the user's.
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
+	// Placement is the pods' placement and identity fields (spec.nodeSelector ...).
+	Placement `json:",inline"`
 }
 
 func (e *SpecExtensions) empty() bool {
 	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
 		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil &&
-		e.Parallelism == nil
+		e.Parallelism == nil && e.Placement.Empty()
 }
 
 // Nodes is how many nodes (pods) one replica spans: 1 without spec.multiNode.
@@ -119,6 +121,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 		MultiNode:             spec.MultiNode,
 		Parallelism:           spec.Parallelism,
+		Placement:             spec.Placement,
 	}
 	if spec.ReplicasUnset {
 		if s.Replicas == spec.derivedReplicas() {
@@ -160,6 +163,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 		MultiNode:             cloneMultiNode(s.MultiNode),
 		Parallelism:           clonePtr(s.Parallelism),
+		Placement:             s.Placement.DeepCopy(),
 	}
 	replicas := spec.derivedReplicas()
 	if s.Replicas != nil {

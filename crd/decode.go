@@ -207,6 +207,7 @@ func validateExtensions(e *SpecExtensions) []string {
 	}
 	// An adapter source vLLM cannot fetch is no spec error: the reconcile reports it
 	// (AdapterSourceUnsupported) while the base model and the other adapters keep serving.
+	errs = append(errs, placementErrors(&e.Placement)...)
 	return append(errs, validateEngine(e)...)
 }
 

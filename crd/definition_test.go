@@ -53,6 +53,10 @@ func TestManifestMatchesDefinition(t *testing.T) {
 func jsonFields(t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...) // inline, as encoding/json flattens it
+			continue
+		}
 		name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
 		if name != "" && name != "-" {
 			out = append(out, name)

@@ -222,6 +222,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	props["engineArgs"] = engineArgsSchema()
 	props["env"] = envSchema()
 	props["cache"] = cacheSchema()
+	placementSchema(props)
 	lo32, hi32 := float64(MinStartupTimeoutSeconds), float64(MaxStartupTimeoutSeconds)
 	props["startupTimeoutSeconds"] = apiextensionsv1.JSONSchemaProps{
 		Type: "integer", Format: "int32", Minimum: &lo32, Maximum: &hi32,

@@ -72,6 +72,9 @@ type InferenceServiceSpecV1beta1 struct {
 	// MultiNode spreads each replica over several nodes, for a model larger than one node:
 	// the replica becomes a LeaderWorkerSet group of one pod per node.
 	MultiNode *MultiNode `json:"multiNode,omitempty"`
+	// Placement is the pods' node selector, tolerations, affinity, topology spread, pull
+	// secrets, ServiceAccount, RuntimeClass and added labels and annotations, flat under spec.
+	Placement `json:",inline"`
 }
 
 // MultiNode is how one replica spans nodes: spec.gpusPerReplica split evenly over Nodes

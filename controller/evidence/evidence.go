@@ -68,7 +68,10 @@ type Reader struct {
 	groups   memo[queue.Key, map[string]string]                           // groupfailures.go
 	survey   memo[struct{}, gpuUse]                                       // gpusurvey.go
 	surveyMu sync.Mutex                                                   // one survey at a time
-	queues   memo[localQueue, queueReads]                                 // queuepositions.go
+	// placement is the nodes' taints and labels (placementsurvey.go), one list at a time.
+	placement   memo[struct{}, []reconcile.NodePlacement]
+	placementMu sync.Mutex
+	queues      memo[localQueue, queueReads] // queuepositions.go
 
 	startReads memo[queue.Key, map[string]*crd.StartRecord] // starts.go
 }
@@ -97,6 +100,8 @@ type Evidence struct {
 	Workloads map[types.UID]kinds.Workload
 	// GPUSurvey is the schedulable nodes' GPUs of the model's resource.
 	GPUSurvey []reconcile.NodeGPUs
+	// PlacementSurvey is the nodes' taints and labels, for a pod kept off by them.
+	PlacementSurvey []reconcile.NodePlacement
 	// GroupFailures are the fresh FailedCreate messages of a multi-node model's StatefulSets.
 	GroupFailures map[string]string
 	// LastWords are the decisive lines of the crashed runs, by run (container ID).
@@ -108,7 +113,7 @@ type Evidence struct {
 // AddTo sets the evidence on obs, the caches' view.
 func (e Evidence) AddTo(obs *reconcile.Observed) {
 	obs.PodEvents, obs.Workloads, obs.GPUSurvey, obs.GroupFailures, obs.LastWords = e.PodEvents, e.Workloads, e.GPUSurvey, e.GroupFailures, e.LastWords
-	obs.Starts = e.Starts
+	obs.Starts, obs.PlacementSurvey = e.Starts, e.PlacementSurvey
 }
 
 // Read returns the evidence the diagnosis of in (the caches' view, no adapters) wants, reading
@@ -121,10 +126,11 @@ func (r *Reader) Read(ctx context.Context, key queue.Key, in reconcile.Input) (E
 	obs.PodEvents, lookAgain = r.podEvents(ctx, key, reconcile.Input{ISVC: isvc, Observed: obs, Now: now, Features: in.Features})
 	obs.Workloads = r.queuePositions(isvc, in.Features, obs.Workloads, now.Time)
 	obs.GPUSurvey = r.gpuSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
+	obs.PlacementSurvey = r.placementSurvey(ctx, reconcile.Input{ISVC: isvc, Observed: obs, Now: now})
 	obs.GroupFailures = r.groupFailures(ctx, key, reconcile.Input{ISVC: isvc, Ext: in.Ext, Observed: obs, Now: now, Features: in.Features})
 	obs.LastWords = r.lastWords(ctx, key, reconcile.LastWordsWanted(reconcile.Input{ISVC: isvc, Observed: obs, Now: now}))
 	starts := r.starts(ctx, key, reconcile.StartsWanted(reconcile.Input{ISVC: isvc, Observed: obs, Now: now}), now.Time)
-	return Evidence{PodEvents: obs.PodEvents, Workloads: obs.Workloads, GPUSurvey: obs.GPUSurvey,
+	return Evidence{PodEvents: obs.PodEvents, Workloads: obs.Workloads, GPUSurvey: obs.GPUSurvey, PlacementSurvey: obs.PlacementSurvey,
 		GroupFailures: obs.GroupFailures, LastWords: obs.LastWords, Starts: starts}, lookAgain
 }
 

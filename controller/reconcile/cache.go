@@ -278,7 +278,7 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 	}
 	meta := weightsMeta(isvc, ext, WeightsJobName(claim), claim)
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
@@ -310,6 +310,8 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 			},
 		},
 	}
+	fillPodPlacement(&job.Spec.Template, ext)
+	return job
 }
 
 // hubAdapters are the Hugging Face repositories of the model's hf:// adapters, sorted: the

@@ -135,7 +135,7 @@ func desiredS3FillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim
 	if s := c.CredentialsSecret; s != nil {
 		from = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}}}}
 	}
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: weightsMeta(isvc, ext, WeightsJobName(claim), claim),
 		Spec: batchv1.JobSpec{
@@ -168,6 +168,8 @@ func desiredS3FillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim
 			},
 		},
 	}
+	fillPodPlacement(&job.Spec.Template, ext)
+	return job
 }
 
 // s3Remedy is what to fix when the store refused the fill: where its credentials came from.

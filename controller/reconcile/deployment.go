@@ -59,19 +59,24 @@ func desiredDeployment(isvc *crd.InferenceService, ext *crd.SpecExtensions, b sh
 	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) > 0 {
 		d.Annotations[EnvAnnotation] = envNames(env)
 	}
+	applyPlacement(&d.Spec.Template, &ext.Placement)
+	if r := placementRecord(&ext.Placement); r != "" {
+		d.Annotations[PlacementAnnotation] = r
+	}
 	return d
 }
 
 func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 	if !hasLabels(live.Labels, want.Labels) || live.Annotations[ReplicasAnnotation] != want.Annotations[ReplicasAnnotation] ||
-		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] || live.Annotations[RaisedAnnotation] != want.Annotations[RaisedAnnotation] ||
+		live.Annotations[EnvAnnotation] != want.Annotations[EnvAnnotation] || live.Annotations[PlacementAnnotation] != want.Annotations[PlacementAnnotation] ||
+		live.Annotations[RaisedAnnotation] != want.Annotations[RaisedAnnotation] ||
 		live.Annotations[AsleepSinceAnnotation] != want.Annotations[AsleepSinceAnnotation] || live.Annotations[AwakeSinceAnnotation] != want.Annotations[AwakeSinceAnnotation] {
 		return true
 	}
 	if _, change := wantedReplicas(live, sc); change {
 		return true
 	}
-	return templateDrifted(&live.Spec.Template, &want.Spec.Template, live.Annotations[EnvAnnotation])
+	return templateDrifted(&live.Spec.Template, &want.Spec.Template, priorOf(live.Annotations))
 }
 
 // setDeployment writes the owned fields of want onto out, a copy of the live object.
@@ -79,16 +84,16 @@ func setDeployment(out, want *appsv1.Deployment, sc Scale) {
 	n, _ := wantedReplicas(out, sc)
 	out.Spec.Replicas = ptr.To(n)
 	out.Labels = mergeLabels(out.Labels, want.Labels)
-	prevEnv := out.Annotations[EnvAnnotation]
+	prev := priorOf(out.Annotations)
 	out.Annotations = setOwnedAnnotations(out.Annotations, want.Annotations)
-	setTemplate(&out.Spec.Template, &want.Spec.Template, prevEnv)
+	setTemplate(&out.Spec.Template, &want.Spec.Template, prev)
 }
 
-// setOwnedAnnotations writes the operator's annotations, removing EnvAnnotation when want
-// has none.
+// setOwnedAnnotations writes the operator's annotations, removing the records (EnvAnnotation,
+// PlacementAnnotation ...) want has none of.
 func setOwnedAnnotations(have, want map[string]string) map[string]string {
 	have = mergeLabels(have, want)
-	for _, k := range []string{EnvAnnotation, RaisedAnnotation, AsleepSinceAnnotation, AwakeSinceAnnotation} {
+	for _, k := range []string{EnvAnnotation, PlacementAnnotation, RaisedAnnotation, AsleepSinceAnnotation, AwakeSinceAnnotation} {
 		if _, ok := want[k]; !ok {
 			delete(have, k)
 		}

@@ -91,11 +91,12 @@ type evidence struct {
 	lastWords     map[string]string
 	gpusPerPod    int64 // what one pod asks: a multi-node replica's share of one node
 	workloads     map[types.UID]kinds.Workload
+	placement     []NodePlacement // the nodes' taints and labels, for a pod kept off by them
 }
 
 func evidenceOf(in Input) evidence {
 	o := &in.Observed
-	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads}
+	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads, o.PlacementSurvey}
 }
 
 // walked is the walk's outcome: the causes, when they next change with time alone (a readiness
@@ -218,7 +219,12 @@ func replicaSetCauses(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []Cause {
 			if rs.Kind != "" { // a multi-node group's StatefulSet (groupView)
 				kind = rs.Kind
 			}
-			causes = append(causes, Cause{RankPodCreation, reason, fmt.Sprintf("%s %s: %s", kind, rs.Name, c.Message)})
+			msg := fmt.Sprintf("%s %s: %s", kind, rs.Name, c.Message)
+			if strings.Contains(c.Message, "error looking up service account") {
+				// The ServiceAccount admission plugin's refusal: spec.serviceAccountName's account is missing.
+				msg += " [create the ServiceAccount in the namespace, or change the InferenceService's spec.serviceAccountName]"
+			}
+			causes = append(causes, Cause{RankPodCreation, reason, msg})
 		}
 	}
 	return causes

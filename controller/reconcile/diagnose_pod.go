@@ -70,6 +70,14 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 				}
 				msg += notAllocatable(ev.nodes, gpu)
 			}
+			if ev.placement != nil {
+				switch reason {
+				case ReasonUntoleratedTaint:
+					msg += untoleratedTaints(p, ev.placement)
+				case ReasonNodeSelectorMismatch:
+					msg += unmatchedSelector(p, ev.placement)
+				}
+			}
 			return podFinding{rank: RankScheduling, reason: reason, message: msg}, true
 		}
 	}

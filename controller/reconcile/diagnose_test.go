@@ -71,6 +71,12 @@ func TestLayerWalk(t *testing.T) {
 			reason:    ReasonLimitRangeRefused, phase: crd.PhaseFailed, msgContain: "maximum memory usage per Container",
 		},
 		{
+			name:      "the spec's ServiceAccount missing",
+			rsFailure: `pods "qwen3-7b6cd-x2x9z" is forbidden: error looking up service account team-a/model-reader: serviceaccount "model-reader" not found`,
+			reason:    ReasonPodCreationRefused, phase: crd.PhaseFailed,
+			msgContain: `serviceaccount "model-reader" not found [create the ServiceAccount in the namespace, or change the InferenceService's spec.serviceAccountName]`,
+		},
+		{
 			name:      "webhook refusal",
 			rsFailure: `admission webhook "policy.example.com" denied the request: no`,
 			reason:    ReasonPodCreationRefused, phase: crd.PhaseFailed, msgContain: "denied the request",

@@ -171,7 +171,7 @@ func lwsReplicas(u *unstructured.Unstructured) int32 {
 func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	la, wa := live.GetAnnotations(), want.GetAnnotations()
 	if !hasLabels(live.GetLabels(), want.GetLabels()) || la[ReplicasAnnotation] != wa[ReplicasAnnotation] || la[EnvAnnotation] != wa[EnvAnnotation] ||
-		la[RaisedAnnotation] != wa[RaisedAnnotation] {
+		la[PlacementAnnotation] != wa[PlacementAnnotation] || la[RaisedAnnotation] != wa[RaisedAnnotation] {
 		return true
 	}
 	if _, change := wantedCount(lwsReplicas(live), la[ReplicasAnnotation], sc); change {
@@ -196,7 +196,7 @@ func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
 		lt, ok := lwsTemplate(live, name)
 		wt, _ := lwsTemplate(want, name)
-		if !ok || templateDrifted(&lt, &wt, la[EnvAnnotation]) {
+		if !ok || templateDrifted(&lt, &wt, priorOf(la)) {
 			return true
 		}
 	}
@@ -206,7 +206,7 @@ func lwsDrifted(live, want *unstructured.Unstructured, sc Scale) bool {
 // setLWS writes lwsDrifted's fields of want onto out, a copy of the live object; the rest of
 // out (LWS's defaults, others' fields) is kept, and the update sends it whole.
 func setLWS(out, want *unstructured.Unstructured, sc Scale) {
-	prevEnv := out.GetAnnotations()[EnvAnnotation]
+	prev := priorOf(out.GetAnnotations())
 	n, _ := wantedCount(lwsReplicas(out), out.GetAnnotations()[ReplicasAnnotation], sc)
 	out.SetLabels(mergeLabels(out.GetLabels(), want.GetLabels()))
 	out.SetAnnotations(setOwnedAnnotations(out.GetAnnotations(), want.GetAnnotations()))
@@ -242,7 +242,7 @@ func setLWS(out, want *unstructured.Unstructured, sc Scale) {
 	for _, name := range []string{"leaderTemplate", "workerTemplate"} {
 		t, _ := lwsTemplate(out, name)
 		wt, _ := lwsTemplate(want, name)
-		setTemplate(&t, &wt, prevEnv)
+		setTemplate(&t, &wt, prev)
 		lwt[name] = templateToUnstructured(&t)
 	}
 	spec["leaderWorkerTemplate"] = lwt

@@ -176,11 +176,20 @@ func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) c
 	}
 }
 
+// prior is what the operator recorded on the live object of what it set last: the
+// environment's names (EnvAnnotation) and the placement's fields and keys (PlacementAnnotation).
+type prior struct{ env, placement string }
+
+func priorOf(annotations map[string]string) prior {
+	return prior{env: annotations[EnvAnnotation], placement: annotations[PlacementAnnotation]}
+}
+
 // templateDrifted compares the owned fields of a pod template: its labels, priority class,
-// service links, the model server container and the operator's volumes. prevEnv is the live
-// object's EnvAnnotation.
-func templateDrifted(lt, wt *corev1.PodTemplateSpec, prevEnv string) bool {
-	if !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName ||
+// service links, the model server container, the operator's volumes and the placement fields
+// the spec sets. prev is the live object's record of what the operator set.
+func templateDrifted(lt, wt *corev1.PodTemplateSpec, prev prior) bool {
+	prevEnv := prev.env
+	if placementDrifted(lt, wt, prev.placement) || !hasLabels(lt.Labels, wt.Labels) || lt.Spec.PriorityClassName != wt.Spec.PriorityClassName ||
 		ptr.Deref(lt.Spec.EnableServiceLinks, true) != ptr.Deref(wt.Spec.EnableServiceLinks, true) {
 		return true
 	}
@@ -215,14 +224,16 @@ func hasVolumeNamed(vs []corev1.Volume, name string) bool {
 }
 
 // setTemplate writes templateDrifted's fields of want onto t, and the token opt-out with a
-// change that rolls the pods anyway; prevEnv is the live object's EnvAnnotation before the update.
-func setTemplate(t, want *corev1.PodTemplateSpec, prevEnv string) {
+// change that rolls the pods anyway; prev is the live object's record before the update.
+func setTemplate(t, want *corev1.PodTemplateSpec, prev prior) {
+	prevEnv := prev.env
 	// The opt-out is not compared by templateDrifted, and written only with a rollout: alone it
 	// would roll every model's GPUs on an operator upgrade (or on a mere scale change) to drop a
 	// token; a model created or rolled since carries none.
-	if templateDrifted(t, want, prevEnv) {
+	if templateDrifted(t, want, prev) {
 		t.Spec.AutomountServiceAccountToken = want.Spec.AutomountServiceAccountToken
 	}
+	setPlacement(t, want, prev.placement)
 	t.Labels = mergeLabels(t.Labels, want.Labels)
 	t.Spec.PriorityClassName = want.Spec.PriorityClassName
 	t.Spec.EnableServiceLinks = want.Spec.EnableServiceLinks

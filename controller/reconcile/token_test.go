@@ -49,15 +49,15 @@ func TestTokenOptOutSetOnUpdate(t *testing.T) {
 	want := desiredDeployment(w.isvc, &crd.SpecExtensions{}, sharedOf(w.isvc))
 	live := want.DeepCopy()
 	live.Spec.Template.Spec.AutomountServiceAccountToken = nil
-	if templateDrifted(&live.Spec.Template, &want.Spec.Template, "") {
+	if templateDrifted(&live.Spec.Template, &want.Spec.Template, prior{}) {
 		t.Fatal("a template without the opt-out alone is drift: an upgrade would roll every model")
 	}
-	setTemplate(&live.Spec.Template, &want.Spec.Template, "")
+	setTemplate(&live.Spec.Template, &want.Spec.Template, prior{})
 	if live.Spec.Template.Spec.AutomountServiceAccountToken != nil {
 		t.Fatal("an update that rolls nothing wrote the opt-out: it would roll the pods")
 	}
 	live.Spec.Template.Spec.PriorityClassName = "changed"
-	setTemplate(&live.Spec.Template, &want.Spec.Template, "")
+	setTemplate(&live.Spec.Template, &want.Spec.Template, prior{})
 	if !ptr.Equal(live.Spec.Template.Spec.AutomountServiceAccountToken, ptr.To(false)) {
 		t.Fatalf("an update that rolls the pods leaves automountServiceAccountToken %v", live.Spec.Template.Spec.AutomountServiceAccountToken)
 	}

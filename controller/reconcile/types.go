@@ -70,6 +70,9 @@ type Observed struct {
 	// GPUSurvey is the schedulable nodes' GPUs of the model's resource, free and in use, read
 	// only when WantsGPUSurvey; nil when not read.
 	GPUSurvey []NodeGPUs
+	// PlacementSurvey is the nodes' taints and labels, read only when WantsPlacementSurvey;
+	// nil when not read.
+	PlacementSurvey []NodePlacement
 	// LastWords are the decisive lines of the crashed runs LastWordsWanted named, by the run's
 	// container ID (CrashedRun.RunID), from the I/O layer's pods/log reads.
 	LastWords map[string]string

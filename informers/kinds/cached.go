@@ -69,10 +69,34 @@ func StripDeployment(obj interface{}) (interface{}, error) {
 	d.ManagedFields = nil
 	d.Annotations = ownedAnnotations(d.Annotations)
 	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: d.Spec.Template.Labels},
+		ObjectMeta: metav1.ObjectMeta{Labels: d.Spec.Template.Labels, Annotations: placedAnnotations(d.Annotations[PlacementAnnotation], d.Spec.Template.Annotations)},
 		Spec:       stripPodSpec(&d.Spec.Template.Spec),
 	}}
 	return d, nil
+}
+
+// PlacementAnnotation lists the placement fields and keys the operator set on a pod template
+// (reconcile/placement.go); its template annotations' keys are its PlacementAnnotationKey tokens.
+const (
+	PlacementAnnotation    = OwnedAnnotationPrefix + "placement"
+	PlacementAnnotationKey = "annotation/"
+)
+
+// placedAnnotations keeps of a template's annotations the ones the record says the operator
+// set: the only ones it compares, and others' (a rollout restart's) need no memory.
+func placedAnnotations(record string, a map[string]string) map[string]string {
+	var out map[string]string
+	for _, tok := range strings.Split(record, ",") {
+		if k, ok := strings.CutPrefix(tok, PlacementAnnotationKey); ok {
+			if v, ok := a[k]; ok {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[k] = v
+			}
+		}
+	}
+	return out
 }
 
 func ownedAnnotations(a map[string]string) map[string]string {
@@ -90,7 +114,10 @@ func ownedAnnotations(a map[string]string) map[string]string {
 
 func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
 	out := corev1.PodSpec{PriorityClassName: ps.PriorityClassName, EnableServiceLinks: ps.EnableServiceLinks, Volumes: ps.Volumes, ReadinessGates: ps.ReadinessGates,
-		ServiceAccountName: ps.ServiceAccountName}
+		ServiceAccountName: ps.ServiceAccountName, DeprecatedServiceAccount: ps.DeprecatedServiceAccount,
+		// spec.nodeSelector, tolerations ...: compared when the spec sets them (reconcile/placement.go)
+		NodeSelector: ps.NodeSelector, Tolerations: ps.Tolerations, Affinity: ps.Affinity, TopologySpreadConstraints: ps.TopologySpreadConstraints,
+		ImagePullSecrets: ps.ImagePullSecrets, RuntimeClassName: ps.RuntimeClassName}
 	for i := range ps.Containers {
 		if c := &ps.Containers[i]; c.Name == ContainerName || c.Name == PickerContainerName {
 			out.Containers = []corev1.Container{{
@@ -163,6 +190,14 @@ func StripPodSeen(obj interface{}, prev *corev1.Pod, now time.Time) (interface{}
 	// Scheduling gates say a pod is queued for admission, readiness gates that the adapters gate
 	// is the operator's to open (usually none: nil costs nothing).
 	spec := corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates, ReadinessGates: p.Spec.ReadinessGates}
+	if p.Spec.NodeName == "" {
+		// Until it is scheduled, what keeps it off nodes: the diagnosis names the taint it does
+		// not tolerate and the label its selector wants (reconcile/diagnose_placement.go).
+		spec.Tolerations, spec.NodeSelector = p.Spec.Tolerations, p.Spec.NodeSelector
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
+		}
+	}
 	st := &p.Status
 	qos := corev1.PodQOSClass("")
 	if st.Reason == "Evicted" {

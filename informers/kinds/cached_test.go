@@ -54,6 +54,22 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 		t.Fatalf("kept what is never read: %+v", got)
 	}
 
+	// The placement fields the operator set (its record names the template annotations) stay;
+	// others' template annotations go.
+	d = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{PlacementAnnotation: "tolerations,serviceAccountName,nodeSelector/pool,annotation/x/y"}},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x/y": "1", "kubectl.kubernetes.io/restartedAt": "now"}},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
+				Affinity: &corev1.Affinity{}, TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1}}, ImagePullSecrets: []corev1.LocalObjectReference{{Name: "r"}},
+				ServiceAccountName: "sa", DeprecatedServiceAccount: "sa", RuntimeClassName: ptr.To("nvidia")}}}}
+	o, _ = StripDeployment(d)
+	ps := o.(*appsv1.Deployment).Spec.Template
+	if ps.Spec.NodeSelector["pool"] != "gpu" || len(ps.Spec.Tolerations) != 1 || ps.Spec.Affinity == nil || len(ps.Spec.TopologySpreadConstraints) != 1 ||
+		len(ps.Spec.ImagePullSecrets) != 1 || ps.Spec.DeprecatedServiceAccount != "sa" || ps.Spec.RuntimeClassName == nil ||
+		len(ps.Annotations) != 1 || ps.Annotations["x/y"] != "1" {
+		t.Fatalf("placement dropped or others' annotations kept: %+v", ps)
+	}
+
 	sv := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"x": "y"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8000}},
@@ -75,6 +91,19 @@ func TestStripKeepsWhatIsRead(t *testing.T) {
 	// The adapter step dials a ready pod at its IP.
 	if st := o.(*corev1.Pod).Status; st.PodIP != "10.1.0.7" || st.HostIP != "" || st.PodIPs != nil {
 		t.Fatalf("pod addresses as cached: ip %q host %q ips %v", st.PodIP, st.HostIP, st.PodIPs)
+	}
+	// Until scheduled, its tolerations, node selector and node affinity (what keeps it off
+	// nodes); once on a node, none of them.
+	placed := corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}, PodAntiAffinity: &corev1.PodAntiAffinity{}}}
+	o, _ = StripPod(&corev1.Pod{Spec: *placed.DeepCopy()})
+	if ps := o.(*corev1.Pod).Spec; ps.NodeSelector["pool"] != "gpu" || len(ps.Tolerations) != 1 || ps.Affinity == nil || ps.Affinity.NodeAffinity == nil || ps.Affinity.PodAntiAffinity != nil {
+		t.Fatalf("pending pod's placement as cached: %+v", ps)
+	}
+	placed.NodeName = "n"
+	o, _ = StripPod(&corev1.Pod{Spec: placed})
+	if ps := o.(*corev1.Pod).Spec; ps.NodeSelector != nil || ps.Tolerations != nil || ps.Affinity != nil {
+		t.Fatalf("a scheduled pod's placement kept: %+v", ps)
 	}
 }
 

@@ -21,6 +21,10 @@ func gpuLike(r corev1.ResourceName) bool {
 
 // healthTaint is a taint a GPU health check sets (NVIDIA's and DCGM-based checkers use keys or
 // values naming the GPU and its health); a plain GPU pool taint (nvidia.com/gpu=present) is not.
+// HealthTaint reports whether a taint is a GPU health check's (a key with gpu, and health, xid,
+// ecc, fault or fail in its key or value): a node to heal, never a taint to tolerate.
+func HealthTaint(t corev1.Taint) bool { return healthTaint(t) }
+
 func healthTaint(t corev1.Taint) bool {
 	if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
 		return false

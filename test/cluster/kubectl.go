@@ -116,6 +116,14 @@ func (c *Cluster) KubectlEnv(ctx context.Context, env []string, args ...string) 
 	return so.String(), se.String(), err
 }
 
+// ForgetDiscovery drops the discovery the cluster's kubectl keeps on disk (under its HOME): a
+// test that changed which versions a CRD serves calls it once they are back, so no later
+// kubectl picks a version no longer served from what it remembered (kubectl resets its cache on
+// a kind it does not know, not on a version gone: it asks for it and gets a 404).
+func (c *Cluster) ForgetDiscovery() error {
+	return os.RemoveAll(filepath.Join(c.dataDir, "kubectl-home", ".kube", "cache"))
+}
+
 // withPathFirst is env with dir first on its PATH: the last PATH= entry, the one exec uses.
 func withPathFirst(env []string, dir string) []string {
 	out := append([]string(nil), env...)

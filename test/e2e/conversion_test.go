@@ -174,6 +174,10 @@ func (w *webhookInstall) restoreSuiteCRD(t *testing.T) {
 		}
 		return nil
 	})
+	// A kubectl of this test that forgot w.cache left v1beta1 in the suite's discovery cache.
+	if err := env.Cluster.ForgetDiscovery(); err != nil {
+		t.Errorf("forgetting kubectl's discovery: %v", err)
+	}
 	if err := startOperator(testenv.Ctx(t, 2*time.Minute)); err != nil {
 		t.Errorf("restarting the operator: %v", err)
 	}

@@ -33,6 +33,7 @@ var fileSeconds = map[string]int{
 	"hostile_routes_test.go":    92,
 	"kueue_queuechange_test.go": 92,
 	"troubleshooting_test.go":   91,
+	"placement_test.go":         45,
 	"gateway_timeouts_test.go":  90,
 	"hostile_deputy_test.go":    86,
 	"core_test.go":              84,

@@ -102,7 +102,9 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 `)
 	i := waitReason(t, ns, "tainted", "UntoleratedTaint", 90*time.Second)
 	t.Logf("UntoleratedTaint %s after the create:\n%s\n%s", time.Since(start).Round(100*time.Millisecond), getRow(t, ns, "tainted"), readyMessage(i))
-	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "4 node(s) had untolerated taint") {
+	// The taint named from the nodes, and since it is a health check's, not to be tolerated.
+	if i.Status.Phase != crd.PhaseFailed || !strings.Contains(readyMessage(i), "4 node(s) had untolerated taint") ||
+		!strings.Contains(readyMessage(i), "gpu.example.com/health=failed:NoSchedule (4 node(s)): a GPU health check's taint; heal or replace the nodes, do not tolerate it") {
 		t.Fatalf("phase %s, message %q", i.Status.Phase, readyMessage(i))
 	}
 	before, _ := env.op.Writes()

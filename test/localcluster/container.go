@@ -44,6 +44,7 @@ type ctr struct {
 	nextProbe   time.Time // next failing probe (an Unhealthy event); zero: none
 	probeKind   string    // "Startup" or "Readiness": which probe fails at nextProbe
 	pullErrAt   time.Time
+	pullErr     string        // a refused pull's message (registry.go); "" for the errimagepull behavior's
 	pullStart   time.Time     // a slow pull began (csPulling)
 	pulledIn    time.Duration // a slow pull just ended: the next Pulled event says how long
 
@@ -118,6 +119,10 @@ func (c *ctr) start(ps *podState, now time.Time, restart bool) {
 		c.restarts++
 	}
 	if c.beh.kind == bErrImgPull {
+		c.pullFail(ps, now)
+		return
+	}
+	if c.pullErr = ps.pullDenial(c); c.pullErr != "" {
 		c.pullFail(ps, now)
 		return
 	}
@@ -219,6 +224,9 @@ func (c *ctr) crashWith(ps *podState, now time.Time, code int32, reason string) 
 }
 
 func (c *ctr) pullErrMessage() string {
+	if c.pullErr != "" {
+		return c.pullErr
+	}
 	img := normalizedImage(c.spec.Image)
 	return fmt.Sprintf("rpc error: code = NotFound desc = failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", img, img, img)
 }
@@ -260,6 +268,12 @@ func (c *ctr) advance(ps *podState, now time.Time) {
 			ps.rec.Eventf(ref, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", normalizedImage(c.spec.Image))
 			ps.rec.Event(ref, v1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
 		case csImagePullBackOff:
+			if c.pullErr != "" {
+				if c.pullErr = ps.pullDenial(c); c.pullErr == "" { // the credentials came: pull
+					c.start(ps, at, false)
+					continue
+				}
+			}
 			c.restarts++ // only used to grow the back-off; restartCount stays 0 for pulls
 			c.pullFail(ps, at)
 			c.restarts--
