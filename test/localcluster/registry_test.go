@@ -34,7 +34,7 @@ func TestPrivateRegistry(t *testing.T) {
 	}
 	denied := `pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed`
 	for _, name := range []string{"anonymous", "with-secret"} {
-		vtEventually(t, name+" refused", func() (bool, string) {
+		pollUntil(t, name+" refused", func() (bool, string) {
 			p, _ := client.CoreV1().Pods("ns").Get(ctx, name, metav1.GetOptions{})
 			ev := ckEvents(ctx, client, name)
 			ok := len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
@@ -44,25 +44,25 @@ func TestPrivateRegistry(t *testing.T) {
 			return ok, ckState(ctx, client, name) + "\n" + ev
 		})
 	}
-	vtEventually(t, "the missing Secret warned", func() (bool, string) {
+	pollUntil(t, "the missing Secret warned", func() (bool, string) {
 		ev := ckEvents(ctx, client, "with-secret")
 		return strings.Contains(ev, "Warning FailedToRetrieveImagePullSecret Unable to retrieve some image pull secrets (regcred); attempting to pull the image may not succeed."), ev
 	})
-	vtEventually(t, "the public image runs", func() (bool, string) {
+	pollUntil(t, "the public image runs", func() (bool, string) {
 		s := ckState(ctx, client, "public")
 		return strings.Contains(s, "running"), s
 	})
 	if _, err := client.CoreV1().Secrets("ns").Create(ctx, pullSecret("regcred", privateUser, "wrong"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	vtEventually(t, "wrong credentials refused on the retry", func() (bool, string) {
+	pollUntil(t, "wrong credentials refused on the retry", func() (bool, string) {
 		ev := ckEvents(ctx, client, "with-secret")
 		return strings.Contains(ev, "Error: ImagePullBackOff") && strings.Contains(ckState(ctx, client, "with-secret"), "waiting:"), ckState(ctx, client, "with-secret") + "\n" + ev
 	})
 	if _, err := client.CoreV1().Secrets("ns").Update(ctx, pullSecret("regcred", privateUser, privatePassword), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	vtEventually(t, "pulled with the Secret and running", func() (bool, string) {
+	pollUntil(t, "pulled with the Secret and running", func() (bool, string) {
 		s := ckState(ctx, client, "with-secret")
 		return strings.Contains(s, "running"), s + "\n" + ckEvents(ctx, client, "with-secret")
 	})
