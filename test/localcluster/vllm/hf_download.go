@@ -8,7 +8,7 @@
 // ENOSPC, in Python's words. A PersistentVolume annotated kubelet.fake/download-mb-per-s is
 // behind a slow link: every download through it, the CLI's, the fill's or vLLM's, runs at that
 // speed. What the volume already holds is not fetched again, and a server on it then starts
-// without a download (weightsCache).
+// without a download (WeightsCache).
 
 package vllm
 

@@ -155,11 +155,11 @@ func mountFor(mounts map[string]string, p string) (path, identity string, ok boo
 	return path, identity, ok
 }
 
-// weightsCache is what each volume already holds: the Hugging Face cache of every model
+// WeightsCache is what each volume already holds: the Hugging Face cache of every model
 // downloaded onto it. It lives as long as the kubelet, so a PVC or an emptyDir keeps its
 // weights across container restarts exactly as far as its identity says. A nil cache
 // holds nothing (every start downloads).
-type weightsCache struct {
+type WeightsCache struct {
 	mu   sync.Mutex
 	held map[string]bool // volume identity + "\x00" + model id
 	// partial are the bytes an interrupted `hf download` left (its .incomplete blobs), which
@@ -171,12 +171,12 @@ type weightsCache struct {
 }
 
 // NewWeightsCache is the cache one kubelet's servers share.
-func NewWeightsCache() *weightsCache {
-	return &weightsCache{held: map[string]bool{}, partial: map[string]int64{}, bytes: map[string]int64{}}
+func NewWeightsCache() *WeightsCache {
+	return &WeightsCache{held: map[string]bool{}, partial: map[string]int64{}, bytes: map[string]int64{}}
 }
 
 // resumeFrom is what an interrupted download of model left on volume.
-func (c *weightsCache) resumeFrom(volume, model string) int64 {
+func (c *WeightsCache) resumeFrom(volume, model string) int64 {
 	if c == nil || volume == "" {
 		return 0
 	}
@@ -186,7 +186,7 @@ func (c *weightsCache) resumeFrom(volume, model string) int64 {
 }
 
 // interrupted records the bytes a stopped download of model left on volume.
-func (c *weightsCache) interrupted(volume, model string, n int64) {
+func (c *WeightsCache) interrupted(volume, model string, n int64) {
 	if c == nil || volume == "" {
 		return
 	}
@@ -195,7 +195,7 @@ func (c *weightsCache) interrupted(volume, model string, n int64) {
 	c.partial[volume+"\x00"+model] = n
 }
 
-func (c *weightsCache) has(volume, model string) bool {
+func (c *WeightsCache) has(volume, model string) bool {
 	if c == nil || volume == "" {
 		return false
 	}
@@ -206,7 +206,7 @@ func (c *weightsCache) has(volume, model string) bool {
 
 // hasDirs reports whether a fill copied a directory of weights onto volume (an s3:// fill,
 // held as "dir:" and its path on the volume): what else is on it is then known.
-func (c *weightsCache) hasDirs(volume string) bool {
+func (c *WeightsCache) hasDirs(volume string) bool {
 	if c == nil || volume == "" {
 		return false
 	}
@@ -220,10 +220,10 @@ func (c *weightsCache) hasDirs(volume string) bool {
 	return false
 }
 
-func (c *weightsCache) put(volume, model string) { c.store(volume, model, 0) }
+func (c *WeightsCache) put(volume, model string) { c.store(volume, model, 0) }
 
 // store records model held on volume, taking n bytes there.
-func (c *weightsCache) store(volume, model string, n int64) {
+func (c *WeightsCache) store(volume, model string, n int64) {
 	if c == nil || volume == "" {
 		return
 	}
@@ -235,7 +235,7 @@ func (c *weightsCache) store(volume, model string, n int64) {
 }
 
 // usedBy is what the other repos on volume take there, held or partial.
-func (c *weightsCache) usedBy(volume, except string) int64 {
+func (c *WeightsCache) usedBy(volume, except string) int64 {
 	if c == nil || volume == "" {
 		return 0
 	}
@@ -253,7 +253,7 @@ func (c *weightsCache) usedBy(volume, except string) int64 {
 }
 
 // forget drops every model held on a volume (the volume was deleted).
-func (c *weightsCache) forget(volume string) {
+func (c *WeightsCache) forget(volume string) {
 	if c == nil {
 		return
 	}
@@ -278,7 +278,7 @@ func (c *weightsCache) forget(volume string) {
 
 // ForgetPrefix drops every model held on the volumes whose identity starts with prefix (a
 // deleted pod's emptyDirs).
-func (c *weightsCache) ForgetPrefix(prefix string) {
+func (c *WeightsCache) ForgetPrefix(prefix string) {
 	if c == nil {
 		return
 	}

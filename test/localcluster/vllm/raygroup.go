@@ -117,9 +117,9 @@ func groupKey(m proc.LWSMember) (rayGroupKey, bool) {
 
 type rayGroupKey struct{ namespace, name, group string }
 
-// rayCluster is every group's Ray cluster on this kubelet's nodes: the group's processes find
+// RayCluster is every group's Ray cluster on this kubelet's nodes: the group's processes find
 // each other here as real ones do over the network.
-type rayCluster struct {
+type RayCluster struct {
 	mu     sync.Mutex
 	groups map[rayGroupKey]*rayGroup
 }
@@ -149,9 +149,9 @@ type rayView struct {
 	gpus  int // the head's and its nodes' GPUs: what Ray's placement groups can take
 }
 
-func NewRayCluster() *rayCluster { return &rayCluster{groups: map[rayGroupKey]*rayGroup{}} }
+func NewRayCluster() *RayCluster { return &RayCluster{groups: map[rayGroupKey]*rayGroup{}} }
 
-func (rc *rayCluster) group(k rayGroupKey) *rayGroup {
+func (rc *RayCluster) group(k rayGroupKey) *rayGroup {
 	g := rc.groups[k]
 	if g == nil {
 		g = &rayGroup{changed: make(chan struct{})}
@@ -162,7 +162,7 @@ func (rc *rayCluster) group(k rayGroupKey) *rayGroup {
 
 // notify wakes every waiter on the group (mu held); a group without a head is forgotten, so a
 // deleted LeaderWorkerSet leaves nothing behind once its waiters woke.
-func (rc *rayCluster) notify(k rayGroupKey, g *rayGroup) {
+func (rc *RayCluster) notify(k rayGroupKey, g *rayGroup) {
 	close(g.changed)
 	g.changed = make(chan struct{})
 	if g.head == nil {
@@ -171,7 +171,7 @@ func (rc *rayCluster) notify(k rayGroupKey, g *rayGroup) {
 }
 
 // watch is the group's state and a channel closed at its next change.
-func (rc *rayCluster) watch(k rayGroupKey) (rayView, <-chan struct{}) {
+func (rc *RayCluster) watch(k rayGroupKey) (rayView, <-chan struct{}) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	g := rc.group(k)
@@ -188,7 +188,7 @@ func (rc *rayCluster) watch(k rayGroupKey) (rayView, <-chan struct{}) {
 
 // startHead makes h the group's head; a head still registered (a leader run that did not
 // stop) is replaced, and its nodes go with it.
-func (rc *rayCluster) startHead(k rayGroupKey, h *rayHead) {
+func (rc *RayCluster) startHead(k rayGroupKey, h *rayHead) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	g := rc.group(k)
@@ -197,7 +197,7 @@ func (rc *rayCluster) startHead(k rayGroupKey, h *rayHead) {
 }
 
 // stopHead removes h if it is still the group's head.
-func (rc *rayCluster) stopHead(k rayGroupKey, h *rayHead) {
+func (rc *RayCluster) stopHead(k rayGroupKey, h *rayHead) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if g := rc.groups[k]; g != nil && g.head == h {
@@ -207,7 +207,7 @@ func (rc *rayCluster) stopHead(k rayGroupKey, h *rayHead) {
 }
 
 // join adds n to h; false: h is no longer the group's head.
-func (rc *rayCluster) join(k rayGroupKey, h *rayHead, n *rayNode) bool {
+func (rc *RayCluster) join(k rayGroupKey, h *rayHead, n *rayNode) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	g := rc.groups[k]
@@ -220,7 +220,7 @@ func (rc *rayCluster) join(k rayGroupKey, h *rayHead, n *rayNode) bool {
 }
 
 // leave removes n from h.
-func (rc *rayCluster) leave(k rayGroupKey, h *rayHead, n *rayNode) {
+func (rc *RayCluster) leave(k rayGroupKey, h *rayHead, n *rayNode) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if g := rc.groups[k]; g != nil && g.head == h && h.nodes[n] {
@@ -356,7 +356,7 @@ func (s *Server) resolve(host string) (string, error) {
 }
 
 // headAt is the group whose running head listens on ip; ok false: no head there.
-func (rc *rayCluster) headAt(ip string) (rayGroupKey, bool) {
+func (rc *RayCluster) headAt(ip string) (rayGroupKey, bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for k, g := range rc.groups {
@@ -465,7 +465,7 @@ func (s *Server) rayLeader(l *rayLaunch) {
 
 // serveOnRay is `exec vllm serve ...` after the script: the fake vLLM server with the Ray
 // cluster's GPUs; a node of that cluster leaving kills its engine, as a Ray actor's death does.
-func (s *Server) serveOnRay(l *rayLaunch, rc *rayCluster, key rayGroupKey, view rayView) {
+func (s *Server) serveOnRay(l *rayLaunch, rc *RayCluster, key rayGroupKey, view rayView) {
 	if l.then == nil {
 		s.exit(proc.Exit{Code: 0, Reason: "Completed"})
 		return
@@ -495,7 +495,7 @@ func (s *Server) serveOnRay(l *rayLaunch, rc *rayCluster, key rayGroupKey, view 
 
 // watchRayNodes kills the engine when a node it was started with leaves the cluster: the
 // RayWorkerWrapper actors on it die, and with them the engine's next step.
-func (s *Server) watchRayNodes(rc *rayCluster, key rayGroupKey, started rayView) {
+func (s *Server) watchRayNodes(rc *RayCluster, key rayGroupKey, started rayView) {
 	for {
 		view, changed := rc.watch(key)
 		if view.head != started.head {

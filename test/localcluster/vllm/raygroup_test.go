@@ -74,7 +74,7 @@ func TestClusterReady(t *testing.T) {
 // rayWorld is a Ray registry and the cluster DNS of namespace ns, where LeaderWorkerSet big's
 // headless Service (subdomain policy Shared) selects its pods.
 type rayWorld struct {
-	rc  *rayCluster
+	rc  *RayCluster
 	dns *fakeDNS
 }
 

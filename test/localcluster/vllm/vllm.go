@@ -89,10 +89,10 @@ type Config struct {
 	MaxNumSeqs int
 	// Weights is what each volume already holds; share one (NewWeightsCache) across the
 	// kubelet's servers. nil: nothing is ever cached, every start downloads.
-	Weights *weightsCache
+	Weights *WeightsCache
 	// Ray is where the groups' Ray clusters meet (raygroup.go); share one across the kubelet's
 	// servers. nil: a leader's cluster is itself alone, a worker finds no head.
-	Ray *rayCluster
+	Ray *RayCluster
 }
 
 // withDefaults fills the zero fields.
