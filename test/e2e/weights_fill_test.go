@@ -22,7 +22,7 @@ import (
 )
 
 // TestWeightsFill is issue 50's items 5 to 8, on the local hub as the images' own
-// huggingface_hub reaches it (test/localcluster/hf_download.go, hub.go): the fill runs on an
+// huggingface_hub reaches it (test/localcluster/vllm/hf_download.go, hub.go): the fill runs on an
 // image whose hub has no `hf` (v0.9) and its progress is read from the default image's 0.3x
 // hub; it fetches the format vLLM would (gpt2's repo carries four) onto a claim that holds
 // only that, and names a claim too small before downloading; a cached model loads its hf://
