@@ -277,33 +277,40 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 	if ref := tokenRef(ext); ref != nil {
 		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
 	}
-	meta := weightsMeta(isvc, ext, WeightsJobName(claim), claim)
+	return fillJob(isvc, ext, claim, corev1.Container{
+		Command: []string{"python3", "-c", fillScript},
+		Args:    append([]string{isvc.Spec.Model, WeightsRevision(ext)}, hubAdapters(ext)...),
+		Env:     env,
+	}, fillTooSmall)
+}
+
+// fillJob is the managed claim's fill Job around the fill's container (its command, args and
+// environment): the model's own image, the claim at the cache's path, no API token (the fill
+// talks to its store only; a workload identity projects its own), the ServiceAccount of
+// spec.cache.serviceAccountName, the pod's placement from the model's, and the Job failed at
+// once on the exit codes no retry can change (failFast).
+func fillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string, c corev1.Container, failFast ...int32) *batchv1.Job {
+	c.Name, c.Image = fillContainer, isvc.Spec.ImageOrDefault()
+	c.VolumeMounts = []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}}
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
+		ObjectMeta: weightsMeta(isvc, ext, WeightsJobName(claim), claim),
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](fillBackoffLimit),
 			ActiveDeadlineSeconds: ptr.To[int64](fillDeadline),
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				Action: batchv1.PodFailurePolicyActionFailJob,
 				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-					ContainerName: ptr.To(fillContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{fillTooSmall}},
+					ContainerName: ptr.To(fillContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: failFast},
 			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{WeightsLabel: claim}},
 				Spec: corev1.PodSpec{
-					RestartPolicy:      corev1.RestartPolicyNever,
-					EnableServiceLinks: ptr.To(false),
-					// The fill talks to the Hub only, never to the API server.
+					RestartPolicy:                corev1.RestartPolicyNever,
+					EnableServiceLinks:           ptr.To(false),
+					ServiceAccountName:           ext.Cache.ServiceAccountName,
 					AutomountServiceAccountToken: ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:         fillContainer,
-						Image:        isvc.Spec.ImageOrDefault(),
-						Command:      []string{"python3", "-c", fillScript},
-						Args:         append([]string{isvc.Spec.Model, WeightsRevision(ext)}, hubAdapters(ext)...),
-						Env:          env,
-						VolumeMounts: []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}},
-					}},
+					Containers:                   []corev1.Container{c},
 					Volumes: []corev1.Volume{{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 				},
