@@ -231,18 +231,7 @@ func TestStorageMigration(t *testing.T) {
 		}
 		return nil
 	})
-	storedAs := func(name string) string {
-		t.Helper()
-		raw, err := env.Cluster.EtcdGet(ctx, "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
-		if err != nil || raw == nil {
-			t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
-		}
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(raw, &tm); err != nil {
-			t.Fatalf("stored %s is not JSON: %v", name, err)
-		}
-		return tm.APIVersion
-	}
+	storedAs := func(name string) string { return storedVersion(t, ns, name) }
 	countStored := func(apiVersion string) int {
 		c := 0
 		for i := range n {
@@ -292,4 +281,18 @@ func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
+}
+
+// storedVersion is the apiVersion etcd holds ns/name's InferenceService in.
+func storedVersion(t *testing.T, ns, name string) string {
+	t.Helper()
+	raw, err := env.Cluster.EtcdGet(context.Background(), "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
+	if err != nil || raw == nil {
+		t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		t.Fatalf("stored %s is not JSON: %v", name, err)
+	}
+	return tm.APIVersion
 }
