@@ -36,12 +36,6 @@ const (
 	WeightsFilledAnnotation = "ai.example.com/weights-filled"
 	// HFOfflineEnv keeps a server on the filled cache from reaching the Hub at all.
 	HFOfflineEnv = "HF_HUB_OFFLINE"
-	// ReasonWeightsDownloading: the managed cache is being filled; no pod starts before it is.
-	ReasonWeightsDownloading = "WeightsDownloading"
-	// ReasonWeightsDownloadFailed: the fill Job gave up (its retries or its deadline spent).
-	ReasonWeightsDownloadFailed = "WeightsDownloadFailed"
-	// RankWeights comes before a start's own causes: no pod exists while the cache fills.
-	RankWeights = RankPulling - 2
 	// weightsRecheck is how often a filling cache is looked at: its Job's completion and its
 	// log's progress come with no event the operator watches.
 	weightsRecheck = 5 * time.Second

@@ -6,12 +6,6 @@ package reconcile
 
 import "strings"
 
-// ReasonGPUError: the model's container dies of a GPU fault on its node.
-const ReasonGPUError = "GPUError"
-
-// RankGPU ranks a GPU fault before the crash it causes and before an OOM kill.
-const RankGPU = 43
-
 // gpuFaults are the lines torch, CUDA and vLLM print for a fault of the hardware or the driver,
 // lower-cased; each with what it means and what to do. An illegal memory access or CUDA out of
 // memory are the software's or the spec's, and stay a crash loop.

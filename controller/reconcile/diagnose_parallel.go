@@ -10,12 +10,6 @@ import (
 	"strconv"
 )
 
-// ReasonParallelismRefused: vLLM refuses to split the model over the replica's GPUs.
-const ReasonParallelismRefused = "ParallelismRefused"
-
-// RankParallelism ranks the refusal with the other causes a crash log names.
-const RankParallelism = RankGPU
-
 // headsRefusal is vllm/config/model.py's verify_with_parallel_config.
 var headsRefusal = regexp.MustCompile(`Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)`)
 

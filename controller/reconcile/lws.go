@@ -38,9 +38,6 @@ const (
 	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 )
 
-// MultiNodeUnsupported is the reason for a multi-node spec on a cluster without LWS.
-const ReasonMultiNodeUnsupported = "MultiNodeUnsupported"
-
 // isMultiNode reports whether the model's replicas span nodes.
 func isMultiNode(ext *crd.SpecExtensions) bool { return ext.MultiNode != nil }
 

@@ -76,10 +76,6 @@ func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
 	return "0"
 }
 
-// ReasonKEDANotReported: KEDA has not said whether the ScaledObject works (no Ready condition:
-// KEDA not running, or not yet); nothing is claimed.
-const ReasonKEDANotReported = "KEDANotReported"
-
 // decideScaledObject reads AutoscalingActive from the ScaledObject's Ready condition, KEDA's
 // verdict on its scaler (the Prometheus query answered, the HPA it owns set up).
 func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Unstructured) autoscaling {
@@ -109,11 +105,6 @@ func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Uns
 	}
 	return unknown
 }
-
-// ReasonKEDANotServed: --autoscaler=keda, but KEDA's CRD is not served, so the HPA scales
-// the model; the condition's status is still the HPA's. A reason of its own, because a
-// message-only change is not written (queueMoved).
-const ReasonKEDANotServed = "KEDANotServed"
 
 // kedaUnservedNote opens AutoscalingActive's message while --autoscaler=keda cannot be
 // honoured; the HPA's own reading stays last, where queueMoved finds it.
