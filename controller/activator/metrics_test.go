@@ -40,4 +40,3 @@ func TestInstrumentCountsByCode(t *testing.T) {
 		t.Error("a nil *Metrics dropped the handler")
 	}
 }
-

@@ -110,7 +110,7 @@ func TestAlertsReadRegisteredSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, prefix := range []string{"activator_", "inferenceservice_metrics_adapter_"} {
-		used := regexp.MustCompile(`\b` + prefix + `[a-z_]+\b`).FindAllString(string(b), -1)
+		used := regexp.MustCompile(`\b`+prefix+`[a-z_]+\b`).FindAllString(string(b), -1)
 		if len(used) == 0 {
 			t.Errorf("rules.yaml reads no %s series: its alerts are gone", prefix)
 		}
