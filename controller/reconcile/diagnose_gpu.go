@@ -4,37 +4,8 @@
 
 package reconcile
 
-import "strings"
-
 // ReasonGPUError: the model's container dies of a GPU fault on its node.
 const ReasonGPUError = "GPUError"
 
 // RankGPU ranks a GPU fault before the crash it causes and before an OOM kill.
 const RankGPU = 43
-
-// gpuFaults are the lines torch, CUDA and vLLM print for a fault of the hardware or the driver,
-// lower-cased; each with what it means and what to do. An illegal memory access or CUDA out of
-// memory are the software's or the spec's, and stay a crash loop.
-var gpuFaults = []struct{ phrase, fault, advice string }{
-	{"uncorrectable ecc error", "uncorrectable ECC error (faulty GPU memory)", "cordon the node and delete the pod so it runs elsewhere"},
-	{"no cuda gpus are available", "the GPU is gone (lost from the bus or not handed to the container)", "cordon the node and delete the pod so it runs elsewhere"},
-	{"no cuda-capable device is detected", "the GPU is gone (lost from the bus or not handed to the container)", "cordon the node and delete the pod so it runs elsewhere"},
-	{"gpu has fallen off the bus", "the GPU fell off the bus", "cordon the node and delete the pod so it runs elsewhere"},
-	{"unspecified launch failure", "the GPU failed mid-kernel (Xid)", "cordon the node and delete the pod so it runs elsewhere"},
-	{"cuda driver version is insufficient", "the node's NVIDIA driver is older than the image's CUDA", "use an image built for the node's driver, or upgrade the driver"},
-	{"nvidia driver on your system is too old", "the node's NVIDIA driver is older than the image's CUDA", "use an image built for the node's driver, or upgrade the driver"},
-}
-
-// gpuFault names the GPU fault a log line reports, with its advice; "" when it reports none.
-func gpuFault(line string) (fault, advice string) {
-	if line == "" {
-		return "", ""
-	}
-	l := strings.ToLower(line)
-	for _, f := range gpuFaults {
-		if strings.Contains(l, f.phrase) {
-			return f.fault, f.advice
-		}
-	}
-	return "", ""
-}
