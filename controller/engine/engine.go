@@ -31,6 +31,8 @@ type Engine interface {
 	Server() Server
 	// ServeArgs is the server's command line for one pod (or a multi-node group's leader).
 	ServeArgs(Serve) []string
+	// Revision is the model's revision the user's arguments name; "" when they name none.
+	Revision(args []string) string
 	// MultiNode is the leader's and the workers' shell scripts of a group spread over pods.
 	MultiNode(args []string, formSeconds int32) (leader, worker string)
 

@@ -105,6 +105,19 @@ func (VLLM) ServeArgs(s engine.Serve) []string {
 	return append(args, s.Extra...)
 }
 
+// Revision is vllm serve's --revision among args; "" without one.
+func (VLLM) Revision(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--revision="); ok {
+			return v
+		}
+		if a == "--revision" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 // MultiNode are the shell scripts of a group's leader and workers on vLLM's launcher: the leader
 // starts the Ray head, waits for the group's workers, then serves args; a worker joins the Ray
 // cluster at its leader's address. $(LWS_GROUP_SIZE) and $(LWS_LEADER_ADDRESS) are the
