@@ -1,8 +1,8 @@
 // Where a start's minutes went, the pure half (issue 36): which container runs to read the
 // start log of (StartsWanted, for the I/O layer, once per run when it first serves), the start
 // those reads tell with the pod's own times and the kubelet's Pulled Event (StartOf: scheduled,
-// image pulled, container started, then the model server's phases from StartPhasesOf), and the
-// status's last start and its SlowStart.
+// image pulled, container started, then the model server's phases from its engine's
+// StartPhases), and the status's last start and its SlowStart (slowstart.go).
 
 package reconcile
 
@@ -88,14 +88,14 @@ func StartsWanted(in Input) []StartRun {
 }
 
 // StartOf is run's start: the pod's phases (the image's pull from its pod's events, when they
-// have the container's Pulled), then its model server's (vllm, from StartPhasesOf on the run's
-// log), timed so that they add up to creation -> serving. nil when the log does not say the
+// have the container's Pulled), then its model server's (phases, from the engine's StartPhases
+// on the run's log), timed so that they add up to creation -> serving. nil when the log does not say the
 // server serves (a log cut short, a server that prints nothing vLLM prints).
-func StartOf(run StartRun, events []PodEvent, vllm []engine.Phase) *crd.StartRecord {
+func StartOf(run StartRun, events []PodEvent, phases []engine.Phase) *crd.StartRecord {
 	var serving *engine.Phase
-	for i := range vllm {
-		if vllm[i].Name == engine.PhaseServing && !vllm[i].Going {
-			serving = &vllm[i]
+	for i := range phases {
+		if phases[i].Name == engine.PhaseServing && !phases[i].Going {
+			serving = &phases[i]
 		}
 	}
 	if serving == nil {
@@ -128,7 +128,7 @@ func StartOf(run StartRun, events []PodEvent, vllm []engine.Phase) *crd.StartRec
 		}
 		add(PhaseContainerStarted, gap.Seconds())
 	}
-	for _, p := range vllm {
+	for _, p := range phases {
 		if p.Name != engine.PhaseServing {
 			add(p.Name, p.Seconds)
 		}

@@ -1,6 +1,6 @@
 // The last words of a crashed container, the pure half of `kubectl logs --previous`: which
 // crashed runs the diagnosis would quote (LastWordsWanted, for the I/O layer to read), the line
-// of a log tail that says why a run died (DecisiveLine); the line reaches the message through
+// of a log tail that says why a run died (the engine's DecisiveLine, through LastWordsOf); the line reaches the message through
 // Observed.LastWords, keyed by the run.
 
 package reconcile
