@@ -27,11 +27,11 @@ func TestMain(m *testing.M) {
 	}
 	snapshot := func() parts {
 		return parts{health.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
-			slices.Clone(vllmPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion}
+			slices.Clone(serverPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion}
 	}
 	before := snapshot()
 	code := m.Run()
-	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(vllmPorts) != 1 {
+	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(serverPorts) != 1 {
 		fmt.Fprintf(os.Stderr, "shared parts of the desired children were written to:\nbefore %+v\nafter  %+v\n", before, after)
 		code = 1
 	}
