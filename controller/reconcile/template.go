@@ -29,7 +29,7 @@ var (
 	// has not answered for minutes, so a busy healthy server is never killed.
 	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3}
 	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 30, TimeoutSeconds: 30, FailureThreshold: 10}
-	serverPorts      = []corev1.ContainerPort{{Name: server.PortName, ContainerPort: server.Port, Protocol: corev1.ProtocolTCP}}
+	serverPorts    = []corev1.ContainerPort{{Name: server.PortName, ContainerPort: server.Port, Protocol: corev1.ProtocolTCP}}
 	// vLLM shares tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
 	// since a Memory emptyDir is charged to the pod and, unbounded, could take the node's memory.
 	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(crd.ShmSizeGi<<30, resource.BinarySI)}
