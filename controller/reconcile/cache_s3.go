@@ -14,6 +14,9 @@ import (
 )
 
 const (
+	// fillTooSmall is the s3 fill's exit code when the weights do not fit the volume: the Job
+	// fails at once (its podFailurePolicy), since a retry cannot fit them either.
+	fillTooSmall = 3
 	// fillRefused is the s3 fill's exit code when the store refuses it (credentials, bucket):
 	// the Job fails at once (its podFailurePolicy), since a retry gets the same answer.
 	fillRefused = 4

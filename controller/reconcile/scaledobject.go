@@ -14,8 +14,13 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// QueueSeries is the series vLLM exports the queue as, one per served model name.
-const QueueSeries = "vllm:" + QueueMetric
+// QueueMetric is the engine's queue length without its prefix, the HPA's signal (the custom
+// metrics API serves it under this name); QueueSeries the series the engine exports it as,
+// one per served model name.
+var (
+	QueueMetric = defaultEngine.Metrics().QueueName
+	QueueSeries = defaultEngine.Metrics().Queue
+)
 
 // InstanceSeriesLabel is InstanceLabel as Prometheus names it on a pod's series: the
 // ServiceMonitor's podTargetLabels and pod discovery's __meta_kubernetes_pod_label_* both

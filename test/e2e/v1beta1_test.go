@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -85,7 +86,7 @@ spec:
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, reconcile.EnableLoRAArg) || !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
+	if !slices.Contains(c.Args, vllm.EnableLoRAArg) || !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
 		t.Fatalf("vLLM cannot load adapters at run time: args %v env %v", c.Args, c.Env)
 	}
 	pods, err := readyModelPods(t, ns, "lora")
@@ -157,7 +158,7 @@ spec:
 		if err != nil {
 			return err
 		}
-		if args := d.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, reconcile.EnableLoRAArg) {
+		if args := d.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, vllm.EnableLoRAArg) {
 			return fmt.Errorf("args %v", args)
 		}
 		u, err := getVersion(t, true, ns, "lora")
