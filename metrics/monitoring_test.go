@@ -225,7 +225,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 			}
 		}
 		for _, name := range metricRE.FindAllString(recordingRE.ReplaceAllString(e, ""), -1) {
-			// The metrics adapter's own series: podmetrics' test checks those.
+			// The metrics adapter's own series: test/docs' TestAlertsReadRegisteredSeries checks those.
 			if !exported[name] && !strings.HasPrefix(name, "inferenceservice_metrics_adapter_") {
 				missing[name] = true
 			}

@@ -12,10 +12,10 @@ import (
 
 var qwen = Key{Namespace: "team-a", Name: "qwen3"}
 
-// eventually polls cond until it holds or 5 s pass.
+// eventually polls cond until it holds or 30 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second) // a bound for a loaded machine, not a figure
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for !cond() {

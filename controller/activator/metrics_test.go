@@ -3,8 +3,6 @@ package activator
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"regexp"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,40 +38,5 @@ func TestInstrumentCountsByCode(t *testing.T) {
 	inner := http.NotFoundHandler()
 	if got := none.Instrument(inner); got == nil {
 		t.Error("a nil *Metrics dropped the handler")
-	}
-}
-
-// TestRulesUseRegisteredMetrics: every activator_ series the alerts of
-// manifests/monitoring/rules.yaml read is one NewMetrics registers, so a renamed metric
-// cannot leave an alert silently quiet.
-func TestRulesUseRegisteredMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.setHeld(Key{Namespace: "a", Name: "b"}, 1)
-	m.responses.WithLabelValues("200")
-	m.coldStarted(0)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	registered := map[string]bool{}
-	for _, mf := range mfs {
-		registered[mf.GetName()] = true
-		for _, s := range []string{"_bucket", "_sum", "_count"} {
-			registered[mf.GetName()+s] = true
-		}
-	}
-	b, err := os.ReadFile("../../manifests/monitoring/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := regexp.MustCompile(`\bactivator_[a-z_]+\b`).FindAllString(string(b), -1)
-	if len(used) == 0 {
-		t.Fatal("rules.yaml reads no activator_ series: its alerts are gone")
-	}
-	for _, name := range used {
-		if !registered[name] {
-			t.Errorf("rules.yaml reads %s, which the activator does not export", name)
-		}
 	}
 }

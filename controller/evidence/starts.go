@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/queue"
@@ -69,8 +70,8 @@ func (r *Reader) readStart(ctx context.Context, run reconcile.StartRun) *crd.Sta
 	if len(body) >= startLimitBytes {
 		body = body[:bytes.LastIndexByte(body, '\n')+1] // cut at the limit: the last line may be a part of one
 	}
-	vllm := reconcile.StartPhasesOf(string(body), run.StartedAt)
-	rec := reconcile.StartOf(run, nil, vllm)
+	server := engine.For(run.Engine).StartPhases(string(body), run.StartedAt)
+	rec := reconcile.StartOf(run, nil, server)
 	if rec == nil || run.Restarted {
 		return rec // no start, or one without the pod's phases: no Events to read
 	}
@@ -78,7 +79,7 @@ func (r *Reader) readStart(ctx context.Context, run reconcile.StartRun) *crd.Sta
 	if err != nil {
 		klog.V(2).InfoS("Events of a started pod not read; its image's pull is not told apart", "pod", klog.KRef(run.Namespace, run.Pod), "err", err)
 	}
-	return reconcile.StartOf(run, events, vllm)
+	return reconcile.StartOf(run, events, server)
 }
 
 // observeStart counts a start that just ended in the histogram, phase by phase.

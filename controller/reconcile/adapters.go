@@ -59,25 +59,6 @@ func AdapterPath(storageURI string) (string, error) {
 	return "", fmt.Errorf("storageURI %q: use hf://org/name or an absolute path inside the pod", storageURI)
 }
 
-// Reasons of the AdaptersReady condition; the failing ones also become the status reason
-// (with Ready still True while the base model serves) and a Warning Event.
-const (
-	// ReasonAdaptersLoaded: every ready pod that answered lists every adapter.
-	ReasonAdaptersLoaded = "AdaptersLoaded"
-	// ReasonAdaptersLoading: loads are planned and not seen on every pod yet.
-	ReasonAdaptersLoading = "AdaptersLoading"
-	// ReasonAdaptersNotObserved: no ready pod answered /v1/models, so nothing is claimed.
-	ReasonAdaptersNotObserved = "AdaptersNotObserved"
-	// ReasonAdapterLoadFailed: a pod's server refused to load an adapter; its message is kept.
-	ReasonAdapterLoadFailed = "AdapterLoadFailed"
-	// ReasonAdapterSourceUnsupported: an adapter's storageURI is not one vLLM can load from.
-	ReasonAdapterSourceUnsupported = "AdapterSourceUnsupported"
-)
-
-// RankAdapters orders adapter causes after every rollout cause, also while the model serves:
-// the base model answering is worth more than an adapter.
-const RankAdapters = RankServing + 90
-
 // adapterPlan is planAdapters' decision.
 type adapterPlan struct {
 	steps  []AdapterStep

@@ -20,20 +20,6 @@ import (
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
-// Reasons of the AutoscalingActive condition. True and False carry the HPA's own reasons
-// (ValidMetricFound, FailedGetPodsMetric, TooManyReplicas, ...), which the HPA controller names.
-const (
-	// ReasonAutoscalerNotReported: the HPA is not seen yet, is not ours, or has not said
-	// whether it reads its metric; nothing is claimed.
-	ReasonAutoscalerNotReported = "AutoscalerNotReported"
-	// ReasonTooManyReplicas is the HPA's ScalingLimited reason at its maximum: with the queue
-	// still above target, the model needs more replicas than it may have.
-	ReasonTooManyReplicas = "TooManyReplicas"
-	// ReasonAwaitingReadyPod: the HPA cannot read the queue before a pod serves, nor before its
-	// next sync after one does; its failure then is the model starting, not the metric missing.
-	ReasonAwaitingReadyPod = "AwaitingReadyPod"
-)
-
 // HPASyncGrace is how long after the model's first pod turns ready the HPA's failure to read
 // the queue is put down to the HPA not having synced since (the controller's default period is
 // 15s, and its status is written after the sync).

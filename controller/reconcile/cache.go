@@ -7,11 +7,7 @@ package reconcile
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"math"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
@@ -36,22 +31,9 @@ const (
 	WeightsFilledAnnotation = "ai.example.com/weights-filled"
 	// HFOfflineEnv keeps a server on the filled cache from reaching the Hub at all.
 	HFOfflineEnv = "HF_HUB_OFFLINE"
-	// ReasonWeightsDownloading: the managed cache is being filled; no pod starts before it is.
-	ReasonWeightsDownloading = "WeightsDownloading"
-	// ReasonWeightsDownloadFailed: the fill Job gave up (its retries or its deadline spent).
-	ReasonWeightsDownloadFailed = "WeightsDownloadFailed"
-	// RankWeights comes before a start's own causes: no pod exists while the cache fills.
-	RankWeights = RankPulling - 2
 	// weightsRecheck is how often a filling cache is looked at: its Job's completion and its
 	// log's progress come with no event the operator watches.
 	weightsRecheck = 5 * time.Second
-	// fillBackoffLimit retries a failed download; each retry resumes the files the last one
-	// left (huggingface_hub keeps .incomplete blobs and continues them with a Range request).
-	fillBackoffLimit = 6
-	// fillDeadline bounds a whole fill, retries included: a few hundred GB on a slow link.
-	fillDeadline = 6 * 3600
-	// fillContainer is the fill Job's container.
-	fillContainer = "download"
 )
 
 // Weights is what the I/O layer read of a managed cache: its claim, its fill Job, the Job's
@@ -81,17 +63,11 @@ type WeightsPlan struct {
 	status *crd.CacheStatus
 }
 
-// WeightsRevision is the revision the model is served at: vLLM's --revision among the engine
-// arguments, else the Hub's main.
+// WeightsRevision is the revision the model is served at: the engine's among its arguments
+// (vLLM's --revision), else the Hub's main.
 func WeightsRevision(ext *crd.SpecExtensions) string {
-	args := ext.EngineArgs
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--revision="); ok {
-			return v
-		}
-		if a == "--revision" && i+1 < len(args) {
-			return args[i+1]
-		}
+	if r := defaultEngine.Revision(ext.EngineArgs); r != "" {
+		return r
 	}
 	return "main"
 }
@@ -197,150 +173,6 @@ func desiredWeightsClaim(isvc *crd.InferenceService, ext *crd.SpecExtensions, cl
 	}
 }
 
-// fillScript is the fill: `python3 -c fillScript MODEL REVISION [ADAPTER...]`, on
-// huggingface_hub's snapshot_download, which every vLLM image ships (`hf download` only from
-// huggingface_hub 0.34). It fetches what vLLM's download_weights_from_hf would: the first of
-// FILL_WEIGHT_FORMATS the repo's top level has (DefaultModelLoader's order for load_format
-// auto), never original/ (vLLM's ignore_patterns), and the small files the server reads beside
-// them (config, tokenizer, chat template, remote code); then each hf:// adapter, which the
-// offline pods' get_adapter_absolute_path finds in the same cache. Before a byte is fetched
-// it sums the listing's sizes against the volume and exits 3 (no retry) when they do not fit.
-// Its own progress line counts the blobs on the volume every TQDM_MININTERVAL, as 0.3x's
-// per-file bars give no total.
-const fillScript = `import fnmatch, os, shutil, sys, threading, time
-from huggingface_hub import HfApi, snapshot_download
-from huggingface_hub.constants import HF_HUB_CACHE
-model, revision, adapters = sys.argv[1], sys.argv[2], sys.argv[3:]
-env = lambda k: os.environ.get(k, "").split()
-api = HfApi()
-files = api.model_info(model, revision=revision, files_metadata=True).siblings
-top = [f.rfilename for f in files if "/" not in f.rfilename]
-fmt = next((p for p in env("FILL_WEIGHT_FORMATS") if fnmatch.filter(top, p)), "")
-allow = ([fmt] if fmt else []) + env("FILL_ALSO")
-ignore = env("FILL_IGNORE")
-def wanted(n):
-    return any(fnmatch.fnmatch(n, p) for p in allow) and not any(fnmatch.fnmatch(n, p) for p in ignore)
-need = sum(f.size or 0 for f in files if wanted(f.rfilename))
-need += sum(f.size or 0 for a in adapters for f in api.model_info(a, files_metadata=True).siblings)
-room = shutil.disk_usage(os.environ["HF_HOME"]).total
-if need > room:
-    print(f"fill: {model}@{revision} needs {need} bytes ({fmt} and its adapters), more than the volume's {room} bytes", flush=True)
-    sys.exit(3)
-print(f"fill: {model}@{revision}: {sum(wanted(f.rfilename) for f in files)} files in {fmt}, {need} bytes", flush=True)
-every = float(os.environ.get("TQDM_MININTERVAL", "5"))
-def watch(repo, total):
-    blobs = os.path.join(HF_HUB_CACHE, "models--" + repo.replace("/", "--"), "blobs")
-    last, t = 0, time.time()
-    while True:
-        time.sleep(every)
-        n = sum(e.stat().st_size for e in os.scandir(blobs)) if os.path.isdir(blobs) else 0
-        now = time.time()
-        print(f"fill: {repo} {n}/{total} bytes, {max(0, n - last) / (now - t):.0f} bytes/s", flush=True)
-        last, t = n, now
-threading.Thread(target=watch, args=(model, need), daemon=True).start()
-snapshot_download(model, revision=revision, allow_patterns=allow, ignore_patterns=ignore)
-for a in adapters:
-    snapshot_download(a)
-print(f"fill: {model} {need}/{need} bytes, 0 bytes/s", flush=True)
-`
-
-// Fill's patterns: vLLM v0.11's DefaultModelLoader asks download_weights_from_hf for
-// ["*.safetensors", "*.bin"] (load_format auto) plus "*.pt" (fall_back_to_pt) and ignores
-// ModelConfig's default ["original/**/*"]; config and tokenizer files come through
-// transformers' own downloads, remote code as *.py.
-const (
-	fillWeightFormats = "*.safetensors *.bin *.pt"
-	fillAlso          = "*.json *.txt *.model *.tiktoken *.jinja *.py"
-	fillIgnore        = "original/**/*"
-	// fillTooSmall is the fill's exit code when the weights do not fit the volume: the Job
-	// fails at once (its podFailurePolicy), since a retry cannot fit them either.
-	fillTooSmall = 3
-)
-
-// desiredFillJob downloads the weights (and the hf:// adapters) onto the claim with
-// fillScript, in the model's own image: into HF_HOME's hub cache, the layout vLLM reads.
-// TQDM_POSITION=-1 turns huggingface_hub's bars on without a terminal, each on a line of its
-// own, and TQDM_MININTERVAL spaces them and the fill's own progress line, so the log the
-// operator tails stays small.
-func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string) *batchv1.Job {
-	if _, ok := s3Source(ext.Cache); ok {
-		return desiredS3FillJob(isvc, ext, claim)
-	}
-	env := []corev1.EnvVar{
-		{Name: HFHomeEnv, Value: crd.CachePath},
-		{Name: "TQDM_POSITION", Value: "-1"},
-		{Name: "TQDM_MININTERVAL", Value: "5"},
-		{Name: "FILL_WEIGHT_FORMATS", Value: fillWeightFormats},
-		{Name: "FILL_ALSO", Value: fillAlso},
-		{Name: "FILL_IGNORE", Value: fillIgnore},
-	}
-	if ref := tokenRef(ext); ref != nil {
-		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
-	}
-	meta := weightsMeta(isvc, ext, WeightsJobName(claim), claim)
-	job := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](fillBackoffLimit),
-			ActiveDeadlineSeconds: ptr.To[int64](fillDeadline),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action: batchv1.PodFailurePolicyActionFailJob,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-					ContainerName: ptr.To(fillContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{fillTooSmall}},
-			}}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{WeightsLabel: claim}},
-				Spec: corev1.PodSpec{
-					RestartPolicy:      corev1.RestartPolicyNever,
-					EnableServiceLinks: ptr.To(false),
-					// The fill talks to the Hub only, never to the API server.
-					AutomountServiceAccountToken: ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:         fillContainer,
-						Image:        isvc.Spec.ImageOrDefault(),
-						Command:      []string{"python3", "-c", fillScript},
-						Args:         append([]string{isvc.Spec.Model, WeightsRevision(ext)}, hubAdapters(ext)...),
-						Env:          env,
-						VolumeMounts: []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}},
-					}},
-					Volumes: []corev1.Volume{{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-				},
-			},
-		},
-	}
-	fillPodPlacement(&job.Spec.Template, ext)
-	return job
-}
-
-// hubAdapters are the Hugging Face repositories of the model's hf:// adapters, sorted: the
-// offline pods load them from the cache the fill writes.
-func hubAdapters(ext *crd.SpecExtensions) []string {
-	var ids []string
-	for _, a := range ext.Adapters {
-		if id, ok := strings.CutPrefix(a.StorageURI, "hf://"); ok && id != "" && !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// tokenRef is the Hub token's Secret key: spec.cache.tokenSecret, else the one spec.env gives
-// the server as HF_TOKEN (the fill needs what the server would have downloaded with).
-func tokenRef(ext *crd.SpecExtensions) *corev1.SecretKeySelector {
-	if s := ext.Cache.TokenSecret; s != nil {
-		return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: s.Key}
-	}
-	for _, e := range ext.Env {
-		if e.Name == "HF_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			return e.ValueFrom.SecretKeyRef.DeepCopy()
-		}
-	}
-	return nil
-}
-
 // decideWeights decides a managed cache: create the claim and its Job, adopt them (owner
 // reference), mark the claim filled, and whether the model's pods may start.
 func decideWeights(in *Input) WeightsPlan {
@@ -419,7 +251,7 @@ func decideWeights(in *Input) WeightsPlan {
 		if why := fillPodWaits(w.Pod); why != "" {
 			msg += ", which " + why
 		}
-		if pr, ok := ParseDownloadProgress(w.Log); ok {
+		if pr, ok := engineOf(isvc).DownloadProgress(w.Log); ok {
 			msg = pr.Message(model)
 			p.status.Bytes, p.status.TotalBytes, p.status.BytesPerSecond = pr.Bytes, pr.Total, int64(pr.Rate)
 		}
@@ -431,26 +263,6 @@ func decideWeights(in *Input) WeightsPlan {
 		}
 	}
 	return p
-}
-
-// fillPodWaits says, in the kubelet's or the scheduler's words, why the fill pod has not
-// started when one of them has said: a missing Secret, an image that cannot be pulled, no
-// node. "" when it is on its way (being scheduled, created, pulled) or there is no pod.
-func fillPodWaits(p *corev1.Pod) string {
-	if p == nil || p.Status.Phase != corev1.PodPending {
-		return ""
-	}
-	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-			return "waits " + w.Reason + ": " + strings.TrimSuffix(w.Message, ".")
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-			return "is not scheduled: " + strings.TrimSuffix(c.Message, ".")
-		}
-	}
-	return ""
 }
 
 // withOwner is a copy of obj with the model's owner reference added, or nil when it has it.
@@ -467,24 +279,6 @@ func withOwner[T interface {
 	c := obj.DeepCopy()
 	c.SetOwnerReferences(append(c.GetOwnerReferences(), weightsOwner(isvc)))
 	return c
-}
-
-func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-func jobConditionMessage(j *batchv1.Job, t batchv1.JobConditionType) string {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t {
-			return strings.TrimSpace(c.Reason + ": " + c.Message)
-		}
-	}
-	return ""
 }
 
 // gate holds the model's pods while the cache fills: no create or update of the Deployment
@@ -509,136 +303,4 @@ func (p *WeightsPlan) recheck() time.Duration {
 		return 0
 	}
 	return weightsRecheck
-}
-
-// Progress is one line of huggingface_hub's byte progress bar.
-type Progress struct {
-	Bytes, Total int64 // Total 0 while unknown
-	Rate         float64
-	Left         time.Duration // -1 while unknown
-}
-
-// progressLine is a tqdm bar with unit "B" and unit_scale, as snapshot_download prints it:
-// "Downloading (incomplete total...):  38%|███▊      | 6.20G/16.4G [00:30<00:48, 210MB/s]",
-// or without a total yet "Downloading (incomplete total...): 1.41M [00:00, 5.33MB/s]".
-var progressLine = regexp.MustCompile(`(?:(\d+)%\|[^|]*\|\s*)?([0-9.]+[kMGTPEZY]?)(?:B)?(?:/([0-9.]+[kMGTPEZY]?)B?)?\s+\[([0-9:]+)(?:<([0-9:?]+))?,\s*([0-9.?]+[kMGTPEZY]?)B/s\]`)
-
-// fillLine is fillScript's progress: "fill: Qwen/Qwen3-8B 6200000000/16400000000 bytes,
-// 210000000 bytes/s", the bytes of the repo's blobs on the volume.
-var fillLine = regexp.MustCompile(`^fill: \S+ (\d+)/(\d+) bytes, (\d+) bytes/s`)
-
-// ParseDownloadProgress reads the last progress line of a fill pod's log: fillScript's own,
-// or huggingface_hub 1.x's aggregate byte bar (a fill run by hand with `hf download` on a
-// newer image). Lines end in "\n" or tqdm's "\r" redraws, with terminal escapes around them.
-// 0.3x's per-file byte bars and the "Fetching N files" bar carry no total of the bytes and
-// are skipped.
-func ParseDownloadProgress(log string) (Progress, bool) {
-	lines := strings.FieldsFunc(log, func(r rune) bool { return r == '\n' || r == '\r' })
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := lines[i]
-		if m := fillLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
-			p := Progress{Left: -1}
-			p.Bytes, _ = strconv.ParseInt(m[1], 10, 64)
-			p.Total, _ = strconv.ParseInt(m[2], 10, 64)
-			p.Rate, _ = strconv.ParseFloat(m[3], 64)
-			if p.Rate > 0 && p.Total >= p.Bytes {
-				p.Left = time.Duration(float64(p.Total-p.Bytes) / p.Rate * float64(time.Second)).Round(time.Second)
-			}
-			return p, true
-		}
-		if !strings.Contains(l, "Downloading") && !strings.Contains(l, "Download complete") {
-			continue
-		}
-		m := progressLine.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		p := Progress{Bytes: scaled(m[2]), Total: scaled(m[3]), Left: -1}
-		if m[6] != "?" {
-			p.Rate = float64(scaled(m[6]))
-		}
-		if d, ok := clock(m[5]); ok {
-			p.Left = d
-		}
-		return p, true
-	}
-	return Progress{}, false
-}
-
-// scaled reads tqdm's unit_scale figure (SI prefixes, divisor 1000); 0 for "".
-func scaled(s string) int64 {
-	if s == "" {
-		return 0
-	}
-	mult := 1.0
-	if i := strings.IndexAny(s, "kMGTPEZY"); i >= 0 {
-		mult = math.Pow(1000, float64(strings.IndexByte("kMGTPEZY", s[i])+1))
-		s = s[:i]
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0
-	}
-	return int64(math.Round(f * mult))
-}
-
-// clock reads tqdm's [hh:]mm:ss.
-func clock(s string) (time.Duration, bool) {
-	if s == "" || strings.Contains(s, "?") {
-		return 0, false
-	}
-	var d time.Duration
-	for _, part := range strings.Split(s, ":") {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			return 0, false
-		}
-		d = d*60 + time.Duration(n)
-	}
-	return d * time.Second, true
-}
-
-// Message is the status line of a download in progress, as a pull or an install shows one:
-// "downloading Qwen/Qwen3-8B: 6.2 GB of 16.4 GB (38%), 210 MB/s, about 48s left".
-func (p Progress) Message(model string) string {
-	var b strings.Builder
-	b.WriteString("downloading " + model + ": " + humanBytes(p.Bytes))
-	if p.Total > 0 {
-		fmt.Fprintf(&b, " of %s (%d%%)", humanBytes(p.Total), min(100, p.Bytes*100/p.Total))
-	}
-	if p.Rate > 0 {
-		b.WriteString(", " + humanBytes(int64(p.Rate)) + "/s")
-	}
-	if p.Left >= 0 && p.Total > 0 {
-		b.WriteString(", about " + p.Left.String() + " left")
-	}
-	return b.String()
-}
-
-// humanBytes is bytes in decimal units with one decimal, as tqdm and docker pull show them.
-func humanBytes(n int64) string {
-	f, units := float64(n), []string{"B", "kB", "MB", "GB", "TB"}
-	i := 0
-	for f >= 1000 && i < len(units)-1 {
-		f /= 1000
-		i++
-	}
-	if i == 0 {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[i]
-}
-
-// lastLogLine is the last non-empty line of a log, bounded for a status message.
-func lastLogLine(log string) string {
-	lines := strings.FieldsFunc(log, func(r rune) bool { return r == '\n' || r == '\r' })
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			if len(l) > 300 {
-				l = l[:300]
-			}
-			return l
-		}
-	}
-	return ""
 }

@@ -9,13 +9,14 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
 )
 
 const (
+	// fillTooSmall is the s3 fill's exit code when the weights do not fit the volume: the Job
+	// fails at once (its podFailurePolicy), since a retry cannot fit them either.
+	fillTooSmall = 3
 	// fillRefused is the s3 fill's exit code when the store refuses it (credentials, bucket):
 	// the Job fails at once (its podFailurePolicy), since a retry gets the same answer.
 	fillRefused = 4
@@ -135,41 +136,12 @@ func desiredS3FillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim
 	if s := c.CredentialsSecret; s != nil {
 		from = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}}}}
 	}
-	job := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: weightsMeta(isvc, ext, WeightsJobName(claim), claim),
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](fillBackoffLimit),
-			ActiveDeadlineSeconds: ptr.To[int64](fillDeadline),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action: batchv1.PodFailurePolicyActionFailJob,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-					ContainerName: ptr.To(fillContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{fillTooSmall, fillRefused}},
-			}}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{WeightsLabel: claim}},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					EnableServiceLinks:           ptr.To(false),
-					ServiceAccountName:           c.ServiceAccountName,
-					AutomountServiceAccountToken: ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:         fillContainer,
-						Image:        isvc.Spec.ImageOrDefault(),
-						Command:      []string{"python3", "-c", s3FillScript},
-						Args:         []string{src, weightsDir(c)},
-						Env:          env,
-						EnvFrom:      from,
-						VolumeMounts: []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}},
-					}},
-					Volumes: []corev1.Volume{{Name: CacheVolume, VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-				},
-			},
-		},
-	}
-	fillPodPlacement(&job.Spec.Template, ext)
-	return job
+	return fillJob(isvc, ext, claim, corev1.Container{
+		Command: []string{"python3", "-c", s3FillScript},
+		Args:    []string{src, weightsDir(c)},
+		Env:     env,
+		EnvFrom: from,
+	}, fillTooSmall, fillRefused)
 }
 
 // s3Remedy is what to fix when the store refused the fill: where its credentials came from.

@@ -25,24 +25,18 @@ const (
 	// and leaves variables others add (admission webhooks, a platform's defaults) alone:
 	// owning the whole list would fight a webhook that injects one on every update.
 	EnvAnnotation = "ai.example.com/env"
-	// PortName and Port are vLLM's OpenAI-compatible HTTP endpoint.
+	// PortName and Port are the model's Service port, the engine's HTTP endpoint
+	// (engine.Server's, TestServicePortIsTheServers).
 	PortName = "http"
 	Port     = 8000
 	// QueueLabel hands the pods to a Kueue LocalQueue.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
-	// QueueMetric is vLLM's queue length, the HPA's signal.
-	QueueMetric = "num_requests_waiting"
 	// TargetQueueLength is the average queue length per pod the HPA aims for by default.
 	TargetQueueLength = 5
 	// AdaptersVolume is the ConfigMap volume an earlier version mounted at AdaptersPath; vLLM
 	// never read it. It is removed from a Deployment that still has it.
 	AdaptersVolume = "adapters"
 	AdaptersPath   = "/etc/vllm/adapters"
-	// EnableLoRAArg turns on vLLM's LoRA support when the model has adapters.
-	EnableLoRAArg = "--enable-lora"
-	// RuntimeLoRAEnv lets the operator load and unload adapters through the server's
-	// /v1/load_lora_adapter and /v1/unload_lora_adapter, so adapter changes roll no pod.
-	RuntimeLoRAEnv = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
 	// CacheVolume is spec.cache's PersistentVolumeClaim, mounted at crd.CachePath.
 	CacheVolume = "model-cache"
 	// ModulesVolume is the writable emptyDir transformers imports a --trust-remote-code model's

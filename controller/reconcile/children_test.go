@@ -17,20 +17,21 @@ import (
 // there would change every model's Deployment at once.
 func TestMain(m *testing.M) {
 	type parts struct {
-		Health              *corev1.HTTPGetAction
-		Readiness, Live     *corev1.Probe
-		Ports               []corev1.ContainerPort
-		Shm                 *corev1.EmptyDirVolumeSource
-		Env                 []corev1.EnvVar
-		PortArg, APIVersion string
+		Health          *corev1.HTTPGetAction
+		Readiness, Live *corev1.Probe
+		Ports           []corev1.ContainerPort
+		Shm             *corev1.EmptyDirVolumeSource
+		Env             []corev1.EnvVar
+		Command         []string
+		APIVersion      string
 	}
 	snapshot := func() parts {
 		return parts{health.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
-			slices.Clone(vllmPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, portArg, apiVersion}
+			slices.Clone(serverPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion}
 	}
 	before := snapshot()
 	code := m.Run()
-	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(vllmPorts) != 1 {
+	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(serverPorts) != 1 {
 		fmt.Fprintf(os.Stderr, "shared parts of the desired children were written to:\nbefore %+v\nafter  %+v\n", before, after)
 		code = 1
 	}

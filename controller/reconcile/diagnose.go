@@ -16,59 +16,6 @@ import (
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
-// Reasons found by the layer walk (Deployment -> ReplicaSet -> Pods), the runbook's table done
-// by the controller. They are API, like the reasons in status.go.
-const (
-	// ReasonQuotaExceeded: a ResourceQuota refused the ReplicaSet's pods (FailedCreate).
-	ReasonQuotaExceeded = "QuotaExceeded"
-	// ReasonLimitRangeRefused: a LimitRange refused the pods' requests or limits.
-	ReasonLimitRangeRefused = "LimitRangeRefused"
-	// ReasonPodCreationRefused: any other refusal of pod creation (admission webhook, PodSecurity...).
-	ReasonPodCreationRefused = "PodCreationRefused"
-	// ReasonInsufficientGPU: the scheduler finds no node with enough free GPUs.
-	ReasonInsufficientGPU = "InsufficientGPU"
-	// ReasonUnschedulable: the scheduler cannot place a pod for another reason (taints, affinity...).
-	ReasonUnschedulable = "Unschedulable"
-	// ReasonImagePullFailed: ErrImagePull, ImagePullBackOff or an invalid image name.
-	ReasonImagePullFailed = "ImagePullFailed"
-	// ReasonContainerCreateFailed: the kubelet cannot create the container (config, volumes).
-	ReasonContainerCreateFailed = "ContainerCreateFailed"
-	// ReasonOOMKilled: the model server was killed for exceeding its memory limit.
-	ReasonOOMKilled = "OOMKilled"
-	// ReasonCrashLoopBackOff: the model server keeps exiting.
-	ReasonCrashLoopBackOff = "CrashLoopBackOff"
-	// ReasonEvicted: pods were evicted from their node. Evicted pods are terminal and replaced:
-	// they are mentioned, never the reason.
-	ReasonEvicted = "Evicted"
-	// ReasonReadinessProbeFailing: the server started but its readiness probe fails.
-	ReasonReadinessProbeFailing = "ReadinessProbeFailing"
-	// ReasonProgressDeadlineExceeded: the Deployment's rollout stopped progressing.
-	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-	// ReasonStarting: pods are being created, scheduled, pulled or are loading weights
-	// (their startup probe has not passed yet); not a failure.
-	ReasonStarting = "Starting"
-)
-
-// Ranks of the walk's causes, between RankAPI and RankRollout: refusals before scheduling,
-// scheduling before containers, crashes before probes.
-const (
-	RankPodCreation = 30
-	RankScheduling  = 35
-	RankImage       = 40
-	RankContainer   = 42
-	RankOOM         = 44
-	RankCrash       = 45
-	RankReadiness   = 48
-	RankStuck       = 49
-	RankStarting    = 60
-	// RankStale: what pods that no longer count say (terminated, or of an older ReplicaSet):
-	// after every cause that decides, so it is only ever mentioned.
-	RankStale = 75
-	// RankServing is added to the rank of a rollout's causes while spec.replicas pods serve:
-	// they are the rollout's (Progressing), never the model's readiness (Ready stays True).
-	RankServing = 100
-)
-
 // reasonPodFailed groups terminal pods that failed for another reason than an eviction; it is
 // only ever mentioned (RankStale), never a status reason.
 const reasonPodFailed = "PodFailed"

@@ -13,19 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Reasons of a long ContainerCreating.
-const (
-	// ReasonVolumeMountFailed: the kubelet cannot mount a volume of the pods (the weights
-	// cache's PersistentVolume): FailedMount or FailedAttachVolume warnings.
-	ReasonVolumeMountFailed = "VolumeMountFailed"
-	// ReasonPullingImage: the node is still pulling the image (a Pulling event without its
-	// Pulled); vLLM images are 10 to 20 GB. Not a failure.
-	ReasonPullingImage = "PullingImage"
-)
-
-// RankPulling ranks a pull in progress just before a plain start: it is the start, explained.
-const RankPulling = RankStarting - 1
-
 // DefaultCreatingEvidenceAfter is how long after a pod is scheduled a container still being
 // created has its pod's Events read; a healthy start is done by then and costs no read.
 const DefaultCreatingEvidenceAfter = 2 * time.Minute

@@ -15,18 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ReasonFrequentEviction: at least FrequentEvictions pods of the current revision were evicted
-// by their nodes within EvictionWindow.
-const ReasonFrequentEviction = "FrequentEviction"
-
 const (
 	// FrequentEvictions evictions within EvictionWindow make a cause: a single one is the
 	// ReplicaSet's to replace, a repeated one is a node or a QoS problem.
 	FrequentEvictions = 3
 	EvictionWindow    = time.Hour
-	// RankEviction ranks repeated evictions after a crash (which explains its own restarts)
-	// and before readiness.
-	RankEviction = 46
 )
 
 // evictedAt is when the kubelet evicted p: its Ready condition turned False then (the pod's

@@ -12,9 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// ReasonGPUFragmented: enough GPUs are free in the cluster for a replica, but not on one node.
-const ReasonGPUFragmented = "GPUFragmented"
-
 // NodeGPUs is one schedulable node's GPUs of one resource: allocatable and requested by the
 // pods bound to it.
 type NodeGPUs struct {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -95,7 +96,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 		}
 	}
 	for i := range p.Status.ContainerStatuses {
-		if f, ok := diagnoseContainer(p, &p.Status.ContainerStatuses[i], ev.lastWords, now); ok {
+		if f, ok := diagnoseContainer(engineOf(isvc), p, &p.Status.ContainerStatuses[i], ev.lastWords, now); ok {
 			if f.reason == ReasonStarting {
 				f.rank, f.reason, f.message = RankStarting, ReasonStarting, starting(p).message
 			}
@@ -134,7 +135,7 @@ func diagnosePod(isvc *crd.InferenceService, p *corev1.Pod, ev evidence, now tim
 	return *best, true
 }
 
-func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, words map[string]string, now time.Time) (podFinding, bool) {
+func diagnoseContainer(eng engine.Engine, p *corev1.Pod, cs *corev1.ContainerStatus, words map[string]string, now time.Time) (podFinding, bool) {
 	where := fmt.Sprintf("Pod %s container %s", p.Name, cs.Name)
 	last := cs.LastTerminationState.Terminated
 	if t := cs.State.Terminated; t != nil {
@@ -158,10 +159,10 @@ func diagnoseContainer(p *corev1.Pod, cs *corev1.ContainerStatus, words map[stri
 	found := func(rank int, reason, msg string) (podFinding, bool) {
 		if reason == ReasonCrashLoopBackOff {
 			// A crash whose log blames the GPU is the node's, not the model's.
-			if fault, advice := gpuFault(lastWords(words, run)); fault != "" {
+			if fault, advice := eng.GPUFault(lastWords(words, run)); fault != "" {
 				rank, reason = RankGPU, ReasonGPUError
 				msg = fmt.Sprintf("%s on node %s: %s: %s", where, p.Spec.NodeName, fault, advice) + lastText()
-			} else if refusal := parallelismRefusal(lastWords(words, run)); refusal != "" {
+			} else if refusal := eng.ParallelismRefusal(lastWords(words, run)); refusal != "" {
 				// The model's shape refuses the GPU split: the spec's to change, not a crash to wait out.
 				rank, reason = RankParallelism, ReasonParallelismRefused
 				msg = where + ": " + refusal + lastText()

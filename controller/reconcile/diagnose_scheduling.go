@@ -15,26 +15,6 @@ import (
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
-// Reasons of the scheduling layer beyond ReasonInsufficientGPU and ReasonUnschedulable.
-const (
-	// ReasonWaitingForAdmission: the pods are held by scheduling gates (Kueue's admission gate
-	// or another queue's) until a quota admits them; queued, not failed.
-	ReasonWaitingForAdmission = "WaitingForAdmission"
-	// ReasonUntoleratedTaint: most nodes carry a taint the pods do not tolerate (a GPU node
-	// taint, or one a GPU health check set).
-	ReasonUntoleratedTaint = "UntoleratedTaint"
-	// ReasonNodeSelectorMismatch: most nodes do not match the pods' node selector or affinity
-	// (set by admission, e.g. a Kueue ResourceFlavor's node labels).
-	ReasonNodeSelectorMismatch = "NodeSelectorMismatch"
-	// ReasonVolumeClaimUnbound: a PersistentVolumeClaim the pods mount (spec.cache) is not
-	// bound, so no node can be chosen.
-	ReasonVolumeClaimUnbound = "VolumeClaimUnbound"
-)
-
-// RankAdmission ranks gated pods after every failure and before a start: a crash loop among
-// admitted pods is the news, a queue is the wait.
-const RankAdmission = 55
-
 // admissionMessage names the gates and, with spec.queueName, the LocalQueue the operator
 // labelled the pods with, then what Kueue's Workload for the pod says, when there is one.
 func admissionMessage(isvc *crd.InferenceService, p *corev1.Pod, workloads map[types.UID]kinds.Workload) string {

@@ -43,19 +43,6 @@ func positionSays(p *kinds.QueuePosition) string {
 // Workloads with their positions, the only place Kueue tells them.
 var KueueLocalQueueVisibilityGVR = schema.GroupVersionResource{Group: "visibility.kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
 
-// Reasons of the Admitted condition beyond ReasonWaitingForAdmission.
-const (
-	// ReasonAdmitted: Kueue admitted every pod of the model within its ClusterQueue's own quota.
-	ReasonAdmitted = "Admitted"
-	// ReasonBorrowingQuota: every pod is admitted, and the ClusterQueue that admitted them is
-	// borrowing from its cohort, which may reclaim the quota by preempting its workloads.
-	ReasonBorrowingQuota = "BorrowingQuota"
-	// ReasonPreempting: a pod waits while Kueue preempts other workloads to make room for it.
-	ReasonPreempting = "Preempting"
-	// ReasonNoPods: the model has no pods for Kueue to admit.
-	ReasonNoPods = "NoPods"
-)
-
 // queuePositionsRecheck is how often a model waiting in a queue reads its position again:
 // the visibility API has no watch, and positions move when others are admitted.
 const queuePositionsRecheck = 10 * time.Second

@@ -1,8 +1,8 @@
 // Where a start's minutes went, the pure half (issue 36): which container runs to read the
 // start log of (StartsWanted, for the I/O layer, once per run when it first serves), the start
 // those reads tell with the pod's own times and the kubelet's Pulled Event (StartOf: scheduled,
-// image pulled, container started, then the model server's phases from StartPhasesOf), and the
-// status's last start and its SlowStart.
+// image pulled, container started, then the model server's phases from its engine's
+// StartPhases), and the status's last start and its SlowStart (slowstart.go).
 
 package reconcile
 
@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -55,6 +56,8 @@ type StartRun struct {
 	// Restarted is true when the run is not the pod's first: the pod's creation and scheduling
 	// are another run's, and the start counts from the run's own start.
 	Restarted bool
+	// Engine is the model server's engine, whose start log it is ("": engine.VLLM).
+	Engine string
 }
 
 // StartsWanted are the model's serving container runs whose start log tells where their start's
@@ -70,7 +73,7 @@ func StartsWanted(in Input) []StartRun {
 			if cs.Name != kinds.ContainerName || !cs.Ready || cs.State.Running == nil || cs.State.Running.StartedAt.IsZero() {
 				continue
 			}
-			run := StartRun{Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: cs.Name,
+			run := StartRun{Namespace: p.Namespace, Pod: p.Name, PodUID: p.UID, Container: cs.Name, Engine: engineOf(in.ISVC).Name(),
 				RunID:   fmt.Sprintf("%s/%s/%d", p.UID, cs.Name, cs.RestartCount),
 				Created: p.CreationTimestamp.Time, StartedAt: cs.State.Running.StartedAt.Time, Restarted: cs.RestartCount > 0}
 			for _, c := range p.Status.Conditions {
@@ -85,14 +88,14 @@ func StartsWanted(in Input) []StartRun {
 }
 
 // StartOf is run's start: the pod's phases (the image's pull from its pod's events, when they
-// have the container's Pulled), then its model server's (vllm, from StartPhasesOf on the run's
-// log), timed so that they add up to creation -> serving. nil when the log does not say the
+// have the container's Pulled), then its model server's (phases, from the engine's StartPhases
+// on the run's log), timed so that they add up to creation -> serving. nil when the log does not say the
 // server serves (a log cut short, a server that prints nothing vLLM prints).
-func StartOf(run StartRun, events []PodEvent, vllm []Phase) *crd.StartRecord {
-	var serving *Phase
-	for i := range vllm {
-		if vllm[i].Name == PhaseServing && !vllm[i].Going {
-			serving = &vllm[i]
+func StartOf(run StartRun, events []PodEvent, phases []engine.Phase) *crd.StartRecord {
+	var serving *engine.Phase
+	for i := range phases {
+		if phases[i].Name == engine.PhaseServing && !phases[i].Going {
+			serving = &phases[i]
 		}
 	}
 	if serving == nil {
@@ -125,8 +128,8 @@ func StartOf(run StartRun, events []PodEvent, vllm []Phase) *crd.StartRecord {
 		}
 		add(PhaseContainerStarted, gap.Seconds())
 	}
-	for _, p := range vllm {
-		if p.Name != PhaseServing {
+	for _, p := range phases {
+		if p.Name != engine.PhaseServing {
 			add(p.Name, p.Seconds)
 		}
 	}
@@ -207,11 +210,11 @@ func SlowStart(rec *crd.StartRecord, ext *crd.SpecExtensions) (string, bool) {
 	if rec == nil || time.Duration(rec.TotalSeconds*float64(time.Second)) <= slowStartAfter(ext) {
 		return "", false
 	}
-	var phases []Phase
+	var phases []engine.Phase
 	for _, p := range rec.Phases {
-		phases = append(phases, Phase{Name: p.Name, Seconds: p.Seconds})
+		phases = append(phases, engine.Phase{Name: p.Name, Seconds: p.Seconds})
 	}
-	phases = append(phases, Phase{Name: PhaseServing, Seconds: rec.TotalSeconds})
+	phases = append(phases, engine.Phase{Name: engine.PhaseServing, Seconds: rec.TotalSeconds})
 	_, msg, ok := SlowestPhase(phases)
 	return msg, ok
 }

@@ -12,9 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
+	"github.com/example/inferenceservice-operator/controller/engine/vllm/vllmtest"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
+
+// startedAt is when the tests' serving container started: vLLM's start log's.
+var startedAt = vllmtest.StartedAt
 
 func startPod(name string, ready bool, restarts int32) *corev1.Pod {
 	created := metav1.NewTime(startedAt.Add(-12 * time.Second))
@@ -46,8 +52,8 @@ func TestStartsWanted(t *testing.T) {
 // second, named as vLLM's log says them, the slowest named.
 func TestStartOfAddsUp(t *testing.T) {
 	runs := StartsWanted(Input{Observed: Observed{Pods: []*corev1.Pod{startPod("m-b", true, 0)}}})
-	vllm := StartPhasesOf(strings.Join(kubeletStamped(v011Start, ".25"), "\n"), startedAt)
-	rec := StartOf(runs[0], nil, vllm)
+	phases := vllm.StartPhasesOf(strings.Join(vllmtest.KubeletStamped(vllmtest.Start, ".25"), "\n"), startedAt)
+	rec := StartOf(runs[0], nil, phases)
 	if rec == nil {
 		t.Fatal("no start")
 	}
@@ -60,20 +66,20 @@ func TestStartOfAddsUp(t *testing.T) {
 	if math.Abs(sum-rec.TotalSeconds) > 1 {
 		t.Errorf("phases add up to %.3fs, the start took %.3fs", sum, rec.TotalSeconds)
 	}
-	want := []string{PhaseScheduled, PhaseContainerStarted, PhaseProcessStart, PhaseWeightsDownload, PhaseWeightsLoad,
-		PhaseModelLoad, PhaseCompile, PhaseCUDAGraphs, PhaseEngineInit, PhaseAPIServer}
+	want := []string{PhaseScheduled, PhaseContainerStarted, engine.PhaseProcessStart, engine.PhaseWeightsDownload, engine.PhaseWeightsLoad,
+		engine.PhaseModelLoad, engine.PhaseCompile, engine.PhaseCUDAGraphs, engine.PhaseEngineInit, engine.PhaseAPIServer}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", names, want)
 	}
-	if rec.TotalSeconds != 12+964.75 || rec.Started != "2026-12-05T13:59:48Z" || rec.ServingAt != "2026-12-05T14:16:04.750Z" || rec.Slowest != PhaseWeightsDownload {
+	if rec.TotalSeconds != 12+964.75 || rec.Started != "2026-12-05T13:59:48Z" || rec.ServingAt != "2026-12-05T14:16:04.750Z" || rec.Slowest != engine.PhaseWeightsDownload {
 		t.Errorf("record %+v", rec)
 	}
 	// a restarted run counts from its own start; a log that does not say it serves tells nothing
 	runs[0].Restarted = true
-	if r := StartOf(runs[0], nil, vllm); r.TotalSeconds != 964.75 || r.Phases[0].Name != PhaseProcessStart {
+	if r := StartOf(runs[0], nil, phases); r.TotalSeconds != 964.75 || r.Phases[0].Name != engine.PhaseProcessStart {
 		t.Errorf("restarted run: %+v", r)
 	}
-	if r := StartOf(runs[0], nil, StartPhasesOf(strings.Join(upTo("Loading weights took"), "\n"), startedAt)); r != nil {
+	if r := StartOf(runs[0], nil, vllm.StartPhasesOf(strings.Join(vllmtest.UpTo("Loading weights took"), "\n"), startedAt)); r != nil {
 		t.Errorf("a start still loading: %+v", r)
 	}
 }
@@ -82,7 +88,7 @@ func TestStartOfAddsUp(t *testing.T) {
 // "container started" in two, the sum unchanged; without one the start says what it said.
 func TestStartOfImagePulled(t *testing.T) {
 	run := StartsWanted(Input{Observed: Observed{Pods: []*corev1.Pod{startPod("m-b", true, 0)}}})[0] // scheduled 10s before its start
-	vllm := StartPhasesOf(strings.Join(kubeletStamped(v011Start, ".25"), "\n"), startedAt)
+	phases := vllm.StartPhasesOf(strings.Join(vllmtest.KubeletStamped(vllmtest.Start, ".25"), "\n"), startedAt)
 	ctr := "spec.containers{" + kinds.ContainerName + "}"
 	pulled := func(path, msg string) []PodEvent {
 		return []PodEvent{{Type: corev1.EventTypeNormal, Reason: "Scheduled", Message: "Successfully assigned ns/m-b to node-0"},
@@ -109,7 +115,7 @@ func TestStartOfImagePulled(t *testing.T) {
 		{"a message not the kubelet's", pulled(ctr, `Pulled it`), "scheduled=2 container started=10"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := StartOf(run, c.events, vllm)
+			rec := StartOf(run, c.events, phases)
 			var got []string
 			sum := 0.0
 			for _, p := range rec.Phases {
@@ -128,7 +134,7 @@ func TestStartOfImagePulled(t *testing.T) {
 	}
 	// a restarted run's start has no pod phases: a Pulled Event says nothing of it
 	run.Restarted = true
-	if r := StartOf(run, pulled(ctr, `Container image "x" already present on machine`), vllm); r.Phases[0].Name != PhaseProcessStart {
+	if r := StartOf(run, pulled(ctr, `Container image "x" already present on machine`), phases); r.Phases[0].Name != engine.PhaseProcessStart {
 		t.Errorf("restarted run: %+v", r.Phases)
 	}
 }
@@ -137,7 +143,7 @@ func TestStartOfImagePulled(t *testing.T) {
 // phase, once per start.
 func TestSlowStart(t *testing.T) {
 	rec := &crd.StartRecord{Pod: "m-b", ServingAt: "2026-12-05T14:17:00.000Z", TotalSeconds: 17 * 60,
-		Phases: []crd.StartPhase{{Name: PhaseProcessStart, Seconds: 60}, {Name: PhaseWeightsDownload, Seconds: 14 * 60}, {Name: PhaseWeightsLoad, Seconds: 120}}}
+		Phases: []crd.StartPhase{{Name: engine.PhaseProcessStart, Seconds: 60}, {Name: engine.PhaseWeightsDownload, Seconds: 14 * 60}, {Name: engine.PhaseWeightsLoad, Seconds: 120}}}
 	if msg, ok := SlowStart(rec, &crd.SpecExtensions{}); !ok || msg != "SlowStart: weights download 14m of 17m" {
 		t.Errorf("17m start: %q %v", msg, ok)
 	}

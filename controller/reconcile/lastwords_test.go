@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/inferenceservice-operator/controller/engine"
 )
 
 // Log tails as vLLM v0.11 leaves them (the fake vLLM server of test/localcluster prints the
@@ -107,47 +109,6 @@ func colour(log string) string {
 	return regexp.MustCompile(`(?m)^(\([A-Za-z0-9_]+ pid=\d+\))`).ReplaceAllString(log, "\x1b[1;36m$1\x1b[0;0m")
 }
 
-// TestDecisiveLine: the line of a crashed model server's log that says why it died.
-func TestDecisiveLine(t *testing.T) {
-	for _, c := range []struct{ name, log, want string }{
-		{"unknown argument: argparse's error, not its usage", logBadArgument, "vllm serve: error: unrecognized arguments: --foo"},
-		{"CUDA out of memory: the root cause, not the error pointing at it", logGPUOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.21 MiB is free."},
-		{"missing weights path: the exception, not its hints", logMissingWeights, "ValueError: Invalid repository ID or local directory specified: '/models/llama'."},
-		{"no config.json, after a caret line", logNoConfigJSON, "OSError: /models/llama does not appear to have a file named config.json."},
-		{"engine died: the CUDA error the later traceback points to", logEngineDead, "RuntimeError: CUDA error: an illegal memory access was encountered"},
-		{"a tail cut inside the traceback", logCutTraceback, "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."},
-		{"killed by the kernel: where it was", logOOMKilled, "Loading safetensors checkpoint shards:  33% Completed | 1/3 [00:01<00:02,  1.10s/it]"},
-		{"no traceback: the last line", logBindFailed, "ERROR:    [Errno 98] error while attempting to bind on address ('127.16.0.5', 8000): address already in use"},
-		{"chained exceptions: the last raised", logChained, "ImportError: vllm is not built for this CUDA version"},
-		{"a config check: the error pydantic wraps, not pydantic's count", logPydantic, "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3)."},
-		// vLLM v0.11 colours every process prefix, on a terminal or not (vllm/utils _add_prefix:
-		// CYAN, then RESET): the traceback's indentation comes after the codes.
-		{"coloured process prefixes, as vLLM writes them", colour(logGPUOOM), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.50 GiB."},
-		{"empty", "", ""},
-		{"blank lines only", "\n\n  \n", ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got := DecisiveLine(c.log)
-			if !strings.HasPrefix(got, c.want) || c.want == "" && got != "" {
-				t.Fatalf("got  %q\nwant %q", got, c.want)
-			}
-			if len(got) > MaxLastWords {
-				t.Fatalf("%d bytes, more than %d", len(got), MaxLastWords)
-			}
-		})
-	}
-}
-
-func TestDecisiveLineIsBounded(t *testing.T) {
-	got := DecisiveLine("ValueError: " + strings.Repeat("é", 300) + "\n")
-	if len(got) > MaxLastWords || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, "ValueError: é") {
-		t.Fatalf("%d bytes: %q", len(got), got)
-	}
-	if !strings.HasSuffix(strings.TrimSuffix(got, "..."), "é") {
-		t.Fatalf("cut inside a character: %q", got)
-	}
-}
-
 // TestLastWordsOfDropsLaterRuns: read while the kubelet restarted the container, the current
 // run's log is another run's: lines stamped after the crashed run ended are not its words.
 func TestLastWordsOfDropsLaterRuns(t *testing.T) {
@@ -211,7 +172,7 @@ func TestLastWordsWanted(t *testing.T) {
 	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 	got := LastWordsWanted(in)
 	want := CrashedRun{Namespace: "default", Pod: "qwen3-7b6cd-a", PodUID: "qwen3-7b6cd-a", Container: "vllm",
-		RunID: "containerd://qwen3-7b6cd-a-run", Previous: false, StartedAt: t0.Add(-time.Minute), FinishedAt: t0.Add(-time.Second)}
+		RunID: "containerd://qwen3-7b6cd-a-run", Previous: false, StartedAt: t0.Add(-time.Minute), FinishedAt: t0.Add(-time.Second), Engine: engine.VLLM}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("got %+v\nwant [%+v]: one read, for the pod the message names (the first by name)", got, want)
 	}

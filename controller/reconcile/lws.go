@@ -1,15 +1,13 @@
 package reconcile
 
 import (
-	"strconv"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -34,12 +32,7 @@ const (
 	// name, which the model's own ClusterIP Service already holds, so LWS skips it and
 	// LWS_LEADER_ADDRESS never resolves (LWS v0.8 CreateHeadlessServiceIfNotExists).
 	lwsSubdomainPerReplica = "UniquePerReplica"
-	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
-	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 )
-
-// MultiNodeUnsupported is the reason for a multi-node spec on a cluster without LWS.
-const ReasonMultiNodeUnsupported = "MultiNodeUnsupported"
 
 // isMultiNode reports whether the model's replicas span nodes.
 func isMultiNode(ext *crd.SpecExtensions) bool { return ext.MultiNode != nil }
@@ -59,44 +52,25 @@ func GPUsPerPod(isvc *crd.InferenceService, ext *crd.SpecExtensions) int32 {
 	return podSpecOf(isvc, ext).GPUs()
 }
 
-// shellQuote quotes s for sh: the engine arguments are the user's.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// multiNodeArgs is vllm serve's command line for a group's leader: the model split tensor-
+// multiNodeArgs is the server's command line for a group's leader: the model split tensor-
 // parallel inside a node and pipeline-parallel across nodes by default, or as spec.parallelism
-// splits it, over Ray.
+// splits it, across the group's pods.
 func multiNodeArgs(isvc *crd.InferenceService, ext *crd.SpecExtensions) []string {
 	tp, pp := ext.ParallelSizes(isvc.Spec.GPUs())
-	args := []string{ModelArg(&isvc.Spec, ext), "--port", portArg, "--served-model-name", ModelName(&isvc.Spec),
-		"--tensor-parallel-size", strconv.Itoa(int(tp)), "--pipeline-parallel-size", strconv.Itoa(int(pp)),
-		"--distributed-executor-backend", "ray"}
+	sv := engine.Serve{Model: ModelArg(&isvc.Spec, ext), ServedName: ModelName(&isvc.Spec),
+		TensorParallel: int(tp), PipelineParallel: int(pp), AcrossPods: true, Extra: ext.EngineArgs}
 	if len(ext.Adapters) > 0 {
-		args = append(args, EnableLoRAArg, "--max-loras", maxLoRAsArg, "--max-cpu-loras", maxCPULoRAsArg)
+		sv.Adapters, sv.MaxLoRAs, sv.MaxCPULoRAs = true, maxLoRAs, maxCPULoRAs
 	}
-	return append(args, ext.EngineArgs...)
+	return engineOf(isvc).ServeArgs(sv)
 }
 
-// leaderScript starts the Ray head, waits for the group's workers, then serves.
-// $(LWS_GROUP_SIZE) is the kubelet's expansion of the variable LWS injects.
-func leaderScript(isvc *crd.InferenceService, ext *crd.SpecExtensions) string {
-	var b strings.Builder
-	b.WriteString("bash " + multiNodeScript + " leader --ray_cluster_size=$(LWS_GROUP_SIZE) " + rayInitTimeout(ext) + " && exec vllm serve")
-	for _, a := range multiNodeArgs(isvc, ext) {
-		b.WriteString(" " + shellQuote(a))
-	}
-	return b.String()
-}
-
-// workerScript joins the group's Ray cluster at its leader's address.
-func workerScript(ext *crd.SpecExtensions) string {
-	return "bash " + multiNodeScript + " worker --ray_address=$(LWS_LEADER_ADDRESS) " + rayInitTimeout(ext)
-}
-
-// rayInitTimeout gives the group the model's startup budget to form: the script's default,
-// 300 s, fails a group whose worker still waits for its image or a node, and
-// RecreateGroupOnPodRestart then starts the whole group over.
-func rayInitTimeout(ext *crd.SpecExtensions) string {
-	return "--ray_init_timeout=" + strconv.Itoa(int(startupBudget(ext)))
+// groupScripts are the leader's script (start the group, wait for its workers, then serve) and
+// the workers' (join the leader), given the model's startup budget to form: a group whose
+// worker still waits for its image or a node would otherwise fail, and
+// RecreateGroupOnPodRestart start the whole group over.
+func groupScripts(isvc *crd.InferenceService, ext *crd.SpecExtensions) (leader, worker string) {
+	return engineOf(isvc).MultiNode(multiNodeArgs(isvc, ext), startupBudget(ext))
 }
 
 var shellCommand = []string{"/bin/sh", "-c"}
@@ -108,10 +82,11 @@ func desiredLWS(isvc *crd.InferenceService, ext *crd.SpecExtensions, b shared) *
 	d := desiredDeployment(isvc, ext, b)
 	leader := d.Spec.Template
 	lc := &leader.Spec.Containers[0]
-	lc.Command, lc.Args = shellCommand, []string{leaderScript(isvc, ext)}
+	leaderScript, workerScript := groupScripts(isvc, ext)
+	lc.Command, lc.Args = shellCommand, []string{leaderScript}
 	worker := *leader.DeepCopy()
 	wc := &worker.Spec.Containers[0]
-	wc.Args, wc.Ports = []string{workerScript(ext)}, nil
+	wc.Args, wc.Ports = []string{workerScript}, nil
 	wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe = nil, nil, nil
 	worker.Spec.ReadinessGates = nil // workers serve no adapters
 

@@ -14,14 +14,6 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// ReasonQueueChangeWaiting: spec.queueName changed, and Kueue refuses to move the running
-// Deployment's pods to another queue now; the other changes land meanwhile.
-const ReasonQueueChangeWaiting = "QueueChangeWaiting"
-
-// RankQueueChange: only ever said beside what the model's pods say; while they serve,
-// Ready stays True and Progressing carries it.
-const RankQueueChange = RankServing + 80
-
 // queueMove is what the Deployment's update does with the queue label.
 type queueMove struct {
 	// hold keeps the live label: the rest of the update goes without it.

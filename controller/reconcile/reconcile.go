@@ -2,7 +2,8 @@
 // sync -> reconcile -> controller apply): a pure function from an InferenceService and the
 // children its caches hold to the actions to take and the status to report. It owns the
 // desired children and the label vocabulary they carry, what the caches keep of each child,
-// the owned-field drift/set pairs, status and the layer walk's diagnosis. It cannot reach a
+// the owned-field drift/set pairs, status and the layer walk's diagnosis; its cause vocabulary
+// (every reason, every rank and which reasons fail) is one file, causes.go. It cannot reach a
 // client, take a context or read the clock (TestPure): time is an input.
 package reconcile
 
@@ -16,10 +17,6 @@ import (
 
 	"github.com/example/inferenceservice-operator/crd"
 )
-
-// ReasonReplacingPrevious: children of a deleted InferenceService of the same name are still
-// being garbage-collected; this one's are created as soon as they are gone.
-const ReasonReplacingPrevious = "ReplacingPrevious"
 
 // Reconcile is the controller's core, a pure function of the spec and the observed children:
 // create what is missing, update only owned fields that differ, delete what should not exist,

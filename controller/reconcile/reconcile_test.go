@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -823,7 +824,7 @@ func TestV1beta1Children(t *testing.T) {
 	h := out.Actions[2].Object.(*autoscalingv2.HorizontalPodAutoscaler)
 	pdb := out.Actions[3].Object.(*policyv1.PodDisruptionBudget)
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, EnableLoRAArg) || !slices.Contains(c.Env, runtimeLoRA) || hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) {
+	if !slices.Contains(c.Args, vllm.EnableLoRAArg) || !slices.Contains(c.Env, runtimeLoRA) || hasVolumeNamed(d.Spec.Template.Spec.Volumes, AdaptersVolume) {
 		t.Fatalf("deployment: args %v env %v volumes %v", c.Args, c.Env, d.Spec.Template.Spec.Volumes)
 	}
 	if *d.Spec.Replicas != 2 || *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 8 || h.Spec.Metrics[0].Pods.Target.AverageValue.Value() != 2 {
@@ -900,7 +901,7 @@ func TestV1beta1Children(t *testing.T) {
 		t.Fatalf("adapters removed: %s, steps %+v", got, out.AdapterSteps)
 	}
 	d = out.Actions[0].Object.(*appsv1.Deployment)
-	if slices.Contains(d.Spec.Template.Spec.Containers[0].Args, EnableLoRAArg) || slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name != HFHomeEnv }) {
+	if slices.Contains(d.Spec.Template.Spec.Containers[0].Args, vllm.EnableLoRAArg) || slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name != HFHomeEnv }) {
 		t.Fatalf("LoRA still enabled: %+v", d.Spec.Template.Spec.Containers[0])
 	}
 	w.apply(out.Actions)

@@ -47,15 +47,6 @@ func RouteOf(isvc *crd.InferenceService, ext *crd.SpecExtensions) Route {
 	return r
 }
 
-// ReasonRouteConflict: another model's gateway route takes, or may take, this model's
-// requests (the same path, or a shorter one with a higher priority), or this model's route
-// takes another's. Named on both models' status and in a Warning Event on each.
-const ReasonRouteConflict = "RouteConflict"
-
-// RankRouteConflict orders the conflict among the causes of a serving model: after its
-// rollout's diagnosis, before its adapters.
-const RankRouteConflict = RankServing + 85
-
 // routePath is a route's path as the gateway compares it: without a trailing "/" ("/" itself
 // stays "/").
 func routePath(p string) string {

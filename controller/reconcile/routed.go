@@ -18,34 +18,6 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// Reasons of the Routed condition.
-const (
-	// ReasonPoolRoute: the HTTPRoute sends requests to the InferencePool; its picker serves and
-	// the pool has ready pods.
-	ReasonPoolRoute = "InferencePoolRoute"
-	// ReasonActivatorRoute: the HTTPRoute sends requests to the activator, which holds them
-	// while the model is at zero (spec.autoscaling.minReplicas 0).
-	ReasonActivatorRoute = "ActivatorRoute"
-	// ReasonServiceRoute: the HTTPRoute sends requests to the model's Service (the cluster
-	// serves no InferencePool API, or the operator runs with --inference-pool=off).
-	ReasonServiceRoute = "ServiceRoute"
-	// ReasonPickerUnavailable: the pool's endpoint picker is not ready; requests go to the
-	// Service meanwhile.
-	ReasonPickerUnavailable = "PickerUnavailable"
-	// ReasonPoolNotAccepted: a Gateway refused the InferencePool, or none has accepted it yet.
-	ReasonPoolNotAccepted = "PoolNotAccepted"
-	// ReasonNoPoolEndpoints: no ready pod matches the pool's selector.
-	ReasonNoPoolEndpoints = "NoPoolEndpoints"
-	// ReasonRouteNotAccepted: the parent Gateway has not accepted the HTTPRoute.
-	ReasonRouteNotAccepted = "RouteNotAccepted"
-	// ReasonRouteRefsUnresolved: the parent Gateway cannot resolve the HTTPRoute's backends,
-	// or has not said it can (no ResolvedRefs condition for the route's generation).
-	ReasonRouteRefsUnresolved = "RouteRefsUnresolved"
-	// ReasonGatewayPolicyPending: the gateway needs a policy for the pool (an Istio
-	// DestinationRule, a GKE HealthCheckPolicy) that is not in place yet.
-	ReasonGatewayPolicyPending = "GatewayPolicyPending"
-)
-
 // decidePool creates, corrects and deletes the pool route's children. A RoleBinding whose role
 // changed is deleted (roleRef is immutable) and made anew on the next pass. The RoleBinding
 // names its ServiceAccount by name, so it is made only while the ServiceAccount of that name

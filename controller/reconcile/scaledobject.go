@@ -14,8 +14,13 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// QueueSeries is the series vLLM exports the queue as, one per served model name.
-const QueueSeries = "vllm:" + QueueMetric
+// QueueMetric is the engine's queue length without its prefix, the HPA's signal (the custom
+// metrics API serves it under this name); QueueSeries the series the engine exports it as,
+// one per served model name.
+var (
+	QueueMetric = defaultEngine.Metrics().QueueName
+	QueueSeries = defaultEngine.Metrics().Queue
+)
 
 // InstanceSeriesLabel is InstanceLabel as Prometheus names it on a pod's series: the
 // ServiceMonitor's podTargetLabels and pod discovery's __meta_kubernetes_pod_label_* both
@@ -76,10 +81,6 @@ func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
 	return "0"
 }
 
-// ReasonKEDANotReported: KEDA has not said whether the ScaledObject works (no Ready condition:
-// KEDA not running, or not yet); nothing is claimed.
-const ReasonKEDANotReported = "KEDANotReported"
-
 // decideScaledObject reads AutoscalingActive from the ScaledObject's Ready condition, KEDA's
 // verdict on its scaler (the Prometheus query answered, the HPA it owns set up).
 func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Unstructured) autoscaling {
@@ -109,11 +110,6 @@ func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Uns
 	}
 	return unknown
 }
-
-// ReasonKEDANotServed: --autoscaler=keda, but KEDA's CRD is not served, so the HPA scales
-// the model; the condition's status is still the HPA's. A reason of its own, because a
-// message-only change is not written (queueMoved).
-const ReasonKEDANotServed = "KEDANotServed"
 
 // kedaUnservedNote opens AutoscalingActive's message while --autoscaler=keda cannot be
 // honoured; the HPA's own reading stays last, where queueMoved finds it.

@@ -14,77 +14,11 @@ import (
 	"github.com/example/inferenceservice-operator/crd"
 )
 
-// Condition reasons. They are API: dashboards and alerts match on them.
-const (
-	// ReasonAvailable: at least spec.replicas pods are ready and every child matches the spec.
-	ReasonAvailable = "Available"
-	// ReasonScaledToZero: spec.replicas is 0; nothing runs and nothing is expected to.
-	ReasonScaledToZero = "ScaledToZero"
-	// ReasonReconciling: the operator is creating, updating or deleting children.
-	ReasonReconciling = "Reconciling"
-	// ReasonRolloutInProgress: the Deployment is rolling out a new pod template.
-	ReasonRolloutInProgress = "RolloutInProgress"
-	// ReasonReplicasNotReady: children match the spec but fewer than spec.replicas pods are ready.
-	ReasonReplicasNotReady = "ReplicasNotReady"
-	// ReasonChildConflict: a same-named child exists that this InferenceService does not control.
-	ReasonChildConflict = "ChildConflict"
-	// ReasonInvalidSpec: the stored object breaks a validation rule (stored before the rule existed).
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonForbidden: the operator's RBAC does not allow an action on a child.
-	ReasonForbidden = "Forbidden"
-	// ReasonNamespaceTerminating: the namespace is being deleted, and the API server refuses
-	// new objects in it; the model goes with it, nothing to fix.
-	ReasonNamespaceTerminating = "NamespaceTerminating"
-	// ReasonAdmissionDenied: an admission webhook or policy refused a write to a child (Kueue
-	// keeps a serving Deployment's queue label fixed, a policy engine refuses a field).
-	ReasonAdmissionDenied = "AdmissionDenied"
-	// ReasonReconcileError: an API call failed; the operator retries with backoff.
-	ReasonReconcileError = "ReconcileError"
-	// ReasonConverged: Progressing is False because nothing is left to do.
-	ReasonConverged = "Converged"
-	// ReasonDeleting: the InferenceService is being deleted.
-	ReasonDeleting = "Deleting"
-	// ReasonRegistered / ReasonGatewayUnavailable: the gateway registration's outcome.
-	ReasonRegistered         = "Registered"
-	ReasonGatewayUnavailable = "GatewayUnavailable"
-)
-
 // Cause is one reason the model is not serving, ranked: lower Rank blocks more.
 type Cause struct {
 	Rank    int
 	Reason  string
 	Message string
-}
-
-// Ranks, most blocking first.
-const (
-	RankSpec     = 0 // nothing can proceed until the user changes the object
-	RankConflict = 10
-	RankAPI      = 20
-	RankPods     = 65 // fewer ready pods than wanted, and the walk found nothing more precise
-	RankRollout  = 70
-	RankActing   = 80
-)
-
-// failing reasons need someone to act (raise a quota, fix an image, free GPUs): phase Failed
-// and Progressing False. The others resolve by themselves or by the operator's retries.
-var failing = map[string]bool{
-	ReasonInvalidSpec: true, ReasonMultiNodeUnsupported: true, ReasonChildConflict: true, ReasonForbidden: true, ReasonAdmissionDenied: true,
-	ReasonQuotaExceeded: true, ReasonLimitRangeRefused: true, ReasonPodCreationRefused: true,
-	ReasonInsufficientGPU: true, ReasonUnschedulable: true, ReasonUntoleratedTaint: true, ReasonNodeSelectorMismatch: true,
-	ReasonVolumeClaimUnbound: true, ReasonFrequentEviction: true, ReasonGPUError: true, ReasonVolumeMountFailed: true, ReasonGPUFragmented: true, ReasonImagePullFailed: true,
-	ReasonContainerCreateFailed: true, ReasonOOMKilled: true, ReasonCrashLoopBackOff: true, ReasonParallelismRefused: true,
-	ReasonEvicted: true, ReasonRouteConflict: true, ReasonReadinessProbeFailing: true, ReasonProgressDeadlineExceeded: true,
-	ReasonAdapterLoadFailed: true, ReasonAdapterSourceUnsupported: true,
-	ReasonWeightsDownloadFailed: true,
-}
-
-// IsFailing reports whether a Ready reason means the model cannot serve without a change.
-func IsFailing(reason string) bool { return failing[reason] }
-
-// IsWarning reports whether a status reason deserves a Warning Event when it appears.
-func IsWarning(reason string) bool {
-	return failing[reason] || reason == ReasonReconcileError || reason == ReasonGatewayUnavailable
 }
 
 // NewWarning returns the Warning Event that next deserves over stored: one when a new blocking

@@ -6,7 +6,6 @@ package reconcile
 
 import (
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -22,19 +22,19 @@ import (
 // object: desired objects are only read, and TestSharedPartsUnchanged checks that nothing
 // writes through them.
 var (
-	health = &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString(PortName)}
+	health = &corev1.HTTPGetAction{Path: server.HealthPath, Port: intstr.FromString(server.PortName)}
 	// /health is answered on vLLM's event loop, behind the requests it is serving: under load
 	// it answers in seconds. Readiness takes a slow answer as a busy pod for a few seconds
 	// (traffic moves to other pods); liveness is far looser, restarting only a server that
 	// has not answered for minutes, so a busy healthy server is never killed.
 	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3}
 	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 30, TimeoutSeconds: 30, FailureThreshold: 10}
-	vllmPorts      = []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}}
+	serverPorts    = []corev1.ContainerPort{{Name: server.PortName, ContainerPort: server.Port, Protocol: corev1.ProtocolTCP}}
 	// vLLM shares tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
 	// since a Memory emptyDir is charged to the pod and, unbounded, could take the node's memory.
 	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(crd.ShmSizeGi<<30, resource.BinarySI)}
 	// runtimeLoRA is set when the model has adapters: the operator loads them through the API.
-	runtimeLoRA = corev1.EnvVar{Name: RuntimeLoRAEnv, Value: "True"}
+	runtimeLoRA = corev1.EnvVar{Name: server.RuntimeAdaptersEnv, Value: "True"}
 	// cacheEnv points Hugging Face at the cache volume when spec.cache is set.
 	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
 	// offlineEnv keeps a server on a managed cache from downloading: what is missing fails.
@@ -61,12 +61,6 @@ func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
 		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
 }
 
-// serveCommand is the container's command, whatever the image's entrypoint: vllm/vllm-openai
-// up to v0.11.0 runs `python3 -m vllm.entrypoints.openai.api_server`, which takes the
-// positional model as an ignored model_tag and serves its default model (Qwen/Qwen3-0.6B)
-// under the name the operator passes; `vllm serve` reads it as the model on every version.
-var serveCommand = []string{"vllm", "serve"}
-
 // startupBudget is how long a pod may take to serve: spec.startupTimeoutSeconds or the default.
 func startupBudget(ext *crd.SpecExtensions) int32 {
 	if t := ext.StartupTimeoutSeconds; t != nil {
@@ -75,19 +69,16 @@ func startupBudget(ext *crd.SpecExtensions) int32 {
 	return crd.DefaultStartupTimeoutSeconds
 }
 
-// portArg is Port as vLLM's --port value.
-var portArg = strconv.Itoa(Port)
-
-// maxCPULoRAsArg keeps every adapter spec.adapters may list loaded in host memory; a constant,
+// maxCPULoRAs keeps every adapter spec.adapters may list loaded in host memory; a constant,
 // so a change of the adapters changes no argument and rolls no pod.
-var maxCPULoRAsArg = strconv.Itoa(crd.MaxAdapters)
+const maxCPULoRAs = crd.MaxAdapters
 
 // maxLoRAsArg lets four adapters share a batch: vLLM's default, 1, runs requests for a second
 // adapter only after the first one's drain, so a model serving several adapters serves one
 // at a time (the scheduler's max_loras check). Each slot is GPU memory (a rank-max_lora_rank
 // pair of matrices per layer), so it stays a small constant, the same for every model so
 // adding an adapter rolls no pod; spec.engineArgs' --max-loras overrides it (the last wins).
-const maxLoRAsArg = "4"
+const maxLoRAs = 4
 
 // ModelName is the name clients send for the base model: the operator passes
 // --served-model-name spec.model, as vLLM would default it, so the name is the operator's to
@@ -104,28 +95,22 @@ func ModelArg(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) string {
 	return spec.Model
 }
 
-// vllmArgs is vllm serve's command line (the image's entrypoint is vllm serve): the model as
-// its positional argument (--model is deprecated there), the operator's arguments, then the
-// user's engineArgs.
-func vllmArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
-	args := make([]string, 0, 12+len(ext.EngineArgs))
-	args = append(args, ModelArg(spec, ext), "--port", portArg, "--served-model-name", ModelName(spec))
+// serveArgs is the server's command line (the engine's ServeArgs): the model, the operator's
+// choices, then the user's engineArgs.
+func serveArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string {
+	sv := engine.Serve{Model: ModelArg(spec, ext), ServedName: ModelName(spec), Extra: ext.EngineArgs}
 	if p := ext.Parallelism; p != nil {
-		// spec.parallelism as given: the pipeline stages are processes of this pod, under vLLM's
-		// default executor for a world that fits the pod's GPUs (mp, vllm/config/parallel.py).
-		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(p.TensorParallelSize)),
-			"--pipeline-parallel-size", strconv.Itoa(int(p.PipelineParallelSize)))
+		// spec.parallelism as given: the pipeline stages are processes of this pod, under the
+		// engine's default executor for a world that fits the pod's GPUs.
+		sv.TensorParallel, sv.PipelineParallel = int(p.TensorParallelSize), int(p.PipelineParallelSize)
 	} else if g := spec.GPUs(); g > 1 {
 		// One replica's GPUs serve one model copy, split tensor-parallel across them.
-		args = append(args, "--tensor-parallel-size", strconv.Itoa(int(g)))
+		sv.TensorParallel = int(g)
 	}
 	if len(ext.Adapters) > 0 {
-		args = append(args, EnableLoRAArg, "--max-loras", maxLoRAsArg, "--max-cpu-loras", maxCPULoRAsArg)
-		if r := maxLoRARank(ext.Adapters); r > 0 {
-			args = append(args, "--max-lora-rank", strconv.Itoa(r))
-		}
+		sv.Adapters, sv.MaxLoRAs, sv.MaxCPULoRAs, sv.MaxLoRARank = true, maxLoRAs, maxCPULoRAs, maxLoRARank(ext.Adapters)
 	}
-	return append(args, ext.EngineArgs...)
+	return defaultEngine.ServeArgs(sv)
 }
 
 // loraRanks are the --max-lora-rank values vLLM v0.11 offers (config/lora.py MaxLoRARanks).
@@ -164,10 +149,10 @@ func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) c
 	return corev1.Container{
 		Name:           kinds.ContainerName,
 		Image:          spec.ImageOrDefault(),
-		Command:        serveCommand,
-		Args:           vllmArgs(spec, ext),
+		Command:        server.Command,
+		Args:           serveArgs(spec, ext),
 		Env:            desiredEnv(ext),
-		Ports:          vllmPorts,
+		Ports:          serverPorts,
 		StartupProbe:   startupProbe(ext),
 		ReadinessProbe: readinessProbe,
 		LivenessProbe:  livenessProbe,

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 )
@@ -34,12 +35,12 @@ func TestRenderWhy(t *testing.T) {
 		"why-slow-start.txt": func() Report {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
 			b, _ := json.Marshal(crd.StatusExtensions{LastStart: &crd.StartRecord{Pod: "qwen3-7b6cd-p2", Started: "2026-12-05T14:00:00Z",
-				ServingAt: "2026-12-05T14:17:04.750Z", TotalSeconds: 1024.75, Slowest: reconcile.PhaseWeightsDownload,
+				ServingAt: "2026-12-05T14:17:04.750Z", TotalSeconds: 1024.75, Slowest: engine.PhaseWeightsDownload,
 				Phases: []crd.StartPhase{{Name: reconcile.PhaseScheduled, Seconds: 1}, {Name: reconcile.PhaseContainerStarted, Seconds: 59},
-					{Name: reconcile.PhaseProcessStart, Seconds: 31.25}, {Name: reconcile.PhaseWeightsDownload, Seconds: 840.123},
-					{Name: reconcile.PhaseWeightsLoad, Seconds: 25.07}, {Name: reconcile.PhaseModelLoad, Seconds: 2.339},
-					{Name: reconcile.PhaseCompile, Seconds: 41.26}, {Name: reconcile.PhaseCUDAGraphs, Seconds: 10},
-					{Name: reconcile.PhaseEngineInit, Seconds: 10.58}, {Name: reconcile.PhaseAPIServer, Seconds: 3.5}}}})
+					{Name: engine.PhaseProcessStart, Seconds: 31.25}, {Name: engine.PhaseWeightsDownload, Seconds: 840.123},
+					{Name: engine.PhaseWeightsLoad, Seconds: 25.07}, {Name: engine.PhaseModelLoad, Seconds: 2.339},
+					{Name: engine.PhaseCompile, Seconds: 41.26}, {Name: engine.PhaseCUDAGraphs, Seconds: 10},
+					{Name: engine.PhaseEngineInit, Seconds: 10.58}, {Name: engine.PhaseAPIServer, Seconds: 3.5}}}})
 			o.ISVC.Annotations = map[string]string{crd.AnnotationV1beta1Status: string(b)}
 			return Build(o)
 		}(),

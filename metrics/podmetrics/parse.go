@@ -12,10 +12,13 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 )
 
-// WaitingMetric is vLLM's count of requests queued for a slot, one series per served model name.
-const WaitingMetric = "vllm:num_requests_waiting"
+// WaitingMetric is the engine's count of requests queued for a slot, one series per served
+// model name (vLLM's, the engine every model pod runs).
+const WaitingMetric = vllm.QueueSeries
 
 // ParseWaiting sums WaitingMetric over its series (the base model and every adapter share one
 // engine, so their queues add). Only that family's lines are handed to the exposition parser:

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 )
 
 const eccLine = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
@@ -51,8 +51,8 @@ func TestGPUFaultECC(t *testing.T) {
 		return g == "8/0", "capacity/allocatable " + g
 	})
 	out, _, err := c.Kubectl(context.Background(), "logs", "sick", "-n", ns, "--previous")
-	if err != nil || !strings.Contains(out, eccLine) || reconcile.DecisiveLine(out) != eccLine {
-		t.Fatalf("logs --previous of the run the fault killed (decisive line %q, err %v):\n%s", reconcile.DecisiveLine(out), err, out)
+	if err != nil || !strings.Contains(out, eccLine) || vllm.DecisiveLine(out) != eccLine {
+		t.Fatalf("logs --previous of the run the fault killed (decisive line %q, err %v):\n%s", vllm.DecisiveLine(out), err, out)
 	}
 
 	// The restarts fail at start, on the same root cause.
@@ -61,8 +61,8 @@ func TestGPUFaultECC(t *testing.T) {
 		return n != "" && n != "0" && n != "1", "restartCount=" + n + ", state " + podState(t, ns, "sick")
 	})
 	out, _, err = c.Kubectl(context.Background(), "logs", "sick", "-n", ns, "--previous")
-	if err != nil || reconcile.DecisiveLine(out) != eccLine || strings.Contains(out, "Application startup complete.") {
-		t.Fatalf("logs --previous of a restart on the sick node (decisive line %q, err %v):\n%s", reconcile.DecisiveLine(out), err, out)
+	if err != nil || vllm.DecisiveLine(out) != eccLine || strings.Contains(out, "Application startup complete.") {
+		t.Fatalf("logs --previous of a restart on the sick node (decisive line %q, err %v):\n%s", vllm.DecisiveLine(out), err, out)
 	}
 	tail := strings.Split(strings.TrimSpace(out), "\n")
 	t.Logf("kubectl logs --previous, last lines:\n%s", strings.Join(tail[max(0, len(tail)-18):], "\n"))

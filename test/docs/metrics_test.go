@@ -1,7 +1,10 @@
 package docs
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +73,17 @@ func TestMetricsTablesMatchCode(t *testing.T) {
 		}
 	}
 
+	code := registeredSeries(t)
+	for _, e := range Compare("metric", documented, code) {
+		t.Error(e)
+	}
+	t.Logf("%d series registered, %d documented", len(code), len(documented))
+}
+
+// registeredSeries is every series the operator, the activator and the metrics adapter
+// register, with the component that does.
+func registeredSeries(t *testing.T) map[string]string {
+	t.Helper()
 	code := map[string]string{}
 	op := recorder{"the operator (metrics.New, metrics/)", code}
 	metrics.New(op, "test")
@@ -81,9 +95,35 @@ func TestMetricsTablesMatchCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapter.MustRegister(custommetrics.NewAPIServiceInfo())
+	return code
+}
 
-	for _, e := range Compare("metric", documented, code) {
-		t.Error(e)
+// TestAlertsReadRegisteredSeries: every activator_ and inferenceservice_metrics_adapter_
+// series the alerts of manifests/monitoring/rules.yaml reads is one that binary registers (a
+// histogram's _bucket, _sum and _count with it), so a renamed metric cannot leave an alert
+// silently quiet. The operator's own series are checked with its dashboards
+// (metrics/monitoring_test.go).
+func TestAlertsReadRegisteredSeries(t *testing.T) {
+	code := registeredSeries(t)
+	b, err := os.ReadFile(filepath.Join(Root(), "manifests", "monitoring", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d series registered, %d documented", len(code), len(documented))
+	for _, prefix := range []string{"activator_", "inferenceservice_metrics_adapter_"} {
+		used := regexp.MustCompile(`\b`+prefix+`[a-z_]+\b`).FindAllString(string(b), -1)
+		if len(used) == 0 {
+			t.Errorf("rules.yaml reads no %s series: its alerts are gone", prefix)
+		}
+		for _, name := range used {
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if _, ok := code[base]; !ok {
+					base = strings.TrimSuffix(base, suffix)
+				}
+			}
+			if _, ok := code[base]; !ok {
+				t.Errorf("rules.yaml reads %s, which no binary registers", name)
+			}
+		}
+	}
 }

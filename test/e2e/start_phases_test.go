@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -76,14 +77,14 @@ spec: {model: Qwen/Qwen3-8B, replicas: 1, gpusPerReplica: 1, image: "vllm/vllm-o
 
 	// each phase is the pod's or one the log printed
 	for _, c := range []struct{ phase, line string }{
-		{reconcile.PhaseProcessStart, "Starting to load model Qwen/Qwen3-8B..."},
-		{reconcile.PhaseWeightsDownload, "Time spent downloading weights for Qwen/Qwen3-8B"},
-		{reconcile.PhaseWeightsLoad, "Loading weights took"},
-		{reconcile.PhaseModelLoad, "Model loading took"},
-		{reconcile.PhaseCompile, "torch.compile takes"},
-		{reconcile.PhaseCUDAGraphs, "Graph capturing finished in"},
-		{reconcile.PhaseEngineInit, "init engine (profile, create kv cache, warmup model) took"},
-		{reconcile.PhaseAPIServer, "Application startup complete."},
+		{engine.PhaseProcessStart, "Starting to load model Qwen/Qwen3-8B..."},
+		{engine.PhaseWeightsDownload, "Time spent downloading weights for Qwen/Qwen3-8B"},
+		{engine.PhaseWeightsLoad, "Loading weights took"},
+		{engine.PhaseModelLoad, "Model loading took"},
+		{engine.PhaseCompile, "torch.compile takes"},
+		{engine.PhaseCUDAGraphs, "Graph capturing finished in"},
+		{engine.PhaseEngineInit, "init engine (profile, create kv cache, warmup model) took"},
+		{engine.PhaseAPIServer, "Application startup complete."},
 	} {
 		if !names[c.phase] || !strings.Contains(logs, c.line) {
 			t.Errorf("phase %q in status %v, its line %q in the log %v", c.phase, names[c.phase], c.line, strings.Contains(logs, c.line))

@@ -172,18 +172,7 @@ func TestUpgradeFromV1alpha1Default(t *testing.T) {
 		}
 		return nil
 	})
-	storedAs := func(name string) string {
-		t.Helper()
-		raw, err := env.Cluster.EtcdGet(ctx, "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
-		if err != nil || raw == nil {
-			t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
-		}
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(raw, &tm); err != nil {
-			t.Fatalf("stored %s is not JSON: %v", name, err)
-		}
-		return tm.APIVersion
-	}
+	storedAs := func(name string) string { return storedVersion(t, ns, name) }
 	children := map[string]types.UID{}
 	for name := range before {
 		if got := storedAs(name); got != crd.GroupVersion.String() {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -85,7 +86,7 @@ spec:
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, reconcile.EnableLoRAArg) || !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
+	if !slices.Contains(c.Args, vllm.EnableLoRAArg) || !slices.Contains(c.Env, corev1.EnvVar{Name: "VLLM_ALLOW_RUNTIME_LORA_UPDATING", Value: "True"}) {
 		t.Fatalf("vLLM cannot load adapters at run time: args %v env %v", c.Args, c.Env)
 	}
 	pods, err := readyModelPods(t, ns, "lora")
@@ -157,7 +158,7 @@ spec:
 		if err != nil {
 			return err
 		}
-		if args := d.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, reconcile.EnableLoRAArg) {
+		if args := d.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, vllm.EnableLoRAArg) {
 			return fmt.Errorf("args %v", args)
 		}
 		u, err := getVersion(t, true, ns, "lora")
@@ -231,18 +232,7 @@ func TestStorageMigration(t *testing.T) {
 		}
 		return nil
 	})
-	storedAs := func(name string) string {
-		t.Helper()
-		raw, err := env.Cluster.EtcdGet(ctx, "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
-		if err != nil || raw == nil {
-			t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
-		}
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(raw, &tm); err != nil {
-			t.Fatalf("stored %s is not JSON: %v", name, err)
-		}
-		return tm.APIVersion
-	}
+	storedAs := func(name string) string { return storedVersion(t, ns, name) }
 	countStored := func(apiVersion string) int {
 		c := 0
 		for i := range n {
@@ -292,4 +282,18 @@ func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
+}
+
+// storedVersion is the apiVersion etcd holds ns/name's InferenceService in.
+func storedVersion(t *testing.T, ns, name string) string {
+	t.Helper()
+	raw, err := env.Cluster.EtcdGet(context.Background(), "/registry/ai.example.com/inferenceservices/"+ns+"/"+name)
+	if err != nil || raw == nil {
+		t.Fatalf("etcd %s: %v (%d bytes)", name, err, len(raw))
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		t.Fatalf("stored %s is not JSON: %v", name, err)
+	}
+	return tm.APIVersion
 }

@@ -32,19 +32,7 @@ func TestWeightsFetchedOnce(t *testing.T) {
 
 	// A volume behind a slow link (the fake kubelet's kubelet.fake/download-mb-per-s): Qwen3-0.6B's
 	// weights take about 25 s to fill at the suite's time scale, long enough to watch.
-	class, pv := "weights-"+ns, "weights-"+ns
-	t.Cleanup(func() { env.Kubectl(t, "delete", "pv", pv, "--wait=false") })
-	applyYAML(t, ns, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: %s
-  annotations: {kubelet.fake/download-mb-per-s: "0.5"}
-spec:
-  capacity: {storage: 20Gi}
-  accessModes: [ReadWriteMany]
-  storageClassName: %s
-  hostPath: {path: /tmp/%s}
-`, pv, class, pv))
+	class := slowVolume(t, ns, "weights", 0.5)
 	model := func(name string) string {
 		return fmt.Sprintf(`apiVersion: ai.example.com/v1beta1
 kind: InferenceService
@@ -177,4 +165,25 @@ func modelPods(t *testing.T, ns, name string) []corev1.Pod {
 		}
 	}
 	return out
+}
+
+// slowVolume is a PersistentVolume NAME-ns of its own storage class (the same name), 20Gi,
+// behind a link of mbps MB/s (the fake kubelet's kubelet.fake/download-mb-per-s); it returns
+// the name. Deleted at the test's end.
+func slowVolume(t *testing.T, ns, name string, mbps float64) string {
+	t.Helper()
+	pv := name + "-" + ns
+	t.Cleanup(func() { env.Kubectl(t, "delete", "pv", pv, "--wait=false") })
+	applyYAML(t, ns, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %s
+  annotations: {kubelet.fake/download-mb-per-s: "%g"}
+spec:
+  capacity: {storage: 20Gi}
+  accessModes: [ReadWriteMany]
+  storageClassName: %s
+  hostPath: {path: /tmp/%s}
+`, pv, mbps, pv, pv))
+	return pv
 }

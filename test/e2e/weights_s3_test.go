@@ -99,24 +99,6 @@ func TestWeightsFromS3(t *testing.T) {
 	endpoint := startS3(t, seed)
 	t.Logf("S3 server at %s", endpoint)
 
-	// volume is a PersistentVolume of its own class, behind a link of mbps MB/s.
-	volume := func(t *testing.T, ns, name string, mbps float64) string {
-		t.Helper()
-		pv := name + "-" + ns
-		t.Cleanup(func() { env.Kubectl(t, "delete", "pv", pv, "--wait=false") })
-		applyYAML(t, ns, fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: %s
-  annotations: {kubelet.fake/download-mb-per-s: "%g"}
-spec:
-  capacity: {storage: 20Gi}
-  accessModes: [ReadWriteMany]
-  storageClassName: %s
-  hostPath: {path: /tmp/%s}
-`, pv, mbps, pv, pv))
-		return pv
-	}
 	secret := func(t *testing.T, ns, name, key, secretKey string) {
 		t.Helper()
 		applyYAML(t, ns, fmt.Sprintf(`apiVersion: v1
@@ -158,7 +140,7 @@ spec:
 			ns := env.Namespace(t)
 			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
 			// 2 MB at 2 kB/s: 1000 s modelled, about 10 s at the suite's scale
-			pv := volume(t, ns, "s3", 0.002)
+			pv := slowVolume(t, ns, "s3", 0.002)
 			secret(t, ns, "s3-creds", s3Key, s3Secret)
 			apply(t, ns, "qwen", pv, "s3-creds")
 			figure := regexp.MustCompile(`^downloading s3://models/Qwen3-0\.6B: ([0-9.]+ [kMG]?B) of 2\.0 MB`)
@@ -179,16 +161,7 @@ spec:
 				t.Logf("%5.1fs %s (status.cache %+v)", time.Since(start).Seconds(), msg, *c)
 				return nil
 			})
-			testenv.Eventually(t, 3*time.Minute, "qwen Ready on the copied directory", func() error {
-				i, err := env.ISVC(ns, "qwen")
-				if err != nil {
-					return err
-				}
-				if i.Status.Phase != crd.PhaseReady {
-					return fmt.Errorf("%s %s: %s", i.Status.Phase, i.Status.Reason, readyMessage(i))
-				}
-				return nil
-			})
+			env.WaitPhase(t, ns, "qwen", crd.PhaseReady, 3*time.Minute) // on the copied directory
 			t.Logf("qwen Ready %.1fs into the test", time.Since(start).Seconds())
 			d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "qwen", metav1.GetOptions{})
 			if err != nil {
@@ -205,7 +178,7 @@ spec:
 			t.Parallel()
 			ns := env.Namespace(t)
 			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
-			pv := volume(t, ns, "s3bad", 1)
+			pv := slowVolume(t, ns, "s3bad", 1)
 			secret(t, ns, "s3-wrong", s3Key, "not-the-secret")
 			apply(t, ns, "qwen", pv, "s3-wrong")
 			testenv.Eventually(t, 2*time.Minute, "the store's refusal in status, naming the Secret", func() error {
@@ -232,7 +205,7 @@ spec:
 			t.Parallel()
 			ns := env.Namespace(t)
 			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
-			pv := volume(t, ns, "s3none", 1)
+			pv := slowVolume(t, ns, "s3none", 1)
 			apply(t, ns, "qwen", pv, "s3-later")
 			testenv.Eventually(t, 2*time.Minute, "the kubelet's refusal in status, naming the Secret", func() error {
 				i, err := env.ISVC(ns, "qwen")
@@ -247,16 +220,7 @@ spec:
 				return nil
 			})
 			secret(t, ns, "s3-later", s3Key, s3Secret)
-			testenv.Eventually(t, 3*time.Minute, "qwen Ready once the Secret is there", func() error {
-				i, err := env.ISVC(ns, "qwen")
-				if err != nil {
-					return err
-				}
-				if i.Status.Phase != crd.PhaseReady {
-					return fmt.Errorf("%s %s: %s", i.Status.Phase, i.Status.Reason, readyMessage(i))
-				}
-				return nil
-			})
+			env.WaitPhase(t, ns, "qwen", crd.PhaseReady, 3*time.Minute) // once the Secret is there
 		})
 	})
 }

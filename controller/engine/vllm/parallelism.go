@@ -1,8 +1,8 @@
-// Parallelism vLLM refuses: a crashed run whose decisive line is vLLM's check of the model's
-// shape against the GPU split (attention heads not divisible by the tensor-parallel size) is the
-// spec's GPU count, not a crash to wait out: named, with the split that works.
+// Parallelism vLLM refuses: its check of the model's shape against the GPU split (attention
+// heads not divisible by the tensor-parallel size), read from a crashed run's last words, with
+// the split that works.
 
-package reconcile
+package vllm
 
 import (
 	"fmt"
@@ -10,19 +10,13 @@ import (
 	"strconv"
 )
 
-// ReasonParallelismRefused: vLLM refuses to split the model over the replica's GPUs.
-const ReasonParallelismRefused = "ParallelismRefused"
-
-// RankParallelism ranks the refusal with the other causes a crash log names.
-const RankParallelism = RankGPU
-
 // headsRefusal is vllm/config/model.py's verify_with_parallel_config.
 var headsRefusal = regexp.MustCompile(`Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)`)
 
-// parallelismRefusal is the finding's message for a decisive line that refuses the split; ""
+// ParallelismRefusal is the finding's message for a decisive line that refuses the split; ""
 // when it is not one. The advice is vLLM's for a GPU count the heads do not divide: tensor
 // parallel over a divisor of the heads, pipeline parallel over the rest.
-func parallelismRefusal(line string) string {
+func ParallelismRefusal(line string) string {
 	m := headsRefusal.FindStringSubmatch(line)
 	if m == nil {
 		return ""

@@ -1,16 +1,9 @@
-// GPU errors in the walk: a crashed run whose decisive log line is the GPU's or the driver's
-// (ECC, a GPU lost from the bus, a driver older than the image's CUDA) is reported with the node
-// it ran on, since the fix is on the node, not in the model's spec.
+// The GPU faults a crashed vLLM server's last words name: the lines torch, CUDA and vLLM print
+// for a fault of the hardware or the driver, whose fix is on the node, not in the model's spec.
 
-package reconcile
+package vllm
 
 import "strings"
-
-// ReasonGPUError: the model's container dies of a GPU fault on its node.
-const ReasonGPUError = "GPUError"
-
-// RankGPU ranks a GPU fault before the crash it causes and before an OOM kill.
-const RankGPU = 43
 
 // gpuFaults are the lines torch, CUDA and vLLM print for a fault of the hardware or the driver,
 // lower-cased; each with what it means and what to do. An illegal memory access or CUDA out of
@@ -25,8 +18,8 @@ var gpuFaults = []struct{ phrase, fault, advice string }{
 	{"nvidia driver on your system is too old", "the node's NVIDIA driver is older than the image's CUDA", "use an image built for the node's driver, or upgrade the driver"},
 }
 
-// gpuFault names the GPU fault a log line reports, with its advice; "" when it reports none.
-func gpuFault(line string) (fault, advice string) {
+// GPUFault names the GPU fault a log line reports, with its advice; "" when it reports none.
+func GPUFault(line string) (fault, advice string) {
 	if line == "" {
 		return "", ""
 	}

@@ -31,7 +31,7 @@
 // kubelet's RFC 3339 stamp before each line, as the operator reads logs) gives every line,
 // uvicorn's included, a full, exact time, which is used instead.
 
-package reconcile
+package vllm
 
 import (
 	"fmt"
@@ -40,54 +40,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// The phases of a vLLM start, in the order v0.11 goes through them. Each but PhaseServing is
-// a part of the start: its own time, not counting the parts inside it, so the parts add up to
-// about the whole.
-const (
-	// PhaseProcessStart is the container's start to the engine's "Starting to load model":
-	// Python's imports, the model's config and tokenizer, the engine process, NCCL. From stamps.
-	PhaseProcessStart = "process start"
-	// PhaseWeightsDownload is the weights' download from the Hub (vLLM prints it when it took
-	// over half a second: absent when the weights were cached or local).
-	PhaseWeightsDownload = "weights download"
-	// PhaseWeightsLoad is reading the weights onto the GPUs.
-	PhaseWeightsLoad = "weights load"
-	// PhaseModelLoad is the rest of vLLM's model loading: building the model, post-processing
-	// its weights ("Model loading took" less the download and the load).
-	PhaseModelLoad = "model load"
-	// PhaseCompile is torch.compile (Dynamo and Inductor, or loading the compiled graphs).
-	PhaseCompile = "torch.compile"
-	// PhaseCUDAGraphs is capturing the CUDA graphs.
-	PhaseCUDAGraphs = "CUDA graph capture"
-	// PhaseEngineInit is the rest of the engine's init: profiling memory, allocating the KV
-	// cache, warming up ("init engine ... took" less torch.compile and the graphs).
-	PhaseEngineInit = "engine init"
-	// PhaseAPIServer is the engine's init to uvicorn's "Application startup complete.": the
-	// API server's own start. From stamps.
-	PhaseAPIServer = "API server start"
-	// PhaseServing is the whole start: the container's start to "Application startup
-	// complete.". Not a part: SlowestPhase measures the others against it.
-	PhaseServing = "serving"
+	"github.com/example/inferenceservice-operator/controller/engine"
 )
-
-// Phase is one phase of a start.
-type Phase struct {
-	Name string
-	// Seconds is the phase's own time; for a phase still going, its time so far (to the last
-	// stamp in the log).
-	Seconds float64
-	// Source is the log line the phase's duration was read from (without the kubelet's stamp,
-	// process prefix or colour codes); for a phase still going, the line it began at.
-	Source string
-	// Going is true for the phase a log cut short was in: the start had not finished it.
-	// Seconds is then to the log's last stamp, and a phase that prints nothing while it lasts
-	// (a download) counts none of its silence: Since is when it began, for a caller who knows
-	// the time to measure it to now.
-	Going bool
-	Since time.Time
-}
 
 // A stamped line of vLLM's logger, after its process prefix: level, "MM-DD hh:mm:ss",
 // [file:line], message. Anything may come before the level (VLLM_LOGGING_PREFIX).
@@ -95,9 +50,6 @@ var vllmLine = regexp.MustCompile(`(?:^|\s)(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)
 
 // ansiEscape is a terminal colour code (vLLM colours its process prefixes).
 var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*m")
-
-// procPrefix is a process's prefix, "(EngineCore_DP0 pid=243) ", once uncoloured.
-var procPrefix = regexp.MustCompile(`^\(([A-Za-z0-9_]+ pid=\d+)\) ?`)
 
 // The messages that mark the phases; numbers as vLLM prints them. Later vLLM words
 // ("Model loading took %.4f GiB memory and", "torch.compile took") are read too.
@@ -160,7 +112,7 @@ type run struct {
 // reached, in order, the one it was in last marked Going when it had not served yet. A log
 // holding several starts (a restart) gives the last one's, timed from its own first line
 // rather than from started. Nil when the log holds no stamped vLLM line.
-func StartPhasesOf(log string, started time.Time) []Phase {
+func StartPhasesOf(log string, started time.Time) []engine.Phase {
 	started = started.UTC()
 	r := &run{start: started, loaders: map[string]bool{}}
 	var platformAt time.Time // the latest "Automatically detected platform" since the run's last milestone
@@ -177,10 +129,7 @@ func StartPhasesOf(log string, started time.Time) []Phase {
 				at, line = ts.UTC(), rest
 			}
 		}
-		proc := ""
-		if m := procPrefix.FindStringSubmatch(line); m != nil {
-			proc, line = m[1], line[len(m[0]):]
-		}
+		proc, line := cutProcess(line)
 		msg := line
 		if m := vllmLine.FindStringSubmatch(line); m != nil {
 			if at.IsZero() {
@@ -314,76 +263,76 @@ func between(a, b time.Time) float64 {
 }
 
 // phases are the run's phases: those it finished, then the one it was in.
-func (r *run) phases() []Phase {
+func (r *run) phases() []engine.Phase {
 	m := &r.m
-	var out []Phase
+	var out []engine.Phase
 	add := func(name string, secs float64, src string) {
-		out = append(out, Phase{Name: name, Seconds: math.Max(0, secs), Source: src})
+		out = append(out, engine.Phase{Name: name, Seconds: math.Max(0, secs), Source: src})
 	}
 	// going is the phase the run was in since the milestone at since: its time so far.
-	going := func(name string, since mark) []Phase {
+	going := func(name string, since mark) []engine.Phase {
 		at := since.at
 		if at.IsZero() {
 			at = r.start
 		}
-		return append(out, Phase{Name: name, Seconds: between(at, r.last), Source: since.line, Going: true, Since: at})
+		return append(out, engine.Phase{Name: name, Seconds: between(at, r.last), Source: since.line, Going: true, Since: at})
 	}
 
 	if !m[mLoadStarts].seen {
-		return going(PhaseProcessStart, mark{at: r.start})
+		return going(engine.PhaseProcessStart, mark{at: r.start})
 	}
-	add(PhaseProcessStart, between(r.start, m[mLoadStarts].at), m[mLoadStarts].line)
+	add(engine.PhaseProcessStart, between(r.start, m[mLoadStarts].at), m[mLoadStarts].line)
 
 	// the weights: download (when vLLM printed it), load, the rest of the model's loading
 	if m[mDownloaded].seen {
-		add(PhaseWeightsDownload, m[mDownloaded].seconds, m[mDownloaded].line)
+		add(engine.PhaseWeightsDownload, m[mDownloaded].seconds, m[mDownloaded].line)
 	}
 	if !m[mWeightsLoaded].seen {
 		switch {
 		case m[mModelLoaded].seen: // a loader that does not say (not vLLM's default)
 		case m[mDownloaded].seen:
-			return going(PhaseWeightsLoad, m[mDownloaded])
+			return going(engine.PhaseWeightsLoad, m[mDownloaded])
 		case m[mShards].seen:
-			return going(PhaseWeightsLoad, firstOf(m[mShards], m[mDownloadBegins], m[mLoadStarts]))
+			return going(engine.PhaseWeightsLoad, firstOf(m[mShards], m[mDownloadBegins], m[mLoadStarts]))
 		default:
-			return going(PhaseWeightsDownload, firstOf(m[mDownloadBegins], m[mLoadStarts]))
+			return going(engine.PhaseWeightsDownload, firstOf(m[mDownloadBegins], m[mLoadStarts]))
 		}
 	} else {
-		add(PhaseWeightsLoad, m[mWeightsLoaded].seconds, m[mWeightsLoaded].line)
+		add(engine.PhaseWeightsLoad, m[mWeightsLoaded].seconds, m[mWeightsLoaded].line)
 	}
 	if !m[mModelLoaded].seen {
-		return going(PhaseModelLoad, lastOf(m[mWeightsLoaded], m[mDownloaded], m[mLoadStarts]))
+		return going(engine.PhaseModelLoad, lastOf(m[mWeightsLoaded], m[mDownloaded], m[mLoadStarts]))
 	}
-	add(PhaseModelLoad, m[mModelLoaded].seconds-m[mDownloaded].seconds-m[mWeightsLoaded].seconds, m[mModelLoaded].line)
+	add(engine.PhaseModelLoad, m[mModelLoaded].seconds-m[mDownloaded].seconds-m[mWeightsLoaded].seconds, m[mModelLoaded].line)
 
 	// the engine: torch.compile and the graphs inside its init
 	if m[mCompiled].seen {
-		add(PhaseCompile, m[mCompiled].seconds, m[mCompiled].line)
+		add(engine.PhaseCompile, m[mCompiled].seconds, m[mCompiled].line)
 	}
 	if m[mGraphs].seen {
-		add(PhaseCUDAGraphs, m[mGraphs].seconds, m[mGraphs].line)
+		add(engine.PhaseCUDAGraphs, m[mGraphs].seconds, m[mGraphs].line)
 	}
 	if !m[mEngineInit].seen {
 		switch {
 		case !m[mCompiled].seen && !m[mKVSized].seen && !r.eager:
-			return going(PhaseCompile, m[mModelLoaded])
+			return going(engine.PhaseCompile, m[mModelLoaded])
 		case m[mKVSized].seen && !m[mGraphs].seen && !r.eager:
-			return going(PhaseCUDAGraphs, m[mKVSized])
+			return going(engine.PhaseCUDAGraphs, m[mKVSized])
 		default:
-			return going(PhaseEngineInit, lastOf(m[mGraphs], m[mCompiled], m[mModelLoaded]))
+			return going(engine.PhaseEngineInit, lastOf(m[mGraphs], m[mCompiled], m[mModelLoaded]))
 		}
 	}
-	add(PhaseEngineInit, m[mEngineInit].seconds-m[mCompiled].seconds-m[mGraphs].seconds, m[mEngineInit].line)
+	add(engine.PhaseEngineInit, m[mEngineInit].seconds-m[mCompiled].seconds-m[mGraphs].seconds, m[mEngineInit].line)
 
 	// the API server, and the whole
 	if !m[mServing].seen {
-		return going(PhaseAPIServer, m[mEngineInit])
+		return going(engine.PhaseAPIServer, m[mEngineInit])
 	}
 	// uvicorn prints no time: unless the kubelet stamped it, the moment is the API server's
 	// last stamped line before it ("Route: ..."), to a second
 	served := m[mServing].at
-	add(PhaseAPIServer, between(m[mEngineInit].at, served), m[mServing].line)
-	add(PhaseServing, between(r.start, served), m[mServing].line)
+	add(engine.PhaseAPIServer, between(m[mEngineInit].at, served), m[mServing].line)
+	add(engine.PhaseServing, between(r.start, served), m[mServing].line)
 	return out
 }
 
@@ -399,47 +348,3 @@ func firstOf(marks ...mark) mark {
 
 // lastOf is the first of marks seen, marks being listed latest first.
 func lastOf(marks ...mark) mark { return firstOf(marks...) }
-
-// SlowestPhase is the longest part of a start (PhaseServing aside) and what to say of it:
-// "SlowStart: weights download 14m of 17m", measured against the whole start (PhaseServing),
-// or for a start still going against its time so far, "SlowStart: weights download 14m of 17m
-// so far". ok is false when there is no part.
-func SlowestPhase(phases []Phase) (slowest Phase, message string, ok bool) {
-	total, served, sum := 0.0, false, 0.0
-	for _, p := range phases {
-		if p.Name == PhaseServing {
-			total, served = p.Seconds, true
-			continue
-		}
-		sum += p.Seconds
-		if !ok || p.Seconds > slowest.Seconds {
-			slowest, ok = p, true
-		}
-	}
-	if !ok {
-		return Phase{}, "", false
-	}
-	if !served {
-		total = sum
-	}
-	total = math.Max(total, slowest.Seconds)
-	message = fmt.Sprintf("SlowStart: %s %s of %s", slowest.Name, shortDuration(slowest.Seconds), shortDuration(total))
-	if !served {
-		message += " so far"
-	}
-	return slowest, message, true
-}
-
-// shortDuration is seconds as a person says them: "40s", "14m", "1h05m".
-func shortDuration(secs float64) string {
-	s := int(math.Round(secs))
-	switch {
-	case s < 90:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm", int(math.Round(secs/60)))
-	default:
-		m := int(math.Round(secs / 60))
-		return fmt.Sprintf("%dh%02dm", m/60, m%60)
-	}
-}
