@@ -91,7 +91,7 @@ func TestStartPhasesOf(t *testing.T) {
 		"(EngineCore_DP0 pid=243) INFO 12-05 14:01:05 [kv_cache_utils.py:1087] GPU KV cache size: 385,920 tokens",
 	}
 
-	// the fake vLLM of test/localcluster, as it logs (vllm_run.go): no colours, no compile,
+	// the fake vLLM of test/localcluster, as it logs (test/localcluster/vllm/run.go): no colours, no compile,
 	// no graphs
 	fake := []string{
 		"INFO 12-05 14:00:01 [__init__.py:216] Automatically detected platform cuda.",
