@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/inferenceservice-operator/controller/engine"
+	_ "github.com/example/inferenceservice-operator/controller/engine/sglang"
 	_ "github.com/example/inferenceservice-operator/controller/engine/vllm"
 )
 
@@ -26,7 +27,7 @@ func TestEnginesAreLeaves(t *testing.T) {
 	}
 }
 
-// TestRegistry: vLLM is registered under its name and is the default.
+// TestRegistry: vLLM and SGLang are registered under their names, vLLM is the default.
 func TestRegistry(t *testing.T) {
 	if e := engine.For(""); e == nil || e.Name() != engine.VLLM || engine.For(engine.VLLM) != e {
 		t.Fatalf("For(\"\") = %v, want vLLM", e)
@@ -34,7 +35,10 @@ func TestRegistry(t *testing.T) {
 	if engine.For("no-such-engine") != nil {
 		t.Fatal("an unknown engine is found")
 	}
-	if names := engine.Names(); len(names) != 1 || names[0] != engine.VLLM {
+	if e := engine.For("sglang"); e == nil || e.Name() != "sglang" {
+		t.Fatalf("For(\"sglang\") = %v", e)
+	}
+	if names := engine.Names(); len(names) != 2 || names[0] != "sglang" || names[1] != engine.VLLM {
 		t.Fatalf("Names() = %v", names)
 	}
 }
