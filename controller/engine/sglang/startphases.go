@@ -57,10 +57,10 @@ type mark struct {
 
 // run is one start's milestones.
 type run struct {
-	first, last                                               mark
+	first, last                                              mark
 	loadBegins, loadEnds, graphsBegin, graphsEnd, schedReady mark
-	serving                                                   mark
-	graphSeconds                                              float64
+	serving                                                  mark
+	graphSeconds                                             float64
 }
 
 // cutStamp is a line's kubelet stamp, if any, and the rest.
