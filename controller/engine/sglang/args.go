@@ -15,8 +15,9 @@ func ownedArg(message string, flags ...string) engine.OwnedArg {
 }
 
 // refusedArgs are refused in spec.engineArgs, each group by its own CEL rule. Every flag is one
-// of the option strings of ServerArgs.add_cli_args (python/sglang/srt/server_args.py, read at
-// sgl-project/sglang 469c63e5, the v0.5.3 line), with its aliases as add_argument declares them.
+// of the option strings of ServerArgs.add_cli_args (python/sglang/srt/server_args.py, v0.5.3),
+// with its aliases as add_argument declares them ("--dist-init-addr", "--nccl-init-addr" in its
+// "Multi-node distributed serving" group, and so on).
 var refusedArgs = []engine.OwnedArg{
 	// add_cli_args: "--model-path", "--model" (dest model_path); ServeArgs passes --model-path.
 	ownedArg("spec.engineArgs: the model is spec.baseModel; the operator passes it to sglang.launch_server as --model-path", "--model-path", "--model"),
