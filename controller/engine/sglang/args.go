@@ -42,7 +42,8 @@ var refusedArgs = []engine.OwnedArg{
 }
 
 // apiKeyReason says why an API key is refused on a model with adapters: add_api_key_middleware
-// (python/sglang/srt/utils) wants the key on every path but the health and metrics ones, so
+// (python/sglang/srt/utils) wants "Bearer <key>" on every request but OPTIONS and the paths
+// starting /health or /metrics, so
 // the probes and the scrape still work, but the operator's /load_lora_adapter calls carry none.
 const apiKeyReason = "cannot be used with spec.adapters: SGLang then requires a bearer token on every path but /health and /metrics, and the operator loads adapters through /load_lora_adapter without one (a model without adapters may set it)"
 
