@@ -122,15 +122,3 @@ func TestLastWordsInMessage(t *testing.T) {
 		}
 	}
 }
-
-// logPydantic is vLLM v0.11 refusing the split in VllmConfig's validator: pydantic wraps it.
-const logPydantic = `(APIServer pid=1) Traceback (most recent call last):
-(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1431, in create_engine_config
-(APIServer pid=1)     config = VllmConfig(
-(APIServer pid=1)              ^^^^^^^^^^^
-(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/pydantic/_internal/_dataclasses.py", line 123, in __init__
-(APIServer pid=1)     s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)
-(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig
-(APIServer pid=1)   Value error, Total number of attention heads (32) must be divisible by tensor parallel size (3). [type=value_error, input_value=ArgsKwargs((), {'model_co...additional_config': {}}), input_type=ArgsKwargs]
-(APIServer pid=1)     For further information visit https://errors.pydantic.dev/2.11/v/value_error
-`

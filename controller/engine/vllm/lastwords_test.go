@@ -9,6 +9,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/engine/vllm/vllmtest"
 )
 
+// logPydantic is vLLM v0.11 refusing the split in VllmConfig's validator: pydantic wraps it.
 const logPydantic = `(APIServer pid=1) Traceback (most recent call last):
 (APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1431, in create_engine_config
 (APIServer pid=1)     config = VllmConfig(
