@@ -200,15 +200,7 @@ func run(o options) error {
 			klog.InfoS("Pod informers synced; ready")
 		}
 	}()
-	probes := endpoints.Probes(nil, func() error {
-		switch {
-		case terminating.Load():
-			return errShuttingDown
-		case !ready.Load():
-			return endpoints.ErrNotSynced
-		}
-		return nil
-	}, false)
+	probes := endpoints.Probes(nil, readiness(&ready, &terminating), false)
 	side := []*http.Server{endpoints.Listen(listenAddr(o.probeAddr), probes, "probes", nil)}
 	if o.metricsAddr != "0" {
 		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
@@ -250,6 +242,20 @@ func run(o options) error {
 
 // errShuttingDown is /readyz's answer from SIGTERM on.
 var errShuttingDown = errors.New("shutting down")
+
+// readiness is /readyz's verdict: ready once every informer synced, and not from SIGTERM on,
+// so endpoints drop this pod while it still accepts requests.
+func readiness(synced, terminating *atomic.Bool) func() error {
+	return func() error {
+		switch {
+		case terminating.Load():
+			return errShuttingDown
+		case !synced.Load():
+			return endpoints.ErrNotSynced
+		}
+		return nil
+	}
+}
 
 // listenAddr brackets an IPv6 host given bare, as $(POD_IP):8080 gives it on an IPv6 cluster
 // ("fd00::1:8080"), which net.Listen refuses.
