@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -176,8 +174,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client config: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := endpoints.NewRegistry()
 	m := metrics.New(reg, version)
 	clientmetrics.Register(m.ClientGoOpts())
 
@@ -275,7 +272,7 @@ func run(ctx context.Context, o options) error {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		healthz = watchdog.Check
 	}
-	servers := []*http.Server{endpoints.Listen(o.probeAddr, endpoints.Probes(healthz, caches.HasSynced, o.pprof), "probes", nil)}
+	servers := []*http.Server{endpoints.Listen(o.probeAddr, endpoints.Probes(healthz, endpoints.Synced(caches.HasSynced), o.pprof), "probes", nil)}
 	if o.metricsAddr != "0" {
 		h := http.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		var tlsCfg *tls.Config

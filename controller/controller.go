@@ -4,10 +4,11 @@
 // writes the actions with the one conflict-retry path, the status-write policy decides, holds
 // and writes status, and the finalizer deregisters the gateway route. Subpackages: reconcile
 // (the pure decision), evidence (what the diagnosis reads beyond the caches, remembered
-// between syncs), modelserver (the model server's adapter API), process (what only main.go uses:
-// clients with the request budget and the write fence's wiring, leader election and the fence,
-// endpoints for HTTP, memlimit for the heap's soft limit), walk (the kubectl-isvc plugin's
-// troubleshooting walk).
+// between syncs), modelserver (the model server's LoRA adapter API), process (the binaries'
+// plumbing: clients with the request budget and the write fence's wiring, leader election and
+// the fence, memlimit for the heap's soft limit, endpoints for the operator's and the
+// activator's /metrics and probes, servingcert for the webhook's and the metrics adapter's
+// certificates), walk (the kubectl-isvc plugin's troubleshooting walk).
 package controller
 
 import (

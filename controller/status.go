@@ -155,7 +155,7 @@ const (
 	// contendedRecheck is how often a new isvc's first status is retried while the budget is
 	// contended: by then its pods may be ready, and Ready is its first write.
 	contendedRecheck = 2 * time.Second
-	// countLag bounds how long a start whose pods the walk finds ready keeps its last reason
+	// countLag bounds how long a start whose pods the diagnosis finds ready keeps its last reason
 	// while the Deployment has not counted them (ReplicasNotReady): the Deployment controller's
 	// status write follows within moments and its event reconciles to Ready.
 	countLag = 10 * time.Second
@@ -265,7 +265,7 @@ func (c *Controller) hold(k queue.Key, isvc *crd.InferenceService, st *crd.Infer
 		}
 	case stored.Phase == crd.PhaseProgressing && stored.Reason != reconcile.ReasonReplicasNotReady && st.Reason == reconcile.ReasonReplicasNotReady &&
 		stored.ObservedGeneration == st.ObservedGeneration && stored.ReadyReplicas == st.ReadyReplicas:
-		// The walk found no pod still starting or failing, yet the Deployment counts no more ready
+		// The diagnosis found no pod still starting or failing, yet the Deployment counts no more ready
 		// than before: it has not counted a pod that just turned ready. Writing that would say
 		// less than the stored reason, for the moment until Ready is written.
 		if left := countLag - now.Sub(c.memory.holds().since(k, isvc, now)); left > 0 {

@@ -230,27 +230,27 @@ func (m *Metrics) SetLeader(name string, leading bool) {
 // to k8s.io/client-go/tools/metrics.Register once per process.
 func (m *Metrics) ClientGoOpts() clientmetrics.RegisterOpts {
 	return clientmetrics.RegisterOpts{
-		RequestLatency:     latencyAdapter{m.requestLatency},
-		RequestResult:      resultAdapter{m.requestResult},
-		RateLimiterLatency: latencyAdapter{m.rateLimiter},
-		RequestRetry:       retryAdapter{m.requestRetries},
+		RequestLatency:     clientLatency{m.requestLatency},
+		RequestResult:      clientResults{m.requestResult},
+		RateLimiterLatency: clientLatency{m.rateLimiter},
+		RequestRetry:       clientRetries{m.requestRetries},
 	}
 }
 
-type latencyAdapter struct{ h *prometheus.HistogramVec }
+type clientLatency struct{ h *prometheus.HistogramVec }
 
-func (a latencyAdapter) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
+func (a clientLatency) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
 	a.h.WithLabelValues(verb, u.Host).Observe(d.Seconds())
 }
 
-type resultAdapter struct{ c *prometheus.CounterVec }
+type clientResults struct{ c *prometheus.CounterVec }
 
-func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
+func (a clientResults) Increment(_ context.Context, code, method, host string) {
 	a.c.WithLabelValues(code, method, host).Inc()
 }
 
-type retryAdapter struct{ c *prometheus.CounterVec }
+type clientRetries struct{ c *prometheus.CounterVec }
 
-func (a retryAdapter) IncrementRetry(_ context.Context, code, method, host string) {
+func (a clientRetries) IncrementRetry(_ context.Context, code, method, host string) {
 	a.c.WithLabelValues(code, method, host).Inc()
 }

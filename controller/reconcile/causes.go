@@ -33,7 +33,7 @@ const (
 	// RankPulling ranks a pull in progress just before a plain start: it is the start, explained.
 	RankPulling  = RankStarting - 1 // 59
 	RankStarting = 60
-	RankPods     = 65 // fewer ready pods than wanted, and the walk found nothing more precise
+	RankPods     = 65 // fewer ready pods than wanted, and the diagnosis found nothing more precise
 	RankRollout  = 70
 	// RankStale: what pods that no longer count say (terminated, or of an older ReplicaSet):
 	// after every cause that decides, so it is only ever mentioned.
@@ -125,7 +125,7 @@ const (
 	ReasonWeightsDownloadFailed = "WeightsDownloadFailed"
 )
 
-// Reasons found by the layer walk (Deployment -> ReplicaSet -> Pods), the runbook's table done
+// Reasons found by the layer diagnosis (Deployment -> ReplicaSet -> Pods), the runbook's table done
 // by the controller.
 const (
 	// ReasonQuotaExceeded: a ResourceQuota refused the ReplicaSet's pods (FailedCreate).

@@ -20,15 +20,15 @@ import (
 // only ever mentioned (RankStale), never a status reason.
 const reasonPodFailed = "PodFailed"
 
-// rolloutCauses walks the layers below a converged Deployment and returns why fewer than
-// spec.replicas pods (or the fewer the HPA chose) serve, or, while they do, what blocks a rollout. The layers below are only
-// examined while the model is short of ready pods or rolls out: a surplus pod the HPA added is
-// not a reason to page.
+// rolloutCauses diagnoses the layers below a converged Deployment and returns why fewer than
+// spec.replicas pods (or the fewer the HPA chose) serve, or, while they do, what blocks a rollout.
+// The layers below are only examined while the model is short of ready pods or rolls out: a surplus
+// pod the HPA added is not a reason to page.
 func rolloutCauses(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) []Cause {
-	return walkWith(isvc, d, rss, pods, ev, now).causes
+	return diagnoseWith(isvc, d, rss, pods, ev, now).causes
 }
 
-// evidence is what the walk reads beside the model's own objects: the nodes with GPU trouble,
+// evidence is what the diagnosis reads beside the model's own objects: the nodes with GPU trouble,
 // and the Events of pods still being created, with how long after scheduling they are read.
 type evidence struct {
 	nodes         map[string]*corev1.Node
@@ -46,22 +46,22 @@ func evidenceOf(in Input) evidence {
 	return evidence{o.Nodes, o.PodEvents, in.Features.CreatingEvidenceAfter, o.GPUSurvey, o.LastWords, int64(GPUsPerPod(in.ISVC, &in.Ext)), o.Workloads, o.PlacementSurvey}
 }
 
-// walked is the walk's outcome: the causes, when they next change with time alone (a readiness
+// diagnosis is diagnose's outcome: the causes, when they next change with time alone (a readiness
 // probe's failure window ending; zero if never), and the crashed runs their messages name.
-type walked struct {
+type diagnosis struct {
 	causes  []Cause
 	next    time.Time
 	crashed []CrashedRun
 }
 
-// walk is rolloutCauses, with when its outcome changes and the crashed runs it names, without
+// diagnose is rolloutCauses, with when its outcome changes and the crashed runs it names, without
 // the nodes' view.
-func walk(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) walked {
-	return walkWith(isvc, d, rss, pods, evidence{}, now)
+func diagnose(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, now time.Time) diagnosis {
+	return diagnoseWith(isvc, d, rss, pods, evidence{}, now)
 }
 
-// walkWith is walk, given what the I/O layer observed beside the model (evidenceOf).
-func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) walked {
+// diagnoseWith is diagnose, given what the I/O layer observed beside the model (evidenceOf).
+func diagnoseWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) diagnosis {
 	var causes []Cause
 	desired := ptr.Deref(d.Spec.Replicas, 1)
 	// The model serves as asked once spec.replicas pods are ready, or as many as the HPA chose
@@ -82,17 +82,17 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 	if d.Status.ReadyReplicas >= want && want > 0 {
 		if len(causes) == 0 {
 			// Serving as asked: only pods evicted again and again are worth a look, the rest
-			// of the walk is for a model short of pods or a rollout.
+			// of the diagnosis is for a model short of pods or a rollout.
 			if c, until, ok := frequentEviction(d, rss, pods, now); ok {
 				c.Rank += RankServing
-				return walked{causes: []Cause{c}, next: until}
+				return diagnosis{causes: []Cause{c}, next: until}
 			}
-			return walked{}
+			return diagnosis{}
 		}
 		// The model serves from the pods it has; a rollout whose new pods cannot run must be
 		// told at once, not after the progress hold or the Deployment's deadline: what blocks
 		// it is reported, what only takes time is the rollout itself.
-		pods := walkPods(isvc, d, rss, pods, ev, now)
+		pods := diagnosePods(isvc, d, rss, pods, ev, now)
 		for _, c := range append(replicaSetCauses(d, rss), pods.decide...) {
 			if IsFailing(c.Reason) {
 				causes = append(causes, c)
@@ -101,10 +101,10 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 		for i := range causes {
 			causes[i].Rank += RankServing
 		}
-		return walked{causes, pods.next, pods.crashed}
+		return diagnosis{causes, pods.next, pods.crashed}
 	}
 	rsCauses := replicaSetCauses(d, rss)
-	pc := walkPods(isvc, d, rss, pods, ev, now)
+	pc := diagnosePods(isvc, d, rss, pods, ev, now)
 	causes = append(causes, rsCauses...)
 	causes = append(causes, pc.decide...)
 	if len(rsCauses) == 0 && len(pc.decide) == 0 && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas == 0) && want > 0 {
@@ -116,7 +116,7 @@ func walkWith(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.Re
 			fmt.Sprintf("%s %s: %d/%d replicas ready", kindOf(d), d.Name, d.Status.ReadyReplicas, want)})
 	}
 	causes = append(causes, pc.stale...)
-	return walked{causes, pc.next, pc.crashed}
+	return diagnosis{causes, pc.next, pc.crashed}
 }
 
 // diagnosisRecheck is how long until the status computed from in changes with time alone (a
@@ -127,7 +127,7 @@ func diagnosisRecheck(in Input) time.Duration {
 	if !ok {
 		return 0
 	}
-	next := walkWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).next
+	next := diagnoseWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).next
 	if next.IsZero() || !next.After(in.Now.Time) {
 		return 0
 	}
@@ -209,10 +209,10 @@ func currentReplicaSets(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (owned, 
 	return owned, current
 }
 
-// walkPods diagnoses the Deployment's pods. Only live pods of the current ReplicaSet decide:
+// diagnosePods diagnoses the Deployment's pods. Only live pods of the current ReplicaSet decide:
 // a pod evicted an hour ago was replaced, and the previous revision's pods are on their way
 // out; they are mentioned.
-func walkPods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) podCauses {
+func diagnosePods(isvc *crd.InferenceService, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*corev1.Pod, ev evidence, now time.Time) podCauses {
 	owned, current := currentReplicaSets(d, rss)
 	type group struct {
 		first podFinding

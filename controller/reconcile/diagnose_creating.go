@@ -1,6 +1,6 @@
-// ContainerCreating for long, in the walk: a container the kubelet has not started a while after
-// the pod was scheduled is explained from the pod's own Events, which the I/O layer reads only
-// for such pods (CreatingPods): a pull in progress, or a volume that will not mount.
+// ContainerCreating for long, in the diagnosis: a container the kubelet has not started a while
+// after the pod was scheduled is explained from the pod's own Events, which the I/O layer reads
+// only for such pods (CreatingPods): a pull in progress, or a volume that will not mount.
 
 package reconcile
 

@@ -24,7 +24,7 @@ func creatingPod(scheduledAgo time.Duration) *corev1.Pod {
 // and a reconcile is due; past it, a FailedMount is VolumeMountFailed (failing), a pull without
 // its Pulled is PullingImage (not failing), anything else stays Starting.
 func TestContainerCreatingForLong(t *testing.T) {
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	after := 2 * time.Minute
 	in := func(ago time.Duration, events ...PodEvent) Input {
 		w.obs.Pods = []*corev1.Pod{creatingPod(ago)}

@@ -1,4 +1,4 @@
-// Evictions in the walk: one eviction is replaced by its ReplicaSet and only mentioned; the
+// Evictions in the diagnosis: one eviction is replaced by its ReplicaSet and only mentioned; the
 // current revision's pods evicted again and again are a cause someone must act on (the node's
 // pressure, or the pods' QoS), with the node and its condition named.
 

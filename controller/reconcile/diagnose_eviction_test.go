@@ -29,7 +29,7 @@ func TestFrequentEviction(t *testing.T) {
 	for _, cached := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
 			for _, n := range []int{1, 2, 3} {
-				w, _ := walkWorld(t, 2, 2)
+				w, _ := diagnosisWorld(t, 2, 2)
 				for i := range n {
 					p := evictedPod(fmt.Sprintf("qwen3-7b6cd-e%d", i), time.Duration(10*(i+1))*time.Minute)
 					if cached {

@@ -1,4 +1,4 @@
-// GPU fragmentation in the walk: the scheduler says no node has enough free GPUs; when the
+// GPU fragmentation in the diagnosis: the scheduler says no node has enough free GPUs; when the
 // cluster's free GPUs add up to a replica's and none of its nodes holds them all, the GPUs are
 // fragmented, and the remedy differs (pack or drain, not add GPUs).
 

@@ -29,7 +29,7 @@ func TestGPUFragmented(t *testing.T) {
 		{"larger than any node", []NodeGPUs{{"n0", 2, 0}, {"n1", 2, 0}, {"n2", 2, 0}}, ReasonInsufficientGPU, "4 Insufficient nvidia.com/gpu"},
 		{"not read", nil, ReasonInsufficientGPU, "4 Insufficient nvidia.com/gpu"},
 	} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.isvc.Spec.GPUsPerReplica = ptr.To[int32](4)
 		w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", unschedulable)}
 		in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
@@ -37,13 +37,13 @@ func TestGPUFragmented(t *testing.T) {
 			t.Fatalf("%s: no survey wanted for a pod short of GPUs", c.name)
 		}
 		in.Observed.GPUSurvey = c.survey
-		// The walk itself: the spec's GPUs changed under a converged Deployment would be a rollout.
-		causes := sortCauses(walkWith(in.ISVC, in.Observed.Deployment, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), t0).causes)
+		// The diagnosis itself: the spec's GPUs changed under a converged Deployment would be a rollout.
+		causes := sortCauses(diagnoseWith(in.ISVC, in.Observed.Deployment, in.Observed.ReplicaSets, in.Observed.Pods, evidenceOf(in), t0).causes)
 		if len(causes) == 0 || causes[0].Reason != c.reason || !strings.Contains(causes[0].Message, c.want) {
 			t.Errorf("%s: %+v", c.name, causes)
 		}
 	}
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 1)}
 	if WantsGPUSurvey(Input{ISVC: w.isvc, Observed: w.obs}) {
 		t.Fatal("a survey wanted for a model not short of GPUs")

@@ -23,7 +23,7 @@ func TestGPUErrorFromLastWords(t *testing.T) {
 		{"RuntimeError: CUDA error: an illegal memory access was encountered", ReasonCrashLoopBackOff, "illegal memory access"},
 		{"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", ReasonCrashLoopBackOff, "CUDA out of memory"},
 	} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
 		w.obs.LastWords = map[string]string{"containerd://qwen3-7b6cd-a-run": c.line}
 		in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}

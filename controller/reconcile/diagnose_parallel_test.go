@@ -24,7 +24,7 @@ func TestParallelismRefusedFromLastWords(t *testing.T) {
 			"{tensorParallelSize: 8, pipelineParallelSize: 2}"},
 		{"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", ReasonCrashLoopBackOff, "CUDA out of memory"},
 	} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
 		w.obs.LastWords = map[string]string{"containerd://qwen3-7b6cd-a-run": c.line}
 		out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)})

@@ -1,4 +1,4 @@
-// One pod's diagnosis, the bottom layer of the walk in diagnose.go: its scheduling, each
+// One pod's diagnosis, the bottom layer of the diagnosis in diagnose.go: its scheduling, each
 // container's state and last state, and its readiness, as the runbook reads them.
 
 package reconcile

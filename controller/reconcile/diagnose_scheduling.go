@@ -1,4 +1,4 @@
-// The scheduling layer of the walk: why a pod has no node yet, from its scheduling gates and
+// The scheduling layer of the diagnosis: why a pod has no node yet, from its scheduling gates and
 // the scheduler's own message, which counts the nodes that failed each filter.
 
 package reconcile

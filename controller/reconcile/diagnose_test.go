@@ -17,8 +17,8 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-// walkWorld is a converged isvc whose Deployment has one ReplicaSet and pods in given states.
-func walkWorld(t *testing.T, replicas int32, ready int32) (*world, *appsv1.ReplicaSet) {
+// diagnosisWorld is a converged isvc whose Deployment has one ReplicaSet and pods in given states.
+func diagnosisWorld(t *testing.T, replicas int32, ready int32) (*world, *appsv1.ReplicaSet) {
 	w := converged(t, replicas)
 	d := w.obs.Deployment.DeepCopy()
 	d.UID = "deploy-uid"
@@ -48,7 +48,7 @@ func running(started, ready bool, since time.Duration) corev1.ContainerStatus {
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-since))}}}
 }
 
-func TestLayerWalk(t *testing.T) {
+func TestLayerDiagnosis(t *testing.T) {
 	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory\nTraceback"}
 	oom := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
 	cases := []struct {
@@ -201,7 +201,7 @@ func TestLayerWalk(t *testing.T) {
 				name += " (as cached)"
 			}
 			t.Run(name, func(t *testing.T) {
-				w, rs := walkWorld(t, 2, 0)
+				w, rs := diagnosisWorld(t, 2, 0)
 				if c.rsFailure != "" {
 					rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: c.rsFailure}}
 				}
@@ -245,7 +245,7 @@ func findCond(cs []metav1.Condition, t string) metav1.Condition {
 }
 
 func TestMostBlockingFirstAllListed(t *testing.T) {
-	w, rs := walkWorld(t, 3, 0)
+	w, rs := diagnosisWorld(t, 3, 0)
 	rs.Status.Conditions = []appsv1.ReplicaSetCondition{{Type: appsv1.ReplicaSetReplicaFailure, Status: corev1.ConditionTrue, Message: "pods \"x\" is forbidden: exceeded quota: team-a"}}
 	w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
@@ -259,7 +259,7 @@ func TestMostBlockingFirstAllListed(t *testing.T) {
 }
 
 func TestSurplusPodsDoNotPage(t *testing.T) {
-	w, _ := walkWorld(t, 2, 2) // 2 ready: serving as asked
+	w, _ := diagnosisWorld(t, 2, 2) // 2 ready: serving as asked
 	w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-extra", func(p *corev1.Pod) {
 		p.Spec.NodeName = ""
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "Insufficient nvidia.com/gpu"}}
@@ -270,7 +270,7 @@ func TestSurplusPodsDoNotPage(t *testing.T) {
 }
 
 func TestPodsOfOtherDeploymentsAreIgnored(t *testing.T) {
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	w.obs.Pods = []*corev1.Pod{pod("stranger", func(p *corev1.Pod) {
 		p.OwnerReferences[0].UID = "other-rs"
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
@@ -284,7 +284,7 @@ func TestPodsOfOtherDeploymentsAreIgnored(t *testing.T) {
 // same status, or every resync of a failing isvc would be a write.
 func TestMessagesAreStableOverTime(t *testing.T) {
 	for _, cs := range []corev1.ContainerStatus{running(true, false, time.Minute), running(false, false, time.Minute)} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) { p.Status.ContainerStatuses = []corev1.ContainerStatus{cs} })}
 		a := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status
 		w.isvc.Status = a
@@ -333,7 +333,7 @@ func TestReadinessWindow(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w, _ := walkWorld(t, 1, 0)
+			w, _ := diagnosisWorld(t, 1, 0)
 			w.obs.Pods = []*corev1.Pod{c.pod}
 			in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 			st := Reconcile(in).Status
@@ -365,7 +365,7 @@ func TestReadinessWindowAsCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	w.obs.Pods = []*corev1.Pod{cached.(*corev1.Pod)}
 	for _, c := range []struct {
 		at     time.Time
@@ -379,7 +379,7 @@ func TestReadinessWindowAsCached(t *testing.T) {
 
 // rollWorld is a Deployment rolling from ReplicaSet rev 1 ("old") to rev 2 ("new").
 func rollWorld(t *testing.T, replicas, ready int32) *world {
-	w, rs := walkWorld(t, replicas, ready)
+	w, rs := diagnosisWorld(t, replicas, ready)
 	rs.Annotations = map[string]string{kinds.RevisionAnnotation: "2"}
 	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{
 		Name: "qwen3-5f8aa", Namespace: "default", UID: "old-rs-uid", Annotations: map[string]string{kinds.RevisionAnnotation: "1"},

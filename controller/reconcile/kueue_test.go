@@ -32,7 +32,7 @@ func TestWaitingForAdmissionInKueuesWords(t *testing.T) {
 		{"reserved", map[types.UID]kinds.Workload{"qwen3-7b6cd-a": {Name: "pod-a", ClusterQueue: "team-a"}}, "Kueue Workload pod-a: quota reserved in ClusterQueue team-a"},
 		{"another pod's Workload", map[types.UID]kinds.Workload{"other": {Name: "pod-b", Pending: "x"}}, "kueue.x-k8s.io/admission"},
 	} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{gated}
 		w.obs.Workloads = c.workloads
 		st := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status
@@ -115,7 +115,7 @@ func TestAdmittedCondition(t *testing.T) {
 			status: metav1.ConditionTrue, reason: ReasonBorrowingQuota,
 			message: "1 pod admitted by ClusterQueue team-a; ClusterQueue team-a borrows 2 nvidia.com/gpu (flavor gpu) from its cohort, which may reclaim it by preemption"},
 	} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.isvc.Spec.QueueName = c.queue
 		w.obs.Pods, w.obs.Workloads, w.obs.ClusterQueues = c.pods, c.workloads, c.cqs
 		out := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0), Features: c.features})

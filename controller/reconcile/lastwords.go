@@ -46,7 +46,7 @@ func LastWordsWanted(in Input) []CrashedRun {
 	if !ok {
 		return nil
 	}
-	runs := walkWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).crashed
+	runs := diagnoseWith(in.ISVC, d, rss, in.Observed.Pods, evidenceOf(in), in.Now.Time).crashed
 	for i := range runs {
 		runs[i].Engine = engineOf(in.ISVC).Name()
 	}

@@ -70,7 +70,7 @@ func crashPod(name string, waiting bool, restarts int32) *corev1.Pod {
 // TestLastWordsWanted: only the crashed run whose pod the message names is read, once the
 // container has just exited (its current run) or after (its previous one).
 func TestLastWordsWanted(t *testing.T) {
-	w, _ := walkWorld(t, 2, 0)
+	w, _ := diagnosisWorld(t, 2, 0)
 	w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-b", true, 3), crashPod("qwen3-7b6cd-a", false, 2)}
 	in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 	got := LastWordsWanted(in)
@@ -100,7 +100,7 @@ func TestLastWordsWanted(t *testing.T) {
 // TestLastWordsInMessage: the line the I/O layer read is quoted for the run it was read from,
 // never for a later one.
 func TestLastWordsInMessage(t *testing.T) {
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	line := "vllm serve: error: unrecognized arguments: --foo"
 	for _, c := range []struct {
 		name   string

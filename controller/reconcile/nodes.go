@@ -1,4 +1,4 @@
-// Nodes in the walk: a pod's findings that a node's GPU trouble (kinds.NodeTrouble) explains,
+// Nodes in the diagnosis: a pod's findings that a node's GPU trouble (kinds.NodeTrouble) explains,
 // and the nodes a pod short of GPUs could not use.
 
 package reconcile

@@ -20,7 +20,7 @@ func TestGPUErrorFromTheNode(t *testing.T) {
 		Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0")}}})
 	nodes := map[string]*corev1.Node{"fake-node-0": sick.(*corev1.Node)}
 	for _, onSick := range []bool{true, false} {
-		w, _ := walkWorld(t, 1, 0)
+		w, _ := diagnosisWorld(t, 1, 0)
 		w.obs.Pods = []*corev1.Pod{crashPod("qwen3-7b6cd-a", true, 3)}
 		if !onSick {
 			w.obs.Pods[0].Spec.NodeName = "fake-node-1"
@@ -36,7 +36,7 @@ func TestGPUErrorFromTheNode(t *testing.T) {
 			t.Errorf("on the sick node %v: %s: %s", onSick, st.Reason, msg)
 		}
 	}
-	w, _ := walkWorld(t, 1, 0)
+	w, _ := diagnosisWorld(t, 1, 0)
 	w.obs.Nodes = nodes
 	w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
 		p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending

@@ -2,7 +2,7 @@
 // sync -> reconcile -> controller apply): a pure function from an InferenceService and the
 // children its caches hold to the actions to take and the status to report. It owns the
 // desired children and the label vocabulary they carry, what the caches keep of each child,
-// the owned-field drift/set pairs, status and the layer walk's diagnosis; its cause vocabulary
+// the owned-field drift/set pairs, status and the layer diagnosis; its cause vocabulary
 // (every reason, every rank and which reasons fail) is one file, causes.go. It cannot reach a
 // client, take a context or read the clock (TestPure): time is an input.
 package reconcile

@@ -1,4 +1,4 @@
-// The child that runs the model's pods, as the layer walk and the status read it: the
+// The child that runs the model's pods, as the layer diagnosis and the status read it: the
 // Deployment, or a LeaderWorkerSet whose groups are seen as a Deployment's replicas.
 
 package reconcile
@@ -21,7 +21,7 @@ import (
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
-// runningView is the child that runs the model's pods, as the layer walk reads it: our
+// runningView is the child that runs the model's pods, as the layer diagnosis reads it: our
 // Deployment and its ReplicaSets, or our LeaderWorkerSet's groupView; ok is false when
 // neither is ours yet.
 func runningView(in *Input) (*appsv1.Deployment, []*appsv1.ReplicaSet, bool) {
@@ -40,7 +40,7 @@ func runningView(in *Input) (*appsv1.Deployment, []*appsv1.ReplicaSet, bool) {
 	return d, in.Observed.ReplicaSets, true
 }
 
-// kindOf names the walk's top layer in messages: a Deployment, or a LeaderWorkerSet seen
+// kindOf names the diagnosis's top layer in messages: a Deployment, or a LeaderWorkerSet seen
 // through groupView.
 func kindOf(d *appsv1.Deployment) string {
 	if d.Kind == KindLeaderWorkerSet {
@@ -49,7 +49,7 @@ func kindOf(d *appsv1.Deployment) string {
 	return "Deployment"
 }
 
-// groupView is a multi-node model's LeaderWorkerSet seen as the layer walk sees a
+// groupView is a multi-node model's LeaderWorkerSet seen as the layer diagnosis sees a
 // Deployment: replicas are groups, a group is ready when its leader is ready and every one of
 // its pods runs ready (LWS counts a group ready with a worker still pending), and the
 // StatefulSets that own the pods stand in for the ReplicaSets, all of the current revision.
@@ -118,7 +118,8 @@ func groupView(lws *unstructured.Unstructured, pods []*corev1.Pod, failures map[
 	return d, rss
 }
 
-// GroupView is groupView for readers outside the operator (the kubectl plugin's walk): the
+// GroupView is groupView for readers outside the operator (the kubectl plugin's
+// troubleshooting walk): the
 // view carries the LeaderWorkerSet's owner references, so it is the isvc's as the LWS is.
 func GroupView(lws *unstructured.Unstructured, pods []*corev1.Pod) (*appsv1.Deployment, []*appsv1.ReplicaSet) {
 	d, rss := groupView(lws, pods, nil)

@@ -1,7 +1,7 @@
 // Package walk is the runbook's troubleshooting walk as one screen, for the kubectl-isvc plugin:
 // each layer below an InferenceService with its numbers (isvc, HPA, Deployment, ReplicaSets,
 // Pods), the first layer whose numbers do not add up, its events, the crashed container's last
-// words and where to look next. The diagnosis is the controller's own (reconcile.Walk), run on
+// words and where to look next. The diagnosis is the controller's own (reconcile.Diagnose), run on
 // what the plugin lists itself, so it also answers while the operator is down.
 //
 // Build and the renderers are pure; fetch.go is the I/O that fills their input.
@@ -96,7 +96,7 @@ func Build(o Objects) Report {
 	var causes []reconcile.Cause
 	var crashed []reconcile.CrashedRun
 	if o.Deployment != nil && reconcile.ControlledBy(o.Deployment, i) {
-		causes, crashed = reconcile.Walk(i, o.Deployment, rss, pods, o.Now)
+		causes, crashed = reconcile.Diagnose(i, o.Deployment, rss, pods, o.Now)
 	}
 	sort.SliceStable(causes, func(a, b int) bool { return causes[a].Rank < causes[b].Rank })
 	for _, c := range causes {
@@ -114,9 +114,9 @@ func Build(o Objects) Report {
 	return r
 }
 
-// mark finds the first layer that does not add up, and where to look next. The walk's most
-// blocking cause names it; without one, the isvc's own reason (a conflict, RBAC, the spec), a
-// missing Deployment, or an autoscaler that cannot read its metric.
+// mark finds the first layer that does not add up, and where to look next. The diagnosis's
+// most blocking cause names it; without one, the isvc's own reason (a conflict, RBAC, the
+// spec), a missing Deployment, or an autoscaler that cannot read its metric.
 func mark(r Report, o Objects) (layer, next string) {
 	reason := ""
 	switch {

@@ -115,7 +115,7 @@ func quota(o Objects) Objects {
 }
 
 // TestBuildMarks: the first layer that does not add up, the cause, and where to look next, for
-// each way a model fails, from the controller's own walk.
+// each way a model fails, from the controller's own diagnosis.
 func TestBuildMarks(t *testing.T) {
 	cases := []struct {
 		name         string

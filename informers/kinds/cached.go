@@ -158,7 +158,7 @@ func onlyInstance(m *metav1.ObjectMeta) {
 	}
 }
 
-// StripPod keeps what the diagnosis, the GPU metrics and the adapter step read of a Pod:
+// StripPod keeps what the diagnosis, the GPU metrics and the LoRA adapter step read of a Pod:
 // metadata, the node it is bound to, its phase, its IP (a ready pod's model server is asked at
 // it), its scheduled and ready conditions, its scheduling gates, an evicted pod's QoS class and
 // its containers' states. Containers, volumes and

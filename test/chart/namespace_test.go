@@ -55,7 +55,7 @@ func within(t *testing.T, timeout time.Duration, what string, cond func() error)
 // pods have no network and EndpointSlices refuse loopback addresses, so the chart's Service is
 // turned into an ExternalName for 127.0.0.1 on the adapter's port, which the aggregator dials
 // as it would the Service's endpoints (the TLS server name stays <service>.<ns>.svc).
-func runAdapter(t *testing.T, ns string) *operator.Adapter {
+func runAdapter(t *testing.T, ns string) *operator.MetricsAdapter {
 	t.Helper()
 	ctx := testenv.Ctx(t, 3*time.Minute)
 	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, adapterName, metav1.GetOptions{})
@@ -126,12 +126,12 @@ func runAdapter(t *testing.T, ns string) *operator.Adapter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := operator.BuildAdapter(ctx, env.Dir)
+	bin, err := operator.BuildMetricsAdapter(ctx, env.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(env.Dir, "metrics-adapter-"+ns+".log")
-	a, err := operator.StartAdapterEnv(ctx, envs, bin, log, kubeconfig, certDir, port, args...)
+	a, err := operator.StartMetricsAdapterEnv(ctx, envs, bin, log, kubeconfig, certDir, port, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

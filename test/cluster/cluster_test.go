@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
 // One cluster shared by every test in the package; each test uses its own
@@ -20,33 +21,50 @@ import (
 var c *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	start := time.Now()
-	var err error
-	// A silent node is NotReady after 20 s and its pods evicted 10 s later (nodelost_test.go);
-	// the defaults, 50 s and 5 min, would make that test wait minutes.
-	c, err = cluster.Start(ctx, cluster.Options{ExtraArgs: []string{"--node-monitor-grace-period=20s", "--pod-eviction-seconds=10"}})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting localcluster: %v\n", err)
-		os.Exit(1)
-	}
-	fmt.Fprintf(os.Stderr, "localcluster ready in %v at %s (data %s)\n", time.Since(start).Round(time.Millisecond), c.Server(), c.DataDir())
-	code := m.Run()
-	if code != 0 {
-		if b, err := os.ReadFile(filepath.Join(c.DataDir(), "localcluster.log")); err == nil {
-			lines := strings.Split(string(b), "\n")
-			if len(lines) > 80 {
-				lines = lines[len(lines)-80:]
+	var dir string
+	var stopErr error
+	code := testenv.Suite{Name: "cluster",
+		// The cluster alone, yet built from its module when LOCALCLUSTER_BIN is unset.
+		SetupTimeout: 30 * time.Minute,
+		Setup: func(ctx context.Context) error {
+			start := time.Now()
+			var err error
+			if dir, err = os.MkdirTemp("", "localcluster-"); err != nil {
+				return err
 			}
-			fmt.Fprintf(os.Stderr, "---- last lines of localcluster.log ----\n%s\n", strings.Join(lines, "\n"))
-		}
-	}
-	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping localcluster: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
+			// A silent node is NotReady after 20 s and its pods evicted 10 s later (nodelost_test.go);
+			// the defaults, 50 s and 5 min, would make that test wait minutes.
+			c, err = cluster.Start(ctx, cluster.Options{DataDir: dir, ExtraArgs: []string{"--node-monitor-grace-period=20s", "--pod-eviction-seconds=10"}})
+			if err != nil {
+				return fmt.Errorf("starting localcluster: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "localcluster ready in %v at %s (data %s)\n", time.Since(start).Round(time.Millisecond), c.Server(), c.DataDir())
+			return nil
+		},
+		Teardown: func(keep bool) {
+			if c != nil {
+				if stopErr = c.Stop(); stopErr != nil {
+					fmt.Fprintf(os.Stderr, "stopping localcluster: %v\n", stopErr)
+				}
+			}
+			if dir != "" && !keep {
+				_ = os.RemoveAll(dir)
+			}
+		},
+		Logs: func() string {
+			tail := ""
+			if b, err := os.ReadFile(filepath.Join(dir, "localcluster.log")); err == nil {
+				lines := strings.Split(string(b), "\n")
+				if len(lines) > 80 {
+					lines = lines[len(lines)-80:]
+				}
+				tail = "---- last lines of localcluster.log ----\n" + strings.Join(lines, "\n") + "\n"
+			}
+			return tail + "localcluster data in " + dir
+		},
+	}.Run(m)
+	if stopErr != nil && code == 0 {
+		code = 1
 	}
 	os.Exit(code)
 }

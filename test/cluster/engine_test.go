@@ -4,18 +4,18 @@
 package cluster_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/operator"
 )
 
 // enginePod runs vLLM with two slots, one adapter from --lora-modules and runtime LoRA updates.
@@ -94,21 +94,16 @@ func servedModels(t *testing.T, base string) map[string]string {
 	return out
 }
 
-// gauge reads one vLLM gauge of the pod's /metrics.
+// gauge reads one vLLM gauge of the pod's /metrics, summed over its series.
 func gauge(base, name string) (float64, error) {
-	body, err := getBody(base + "/metrics")
+	fams, err := operator.Scrape(nil, base+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			return strconv.ParseFloat(f[len(f)-1], 64)
-		}
+	if fams[name] == nil {
+		return 0, fmt.Errorf("no %s in /metrics", name)
 	}
-	return 0, fmt.Errorf("no %s in /metrics", name)
+	return operator.SumCounter(fams, name, nil), nil
 }
 
 func TestServingEngineAdaptersAndQueue(t *testing.T) {

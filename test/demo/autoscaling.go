@@ -17,7 +17,7 @@ import (
 // startAdapter runs the metrics adapter as manifests/metrics-adapter does and shows its
 // APIService available.
 func startAdapter(ctx context.Context, c *cluster.Cluster, dir string, kubectl func(...string) error) (stop func(), err error) {
-	a, err := operator.InstallAdapter(ctx, c, dir, "--scrape-period=3s")
+	a, err := operator.InstallMetricsAdapter(ctx, c, dir, "--scrape-period=3s")
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ package e2e
 // models that are not its own through the one activator every model at zero shares.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +28,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
@@ -113,34 +112,15 @@ func send(client *http.Client, method, url string, header http.Header, body io.R
 	return a, nil
 }
 
-// activatorMetric reads one series (the sum over its label sets that contain match) from the
-// activator pod's /metrics at host (its pod IP).
-func activatorMetric(t *testing.T, host, name, match string) float64 {
+// activatorMetric sums one family of the activator pod's /metrics at host (its pod IP) over
+// the series whose labels match (nil: all of them).
+func activatorMetric(t *testing.T, host, name string, match func(map[string]string) bool) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + net.JoinHostPort(host, "9090") + "/metrics")
+	fams, err := operator.Scrape(nil, "http://"+net.JoinHostPort(host, "9090")+"/metrics")
 	if err != nil {
 		t.Fatalf("activator metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) || !strings.Contains(line, match) {
-			continue
-		}
-		rest := strings.TrimPrefix(line, name)
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return operator.SumCounter(fams, name, match)
 }
 
 func hostOf(addr string) string {
@@ -221,7 +201,7 @@ spec:
 `)
 	env.WaitPhase(t, ns, "always", crd.PhaseReady, 3*time.Minute)
 	host := hostOf(addr)
-	wakes := activatorMetric(t, host, "activator_wakes_total", "")
+	wakes := activatorMetric(t, host, "activator_wakes_total", nil)
 	client := stranger(2 * activatorMaxWait)
 	for _, key := range []string{ns + "/nothing", ns + "/always", ns + "/mine", "kube-system/kube-dns", "default/kubernetes"} {
 		for _, how := range []string{"path", "header"} {
@@ -240,7 +220,7 @@ spec:
 			}
 		}
 	}
-	if w := activatorMetric(t, host, "activator_wakes_total", ""); w != wakes {
+	if w := activatorMetric(t, host, "activator_wakes_total", nil); w != wakes {
 		t.Errorf("invented keys woke %v models", w-wakes)
 	}
 	ctx := testenv.Ctx(t, time.Minute)
@@ -328,7 +308,7 @@ func TestHostileActivatorFlood(t *testing.T) {
 	hostileModel(t, strangerNS, "huge", 60, 16) // 16 GPUs a pod, 8 a node: never starts
 	waitReady(t, victimNS, "cold", reconcile.ReasonScaledToZero, false, 5*time.Minute)
 	host := hostOf(addr)
-	rss0 := activatorMetric(t, host, "process_resident_memory_bytes", "")
+	rss0 := activatorMetric(t, host, "process_resident_memory_bytes", nil)
 
 	const (
 		clients = 200
@@ -390,17 +370,8 @@ func TestHostileActivatorFlood(t *testing.T) {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for range 600 { // 5 minutes at most
-			resp, err := http.Get("http://" + net.JoinHostPort(host, "9090") + "/metrics")
-			if err == nil {
-				sc := bufio.NewScanner(resp.Body)
-				for sc.Scan() {
-					if l := sc.Text(); strings.HasPrefix(l, "process_resident_memory_bytes ") {
-						if v, err := strconv.ParseFloat(strings.Fields(l)[1], 64); err == nil && v > peak {
-							peak = v
-						}
-					}
-				}
-				resp.Body.Close()
+			if fams, err := operator.Scrape(nil, "http://"+net.JoinHostPort(host, "9090")+"/metrics"); err == nil {
+				peak = max(peak, operator.SumCounter(fams, "process_resident_memory_bytes", nil))
 			}
 			select {
 			case <-floodDone:
@@ -429,9 +400,9 @@ func TestHostileActivatorFlood(t *testing.T) {
 	t.Logf("flood: %d clients, %d invented keys x %d and %d to a model that cannot start, 1 MiB each: %v (-1: reset while sending); activator RSS %.0f MiB before, peak %.0f MiB, limit %d MiB",
 		clients, keys, perKey, real, codes, rss0/(1<<20), peak/(1<<20), activatorMemoryLimit>>20)
 	for _, r := range []string{"queue_full", "held_namespace", "held_total", "buffer_namespace", "buffer_total", "wait_timeout"} {
-		t.Logf("activator_refused_total{reason=%q} %v", r, activatorMetric(t, host, "activator_refused_total", `reason="`+r+`"`))
+		t.Logf("activator_refused_total{reason=%q} %v", r, activatorMetric(t, host, "activator_refused_total", func(l map[string]string) bool { return l["reason"] == r }))
 	}
-	t.Logf("activator_denied_total %v", activatorMetric(t, host, "activator_denied_total", ""))
+	t.Logf("activator_denied_total %v", activatorMetric(t, host, "activator_denied_total", nil))
 	if err != nil || a.code != http.StatusOK {
 		t.Errorf("the legitimate cold start: %+v %v, want 200", a, err)
 	}

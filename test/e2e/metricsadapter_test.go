@@ -43,7 +43,7 @@ var (
 // aggregator through an ExternalName Service on 127.0.0.1 (the local cluster's pods have no
 // network of their own, and EndpointSlices refuse loopback addresses).
 type metricsAdapter struct {
-	*operator.Adapter
+	*operator.MetricsAdapter
 	port               int
 	kubeconfig, certs  string
 	logPath            string
@@ -56,7 +56,7 @@ type metricsAdapter struct {
 func startMetricsAdapter(t *testing.T, args ...string) *metricsAdapter {
 	t.Helper()
 	ctx := testenv.Ctx(t, 5*time.Minute)
-	adapterBuild.once.Do(func() { adapterBuild.bin, adapterBuild.err = operator.BuildAdapter(ctx, env.Dir) })
+	adapterBuild.once.Do(func() { adapterBuild.bin, adapterBuild.err = operator.BuildMetricsAdapter(ctx, env.Dir) })
 	if adapterBuild.err != nil {
 		t.Fatal(adapterBuild.err)
 	}
@@ -79,7 +79,7 @@ spec:
   ports: [{name: https, port: %d}]
 `, adapterName, m.port))
 	t.Cleanup(func() {
-		if m.Adapter != nil {
+		if m.MetricsAdapter != nil {
 			m.Kill()
 		}
 		for _, v := range []string{"v1beta2", "v1beta1"} {
@@ -102,11 +102,11 @@ spec:
 
 func (m *metricsAdapter) start(t *testing.T) {
 	t.Helper()
-	a, err := operator.StartAdapter(testenv.Ctx(t, 2*time.Minute), adapterBuild.bin, m.logPath, m.kubeconfig, m.certs, m.port, m.args...)
+	a, err := operator.StartMetricsAdapter(testenv.Ctx(t, 2*time.Minute), adapterBuild.bin, m.logPath, m.kubeconfig, m.certs, m.port, m.args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Adapter = a
+	m.MetricsAdapter = a
 }
 
 // waitAvailable waits for the aggregator to serve custom.metrics.k8s.io through the adapter.

@@ -24,7 +24,7 @@ var env struct {
 	cfg  config // read once: an unset SOAK_SEED is drawn from the clock
 	skip bool   // neither SOAK_MINUTES nor SOAK_CI: not asked for
 	// adapter is the default install's metrics adapter, serving the HPAs their queue metric.
-	adapter *operator.Adapter
+	adapter *operator.MetricsAdapter
 }
 
 // config is one run's size and seed, read once from the environment.
@@ -88,7 +88,7 @@ func setup(ctx context.Context) error {
 	}, "soak"); err != nil {
 		return err
 	}
-	adapter, err := operator.InstallAdapter(ctx, env.Cluster, env.Dir, "--scrape-period=5s")
+	adapter, err := operator.InstallMetricsAdapter(ctx, env.Cluster, env.Dir, "--scrape-period=5s")
 	if err != nil {
 		return fmt.Errorf("the metrics adapter: %w", err)
 	}

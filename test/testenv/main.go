@@ -28,11 +28,17 @@ type Suite struct {
 	// Logs says where a failed run's logs are ("operator logs in DIR"); the keep variable
 	// follows it.
 	Logs func() string
+	// SetupTimeout bounds Setup; zero is SetupTimeout.
+	SetupTimeout time.Duration
 }
 
 // Run sets up, runs the tests and tears down; its result is the process's exit code.
 func (s Suite) Run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
+	timeout := s.SetupTimeout
+	if timeout == 0 {
+		timeout = SetupTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	keepVar := strings.ToUpper(s.Name) + "_KEEP"
 	keep := os.Getenv(keepVar) != ""

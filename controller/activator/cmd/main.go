@@ -3,7 +3,8 @@
 // records the demand on the model's Service (which wakes it) and proxies them to the first ready
 // pod. It ships in the operator's image as a third binary and runs as its own Deployment. This
 // file only wires: flags, clients, the informers (pods, Services, InferenceServices), the
-// servers and the shutdown.
+// proxy and the shutdown; /metrics and the probes are the endpoints every binary of the
+// operator serves (controller/process/endpoints).
 package main
 
 import (
@@ -21,8 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -35,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/controller/activator"
+	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -130,8 +130,7 @@ func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := endpoints.NewRegistry()
 	metrics := activator.NewMetrics(reg)
 
 	models := activator.NewModels()
@@ -201,35 +200,24 @@ func run(o options) error {
 			klog.InfoS("Pod informers synced; ready")
 		}
 	}()
-	probes := http.NewServeMux()
-	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() || terminating.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	side := []*http.Server{{Addr: listenAddr(o.probeAddr), Handler: probes, ReadHeaderTimeout: 10 * time.Second}}
+	probes := endpoints.Probes(nil, readiness(&ready, &terminating), false)
+	side := []*http.Server{endpoints.Listen(listenAddr(o.probeAddr), probes, "probes", nil)}
 	if o.metricsAddr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		side = append(side, &http.Server{Addr: listenAddr(o.metricsAddr), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+		side = append(side, endpoints.Listen(listenAddr(o.metricsAddr), endpoints.Metrics(h), "metrics", nil))
 	}
 	// No write timeout: a held request waits up to --max-wait, and a completion streams for
 	// minutes. An idle kept-alive connection is closed: a stranger's thousand idle connections
 	// cost their buffers only that long.
 	proxy := &http.Server{Addr: listenAddr(o.bindAddr), Handler: metrics.Instrument(handler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 
-	errs := make(chan error, len(side)+1)
-	for _, s := range append(side, proxy) {
-		go func() {
-			klog.InfoS("Serving", "address", s.Addr)
-			if err := s.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serve %s: %w", s.Addr, err)
-			}
-		}()
-	}
+	errs := make(chan error, 1)
+	go func() {
+		klog.InfoS("Serving", "endpoint", "proxy", "address", proxy.Addr)
+		if err := proxy.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("serve %s: %w", proxy.Addr, err)
+		}
+	}()
 
 	select {
 	case err := <-errs:
@@ -247,11 +235,26 @@ func run(o options) error {
 		klog.ErrorS(err, "Requests cut at the end of the shutdown grace")
 		_ = proxy.Close()
 	}
-	for _, s := range side {
-		_ = s.Close()
-	}
+	endpoints.Shutdown(side...)
 	stopActivity()
 	return nil
+}
+
+// errShuttingDown is /readyz's answer from SIGTERM on.
+var errShuttingDown = errors.New("shutting down")
+
+// readiness is /readyz's verdict: ready once every informer synced, and not from SIGTERM on,
+// so endpoints drop this pod while it still accepts requests.
+func readiness(synced, terminating *atomic.Bool) func() error {
+	return func() error {
+		switch {
+		case terminating.Load():
+			return errShuttingDown
+		case !synced.Load():
+			return endpoints.ErrNotSynced
+		}
+		return nil
+	}
 }
 
 // listenAddr brackets an IPv6 host given bare, as $(POD_IP):8080 gives it on an IPv6 cluster

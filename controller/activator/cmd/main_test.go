@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
+
+	"github.com/example/inferenceservice-operator/controller/process/endpoints"
 )
 
 func TestNamespaceList(t *testing.T) {
@@ -30,5 +34,23 @@ func TestListenAddr(t *testing.T) {
 		if got := listenAddr(in); got != want {
 			t.Errorf("listenAddr(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestReadiness: not ready before the informers synced, ready after, and not ready again from
+// SIGTERM on, whatever the informers say.
+func TestReadiness(t *testing.T) {
+	var synced, terminating atomic.Bool
+	ready := readiness(&synced, &terminating)
+	if err := ready(); !errors.Is(err, endpoints.ErrNotSynced) {
+		t.Fatalf("before sync: %v", err)
+	}
+	synced.Store(true)
+	if err := ready(); err != nil {
+		t.Fatalf("synced: %v", err)
+	}
+	terminating.Store(true)
+	if err := ready(); !errors.Is(err, errShuttingDown) {
+		t.Fatalf("after SIGTERM: %v", err)
 	}
 }

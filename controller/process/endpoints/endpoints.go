@@ -1,5 +1,6 @@
-// Package endpoints serves the operator's HTTP endpoints: /metrics, the kubelet's probes
-// (/healthz, /readyz), opt-in pprof, and any TLS handler given (the conversion webhook).
+// Package endpoints serves a binary's own HTTP endpoints, the operator's and the activator's:
+// /metrics on a registry of its own, the kubelet's probes (/healthz, /readyz), opt-in pprof,
+// and any TLS handler given (the operator's conversion webhook).
 package endpoints
 
 import (
@@ -15,23 +16,35 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/klog/v2"
 )
 
-// Probes is the mux of /healthz (healthz's verdict) and /readyz (ready once synced says so),
-// plus Go's profiles when withPprof.
-func Probes(healthz func(*http.Request) error, synced func() bool, withPprof bool) *http.ServeMux {
+// NewRegistry is a binary's own metrics registry (no global one), holding the Go runtime's and
+// the process's collectors to start with.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Probes is the mux of /healthz (healthz's verdict; nil: always healthy) and /readyz (ready
+// while ready returns nil, its error the body otherwise), plus Go's profiles when withPprof.
+func Probes(healthz func(*http.Request) error, ready func() error, withPprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := healthz(r); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+		if healthz != nil {
+			if err := healthz(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !synced() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -43,6 +56,19 @@ func Probes(healthz func(*http.Request) error, synced func() bool, withPprof boo
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
 	return mux
+}
+
+// ErrNotSynced is /readyz's answer while the caches have not synced.
+var ErrNotSynced = errors.New("caches not synced")
+
+// Synced is a readiness of Probes: ready once synced says so.
+func Synced(synced func() bool) func() error {
+	return func() error {
+		if !synced() {
+			return ErrNotSynced
+		}
+		return nil
+	}
 }
 
 // Metrics is the mux serving h on /metrics.

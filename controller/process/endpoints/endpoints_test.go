@@ -19,7 +19,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 
 func TestProbes(t *testing.T) {
 	synced, healthy := false, errors.New("leader lease not renewed")
-	mux := Probes(func(*http.Request) error { return healthy }, func() bool { return synced }, false)
+	mux := Probes(func(*http.Request) error { return healthy }, Synced(func() bool { return synced }), false)
 	if code, body := get(t, mux, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
 		t.Fatalf("readyz before sync: %d %q", code, body)
 	}
@@ -35,8 +35,40 @@ func TestProbes(t *testing.T) {
 	if code, _ := get(t, mux, "/debug/pprof/"); code != http.StatusNotFound {
 		t.Fatalf("pprof served without --pprof: %d", code)
 	}
-	if code, _ := get(t, Probes(func(*http.Request) error { return nil }, func() bool { return true }, true), "/debug/pprof/"); code != http.StatusOK {
+	if code, _ := get(t, Probes(nil, Synced(func() bool { return true }), true), "/debug/pprof/"); code != http.StatusOK {
 		t.Fatalf("pprof with --pprof: %d", code)
+	}
+}
+
+// An activator that is shutting down says why it is not ready; nil healthz is always healthy.
+func TestProbesReadiness(t *testing.T) {
+	var why error = errors.New("shutting down")
+	mux := Probes(nil, func() error { return why }, false)
+	if code, body := get(t, mux, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Fatalf("readyz while shutting down: %d %q", code, body)
+	}
+	if code, _ := get(t, mux, "/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz without a check: %d", code)
+	}
+	why = nil
+	if code, _ := get(t, mux, "/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz once ready: %d", code)
+	}
+}
+
+func TestNewRegistryHasTheProcessCollectors(t *testing.T) {
+	fams, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range fams {
+		have[f.GetName()] = true
+	}
+	for _, want := range []string{"go_goroutines", "process_resident_memory_bytes"} {
+		if !have[want] {
+			t.Errorf("no %s in a new registry", want)
+		}
 	}
 }
 

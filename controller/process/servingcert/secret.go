@@ -14,7 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// ManagedBy labels the Secret the adapter issued.
+// ManagedBy labels the Secret the metrics adapter issued.
 const ManagedBy = "inferenceservice-metrics-adapter"
 
 // Source is the Secret the pair is kept in.
@@ -22,16 +22,16 @@ type Source struct {
 	Secrets         corev1client.SecretsGetter
 	Namespace, Name string
 	DNSNames        []string
-	// Issue: the adapter creates and renews the Secret; false, an external issuer does
-	// (cert-manager) and the adapter only reads it.
+	// Issue: the metrics adapter creates and renews the Secret; false, an external issuer
+	// does (cert-manager) and the metrics adapter only reads it.
 	Issue bool
-	// Owner goes on a Secret the adapter creates, so it is removed with the install.
+	// Owner goes on a Secret the metrics adapter creates, so it is removed with the install.
 	Owner *metav1.OwnerReference
 	Now   func() time.Time
 }
 
 // Get returns the Secret's pair; issuing it when absent and renewing it when Check finds it
-// due, where the adapter is the issuer. action says which ("created", "renewed: why",
+// due, where the metrics adapter is the issuer. action says which ("created", "renewed: why",
 // "unchanged").
 func (s Source) Get(ctx context.Context) (p Pair, action string, err error) {
 	for attempt := 0; ; attempt++ {

@@ -31,7 +31,7 @@ const (
 	CAKey   = "ca.crt"
 	CertKey = corev1.TLSCertKey
 	KeyKey  = corev1.TLSPrivateKeyKey
-	// CAKeyKey holds the CA's key where the adapter issues, so any replica can renew the
+	// CAKeyKey holds the CA's key where the metrics adapter issues, so any replica can renew the
 	// serving certificate under the same CA.
 	CAKeyKey = "ca.key"
 )
@@ -45,7 +45,7 @@ const (
 )
 
 // Pair is a serving certificate, its key and the CA that signed it, PEM-encoded; CAKey only
-// where the adapter is the issuer (an external issuer keeps its own).
+// where the metrics adapter is the issuer (an external issuer keeps its own).
 type Pair struct {
 	CA, CAKey, Cert, Key []byte
 }

@@ -42,7 +42,7 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	// The pod cache's streaming list refused once, so client-go falls back to a list.
 	errs := &answers{done: map[string]bool{}}
 	wire.Answer(errs.answer)
-	bin, err := operator.BuildAdapter(ctx, t.TempDir())
+	bin, err := operator.BuildMetricsAdapter(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestMetricsAdapterRBACExactlyWhatIsCalled(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	a, err := operator.StartAdapter(ctx, bin, filepath.Join(env.Dir, "metrics-adapter-rbac.log"), wire.Kubeconfig, t.TempDir(), port,
+	a, err := operator.StartMetricsAdapter(ctx, bin, filepath.Join(env.Dir, "metrics-adapter-rbac.log"), wire.Kubeconfig, t.TempDir(), port,
 		"--apiservice-resync=1s", "--scrape-period=1s")
 	if err != nil {
 		t.Fatal(err)

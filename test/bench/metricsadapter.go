@@ -13,7 +13,7 @@ import (
 // adapterRun is the metrics adapter as the default install runs it, serving the HPAs of the
 // benchmark's models from their pods' /metrics.
 type adapterRun struct {
-	*operator.Adapter
+	*operator.MetricsAdapter
 	tls                    *rest.Config
 	cpu0, passes0, errors0 float64
 	at0                    time.Time
@@ -21,11 +21,11 @@ type adapterRun struct {
 
 // startAdapter runs it as the default install does, reading every pod once a period.
 func startAdapter(ctx context.Context, e *testenv.Env, period time.Duration) (*adapterRun, error) {
-	a, err := operator.InstallAdapter(ctx, e.Cluster, e.Dir, "--scrape-period="+period.String())
+	a, err := operator.InstallMetricsAdapter(ctx, e.Cluster, e.Dir, "--scrape-period="+period.String())
 	if err != nil {
 		return nil, err
 	}
-	return &adapterRun{Adapter: a, tls: e.Cluster.RESTConfig()}, nil
+	return &adapterRun{MetricsAdapter: a, tls: e.Cluster.RESTConfig()}, nil
 }
 
 // counters reads its CPU time and its passes and failed reads so far.

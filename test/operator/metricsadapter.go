@@ -19,17 +19,17 @@ import (
 	"github.com/example/inferenceservice-operator/test/cluster"
 )
 
-// BuildAdapter compiles the metrics adapter (the image's second binary) into dir.
-func BuildAdapter(ctx context.Context, dir string) (string, error) {
+// BuildMetricsAdapter compiles the metrics adapter (the image's second binary) into dir.
+func BuildMetricsAdapter(ctx context.Context, dir string) (string, error) {
 	return build(ctx, filepath.Join(dir, "inferenceservice-metrics-adapter"), "./metrics/adapter")
 }
 
-// InstallAdapter runs the metrics adapter as manifests/metrics-adapter does (its
+// InstallMetricsAdapter runs the metrics adapter as manifests/metrics-adapter does (its
 // ServiceAccount and RBAC, the APIServices it registers itself), reached through an
 // ExternalName Service on 127.0.0.1 (the local cluster's pods have no network, and
 // EndpointSlices refuse loopback addresses), and waits until the aggregator serves
 // custom.metrics.k8s.io through it. Its files go in dir; args are added to its flags.
-func InstallAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ...string) (*Adapter, error) {
+func InstallMetricsAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ...string) (*MetricsAdapter, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func InstallAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ..
 			return nil, err
 		}
 	}
-	bin, err := BuildAdapter(ctx, dir)
+	bin, err := BuildMetricsAdapter(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func InstallAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ..
 	if _, _, err := c.Kubectl(ctx, "apply", "-f", svc); err != nil {
 		return nil, err
 	}
-	a, err := StartAdapter(ctx, bin, filepath.Join(dir, "metrics-adapter.log"), sa, filepath.Join(dir, "adapter-certs"), port,
+	a, err := StartMetricsAdapter(ctx, bin, filepath.Join(dir, "metrics-adapter.log"), sa, filepath.Join(dir, "adapter-certs"), port,
 		append([]string{fmt.Sprintf("--apiservice-port=%d", port)}, args...)...)
 	if err != nil {
 		return nil, err
@@ -72,32 +72,32 @@ func InstallAdapter(ctx context.Context, c *cluster.Cluster, dir string, args ..
 	return a, nil
 }
 
-// Adapter is one running metrics adapter, serving on Addr (127.0.0.1:port) over HTTPS.
-type Adapter struct {
+// MetricsAdapter is one running metrics adapter, serving on Addr (127.0.0.1:port) over HTTPS.
+type MetricsAdapter struct {
 	Addr string
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
 	// again starts the same adapter anew (same port, certificates, flags and log).
-	again func(context.Context) (*Adapter, error)
+	again func(context.Context) (*MetricsAdapter, error)
 }
 
 // Restart starts a killed adapter again as it was started, as its Deployment's controller
 // would, and waits until it serves.
-func (a *Adapter) Restart(ctx context.Context) (*Adapter, error) {
+func (a *MetricsAdapter) Restart(ctx context.Context) (*MetricsAdapter, error) {
 	return a.again(ctx)
 }
 
-// StartAdapter runs bin serving on 127.0.0.1:port with kubeconfig for every client (lister,
+// StartMetricsAdapter runs bin serving on 127.0.0.1:port with kubeconfig for every client (lister,
 // delegated authentication and authorization), its certificates in certDir, and waits until
 // /readyz answers. It runs as the default install's pod: in inferenceservice-system.
-func StartAdapter(ctx context.Context, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*Adapter, error) {
-	return StartAdapterEnv(ctx, []string{"POD_NAMESPACE=inferenceservice-system"}, bin, logPath, kubeconfig, certDir, port, args...)
+func StartMetricsAdapter(ctx context.Context, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*MetricsAdapter, error) {
+	return StartMetricsAdapterEnv(ctx, []string{"POD_NAMESPACE=inferenceservice-system"}, bin, logPath, kubeconfig, certDir, port, args...)
 }
 
-// StartAdapterEnv is StartAdapter with env (NAME=value, e.g. the pod's downward API) added to
+// StartMetricsAdapterEnv is StartMetricsAdapter with env (NAME=value, e.g. the pod's downward API) added to
 // the inherited environment.
-func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*Adapter, error) {
+func StartMetricsAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig, certDir string, port int, args ...string) (*MetricsAdapter, error) {
 	full := append([]string{
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
@@ -118,9 +118,9 @@ func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{}), log: logf,
-		again: func(ctx context.Context) (*Adapter, error) {
-			return StartAdapterEnv(ctx, env, bin, logPath, kubeconfig, certDir, port, args...)
+	a := &MetricsAdapter{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{}), log: logf,
+		again: func(ctx context.Context) (*MetricsAdapter, error) {
+			return StartMetricsAdapterEnv(ctx, env, bin, logPath, kubeconfig, certDir, port, args...)
 		}}
 	go func() { _ = cmd.Wait(); close(a.done) }()
 	// Its own self-signed certificate, as the aggregator sees it (insecureSkipTLSVerify).
@@ -150,22 +150,22 @@ func StartAdapterEnv(ctx context.Context, env []string, bin, logPath, kubeconfig
 }
 
 // Kill stops the adapter at once, as a node loss would.
-func (a *Adapter) Kill() {
+func (a *MetricsAdapter) Kill() {
 	_ = a.cmd.Process.Kill()
 	<-a.done
 	a.log.Close()
 }
 
 // Pid is the adapter's process id.
-func (a *Adapter) Pid() int { return a.cmd.Process.Pid }
+func (a *MetricsAdapter) Pid() int { return a.cmd.Process.Pid }
 
 // RSSBytes and RSSAnonBytes are the adapter's resident and anonymous resident memory.
-func (a *Adapter) RSSBytes() (int64, error)     { return procStatusBytes(a.Pid(), "VmRSS:") }
-func (a *Adapter) RSSAnonBytes() (int64, error) { return procStatusBytes(a.Pid(), "RssAnon:") }
+func (a *MetricsAdapter) RSSBytes() (int64, error)     { return procStatusBytes(a.Pid(), "VmRSS:") }
+func (a *MetricsAdapter) RSSAnonBytes() (int64, error) { return procStatusBytes(a.Pid(), "RssAnon:") }
 
 // CPUSeconds is the adapter's user and system CPU time so far (/proc/PID/stat, in clock ticks
 // of 1/100 s, as Linux reports them to user space).
-func (a *Adapter) CPUSeconds() (float64, error) {
+func (a *MetricsAdapter) CPUSeconds() (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.Pid()))
 	if err != nil {
 		return 0, err
@@ -186,7 +186,7 @@ func (a *Adapter) CPUSeconds() (float64, error) {
 
 // Scrape reads the adapter's /metrics with tlsCfg's client certificate (the adapter's
 // delegated authentication accepts the cluster's client CA).
-func (a *Adapter) Scrape(tlsCfg *tls.Config) (map[string]*dto.MetricFamily, error) {
+func (a *MetricsAdapter) Scrape(tlsCfg *tls.Config) (map[string]*dto.MetricFamily, error) {
 	c := tlsCfg.Clone()
 	c.InsecureSkipVerify = true // the adapter's self-signed serving certificate
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: c}}

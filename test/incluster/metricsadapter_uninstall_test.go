@@ -53,11 +53,11 @@ func TestDeleteKRemovesTheAdaptersAPIServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := operator.BuildAdapter(ctx, t.TempDir())
+	bin, err := operator.BuildMetricsAdapter(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := operator.StartAdapter(ctx, bin, filepath.Join(env.Dir, "metrics-adapter-delete-k.log"), kubeconfig, t.TempDir(), port,
+	a, err := operator.StartMetricsAdapter(ctx, bin, filepath.Join(env.Dir, "metrics-adapter-delete-k.log"), kubeconfig, t.TempDir(), port,
 		fmt.Sprintf("--apiservice-port=%d", port), "--apiservice-resync=2s")
 	if err != nil {
 		t.Fatal(err)
