@@ -148,7 +148,14 @@ func TestBuildMarks(t *testing.T) {
 			o.HPA.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
 				Reason: "FailedGetPodsMetric", Message: "unable to get metric num_requests_waiting"}}
 			return o
-		}(), LayerHPA, "", "custom.metrics.k8s.io", 0},
+		}(), LayerHPA, "", "custom.metrics.k8s.io) or Prometheus does not serve num_requests_waiting", 0},
+		{"an SGLang model's HPA blind", func() Objects {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			o.HPA.Spec.Metrics[0].Pods.Metric.Name = "num_queue_reqs"
+			o.HPA.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
+				Reason: "FailedGetPodsMetric", Message: "unable to get metric num_queue_reqs"}}
+			return o
+		}(), LayerHPA, "", "custom.metrics.k8s.io) or Prometheus does not serve num_queue_reqs", 0},
 		{"status lags", func() Objects {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
 			o.ISVC.Status.ReadyReplicas = 0
