@@ -104,7 +104,7 @@ func (c *Controller) warnOnNewReason(isvc *crd.InferenceService, replaced, st *c
 	if reason, msg, ok := reconcile.NewWarning(replaced, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}
-	if msg, ok := reconcile.AutoscalingWarning(replaced, st); ok {
+	if msg, ok := reconcile.AutoscalingWarning(isvc, replaced, st); ok {
 		c.recorder.Eventf(isvc, nil, corev1.EventTypeWarning, EventAutoscalingInactive, "Autoscale", "%s", msg)
 	}
 }

@@ -57,7 +57,7 @@ func TestInferenceServiceSeries(t *testing.T) {
 	progressing.AutoscalingStatus, progressing.AutoscalingReason = "Unknown", "AwaitingReadyPod"
 	m.ObserveInferenceService(progressing)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP inferenceservice_autoscaling_active 1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads num_requests_waiting; False: it cannot, or is held at its maximum above target; Unknown) and reason.
+# HELP inferenceservice_autoscaling_active 1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads its model's engine's queue, num_requests_waiting for vLLM, num_queue_reqs for SGLang; False: it cannot, or is held at its maximum above target; Unknown) and reason.
 # TYPE inferenceservice_autoscaling_active gauge
 inferenceservice_autoscaling_active{name="a",namespace="ns",reason="AwaitingReadyPod",status="Unknown"} 1
 inferenceservice_autoscaling_active{name="b",namespace="ns",reason="ValidMetricFound",status="True"} 1

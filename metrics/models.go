@@ -28,7 +28,7 @@ func newModels() *models {
 		gpus: prometheus.NewDesc("inferenceservice_gpus", "GPUs of each InferenceService by state: requested (replicas x gpusPerReplica), allocated (pods bound to nodes), ready (ready pods), pending (requested but not allocated: unschedulable or refused by quota), pending_admission (pods held by an admission queue's scheduling gates, e.g. Kueue's: a part of pending), admitted (pods past the queue, scheduled or not).",
 			[]string{"namespace", "name", "state"}, nil),
 		info: prometheus.NewDesc("inferenceservice_info", "1 for each InferenceService, with its model and phase.", []string{"namespace", "name", "model", "phase"}, nil),
-		autoscaling: prometheus.NewDesc("inferenceservice_autoscaling_active", "1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads num_requests_waiting; False: it cannot, or is held at its maximum above target; Unknown) and reason.",
+		autoscaling: prometheus.NewDesc("inferenceservice_autoscaling_active", "1 for each InferenceService with an AutoscalingActive condition, with its status (True: the HPA reads its model's engine's queue, num_requests_waiting for vLLM, num_queue_reqs for SGLang; False: it cannot, or is held at its maximum above target; Unknown) and reason.",
 			[]string{"namespace", "name", "status", "reason"}, nil),
 	}
 }

@@ -158,17 +158,17 @@ func TestDashboardQueriesParse(t *testing.T) {
 // import: the e2e test runs every serving query on a real scrape).
 const modelSeriesLabel = "ai_example_com_inferenceservice"
 
-// TestServingDashboardIsPerModel: every query of the serving dashboard reads vLLM's series,
-// selects by both the namespace and the model variables, and keeps the two labels, so each
-// line is one model's and the dashboard shows only what is chosen.
+// TestServingDashboardIsPerModel: every query of the serving dashboard reads vLLM's series and
+// SGLang's, selects by both the namespace and the model variables, and keeps the two labels,
+// so each line is one model's and the dashboard shows only what is chosen.
 func TestServingDashboardIsPerModel(t *testing.T) {
 	sel := `namespace=~"$namespace",` + modelSeriesLabel + `=~"$model"`
 	by := "(namespace, " + modelSeriesLabel
 	for _, p := range dashboardPanels(t, servingDashboard) {
 		for _, tg := range p.Targets {
 			e := tg.Expr
-			if !strings.Contains(e, "vllm:") || !strings.Contains(e, by) {
-				t.Errorf("%s: %s does not keep namespace and %s of vLLM's series", p.Title, e, modelSeriesLabel)
+			if !strings.Contains(e, "vllm:") || !strings.Contains(e, "sglang:") || !strings.Contains(e, by) {
+				t.Errorf("%s: %s does not keep namespace and %s of vLLM's and SGLang's series", p.Title, e, modelSeriesLabel)
 			}
 			for _, m := range selectorRE.FindAllString(e, -1) {
 				if !strings.HasPrefix(m, "{"+sel) {
@@ -176,6 +176,84 @@ func TestServingDashboardIsPerModel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// engineSeriesRE matches a model server's series name in a query.
+var engineSeriesRE = regexp.MustCompile(`\b(?:vllm|sglang):[a-z0-9_]+\b`)
+
+// TestServingDashboardShowsEveryEngine evaluates every query of the serving dashboard with
+// promtool over two models' pods, a vLLM one (team/v, vllm:* series) and an SGLang one
+// (team/s, sglang:* series), every series a query names served with the labels the model's
+// ServiceMonitor gives it: each panel must draw a line for both models.
+func TestServingDashboardShowsEveryEngine(t *testing.T) {
+	promtool(t)
+	var exprs []string
+	for _, p := range dashboardPanels(t, servingDashboard) {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	names := map[string]bool{}
+	for _, e := range exprs {
+		for _, n := range engineSeriesRE.FindAllString(e, -1) {
+			names[n] = true
+		}
+	}
+	var sorted []string
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+
+	var rules, tests strings.Builder
+	rules.WriteString("groups:\n- name: dashboard\n  rules:\n")
+	tests.WriteString("rule_files: [dashboard_rules.yaml]\nevaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n")
+	for _, n := range sorted {
+		model := "v"
+		if strings.HasPrefix(n, "sglang:") {
+			model = "s"
+		}
+		labels := `job="m",namespace="team",pod="` + model + `-0",` + modelSeriesLabel + `="` + model + `",model_name="m"`
+		series := func(extra, values string) {
+			fmt.Fprintf(&tests, "  - series: '%s{%s%s}'\n    values: '%s'\n", n, labels, extra, values)
+		}
+		switch {
+		case strings.HasSuffix(n, "_bucket"):
+			series(`,le="1.0"`, "0+8x20")
+			series(`,le="+Inf"`, "0+10x20")
+		case n == "vllm:request_success_total":
+			series(`,finished_reason="stop"`, "0+9x20")
+			series(`,finished_reason="abort"`, "0+1x20")
+		case strings.HasSuffix(n, "_total"):
+			series("", "0+10x20")
+		default: // a gauge
+			series("", "3x20")
+		}
+	}
+	tests.WriteString("  promql_expr_test:\n")
+	for i, e := range exprs {
+		q, _ := json.Marshal(dashboardVars.Replace(e))
+		fmt.Fprintf(&rules, "  - record: dashboard_query_%d\n    expr: %s\n", i, q)
+		fmt.Fprintf(&tests, "  - expr: group by (%[1]s) (dashboard_query_%[2]d)\n    eval_time: 10m\n    exp_samples:\n", modelSeriesLabel, i)
+		for _, m := range []string{"s", "v"} {
+			fmt.Fprintf(&tests, "    - labels: '{%s=\"%s\"}'\n      value: 1\n", modelSeriesLabel, m)
+		}
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{"dashboard_rules.yaml": rules.String(), "dashboard_test.yaml": tests.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool(t), "test", "rules", "dashboard_test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		var which strings.Builder
+		for i, e := range exprs {
+			fmt.Fprintf(&which, "dashboard_query_%d: %s\n", i, e)
+		}
+		t.Fatalf("a panel draws no line for one engine's model: %v\n%s\n%s", err, out, which.String())
 	}
 }
 

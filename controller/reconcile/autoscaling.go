@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -43,7 +44,8 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	if want == nil {
 		return autoscaling{}, 0
 	}
-	a = decideFromHPA(isvc, live)
+	metric := queueMetricOf(want)
+	a = decideFromHPA(isvc, live, metric)
 	if a.status != metav1.ConditionFalse || a.reason == ReasonTooManyReplicas {
 		return a, 0
 	}
@@ -61,7 +63,7 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	first, ok := firstReady(pods)
 	if !ok {
 		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,
-			"no pod is ready to report " + QueueMetric + " yet"}, 0
+			"no pod is ready to report " + metric + " yet"}, 0
 	}
 	// The HPA turned False after a pod served: it read (or tried) since, and the failure is real.
 	if c := hpaCondition(live, autoscalingv2.ScalingActive); c != nil && !c.LastTransitionTime.Time.Before(first) {
@@ -69,7 +71,7 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	}
 	if wait := first.Add(HPASyncGrace).Sub(now); wait > 0 {
 		return autoscaling{true, metav1.ConditionUnknown, ReasonAwaitingReadyPod,
-			"the HorizontalPodAutoscaler has not read " + QueueMetric + " since the first pod turned ready"}, wait
+			"the HorizontalPodAutoscaler has not read " + metric + " since the first pod turned ready"}, wait
 	}
 	return a, 0
 }
@@ -92,10 +94,21 @@ func firstReady(pods []*corev1.Pod) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// decideFromHPA is the condition as the HPA alone tells it.
-func decideFromHPA(isvc *crd.InferenceService, live *autoscalingv2.HorizontalPodAutoscaler) autoscaling {
+// queueMetricOf is the queue metric the desired HPA scales on: its engine's (desiredHPAOn).
+func queueMetricOf(want *autoscalingv2.HorizontalPodAutoscaler) string {
+	for _, m := range want.Spec.Metrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil {
+			return m.Pods.Metric.Name
+		}
+	}
+	return ""
+}
+
+// decideFromHPA is the condition as the HPA alone tells it, metric being the queue metric it
+// scales on.
+func decideFromHPA(isvc *crd.InferenceService, live *autoscalingv2.HorizontalPodAutoscaler, metric string) autoscaling {
 	unknown := autoscaling{true, metav1.ConditionUnknown, ReasonAutoscalerNotReported,
-		"the HorizontalPodAutoscaler has not reported whether it reads " + QueueMetric + " yet"}
+		"the HorizontalPodAutoscaler has not reported whether it reads " + metric + " yet"}
 	if live == nil || !ControlledBy(live, isvc) {
 		return unknown
 	}
@@ -103,10 +116,10 @@ func decideFromHPA(isvc *crd.InferenceService, live *autoscalingv2.HorizontalPod
 	if active == nil || active.Status == corev1.ConditionUnknown || active.Reason == "" {
 		return unknown
 	}
-	cur, target, seen := queueOf(live)
+	cur, target, seen := queueOf(live, metric)
 	reading := ""
 	if seen {
-		reading = queueReading(cur, target)
+		reading = queueReading(metric, cur, target)
 	}
 	if active.Status == corev1.ConditionFalse {
 		return autoscaling{true, metav1.ConditionFalse, active.Reason, joinMessage(active.Message, reading)}
@@ -146,26 +159,27 @@ func hpaCondition(h *autoscalingv2.HorizontalPodAutoscaler, t autoscalingv2.Hori
 	return nil
 }
 
-// queueOf returns the queue per pod the HPA last read and its target; seen is false while
-// the HPA reports no current value (a blind HPA reports none).
-func queueOf(h *autoscalingv2.HorizontalPodAutoscaler) (cur, target resource.Quantity, seen bool) {
+// queueOf returns the queue per pod the HPA last read of metric and its target; seen is false
+// while the HPA reports no current value (a blind HPA reports none).
+func queueOf(h *autoscalingv2.HorizontalPodAutoscaler, metric string) (cur, target resource.Quantity, seen bool) {
 	var haveTarget bool
 	for _, m := range h.Spec.Metrics {
-		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Target.AverageValue != nil {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Target.AverageValue != nil {
 			target, haveTarget = *m.Pods.Target.AverageValue, true
 		}
 	}
 	for _, m := range h.Status.CurrentMetrics {
-		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Current.AverageValue != nil {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Current.AverageValue != nil {
 			return *m.Pods.Current.AverageValue, target, haveTarget
 		}
 	}
 	return cur, target, false
 }
 
-// queueReading is what kubectl describe shows: the queue per pod, rounded, against the target.
-func queueReading(cur, target resource.Quantity) string {
-	return fmt.Sprintf("%s %d/%d per pod", QueueMetric, rounded(cur), rounded(target))
+// queueReading is what kubectl describe shows: the queue metric per pod, rounded, against the
+// target.
+func queueReading(metric string, cur, target resource.Quantity) string {
+	return fmt.Sprintf("%s %d/%d per pod", metric, rounded(cur), rounded(target))
 }
 
 func rounded(q resource.Quantity) int64 { return (q.MilliValue() + 500) / 1000 }
@@ -180,13 +194,20 @@ func joinMessage(msg, reading string) string {
 	return msg + "; " + reading
 }
 
-// parseReading finds queueReading's numbers at the end of a condition message.
+// parseReading finds queueReading's numbers at the end of a condition message, whichever
+// engine's queue metric it names (the stored message may predate a change of engine).
 func parseReading(msg string) (cur, target int64, ok bool) {
-	i := strings.LastIndex(msg, QueueMetric+" ")
-	if i < 0 {
+	at, name := -1, ""
+	for _, n := range engine.Names() {
+		q := engine.For(n).Metrics().QueueName
+		if i := strings.LastIndex(msg, q+" "); i > at {
+			at, name = i, q
+		}
+	}
+	if at < 0 {
 		return 0, 0, false
 	}
-	n, err := fmt.Sscanf(msg[i+len(QueueMetric)+1:], "%d/%d per pod", &cur, &target)
+	n, err := fmt.Sscanf(msg[at+len(name)+1:], "%d/%d per pod", &cur, &target)
 	return cur, target, err == nil && n == 2
 }
 
@@ -239,8 +260,9 @@ func indexCondition(cs []metav1.Condition, t string) int {
 }
 
 // AutoscalingWarning returns the Warning Event's message when next's AutoscalingActive turns
-// False, or False for a new reason, over stored: one per transition, none while it stays.
-func AutoscalingWarning(stored, next *crd.InferenceServiceStatus) (message string, ok bool) {
+// False, or False for a new reason, over stored: one per transition, none while it stays. It
+// names the queue metric of isvc's engine.
+func AutoscalingWarning(isvc *crd.InferenceService, stored, next *crd.InferenceServiceStatus) (message string, ok bool) {
 	n := meta.FindStatusCondition(next.Conditions, crd.ConditionAutoscalingActive)
 	if n == nil || n.Status != metav1.ConditionFalse {
 		return "", false
@@ -248,5 +270,5 @@ func AutoscalingWarning(stored, next *crd.InferenceServiceStatus) (message strin
 	if o := meta.FindStatusCondition(stored.Conditions, crd.ConditionAutoscalingActive); o != nil && o.Status == n.Status && o.Reason == n.Reason {
 		return "", false
 	}
-	return "the HorizontalPodAutoscaler cannot scale on " + QueueMetric + " (" + n.Reason + "): " + n.Message, true
+	return "the HorizontalPodAutoscaler cannot scale on " + engineOf(isvc).Metrics().QueueName + " (" + n.Reason + "): " + n.Message, true
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,7 +39,7 @@ func hpaStatus(active corev1.ConditionStatus, reason, msg string, limited string
 	}
 	if milli >= 0 {
 		st.CurrentMetrics = []autoscalingv2.MetricStatus{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{
-			Metric: autoscalingv2.MetricIdentifier{Name: QueueMetric}, Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewMilliQuantity(milli, resource.DecimalSI)}}}}
+			Metric: autoscalingv2.MetricIdentifier{Name: vllm.QueueMetric}, Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewMilliQuantity(milli, resource.DecimalSI)}}}}
 	}
 	return st
 }
@@ -110,7 +111,7 @@ func TestAutoscalingWhileStarting(t *testing.T) {
 			if got == nil || got.Status != c.status || got.Reason != c.reason {
 				t.Fatalf("condition %+v, want %s %s", got, c.status, c.reason)
 			}
-			if _, warn := AutoscalingWarning(&stored, &out.Status); warn != (c.status == metav1.ConditionFalse) {
+			if _, warn := AutoscalingWarning(w.isvc, &stored, &out.Status); warn != (c.status == metav1.ConditionFalse) {
 				t.Fatalf("warning %v for %s", warn, c.status)
 			}
 			if c.recheck > 0 && (out.Recheck <= 0 || out.Recheck > c.recheck) {
@@ -196,7 +197,7 @@ func TestAutoscalingWrites(t *testing.T) {
 		if len(out.Actions) != 0 {
 			t.Fatalf("actions on an HPA status change: %s", verbs(out.Actions))
 		}
-		if _, ok := AutoscalingWarning(&stored, &out.Status); ok {
+		if _, ok := AutoscalingWarning(w.isvc, &stored, &out.Status); ok {
 			warnings++
 		}
 		if WorthWriting(&stored, &out.Status) {
@@ -251,7 +252,7 @@ func TestAutoscalingWrites(t *testing.T) {
 // TestQueueMoved pins the write threshold of the queue reading.
 func TestQueueMoved(t *testing.T) {
 	r := func(cur, target int64) string {
-		return queueReading(*resource.NewQuantity(cur, resource.DecimalSI), *resource.NewQuantity(target, resource.DecimalSI))
+		return queueReading(vllm.QueueMetric, *resource.NewQuantity(cur, resource.DecimalSI), *resource.NewQuantity(target, resource.DecimalSI))
 	}
 	for _, c := range []struct {
 		stored, next string
@@ -361,7 +362,7 @@ func TestAutoscalingBlindThroughRollout(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "FailedGetPodsMetric" {
 		t.Fatalf("a rollout's new pod moved a blind HPA's condition to %+v", c)
 	}
-	if _, warn := AutoscalingWarning(&w.isvc.Status, &out.Status); warn {
+	if _, warn := AutoscalingWarning(w.isvc, &w.isvc.Status, &out.Status); warn {
 		t.Fatal("a second Warning for the same blindness")
 	}
 }

@@ -1,4 +1,4 @@
-// The HorizontalPodAutoscaler on the queue metric: desired, drift and set.
+// The HorizontalPodAutoscaler on the queue metric of the model's engine: desired, drift and set.
 
 package reconcile
 
@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 )
 
@@ -21,12 +22,19 @@ func scaleTarget(isvc *crd.InferenceService, ext *crd.SpecExtensions) autoscalin
 	return autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: isvc.Name}
 }
 
-// desiredHPA returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
+// desiredHPA is the HPA on the queue of the model's engine (desiredHPAOn).
+func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
+	return desiredHPAOn(engineOf(isvc), isvc, ext, sc, b)
+}
+
+// desiredHPAOn is the HPA of a model served by e, on e's queue: the Pods metric the custom
+// metrics API serves it as (num_requests_waiting for vLLM, num_queue_reqs for SGLang).
+// It returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
 // Its behavior holds only spec.autoscaling.scaleDownDelaySeconds, as the scale-down window;
 // unset, behavior stays nil: the HPA controller's default window applies, and HPAs made before
 // the field existed are not rewritten. Scale-up keeps the HPA's default (no window): a queue
 // above target is requests waiting now.
-func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
+func desiredHPAOn(e engine.Engine, isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b shared) *autoscalingv2.HorizontalPodAutoscaler {
 	if ext.Autoscaling == nil && isvc.Spec.Replicas == 0 {
 		return nil
 	}
@@ -53,7 +61,7 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b
 			Metrics: []autoscalingv2.MetricSpec{{
 				Type: autoscalingv2.PodsMetricSourceType,
 				Pods: &autoscalingv2.PodsMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: QueueMetric},
+					Metric: autoscalingv2.MetricIdentifier{Name: e.Metrics().QueueName},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
 				},
 			}},

@@ -2,7 +2,8 @@
 // with spec.gateway gets an InferencePool over its serving pods and an endpoint picker (EPP)
 // for it (Deployment, Service, ServiceAccount and a RoleBinding to the picker's ClusterRole),
 // and its HTTPRoute sends requests to the pool once the picker serves: the picker chooses a
-// pod per request from the pods' own vLLM metrics (queue, KV cache, prefix cache, adapters).
+// pod per request from the pods' own metrics, in their engine's names (queue, KV cache,
+// prefix cache, adapters).
 // Desired objects, drift and set here; the Routed condition in routed.go.
 
 package reconcile
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -59,10 +61,20 @@ const (
 	DefaultPickerClusterRole = "inferenceservice-operator-endpoint-picker"
 )
 
-// PickerConfig is the picker's EndpointPickerConfig: the extension's default profile (queue 2,
-// KV cache 2, prefix cache 3) plus LoRA affinity, so a request for an adapter goes to a pod that
-// has it loaded. The prefix scorer sizes its index from vLLM's cache_config_info (autoTune).
-const PickerConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+// PickerConfig is the picker's EndpointPickerConfig for a vLLM model: the extension's default
+// profile (queue 2, KV cache 2, prefix cache 3) plus LoRA affinity, so a request for an adapter
+// goes to a pod that has it loaded. The prefix scorer sizes its index from vLLM's
+// cache_config_info (autoTune). The pods' series are read in the picker's built-in vLLM names
+// (its core-metrics-extractor's default engine, v1.5.0's
+// pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go: vllm:num_requests_waiting,
+// vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:lora_requests_info,
+// vllm:cache_config_info), vllm.Metrics()'s; left implicit so that the config, the pickers'
+// arguments and so their Deployments stay what every vLLM model's picker already runs.
+const PickerConfig = pickerPlugins + pickerProfiles
+
+// pickerPlugins and pickerProfiles are PickerConfig's plugins and its scheduling profile.
+const (
+	pickerPlugins = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: queue-scorer
@@ -70,7 +82,8 @@ plugins:
 - type: prefix-cache-scorer
   parameters: {autoTune: true, blockSizeTokens: 16, lruCapacityPerServer: 31250}
 - type: lora-affinity-scorer
-schedulingProfiles:
+`
+	pickerProfiles = `schedulingProfiles:
 - name: default
   plugins:
   - {pluginRef: queue-scorer, weight: 2}
@@ -78,6 +91,39 @@ schedulingProfiles:
   - {pluginRef: prefix-cache-scorer, weight: 3}
   - {pluginRef: lora-affinity-scorer, weight: 1}
 `
+)
+
+// PickerConfigFor is the picker's EndpointPickerConfig for a model served by e: PickerConfig,
+// and for any engine but vLLM the core-metrics-extractor told e's series, as the extension
+// documents for SGLang (site-src/implementations/model-servers.md; its metric-name flags,
+// --total-queued-requests-metric and the rest, are refused since v1.5.0: "configure metrics
+// via engineConfigs"). The pods carry no inference.networking.k8s.io/engine-type label (one
+// would change the pod template, and every pod of a pool is one model's, so one engine's):
+// e is the extractor's defaultEngine, its engineConfigs entry replacing the built-in one of
+// that name whole. An SGLang pod (v0.5) exports no LoRA series (the extension's own entry
+// has none either: sglang:lora_pool_* are counts, not the adapters by name the scorer reads) nor sglang:cache_config_info (added after v0.5.3): both are left empty, so
+// the picker looks for neither. Without adapter series every pod's LoRA affinity scores 0
+// (lora-affinity-scorer: no active or waiting adapter, MaxActiveModels 0), the same for every
+// pod: adapter requests are routed on queue, KV cache and prefix alone, and any pod serves
+// them (the operator loads every adapter on every pod). Without the cache's geometry the
+// prefix scorer keeps blockSizeTokens and its default capacity.
+func PickerConfigFor(e engine.Engine) string {
+	if e.Name() == engine.VLLM {
+		return PickerConfig
+	}
+	m := e.Metrics()
+	return pickerPlugins + `- type: core-metrics-extractor
+  parameters:
+    defaultEngine: ` + e.Name() + `
+    engineConfigs:
+    - name: ` + e.Name() + `
+      queuedRequestsSpec: "` + m.Queue + `"
+      runningRequestsSpec: "` + m.Running + `"
+      kvUsageSpec: "` + m.KVCacheUsage + `"
+      loraSpec: ""
+      cacheInfoSpec: ""
+` + pickerProfiles
+}
 
 // PickerName is the name of a model's picker Deployment, Service, ServiceAccount and RoleBinding.
 func PickerName(isvc string) string { return isvc + "-epp" }
@@ -150,15 +196,19 @@ func desiredPool(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features
 	return poolChildren{Pool: pool, Picker: desiredPicker(isvc, meta, f), PickerService: desiredPickerService(meta), ServiceAccount: sa, RoleBinding: rb}
 }
 
-// PickerArgs are the picker's flags: its pool, the scoring configuration, and no tracing (an
-// OTel console exporter by default), no pprof, and metrics without TokenReview (which would
-// need a ClusterRoleBinding per model): the metrics port is for the cluster's Prometheus.
-func PickerArgs(isvc *crd.InferenceService) []string {
+// PickerArgs are the picker's flags for isvc's engine (PickerArgsOn).
+func PickerArgs(isvc *crd.InferenceService) []string { return PickerArgsOn(engineOf(isvc), isvc) }
+
+// PickerArgsOn are the picker's flags for a model served by e: its pool, the scoring
+// configuration in e's metric names (PickerConfigFor), and no tracing (an OTel console
+// exporter by default), no pprof, and metrics without TokenReview (which would need a
+// ClusterRoleBinding per model): the metrics port is for the cluster's Prometheus.
+func PickerArgsOn(e engine.Engine, isvc *crd.InferenceService) []string {
 	return []string{
 		"--pool-name=" + isvc.Name, "--pool-namespace=" + isvc.Namespace,
 		"--grpc-port=" + strconv.Itoa(PickerGRPCPort), "--grpc-health-port=" + strconv.Itoa(PickerHealthPort),
 		"--metrics-port=" + strconv.Itoa(PickerMetricsPort),
-		"--config-text=" + PickerConfig,
+		"--config-text=" + PickerConfigFor(e),
 		"--tracing=false", "--enable-pprof=false", "--metrics-endpoint-auth=false",
 	}
 }

@@ -11,15 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
-)
-
-// QueueMetric is the engine's queue length without its prefix, the HPA's signal (the custom
-// metrics API serves it under this name); QueueSeries the series the engine exports it as,
-// one per served model name.
-var (
-	QueueMetric = defaultEngine.Metrics().QueueName
-	QueueSeries = defaultEngine.Metrics().Queue
 )
 
 // InstanceSeriesLabel is InstanceLabel as Prometheus names it on a pod's series: the
@@ -27,21 +20,29 @@ var (
 // turn every character outside [a-zA-Z0-9_] into an underscore.
 const InstanceSeriesLabel = "ai_example_com_inferenceservice"
 
-// QueueQuery is the PromQL a ScaledObject asks: the queue summed over the model's pods (and
-// over model_name, the base model and its adapters), selected by the model's own label, which
-// the model's ServiceMonitor carries onto its series. Not by pod name: a sibling model's
+// QueueQuery is the PromQL a ScaledObject asks for a model served by e: e's queue series
+// (vllm:num_requests_waiting, sglang:num_queue_reqs) summed over the model's pods (and over
+// the rest of its labels: model_name, the base model and its adapters; SGLang's
+// data-parallel ranks, each its own queue), selected by the model's own label, which the
+// model's ServiceMonitor carries onto its series. Not by pod name: a sibling model's
 // LeaderWorkerSet leader <name>-<x>-0 is named as this model's pods could be. Names are
 // DNS-1035 labels: nothing in them needs escaping in PromQL.
-func QueueQuery(namespace, name string) string {
-	return `sum(` + QueueSeries + `{namespace="` + namespace + `",` + InstanceSeriesLabel + `="` + name + `"})`
+func QueueQuery(e engine.Engine, namespace, name string) string {
+	return `sum(` + e.Metrics().Queue + `{namespace="` + namespace + `",` + InstanceSeriesLabel + `="` + name + `"})`
 }
 
 // kedaPrometheusTrigger is KEDA's scaler type for a PromQL query.
 const kedaPrometheusTrigger = "prometheus"
 
 // desiredScaledObject is hpa, the HPA the spec wants (nil: none), said to KEDA: the same
-// bounds, target and behavior, the queue read from the Prometheus at address.
+// bounds, target and behavior, the queue of the model's engine read from the Prometheus at
+// address.
 func desiredScaledObject(isvc *crd.InferenceService, hpa *autoscalingv2.HorizontalPodAutoscaler, address string) *unstructured.Unstructured {
+	return desiredScaledObjectOn(engineOf(isvc), isvc, hpa, address)
+}
+
+// desiredScaledObjectOn is desiredScaledObject for a model served by e.
+func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *autoscalingv2.HorizontalPodAutoscaler, address string) *unstructured.Unstructured {
 	if hpa == nil {
 		return nil
 	}
@@ -56,8 +57,8 @@ func desiredScaledObject(isvc *crd.InferenceService, hpa *autoscalingv2.Horizont
 			"metricType": string(autoscalingv2.AverageValueMetricType),
 			"metadata": map[string]interface{}{
 				"serverAddress": address,
-				"query":         QueueQuery(isvc.Namespace, isvc.Name),
-				"threshold":     hpaTarget(hpa),
+				"query":         QueueQuery(e, isvc.Namespace, isvc.Name),
+				"threshold":     hpaTarget(hpa, e.Metrics().QueueName),
 			},
 		}},
 	}
@@ -71,10 +72,10 @@ func desiredScaledObject(isvc *crd.InferenceService, hpa *autoscalingv2.Horizont
 	return u
 }
 
-// hpaTarget is the HPA's queue target per pod, as KEDA's threshold string.
-func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
+// hpaTarget is the HPA's target per pod for the queue metric, as KEDA's threshold string.
+func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler, metric string) string {
 	for _, m := range hpa.Spec.Metrics {
-		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == QueueMetric && m.Pods.Target.AverageValue != nil {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Target.AverageValue != nil {
 			return m.Pods.Target.AverageValue.String()
 		}
 	}
@@ -88,7 +89,7 @@ func decideScaledObject(isvc *crd.InferenceService, live, want *unstructured.Uns
 		return autoscaling{}
 	}
 	unknown := autoscaling{true, metav1.ConditionUnknown, ReasonKEDANotReported,
-		"KEDA has not reported whether the ScaledObject reads " + QueueMetric + " yet"}
+		"KEDA has not reported whether the ScaledObject reads " + engineOf(isvc).Metrics().Queue + " yet"}
 	if live == nil || !ControlledBy(live, isvc) {
 		return unknown
 	}

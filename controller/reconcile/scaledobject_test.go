@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -326,7 +327,7 @@ func TestScaledObjectScaleDownDelay(t *testing.T) {
 // prometheus-operator and pod discovery do), never by a pod-name pattern, which a sibling's
 // LeaderWorkerSet leader (llama-70b-0 for llama) also matches.
 func TestQueueQuerySelectsByTheModelsLabel(t *testing.T) {
-	q := QueueQuery("team-a", "llama")
+	q := QueueQuery(engine.For(engine.VLLM), "team-a", "llama")
 	if want := `sum(vllm:num_requests_waiting{namespace="team-a",ai_example_com_inferenceservice="llama"})`; q != want {
 		t.Fatalf("query\n got %s\nwant %s", q, want)
 	}

@@ -133,7 +133,7 @@ func mark(r Report, o Objects) (layer, next string) {
 	case len(r.Causes) > 0:
 		reason = r.Causes[0].Reason
 	case r.HPA != nil && r.HPA.Problem != "":
-		return LayerHPA, runbook[reasonHPA]
+		return LayerHPA, hpaRunbook(r.HPA.Metric)
 	case r.Route != nil && r.Route.Status == string(metav1.ConditionFalse) && r.ISVC.Ready > 0:
 		// The pods serve; the gateway's way to them does not.
 		return LayerRoute, runbook[r.Route.Reason]

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
@@ -46,11 +47,11 @@ func model(replicas, ready int32) Objects {
 	h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To(max(1, replicas/2)), MaxReplicas: 3 * replicas,
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
-				Metric: autoscalingv2.MetricIdentifier{Name: reconcile.QueueMetric},
+				Metric: autoscalingv2.MetricIdentifier{Name: vllm.QueueMetric},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(5, resource.DecimalSI)}}}}},
 		Status: autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: replicas, DesiredReplicas: replicas,
 			CurrentMetrics: []autoscalingv2.MetricStatus{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{
-				Metric:  autoscalingv2.MetricIdentifier{Name: reconcile.QueueMetric},
+				Metric:  autoscalingv2.MetricIdentifier{Name: vllm.QueueMetric},
 				Current: autoscalingv2.MetricValueStatus{AverageValue: resource.NewQuantity(1, resource.DecimalSI)}}}}}}
 	return Objects{ISVC: isvc, HPA: h, Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{rs, old}, Now: t0,
 		Operator: Operator{"up", "leader op-0, Lease inferenceservice-system/inferenceservice-operator renewed 2s ago"}}
@@ -147,7 +148,14 @@ func TestBuildMarks(t *testing.T) {
 			o.HPA.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
 				Reason: "FailedGetPodsMetric", Message: "unable to get metric num_requests_waiting"}}
 			return o
-		}(), LayerHPA, "", "custom.metrics.k8s.io", 0},
+		}(), LayerHPA, "", "custom.metrics.k8s.io) or Prometheus does not serve num_requests_waiting", 0},
+		{"an SGLang model's HPA blind", func() Objects {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			o.HPA.Spec.Metrics[0].Pods.Metric.Name = "num_queue_reqs"
+			o.HPA.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
+				Reason: "FailedGetPodsMetric", Message: "unable to get metric num_queue_reqs"}}
+			return o
+		}(), LayerHPA, "", "custom.metrics.k8s.io) or Prometheus does not serve num_queue_reqs", 0},
 		{"status lags", func() Objects {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
 			o.ISVC.Status.ReadyReplicas = 0

@@ -218,7 +218,7 @@ type Row struct {
 	Ready         int32  `json:"ready"`
 	GPUsRequested int32  `json:"gpusRequested"`
 	GPUsReady     int32  `json:"gpusReady"`
-	Queue         string `json:"queue,omitempty"`  // num_requests_waiting per pod, as the HPA last read it
+	Queue         string `json:"queue,omitempty"`  // the queue per pod (its engine's metric), as the HPA last read it
 	Target        string `json:"target,omitempty"` // the HPA's target for it
 	// The wide columns: GPUs per replica, the HPA read (empty if none), and the generation the
 	// status was written for against the spec's, to tell a status that lags the spec.

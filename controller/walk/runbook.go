@@ -2,7 +2,11 @@
 
 package walk
 
-import "github.com/example/inferenceservice-operator/controller/reconcile"
+import (
+	"strings"
+
+	"github.com/example/inferenceservice-operator/controller/reconcile"
+)
 
 // Reasons the plugin finds itself, beside the controller's.
 const (
@@ -45,11 +49,24 @@ var runbook = map[string]string{
 	reconcile.ReasonPickerUnavailable:        "kubectl logs deploy/NAME-epp -n NS and kubectl describe deploy/NAME-epp: the endpoint picker is not SERVING (image, RBAC of its ServiceAccount NAME-epp, or its InferencePool unreadable); requests go to the Service meanwhile",
 	reconcile.ReasonPoolNotAccepted:          "kubectl get inferencepool NAME -n NS -o yaml: status.parents hold the Gateway's Accepted and ResolvedRefs verdicts; is the Gateway's implementation one that supports InferencePool?",
 	reconcile.ReasonNoPoolEndpoints:          "kubectl get pods -l ai.example.com/inferenceservice=NAME -n NS: no ready pod matches the pool's selector",
-	reasonHPA:                                "kubectl describe hpa/NAME -n NS: the metrics adapter (custom.metrics.k8s.io) or Prometheus does not serve num_requests_waiting",
+	reasonHPA:                                "kubectl describe hpa/NAME -n NS: the metrics adapter (custom.metrics.k8s.io) or Prometheus does not serve " + queueMetricWord,
 	reasonStale:                              "the cluster serves as asked but the status lags: the operator has not written what it sees (its line above)",
 	reconcile.ReasonChildConflict:            "kubectl get deploy,svc,hpa NAME -n NS -o yaml: an object of that name the isvc does not own; rename or delete it",
 	reconcile.ReasonForbidden:                "the operator's RBAC (manifests/rbac): kubectl auth can-i --as=system:serviceaccount:inferenceservice-system:inferenceservice-operator",
 	reconcile.ReasonAdmissionDenied:          "kubectl describe isvc NAME -n NS: the webhook or policy that refused the child's write, named in the message",
 	reconcile.ReasonInvalidSpec:              "kubectl describe isvc NAME -n NS: the message names the field to change",
 	reconcile.ReasonReconcileError:           "the operator's log: an API call fails and is retried",
+}
+
+// queueMetricWord stands in runbook[reasonHPA] for the metric the HPA asks for, its model's
+// engine's queue (num_requests_waiting for vLLM, num_queue_reqs for SGLang): hpaRunbook
+// names it.
+const queueMetricWord = "the model's queue metric"
+
+// hpaRunbook is runbook[reasonHPA] naming metric, the HPA's metric; "" leaves the general word.
+func hpaRunbook(metric string) string {
+	if metric == "" {
+		return runbook[reasonHPA]
+	}
+	return strings.Replace(runbook[reasonHPA], queueMetricWord, metric, 1)
 }

@@ -145,7 +145,7 @@ func run() error {
 		adapter.SecureServing.ServerCert.CertKey.CertFile, adapter.SecureServing.ServerCert.CertKey.KeyFile = reg.certFile, reg.keyFile
 	}
 
-	adapter.WithCustomMetrics(&custommetrics.Provider{Pods: lister, Readings: scraper, Now: time.Now})
+	adapter.WithCustomMetrics(custommetrics.NewProvider(lister, scraper, time.Now))
 	server, err := adapter.Server()
 	if err != nil {
 		return err
@@ -169,7 +169,7 @@ func run() error {
 		reg.dyn = dyn
 		go reg.keep(ctx, o.registerEvery)
 	}
-	klog.InfoS("Serving custom.metrics.k8s.io", "metric", custommetrics.Metric, "scrapePeriod", o.period, "concurrency", o.concurrency)
+	klog.InfoS("Serving custom.metrics.k8s.io", "metrics", custommetrics.Metrics(), "scrapePeriod", o.period, "concurrency", o.concurrency)
 	return adapter.Run(ctx)
 }
 

@@ -136,8 +136,12 @@ func TestHPAReadsEveryModelAmongSilentAndImpostorPods(t *testing.T) {
 		owners.own(p, p.Labels[podmetrics.InstanceLabel])
 		pods = append(pods, p)
 	}
-	page := func(waiting int) http.HandlerFunc {
+	// Odd models run SGLang, the others vLLM: each read in its engine's family.
+	page := func(waiting int, sglang bool) http.HandlerFunc {
 		body := fmt.Sprintf("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} %d\n", waiting)
+		if sglang {
+			body = fmt.Sprintf("# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"0\"} %d\n", waiting)
+		}
 		return func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }
 	}
 	serve := func(ln net.Listener, h http.Handler) {
@@ -148,13 +152,13 @@ func TestHPAReadsEveryModelAmongSilentAndImpostorPods(t *testing.T) {
 	var impostorHits atomic.Int64
 	for i := range size.impostors {
 		ln, port := listen(ip(2, i))
-		serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { impostorHits.Add(1); page(1000)(w, r) }))
+		serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { impostorHits.Add(1); page(1000, false)(w, r) }))
 		pods = append(pods, benchPod("tenant-x", fmt.Sprintf("impostor-%d", i), "llama", ip(2, i), port))
 	}
 	models := make([]*corev1.Pod, size.models)
 	for i := range size.models {
 		ln, port := listen(ip(0, i))
-		serve(ln, page(i%7))
+		serve(ln, page(i%7, i%2 == 1))
 		ns := fmt.Sprintf("team-%d", i%20)
 		p := benchPod(ns, fmt.Sprintf("model-%d-7c9f-x", i), fmt.Sprintf("model-%d", i), ip(0, i), port)
 		owners.own(p, p.Labels[podmetrics.InstanceLabel])
@@ -167,7 +171,7 @@ func TestHPAReadsEveryModelAmongSilentAndImpostorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Provider{Pods: lister(t, pods...), Readings: s, Now: time.Now}
+	p := NewProvider(lister(t, pods...), s, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -189,7 +193,11 @@ func TestHPAReadsEveryModelAmongSilentAndImpostorPods(t *testing.T) {
 		now := time.Now()
 		for i, pod := range models {
 			sel := labels.SelectorFromSet(labels.Set{podmetrics.InstanceLabel: pod.Labels[podmetrics.InstanceLabel]})
-			list, err := p.GetMetricBySelector(context.Background(), pod.Namespace, sel, waiting, labels.Everything())
+			info := waiting
+			if i%2 == 1 {
+				info = queued
+			}
+			list, err := p.GetMetricBySelector(context.Background(), pod.Namespace, sel, info, labels.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}

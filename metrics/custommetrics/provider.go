@@ -6,6 +6,7 @@ package custommetrics
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,8 +22,21 @@ import (
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
 )
 
-// Metric is the name the operator's HPAs ask for (a Pods metric, averaged per pod).
-const Metric = "num_requests_waiting"
+// Metrics are the names the operator's HPAs ask for (a Pods metric, averaged per pod): each
+// engine's queue name (num_requests_waiting for vLLM, num_queue_reqs for SGLang). A pod's
+// reading is served under its own engine's name only, as its page showed it
+// (podmetrics.ParseQueue): during a change of engine, when the HPA asks for the new name and
+// the old engine's pods still serve, those pods are left out as unread ones are (the HPA
+// counts them at target when it would scale down, empty when it would scale up) rather than
+// mixed in under a name their server does not export.
+func Metrics() []string {
+	qs := podmetrics.Queues()
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Metric
+	}
+	return names
+}
 
 var podsResource = schema.GroupResource{Resource: "pods"}
 
@@ -38,13 +52,25 @@ type Provider struct {
 	Pods     corelisters.PodLister
 	Readings Readings
 	Now      func() time.Time
+	// metrics are Metrics(), listed once.
+	metrics []string
+}
+
+// NewProvider is a Provider serving every engine's queue name.
+func NewProvider(pods corelisters.PodLister, readings Readings, now func() time.Time) *Provider {
+	return &Provider{Pods: pods, Readings: readings, Now: now, metrics: Metrics()}
+}
+
+// serves reports whether info asks for a pod metric this provider serves.
+func (p *Provider) serves(info provider.CustomMetricInfo) bool {
+	return info.GroupResource == podsResource && slices.Contains(p.metrics, info.Metric)
 }
 
 var _ provider.CustomMetricsProvider = (*Provider)(nil)
 
 // GetMetricByName is one pod's queue.
 func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
-	if info.GroupResource != podsResource || info.Metric != Metric {
+	if !p.serves(info) {
 		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
 	pod, err := p.Pods.Pods(name.Namespace).Get(name.Name)
@@ -52,7 +78,7 @@ func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName,
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
 	r, ok := p.Readings.Reading(pod, p.Now())
-	if !ok {
+	if !ok || r.Metric != info.Metric {
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
 	v := value(name.Namespace, name.Name, r)
@@ -61,7 +87,7 @@ func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName,
 
 // GetMetricBySelector is the queue of every selected model pod that has a reading.
 func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
-	if info.GroupResource != podsResource || info.Metric != Metric {
+	if !p.serves(info) {
 		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
 	pods, err := p.Pods.Pods(namespace).List(selector)
@@ -71,22 +97,26 @@ func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, sele
 	now := p.Now()
 	list := &custom_metrics.MetricValueList{Items: make([]custom_metrics.MetricValue, 0, len(pods))}
 	for _, pod := range pods {
-		if r, ok := p.Readings.Reading(pod, now); ok {
+		if r, ok := p.Readings.Reading(pod, now); ok && r.Metric == info.Metric {
 			list.Items = append(list.Items, value(pod.Namespace, pod.Name, r))
 		}
 	}
 	return list, nil
 }
 
-// ListAllMetrics is the one metric served, for discovery.
+// ListAllMetrics is every engine's queue name, for discovery.
 func (p *Provider) ListAllMetrics() []provider.CustomMetricInfo {
-	return []provider.CustomMetricInfo{{GroupResource: podsResource, Namespaced: true, Metric: Metric}}
+	infos := make([]provider.CustomMetricInfo, len(p.metrics))
+	for i, m := range p.metrics {
+		infos[i] = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: m}
+	}
+	return infos
 }
 
 func value(namespace, name string, r podmetrics.Reading) custom_metrics.MetricValue {
 	return custom_metrics.MetricValue{
 		DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", APIVersion: "/v1", Namespace: namespace, Name: name},
-		Metric:          custom_metrics.MetricIdentifier{Name: Metric},
+		Metric:          custom_metrics.MetricIdentifier{Name: r.Metric},
 		Timestamp:       metav1.NewTime(r.At),
 		// Milli-units: a queue is whole requests, but the API's quantities allow fractions.
 		Value: *resource.NewMilliQuantity(int64(math.Round(r.Waiting*1000)), resource.DecimalSI),

@@ -17,12 +17,19 @@ import (
 	"github.com/example/inferenceservice-operator/metrics/podmetrics"
 )
 
-// readings is keyed by pod UID, as the scraper's are.
+// readings is keyed by pod UID, as the scraper's are; every pod is vLLM's but those in sglang.
 type readings map[types.UID]float64
+
+// sglang are the pods whose page is SGLang's.
+var sglang = map[types.UID]bool{"a/qwen-1": true, "a/qwen-2": true}
 
 func (r readings) Reading(pod *corev1.Pod, now time.Time) (podmetrics.Reading, bool) {
 	v, ok := r[pod.UID]
-	return podmetrics.Reading{Waiting: v, At: now.Add(-time.Second)}, ok
+	metric := "num_requests_waiting"
+	if sglang[pod.UID] {
+		metric = "num_queue_reqs"
+	}
+	return podmetrics.Reading{Waiting: v, Metric: metric, At: now.Add(-time.Second)}, ok
 }
 
 func lister(t *testing.T, pods ...*corev1.Pod) corelisters.PodLister {
@@ -39,14 +46,16 @@ func pod(ns, name, model string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), Labels: map[string]string{podmetrics.InstanceLabel: model}}}
 }
 
-var waiting = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: Metric}
+var (
+	waiting = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_requests_waiting"}
+	queued  = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_queue_reqs"}
+)
 
 func TestGetMetricBySelector(t *testing.T) {
-	p := &Provider{
-		Pods:     lister(t, pod("a", "llama-1", "llama"), pod("a", "llama-2", "llama"), pod("a", "llama-3", "llama"), pod("a", "qwen-1", "qwen"), pod("b", "llama-1", "llama")),
-		Readings: readings{"a/llama-1": 2.5, "a/llama-2": 7, "a/qwen-1": 1, "b/llama-1": 9}, // llama-3 unread
-		Now:      func() time.Time { return time.Unix(1000, 0) },
-	}
+	p := NewProvider(
+		lister(t, pod("a", "llama-1", "llama"), pod("a", "llama-2", "llama"), pod("a", "llama-3", "llama"), pod("a", "qwen-1", "qwen"), pod("b", "llama-1", "llama")),
+		readings{"a/llama-1": 2.5, "a/llama-2": 7, "a/qwen-1": 1, "b/llama-1": 9}, // llama-3 unread
+		func() time.Time { return time.Unix(1000, 0) })
 	sel := labels.SelectorFromSet(labels.Set{podmetrics.InstanceLabel: "llama"})
 	list, err := p.GetMetricBySelector(context.Background(), "a", sel, waiting, labels.Everything())
 	if err != nil {
@@ -55,7 +64,7 @@ func TestGetMetricBySelector(t *testing.T) {
 	got := map[string]string{}
 	for _, v := range list.Items {
 		got[v.DescribedObject.Namespace+"/"+v.DescribedObject.Name] = v.Value.String()
-		if v.DescribedObject.Kind != "Pod" || v.Metric.Name != Metric || !v.Timestamp.Time.Equal(time.Unix(999, 0)) {
+		if v.DescribedObject.Kind != "Pod" || v.Metric.Name != waiting.Metric || !v.Timestamp.Time.Equal(time.Unix(999, 0)) {
 			t.Errorf("item %+v", v)
 		}
 	}
@@ -77,11 +86,7 @@ func TestGetMetricBySelector(t *testing.T) {
 }
 
 func TestGetMetricByName(t *testing.T) {
-	p := &Provider{
-		Pods:     lister(t, pod("a", "llama-1", "llama"), pod("a", "llama-3", "llama")),
-		Readings: readings{"a/llama-1": 4, "a/gone": 3},
-		Now:      time.Now,
-	}
+	p := NewProvider(lister(t, pod("a", "llama-1", "llama"), pod("a", "llama-3", "llama")), readings{"a/llama-1": 4, "a/gone": 3}, time.Now)
 	v, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "llama-1"}, waiting, labels.Everything())
 	if err != nil || v.Value.String() != "4" {
 		t.Fatalf("llama-1: %v, %v", v, err)
@@ -91,7 +96,51 @@ func TestGetMetricByName(t *testing.T) {
 			t.Errorf("%s: %v, want NotFound", name, err)
 		}
 	}
-	if got := p.ListAllMetrics(); len(got) != 1 || got[0] != waiting {
-		t.Errorf("ListAllMetrics = %v", got)
+	if got := p.ListAllMetrics(); len(got) != 2 || got[0] != queued || got[1] != waiting {
+		t.Errorf("ListAllMetrics = %v, want SGLang's and vLLM's queue", got)
+	}
+}
+
+// TestServesEachEnginesQueueUnderItsName: an SGLang model's HPA asks num_queue_reqs and gets
+// its pods' SGLang readings; a vLLM pod's reading is not served under SGLang's name, nor an
+// SGLang pod's under vLLM's (a change of engine, both pods under one selector).
+func TestServesEachEnginesQueueUnderItsName(t *testing.T) {
+	p := NewProvider(
+		lister(t, pod("a", "qwen-1", "qwen"), pod("a", "qwen-2", "qwen"), pod("a", "qwen-old", "qwen")),
+		readings{"a/qwen-1": 3, "a/qwen-2": 0.5, "a/qwen-old": 8},
+		func() time.Time { return time.Unix(1000, 0) })
+	sel := labels.SelectorFromSet(labels.Set{podmetrics.InstanceLabel: "qwen"})
+	for _, c := range []struct {
+		info provider.CustomMetricInfo
+		want map[string]string
+	}{
+		{queued, map[string]string{"qwen-1": "3", "qwen-2": "500m"}},
+		{waiting, map[string]string{"qwen-old": "8"}},
+	} {
+		list, err := p.GetMetricBySelector(context.Background(), "a", sel, c.info, labels.Everything())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, v := range list.Items {
+			got[v.DescribedObject.Name] = v.Value.String()
+			if v.Metric.Name != c.info.Metric {
+				t.Errorf("%s: item named %s", c.info.Metric, v.Metric.Name)
+			}
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
+		}
+		for k, w := range c.want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
+			}
+		}
+	}
+	if v, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-1"}, queued, labels.Everything()); err != nil || v.Value.String() != "3" || v.Metric.Name != "num_queue_reqs" {
+		t.Errorf("qwen-1 by name: %v, %v", v, err)
+	}
+	if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-1"}, waiting, labels.Everything()); !apierrors.IsNotFound(err) {
+		t.Errorf("an SGLang pod asked for vLLM's name: %v, want NotFound", err)
 	}
 }

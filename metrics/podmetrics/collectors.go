@@ -21,7 +21,7 @@ func newCollectors() collectors {
 			Help: "Requests waiting for a slot, summed over a model's ready pods, as last read from their /metrics (what the HPA divides by the pod count)."},
 			[]string{"namespace", "inferenceservice"}),
 		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scrapes_total",
-			Help: "Reads of a model pod's /metrics, by result (ok, error: refused, timed out, not 200, or no vllm:num_requests_waiting)."},
+			Help: "Reads of a model pod's /metrics, by result (ok, error: refused, timed out, not 200, or no engine's queue: vllm:num_requests_waiting, sglang:num_queue_reqs)."},
 			[]string{"result"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "scrape_targets",
 			Help: "Ready model pods that an InferenceService's children control, read each period."}),

@@ -1,5 +1,5 @@
-// Package podmetrics reads vLLM's queue from the model pods themselves: each ready pod's
-// /metrics, on a bounded period and concurrency, for the custom metrics API the HPA reads.
+// Package podmetrics reads each model server's queue from the model pods themselves: each ready
+// pod's /metrics, on a bounded period and concurrency, for the custom metrics API the HPA reads.
 // It sits beside the operator, not in it: the informers feed it pods, custommetrics serves
 // what it read.
 package podmetrics
@@ -13,38 +13,75 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/example/inferenceservice-operator/controller/engine/vllm"
+	"github.com/example/inferenceservice-operator/controller/engine"
+	// Every engine the operator serves a model with: their queues are the families read.
+	_ "github.com/example/inferenceservice-operator/controller/engine/sglang"
+	_ "github.com/example/inferenceservice-operator/controller/engine/vllm"
 )
 
-// WaitingMetric is the engine's count of requests queued for a slot, one series per served
-// model name (vLLM's, the engine every model pod runs).
-const WaitingMetric = vllm.QueueSeries
+// Queue is one engine's queue: the family its pages carry it as (vllm:num_requests_waiting),
+// and the name the custom metrics API serves it under (num_requests_waiting), which is the
+// name the operator's HPA for a model on that engine asks for.
+type Queue struct {
+	Series, Metric string
+}
 
-// ParseWaiting sums WaitingMetric over its series (the base model and every adapter share one
-// engine, so their queues add). Only that family's lines are handed to the exposition parser:
-// a vLLM page is mostly histogram buckets, and the HPA needs none of them.
-func ParseWaiting(r io.Reader) (float64, error) {
+// Queues are the queues of every registered engine, in the registry's order.
+func Queues() []Queue {
+	names := engine.Names()
+	qs := make([]Queue, 0, len(names))
+	for _, n := range names {
+		m := engine.For(n).Metrics()
+		qs = append(qs, Queue{Series: m.Queue, Metric: m.QueueName})
+	}
+	return qs
+}
+
+// ParseQueue finds which of queues the page carries and sums it over its series (the base
+// model and every adapter share one engine, so their queues add). How the adapter knows a
+// pod's engine: from the page itself. A model server exports its own engine's families only
+// (vLLM's vllm:*, SGLang's sglang:*), so the queue family present names the engine, and the
+// reading is served under that engine's metric name only (custommetrics). A pod label would
+// say the same but would change every existing vLLM pod's template, rolling every model on
+// upgrade, and a tenant's image could not make it lie any more than it can its page. A page
+// that carries two engines' queues is refused: which one the HPA means cannot be told.
+// Only the queue families' lines are handed to the exposition parser: a page is mostly
+// histogram buckets, and the HPA needs none of them; a line costs one prefix test per engine.
+func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
 	var family bytes.Buffer
+	found := -1
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64*1024)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if isFamilyLine(line) {
+		for i := range queues {
+			if !isFamilyLine(line, queues[i].Series) {
+				continue
+			}
+			if found >= 0 && found != i {
+				return 0, Queue{}, fmt.Errorf("the page carries both %s and %s: one engine's queue was expected", queues[found].Series, queues[i].Series)
+			}
+			found = i
 			family.Write(line)
 			family.WriteByte('\n')
+			break
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("reading metrics: %w", err)
+		return 0, Queue{}, fmt.Errorf("reading metrics: %w", err)
 	}
+	if found < 0 {
+		return 0, Queue{}, fmt.Errorf("no engine's queue (%s) in the pod's metrics", seriesOf(queues))
+	}
+	q := queues[found]
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(&family)
 	if err != nil {
-		return 0, fmt.Errorf("parsing %s: %w", WaitingMetric, err)
+		return 0, Queue{}, fmt.Errorf("parsing %s: %w", q.Series, err)
 	}
-	f, ok := families[WaitingMetric]
+	f, ok := families[q.Series]
 	if !ok || len(f.GetMetric()) == 0 {
-		return 0, fmt.Errorf("no %s in the pod's metrics", WaitingMetric)
+		return 0, Queue{}, fmt.Errorf("no %s sample in the pod's metrics", q.Series)
 	}
 	sum := 0.0
 	for _, m := range f.GetMetric() {
@@ -54,17 +91,28 @@ func ParseWaiting(r io.Reader) (float64, error) {
 		case m.GetUntyped() != nil:
 			sum += m.GetUntyped().GetValue()
 		default:
-			return 0, fmt.Errorf("%s is a %s, want a gauge", WaitingMetric, f.GetType())
+			return 0, Queue{}, fmt.Errorf("%s is a %s, want a gauge", q.Series, f.GetType())
 		}
 	}
 	if sum != sum || sum < 0 { // NaN or negative: a broken exporter, not a queue
-		return 0, fmt.Errorf("%s is %v", WaitingMetric, sum)
+		return 0, Queue{}, fmt.Errorf("%s is %v", q.Series, sum)
 	}
-	return sum, nil
+	return sum, q, nil
 }
 
-// isFamilyLine is a sample of WaitingMetric or its HELP/TYPE comment.
-func isFamilyLine(line []byte) bool {
+func seriesOf(queues []Queue) string {
+	var b bytes.Buffer
+	for i, q := range queues {
+		if i > 0 {
+			b.WriteString(" or ")
+		}
+		b.WriteString(q.Series)
+	}
+	return b.String()
+}
+
+// isFamilyLine is a sample of series or its HELP/TYPE comment.
+func isFamilyLine(line []byte, series string) bool {
 	if rest, ok := bytes.CutPrefix(line, []byte("# ")); ok {
 		if r, ok := bytes.CutPrefix(rest, []byte("HELP ")); ok {
 			rest = r
@@ -74,8 +122,11 @@ func isFamilyLine(line []byte) bool {
 			return false
 		}
 		name, _, _ := bytes.Cut(rest, []byte(" "))
-		return string(name) == WaitingMetric
+		return string(name) == series
 	}
-	rest, ok := bytes.CutPrefix(line, []byte(WaitingMetric))
-	return ok && len(rest) > 0 && (rest[0] == '{' || rest[0] == ' ')
+	if len(line) <= len(series) || string(line[:len(series)]) != series {
+		return false
+	}
+	c := line[len(series)]
+	return c == '{' || c == ' '
 }

@@ -17,7 +17,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// maxBody bounds what one pod's /metrics may cost to read; vLLM's page is tens of KiB.
+// maxBody bounds what one pod's /metrics may cost to read; vLLM's and SGLang's pages are tens
+// of KiB.
 const maxBody = 4 << 20
 
 // Redirected is why a pod's 3xx gives no reading: the address it names is not read.
@@ -26,7 +27,10 @@ const Redirected = "a redirect, not followed (the adapter reads only the pod it 
 // Reading is one pod's queue as last read.
 type Reading struct {
 	Waiting float64
-	At      time.Time
+	// Metric is the name the queue is served under: its engine's, as the page showed it
+	// (ParseQueue).
+	Metric string
+	At     time.Time
 }
 
 // Config bounds the reads: every model pod read once each Period, each read given up after
@@ -59,6 +63,7 @@ type Scraper struct {
 	client *http.Client
 	clock  clock.WithTicker
 	limits limits
+	queues []Queue       // every engine's queue family, looked for on each page
 	wake   chan struct{} // an attempt ended: slots are free
 	ready  atomic.Bool
 
@@ -109,7 +114,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
 		clk = clock.RealClock{}
 	}
 	s := &Scraper{cfg: cfg, client: &client, clock: clk, limits: limitsOf(cfg.Concurrency, cfg.NamespaceConcurrency),
-		wake: make(chan struct{}, 1), pods: map[types.UID]*entry{}, m: newCollectors(), models: map[[2]string]bool{}}
+		queues: Queues(), wake: make(chan struct{}, 1), pods: map[types.UID]*entry{}, m: newCollectors(), models: map[[2]string]bool{}}
 	if err := s.m.register(reg); err != nil {
 		return nil, err
 	}
@@ -204,7 +209,7 @@ func (s *Scraper) dispatch(ctx context.Context, reads *sync.WaitGroup) time.Time
 // attempt reads one pod and records what it read: the reading is served from now until the
 // pod's next attempt ends.
 func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started time.Time) {
-	w, err := s.read(ctx, t.URL)
+	w, q, err := s.read(ctx, t.URL)
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,7 +241,7 @@ func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started 
 		s.slowNS[t.Namespace] = true
 	} else {
 		s.m.scrapes.WithLabelValues("ok").Inc()
-		e.answered, e.reading, e.failures = true, Reading{Waiting: w, At: now}, 0
+		e.answered, e.reading, e.failures = true, Reading{Waiting: w, Metric: q.Metric, At: now}, 0
 		e.due = started.Add(s.cfg.Period)
 	}
 	delete(s.round, uid)
@@ -349,26 +354,27 @@ func (s *Scraper) setSeries(targets int) {
 	s.m.unowned.Set(float64(s.unowned))
 }
 
-func (s *Scraper) read(ctx context.Context, url string) (float64, error) {
+func (s *Scraper) read(ctx context.Context, url string) (float64, Queue, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return 0, Queue{}, err
 	}
-	// The text format: the one vLLM's prometheus_client always serves and the parser reads.
+	// The text format: the one vLLM's and SGLang's prometheus_client always serve and the
+	// parser reads.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, Queue{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 3 {
-		return 0, fmt.Errorf("GET %s: %d: %s", url, resp.StatusCode, Redirected)
+		return 0, Queue{}, fmt.Errorf("GET %s: %d: %s", url, resp.StatusCode, Redirected)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return 0, Queue{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return ParseWaiting(io.LimitReader(resp.Body, maxBody))
+	return ParseQueue(io.LimitReader(resp.Body, maxBody), s.queues)
 }

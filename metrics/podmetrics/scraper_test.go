@@ -297,7 +297,32 @@ func TestReadRefusesRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.read(context.Background(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "302: "+Redirected) {
+	if _, _, err := s.read(context.Background(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "302: "+Redirected) {
 		t.Fatalf("a 302: %v", err)
 	}
+}
+
+// TestReadsEachPodInItsEnginesSeries: a vLLM pod and an SGLang pod side by side, each read in
+// its own engine's queue family and its reading named for the metric its HPA asks.
+func TestReadsEachPodInItsEnginesSeries(t *testing.T) {
+	pods := []*corev1.Pod{
+		servingPod(t, "v", "llama", page(3)),
+		servingPod(t, "s", "qwen", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, sglangPage) }),
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	s, err := New(Config{Period: time.Minute, Timeout: time.Second, Concurrency: 2, Clock: clk, Owners: owned(pods...),
+		Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, prometheus.NewPedanticRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s)
+	want := []Reading{{Waiting: 3, Metric: "num_requests_waiting"}, {Waiting: 7, Metric: "num_queue_reqs"}}
+	eventually(t, "both pods read", func() error {
+		for i, w := range want {
+			if r, ok := s.Reading(pods[i], clk.Now()); !ok || r.Waiting != w.Waiting || r.Metric != w.Metric {
+				return fmt.Errorf("pod %s: %+v %v, want %+v", pods[i].Name, r, ok, w)
+			}
+		}
+		return nil
+	})
 }

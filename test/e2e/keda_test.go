@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
@@ -409,7 +410,8 @@ spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {n
 	want := []string{mine[0].Name, mine[1].Name}
 	slices.Sort(want)
 
-	q := reconcile.QueueQuery(ns, "queue")
+	vllmEngine := engine.For(engine.VLLM)
+	q := reconcile.QueueQuery(vllmEngine, ns, "queue")
 	selector, ok := strings.CutPrefix(q, "sum(")
 	if !ok {
 		t.Fatalf("the query %s is not a sum", q)
@@ -445,15 +447,26 @@ spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {n
 			MetricsQuery string `json:"metricsQuery"`
 		} `json:"rules"`
 	}
-	if err := yaml.Unmarshal([]byte(rules.Data["config.yaml"]), &config); err != nil || len(config.Rules) != 1 {
-		t.Fatalf("adapter_rules.yaml: %v, %d rules", err, len(config.Rules))
+	if err := yaml.Unmarshal([]byte(rules.Data["config.yaml"]), &config); err != nil {
+		t.Fatalf("adapter_rules.yaml: %v", err)
 	}
-	tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(config.Rules[0].MetricsQuery)
+	// The models here run vLLM: its engine's rule.
+	vllmRule := slices.IndexFunc(config.Rules, func(r struct {
+		SeriesQuery  string `json:"seriesQuery"`
+		MetricsQuery string `json:"metricsQuery"`
+	}) bool {
+		return strings.HasPrefix(r.SeriesQuery, vllmEngine.Metrics().Queue+"{")
+	})
+	if vllmRule < 0 {
+		t.Fatalf("adapter_rules.yaml has no rule for %s", vllmEngine.Metrics().Queue)
+	}
+	rule := config.Rules[vllmRule]
+	tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(rule.MetricsQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var adapterQuery strings.Builder
-	if err := tmpl.Execute(&adapterQuery, map[string]any{"Series": reconcile.QueueSeries,
+	if err := tmpl.Execute(&adapterQuery, map[string]any{"Series": vllmEngine.Metrics().Queue,
 		"LabelMatchers": `namespace="` + ns + `",pod=~"` + strings.Join(want, "|") + `"`, "GroupBy": "pod", "GroupBySlice": []string{"pod"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -467,12 +480,12 @@ spec: {baseModel: Qwen/Qwen3-32B, replicas: 1, gpusPerReplica: 16, multiNode: {n
 	everyPod := append(slices.Clone(want), sibling[0].Name)
 	slices.Sort(everyPod)
 	testenv.Eventually(t, time.Minute, "the rule's seriesQuery: every model pod", func() error {
-		all, err := prom.query(config.Rules[0].SeriesQuery)
+		all, err := prom.query(rule.SeriesQuery)
 		if err != nil {
 			return err
 		}
 		if got := podsOf(all); !slices.Equal(got, everyPod) {
-			return fmt.Errorf("%s: pods %v, want %v", config.Rules[0].SeriesQuery, got, everyPod)
+			return fmt.Errorf("%s: pods %v, want %v", rule.SeriesQuery, got, everyPod)
 		}
 		return nil
 	})
