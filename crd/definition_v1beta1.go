@@ -3,10 +3,10 @@ package crd
 import (
 	"fmt"
 
-	"github.com/example/inferenceservice-operator/controller/engine/sglang"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/controller/engine/sglang"
 )
 
 // sglangImage is SGLang's image, for the schema's descriptions.
