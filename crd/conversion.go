@@ -164,7 +164,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 	}
 	s := &in.Spec
 	spec := SpecExtensions{
-		Engine:                s.Engine,
+		Engine:                nonDefaultEngine(s.Engine),
 		Adapters:              cloneAdapters(s.Adapters),
 		Autoscaling:           cloneAutoscaling(s.Autoscaling),
 		Gateway:               cloneGateway(s.Gateway),
@@ -207,6 +207,18 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// nonDefaultEngine is spec.engine as the v1alpha1 annotation keeps it: "" for the default. The
+// API server defaults spec.engine on every v1beta1 object it reads, so keeping "vllm" would give
+// every model's v1alpha1 view an annotation it was not written with (a v1alpha1 object would not
+// read back as written); v1alpha1 -> v1beta1 leaves it unset, and the API server's default (or
+// EngineName) reads it as vllm again.
+func nonDefaultEngine(e string) string {
+	if e == EngineVLLM {
+		return ""
+	}
+	return e
 }
 
 // takeAnnotation decodes and removes annotation key, if present.
