@@ -116,7 +116,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 	s := &in.Spec
 	out.Spec = InferenceServiceSpecV1beta1{
 		BaseModel:             s.Model,
-		Engine:                spec.Engine,
+		Engine:                engineOrDefault(spec.Engine),
 		Adapters:              cloneAdapters(spec.Adapters),
 		Replicas:              ptrTo(s.Replicas),
 		Autoscaling:           spec.Autoscaling,
@@ -212,11 +212,20 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 // nonDefaultEngine is spec.engine as the v1alpha1 annotation keeps it: "" for the default. The
 // API server defaults spec.engine on every v1beta1 object it reads, so keeping "vllm" would give
 // every model's v1alpha1 view an annotation it was not written with (a v1alpha1 object would not
-// read back as written); v1alpha1 -> v1beta1 leaves it unset, and the API server's default (or
-// EngineName) reads it as vllm again.
+// read back as written); engineOrDefault restores it, as the API server's default would.
 func nonDefaultEngine(e string) string {
 	if e == EngineVLLM {
 		return ""
+	}
+	return e
+}
+
+// engineOrDefault is spec.engine with the schema's default applied, as the API server serves
+// every v1beta1 object: a v1beta1 read of an object the webhook converts is the same as one of
+// an object stored in v1beta1.
+func engineOrDefault(e string) string {
+	if e == "" {
+		return EngineVLLM
 	}
 	return e
 }
