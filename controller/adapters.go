@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/controller/modelserver"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
@@ -27,12 +28,23 @@ import (
 	"github.com/example/inferenceservice-operator/queue"
 )
 
-// ModelServers is what the controller asks of a model server by its pod's IP;
-// modelserver.Client implements it, with its own per-call timeouts.
+// ModelServers is what the controller asks of a model server by its pod's IP, through the
+// adapter endpoints of the model's engine (api); modelserver.Client implements it, with its own
+// per-call timeouts. A load's or unload's loaded set is the server's answer where it lists one.
 type ModelServers interface {
 	Models(ctx context.Context, ip string) ([]modelserver.Model, error)
-	LoadAdapter(ctx context.Context, ip, name, path string) error
-	UnloadAdapter(ctx context.Context, ip, name string) error
+	LoadAdapter(ctx context.Context, api engine.AdapterAPI, ip, name, path string) (loaded map[string]string, err error)
+	UnloadAdapter(ctx context.Context, api engine.AdapterAPI, ip, name string) (loaded map[string]string, err error)
+}
+
+// adapterAPI is the adapter endpoints of the engine ext names (Validate has refused an engine
+// no package registers; it would read as vLLM).
+func adapterAPI(ext *crd.SpecExtensions) engine.AdapterAPI {
+	e := engine.For(ext.EngineName())
+	if e == nil {
+		e = engine.For(engine.VLLM)
+	}
+	return e.Server().Adapters
 }
 
 const (
@@ -59,6 +71,11 @@ const (
 // controller references the caches hold, is dialled, at its status.podIP.
 func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions, stored *crd.StatusExtensions, obs reconcile.Observed) []reconcile.PodAdapters {
 	if c.modelServers == nil || len(ext.Adapters) == 0 && len(stored.LoadedAdapters) == 0 && !c.memory.attempts().has(key) {
+		return nil
+	}
+	// An engine whose /v1/models lists no adapter (SGLang v0.5.3, whose models the API refuses
+	// adapters) cannot be observed this way.
+	if !adapterAPI(ext).Listed {
 		return nil
 	}
 	pods := servingPods(isvc, obs)
@@ -141,7 +158,7 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 // applyAdapterSteps makes the calls Reconcile planned, on pods that answered this sync's
 // observation at the IP they answered on. It returns how many calls it made, how many of them
 // failed and, when steps wait for their attempt's back-off, how long until the first is due.
-func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, observed []reconcile.PodAdapters, steps []reconcile.AdapterStep) (made, failed int, wait time.Duration) {
+func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, api engine.AdapterAPI, observed []reconcile.PodAdapters, steps []reconcile.AdapterStep) (made, failed int, wait time.Duration) {
 	if len(steps) == 0 || c.modelServers == nil {
 		return 0, 0, 0
 	}
@@ -190,9 +207,9 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, obser
 				defer func() { <-sem }()
 				var err error
 				if s.Load {
-					err = c.modelServers.LoadAdapter(ctx, s.IP, s.Name, s.Path)
+					_, err = c.modelServers.LoadAdapter(ctx, api, s.IP, s.Name, s.Path)
 				} else {
-					err = c.modelServers.UnloadAdapter(ctx, s.IP, s.Name)
+					_, err = c.modelServers.UnloadAdapter(ctx, api, s.IP, s.Name)
 				}
 				c.memory.attempts().record(key, s, now, err)
 				if err != nil {

@@ -79,6 +79,9 @@ func (v *vllm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// vllmAPI is vLLM's adapter endpoints, the default engine's.
+var vllmAPI = adapterAPI(&crd.SpecExtensions{})
+
 // servers runs one vllm per pod IP, all on one port.
 type servers struct {
 	t      *testing.T
@@ -262,7 +265,7 @@ func TestApplyAdapterStepsCallsRemembersFailuresAndBacksOff(t *testing.T) {
 		{Pod: "p2", IP: "127.0.0.9", Load: true, Name: "sql", Path: "org/sql"},   // not the IP p2 answered on
 		{Pod: "p3", IP: "127.0.0.2", Load: true, Name: "chat", Path: "org/chat"}, // not observed
 	}
-	made, failed, wait := c.applyAdapterSteps(context.Background(), adapterKey, pods, steps)
+	made, failed, wait := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, steps)
 	if made != 2 || failed != 1 || wait != 0 {
 		t.Fatalf("made %d, failed %d, wait %v", made, failed, wait)
 	}
@@ -281,24 +284,24 @@ func TestApplyAdapterStepsCallsRemembersFailuresAndBacksOff(t *testing.T) {
 	retry := steps[1:2]
 	// Within its back-off the failed load is not retried, and the wait is said.
 	now = t0.Add(time.Second)
-	if made, _, wait := c.applyAdapterSteps(context.Background(), adapterKey, pods, retry); made != 0 || wait != time.Second || srv.take() != "" {
+	if made, _, wait := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, retry); made != 0 || wait != time.Second || srv.take() != "" {
 		t.Fatalf("retried within back-off: made %d, wait %v", made, wait)
 	}
 	now = t0.Add(attemptBase)
-	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, retry); made != 1 || failed != 1 {
+	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, retry); made != 1 || failed != 1 {
 		t.Fatalf("not retried after its back-off: made %d failed %d", made, failed)
 	}
 	srv.take()
 	// The second failure doubles the wait.
 	now = now.Add(attemptBase)
-	if _, _, wait := c.applyAdapterSteps(context.Background(), adapterKey, pods, retry); wait != attemptBase {
+	if _, _, wait := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, retry); wait != attemptBase {
 		t.Fatalf("second back-off: wait %v, want %v", wait, attemptBase)
 	}
 
 	// The spec fixed: a load that takes, then an observation showing it, forgets the attempt.
 	now = now.Add(attemptMax)
 	retry[0].Path = "org/chat"
-	if _, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, retry); failed != 0 {
+	if _, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, retry); failed != 0 {
 		t.Fatal("fixed load failed")
 	}
 	if pods = observe(); pods[0].Failed != nil || c.memory.attempts().has(adapterKey) {
@@ -316,12 +319,12 @@ func TestApplyAdapterStepsUnloads(t *testing.T) {
 	pods := c.observeAdapters(context.Background(), adapterKey, w.isvc, w.ext(), &crd.StatusExtensions{LoadedAdapters: []string{"sql"}}, obs)
 	srv.take()
 	steps := []reconcile.AdapterStep{{Pod: "p1", IP: "127.0.0.1", Name: "sql"}}
-	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, steps); made != 1 || failed != 0 {
+	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, steps); made != 1 || failed != 0 {
 		t.Fatalf("made %d failed %d", made, failed)
 	}
 	// Unloaded meanwhile (a restart): an adapter already gone is unloaded.
 	now = now.Add(attemptBase)
-	if _, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, steps); failed != 0 {
+	if _, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, steps); failed != 0 {
 		t.Fatal("unloading an adapter already gone failed")
 	}
 	if calls := srv.take(); calls != "127.0.0.1 POST /v1/unload_lora_adapter sql\n127.0.0.1 POST /v1/unload_lora_adapter sql" {
@@ -370,7 +373,7 @@ func TestApplyAdapterStepsUnloadsBeforeLoading(t *testing.T) {
 		{Pod: "p1", IP: "127.0.0.1", Load: true, Name: "sql", Path: "org/sql-v2"},
 		{Pod: "p1", IP: "127.0.0.1", Name: "sql", Path: "org/sql-v1"},
 	}
-	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, pods, steps); made != 2 || failed != 0 {
+	if made, failed, _ := c.applyAdapterSteps(context.Background(), adapterKey, vllmAPI, pods, steps); made != 2 || failed != 0 {
 		t.Fatalf("made %d failed %d", made, failed)
 	}
 	if got := srv.byIP["127.0.0.1"].loaded["sql"]; got != "org/sql-v2" {

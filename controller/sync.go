@@ -149,7 +149,7 @@ func (c *Controller) act(ctx context.Context, p *pass) acted {
 	a.err = errors.Join(err, c.applyWeights(ctx, p.isvc, p.out.Weights))
 	// A call made shows on the pods' next /v1/models; steps waiting for their back-off are
 	// looked at again when it ends.
-	a.called, a.failed, a.adapterWait = c.applyAdapterSteps(ctx, p.key, p.in.Adapters, p.out.AdapterSteps)
+	a.called, a.failed, a.adapterWait = c.applyAdapterSteps(ctx, p.key, adapterAPI(&p.in.Ext), p.in.Adapters, p.out.AdapterSteps)
 	if a.called > 0 {
 		a.adapterWait = recheckAfterActing
 	}

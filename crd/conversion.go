@@ -19,6 +19,8 @@ const (
 // SpecExtensions are the v1beta1 spec fields without a v1alpha1 counterpart. The controller
 // works on v1alpha1 plus these, read from the annotation AnnotationV1beta1Spec.
 type SpecExtensions struct {
+	// Engine is spec.engine as given ("" for a model that names none: vLLM; EngineName).
+	Engine      string          `json:"engine,omitempty"`
 	Adapters    []Adapter       `json:"adapters,omitempty"`
 	Autoscaling *Autoscaling    `json:"autoscaling,omitempty"`
 	Gateway     *Gateway        `json:"gateway,omitempty"`
@@ -37,9 +39,17 @@ type SpecExtensions struct {
 }
 
 func (e *SpecExtensions) empty() bool {
-	return len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
+	return e.Engine == "" && len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
 		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil &&
 		e.Parallelism == nil && e.Placement.Empty()
+}
+
+// EngineName is the engine the model runs on: spec.engine, vLLM when it names none.
+func (e *SpecExtensions) EngineName() string {
+	if e.Engine == "" {
+		return EngineVLLM
+	}
+	return e.Engine
 }
 
 // Nodes is how many nodes (pods) one replica spans: 1 without spec.multiNode.
@@ -106,6 +116,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 	s := &in.Spec
 	out.Spec = InferenceServiceSpecV1beta1{
 		BaseModel:             s.Model,
+		Engine:                engineOrDefault(spec.Engine),
 		Adapters:              cloneAdapters(spec.Adapters),
 		Replicas:              ptrTo(s.Replicas),
 		Autoscaling:           spec.Autoscaling,
@@ -153,6 +164,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 	}
 	s := &in.Spec
 	spec := SpecExtensions{
+		Engine:                nonDefaultEngine(s.Engine),
 		Adapters:              cloneAdapters(s.Adapters),
 		Autoscaling:           cloneAutoscaling(s.Autoscaling),
 		Gateway:               cloneGateway(s.Gateway),
@@ -195,6 +207,27 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// nonDefaultEngine is spec.engine as the v1alpha1 annotation keeps it: "" for the default. The
+// API server defaults spec.engine on every v1beta1 object it reads, so keeping "vllm" would give
+// every model's v1alpha1 view an annotation it was not written with (a v1alpha1 object would not
+// read back as written); engineOrDefault restores it, as the API server's default would.
+func nonDefaultEngine(e string) string {
+	if e == EngineVLLM {
+		return ""
+	}
+	return e
+}
+
+// engineOrDefault is spec.engine with the schema's default applied, as the API server serves
+// every v1beta1 object: a v1beta1 read of an object the webhook converts is the same as one of
+// an object stored in v1beta1.
+func engineOrDefault(e string) string {
+	if e == "" {
+		return EngineVLLM
+	}
+	return e
 }
 
 // takeAnnotation decodes and removes annotation key, if present.

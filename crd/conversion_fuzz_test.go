@@ -30,8 +30,9 @@ func FuzzConversionRoundTrip(f *testing.F) {
 		b := &InferenceServiceV1beta1{
 			TypeMeta:   metav1.TypeMeta{APIVersion: GroupVersionV1beta1.String(), Kind: Kind},
 			ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "ns"},
-			Spec:       InferenceServiceSpecV1beta1{BaseModel: model, Image: image},
-			Status:     InferenceServiceStatusV1beta1{Endpoint: endpoint, Replicas: replicas},
+			// spec.engine as the API server serves it: defaulted, never empty.
+			Spec:   InferenceServiceSpecV1beta1{BaseModel: model, Image: image, Engine: Engines[int(opt>>6)%len(Engines)]},
+			Status: InferenceServiceStatusV1beta1{Endpoint: endpoint, Replicas: replicas},
 		}
 		if ann != "" {
 			b.Annotations = map[string]string{"user/" + ann: ann}

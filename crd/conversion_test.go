@@ -38,6 +38,7 @@ func beta() *InferenceServiceV1beta1 {
 		ObjectMeta: metav1.ObjectMeta{Name: "qwen3", Namespace: "team-a", Annotations: map[string]string{"keep": "me"}},
 		Spec: InferenceServiceSpecV1beta1{
 			BaseModel:   "Qwen/Qwen3-8B",
+			Engine:      EngineVLLM, // the schema default, as the API server serves it
 			Adapters:    []Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}, {Name: "chat", StorageURI: "s3://b/chat"}},
 			Autoscaling: &Autoscaling{MinReplicas: 2, MaxReplicas: 8, TargetQueueLength: ptrTo[int32](5), ScaleDownDelaySeconds: ptrTo[int32](600)},
 			Gateway:     &Gateway{Route: "/qwen", Priority: ptrTo[int32](10)},

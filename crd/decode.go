@@ -52,6 +52,26 @@ func ExtensionsOf(isvc *InferenceService) (SpecExtensions, StatusExtensions, err
 	return spec, status, nil
 }
 
+// EngineOf is the engine isvc runs on (spec.engine, vLLM when it names none), read from the
+// annotation alone, for a caller that has not read the extensions; an unreadable annotation
+// (which Validate reports) reads as vLLM.
+func EngineOf(isvc *InferenceService) string {
+	if isvc == nil {
+		return EngineVLLM
+	}
+	v, ok := isvc.Annotations[AnnotationV1beta1Spec]
+	if !ok {
+		return EngineVLLM
+	}
+	var e struct {
+		Engine string `json:"engine"`
+	}
+	if json.Unmarshal([]byte(v), &e) != nil || e.Engine == "" {
+		return EngineVLLM
+	}
+	return e.Engine
+}
+
 // StatusToUnstructuredV1beta1 renders a v1alpha1 status plus the v1beta1 additions for a write
 // through the v1beta1 status subresource.
 func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtensions) (map[string]interface{}, error) {
@@ -211,17 +231,6 @@ func validateExtensions(e *SpecExtensions) []string {
 	return append(errs, validateEngine(e)...)
 }
 
-// ownedArgs and ownedArgsWithAdapters are the tables' patterns, compiled once.
-var ownedArgs, ownedArgsWithAdapters = compileOwned(OwnedArgs), compileOwned(OwnedArgsWithAdapters)
-
-func compileOwned(owned []OwnedArg) []*regexp.Regexp {
-	out := make([]*regexp.Regexp, len(owned))
-	for i, a := range owned {
-		out[i] = regexp.MustCompile(a.Pattern)
-	}
-	return out
-}
-
 // refusedArgs is the message of each of owned that one of args matches, as its CEL rule.
 func refusedArgs(owned []OwnedArg, compiled []*regexp.Regexp, args []string) []string {
 	var errs []string
@@ -236,16 +245,22 @@ func refusedArgs(owned []OwnedArg, compiled []*regexp.Regexp, args []string) []s
 	return errs
 }
 
-// validateEngine repeats the rules on engineArgs, env, cache and startupTimeoutSeconds.
+// validateEngine repeats the rules on engine, engineArgs, env, cache and
+// startupTimeoutSeconds, engineArgs and env against spec.engine's tables.
 func validateEngine(e *SpecExtensions) []string {
 	var errs []string
+	r := Refused(e.Engine)
+	if r == nil {
+		errs = append(errs, fmt.Sprintf("spec.engine %q must be one of %s", e.Engine, strings.Join(Engines, ", ")))
+		r = Refused(EngineVLLM)
+	}
 	if len(e.EngineArgs) > MaxEngineArgs {
 		errs = append(errs, fmt.Sprintf("spec.engineArgs: at most %d items", MaxEngineArgs))
 	}
-	errs = append(errs, refusedArgs(OwnedArgs, ownedArgs, e.EngineArgs)...)
+	errs = append(errs, refusedArgs(r.Args, r.args, e.EngineArgs)...)
 	withAdapters := len(e.Adapters) > 0
 	if withAdapters {
-		errs = append(errs, refusedArgs(OwnedArgsWithAdapters, ownedArgsWithAdapters, e.EngineArgs)...)
+		errs = append(errs, refusedArgs(r.ArgsWithAdapters, r.argsWithAdapters, e.EngineArgs)...)
 	}
 	for _, a := range e.EngineArgs {
 		if a == "" || len(a) > maxString {
@@ -258,12 +273,12 @@ func validateEngine(e *SpecExtensions) []string {
 	}
 	seen := map[string]bool{}
 	for _, v := range e.Env {
-		for _, o := range OwnedEnv {
+		for _, o := range r.Env {
 			if v.Name == o.Name {
 				errs = append(errs, o.Message)
 			}
 		}
-		for _, o := range OwnedEnvWithAdapters {
+		for _, o := range r.EnvWithAdapters {
 			if withAdapters && v.Name == o.Name {
 				errs = append(errs, o.Message)
 			}
@@ -280,6 +295,7 @@ func validateEngine(e *SpecExtensions) []string {
 	if _, _, s3 := e.Cache.S3(); s3 && slices.ContainsFunc(e.Adapters, func(a Adapter) bool { return strings.HasPrefix(a.StorageURI, "hf://") }) {
 		errs = append(errs, RuleCacheS3HubAdaptersMsg)
 	}
+	errs = append(errs, engineFeatureErrors(e)...)
 	if t := e.StartupTimeoutSeconds; t != nil && (*t < MinStartupTimeoutSeconds || *t > MaxStartupTimeoutSeconds) {
 		errs = append(errs, fmt.Sprintf("spec.startupTimeoutSeconds must be between %d and %d", MinStartupTimeoutSeconds, MaxStartupTimeoutSeconds))
 	}

@@ -19,7 +19,7 @@ func TestFromUnstructured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if isvc.Spec.Model != "Qwen/Qwen3-0.6B" || isvc.Spec.Replicas != 3 || isvc.Spec.GPUs() != 2 || isvc.Spec.ImageOrDefault() != DefaultImage {
+	if isvc.Spec.Model != "Qwen/Qwen3-0.6B" || isvc.Spec.Replicas != 3 || isvc.Spec.GPUs() != 2 || isvc.Spec.ImageFor("") != DefaultImage {
 		t.Fatalf("decoded %+v", isvc.Spec)
 	}
 	isvc.Spec.Model = "changed"

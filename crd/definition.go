@@ -89,8 +89,9 @@ func openAPISchema() *apiextensionsv1.JSONSchemaProps {
 	gpus := bounded(i32(fmt.Sprintf("GPUs (nvidia.com/gpu) requested by each replica; 0 to %d, default %d.", MaxGPUsPerReplica, DefaultGPUsPerReplica)), 0, MaxGPUsPerReplica)
 	gpus.Default = &apiextensionsv1.JSON{Raw: []byte(fmt.Sprint(DefaultGPUsPerReplica))}
 
-	image := text(str("The model server container image; default "+DefaultImage+"."), int64(maxString))
-	image.Default = &apiextensionsv1.JSON{Raw: []byte(`"` + DefaultImage + `"`)}
+	// No schema default: v1beta1's default follows spec.engine (InferenceServiceSpec.ImageFor),
+	// and a default here would write vLLM's image into an SGLang model updated through v1alpha1.
+	image := text(str("The model server container image; unset, "+DefaultImage+" (the operator's pinned vLLM). Models created before it was resolved by the operator carry it in their spec."), int64(maxString))
 
 	condition := apiextensionsv1.JSONSchemaProps{
 		Type:        "object",

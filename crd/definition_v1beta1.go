@@ -5,7 +5,12 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/example/inferenceservice-operator/controller/engine/sglang"
 )
+
+// sglangImage is SGLang's image, for the schema's descriptions.
+const sglangImage = sglang.Image
 
 // WebhookPath is where the operator serves ConversionReviews.
 const WebhookPath = "/convert"
@@ -41,6 +46,7 @@ func versionV1beta1() apiextensionsv1.CustomResourceDefinitionVersion {
 		},
 		AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
 			{Name: "Base Model", Type: "string", JSONPath: ".spec.baseModel", Description: "The base model served"},
+			{Name: "Engine", Type: "string", JSONPath: ".spec.engine", Description: "The model server: vllm or sglang"},
 			{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas", Description: "Fixed replicas"},
 			{Name: "Min", Type: "integer", JSONPath: ".spec.autoscaling.minReplicas", Description: "Autoscaling lower bound"},
 			{Name: "Max", Type: "integer", JSONPath: ".spec.autoscaling.maxReplicas", Description: "Autoscaling upper bound"},
@@ -64,6 +70,15 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	base.XValidations = apiextensionsv1.ValidationRules{{Rule: RuleBaseModel, Message: RuleBaseModelMessage}}
 	delete(props, "model")
 	props["baseModel"] = base
+
+	props["engine"] = apiextensionsv1.JSONSchemaProps{
+		Type: "string", Enum: enumOf(Engines...), Default: &apiextensionsv1.JSON{Raw: []byte(`"` + EngineVLLM + `"`)},
+		Description:  "The model server: vllm (vLLM v0.11, the default) or sglang (SGLang v0.5.3, python3 -m sglang.launch_server). It chooses the container's command line, its image when spec.image is unset, the flags spec.engineArgs may not carry, the autoscaler's queue metric and the readers of its logs. Fixed at creation. With sglang, spec.adapters and an s3:// spec.cache.source are refused (see the README's engine table).",
+		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleEngineFixed, Message: RuleEngineFixedMsg}},
+	}
+	image := props["image"]
+	image.Description = "The model server container image; unset, the engine's: " + DefaultImage + " for vllm, " + sglangImage + " for sglang. An unset image follows the operator's pin, so an operator that pins a newer release rolls the model's pods; set it to hold a version."
+	props["image"] = image
 
 	replicas := props["replicas"]
 	replicas.Description = fmt.Sprintf("Fixed model server pods, 0 to %d; the HPA scales between max(1, replicas/2) and 3 x replicas, 0 scales to zero. Exactly one of replicas and autoscaling.", MaxReplicas)
@@ -182,7 +197,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleZeroNotMultiNode, Message: RuleZeroNotMultiNodeMsg},
 		{Rule: RuleTimeoutHoldsColdStart, Message: RuleTimeoutHoldsColdStartMs},
 	}
-	spec.XValidations = append(spec.XValidations, withAdaptersRules()...)
+	spec.XValidations = append(spec.XValidations, engineRules()...)
 	s.Properties["spec"] = spec
 
 	status := s.Properties["status"]
@@ -237,19 +252,16 @@ func lastStartSchema() apiextensionsv1.JSONSchemaProps {
 	}
 }
 
+// engineArgsSchema is spec.engineArgs'; the flags each engine refuses are spec-level rules
+// (engineRules), which see spec.engine.
 func engineArgsSchema() apiextensionsv1.JSONSchemaProps {
-	rules := make(apiextensionsv1.ValidationRules, len(OwnedArgs))
-	for i, a := range OwnedArgs {
-		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(a, " + notOneOf(a) + ")", Message: a.Message}
-	}
 	return apiextensionsv1.JSONSchemaProps{
 		Type:        "array",
-		Description: "Extra vLLM arguments, one list item per token, passed after the operator's: for example [--max-model-len, \"8192\", --gpu-memory-utilization, \"0.9\", --trust-remote-code]. The model, --port, --host, --tensor-parallel-size, --pipeline-parallel-size, --served-model-name, the LoRA arguments and --distributed-executor-backend are the operator's and refused, as are --disable-log-stats (the autoscaler reads vLLM's stats), --data-parallel-size (replicas are spec.replicas) and, with spec.adapters, --api-key; also in their abbreviated and underscored spellings, which vLLM accepts.",
+		Description: "Extra arguments of spec.engine's server, one list item per token, passed after the operator's: for example [--max-model-len, \"8192\", --gpu-memory-utilization, \"0.9\", --trust-remote-code] for vllm, [--context-length, \"8192\", --mem-fraction-static, \"0.85\"] for sglang. The flags the operator passes are refused, each engine's own: for vllm the model, --port, --host, --tensor-parallel-size, --pipeline-parallel-size, --served-model-name, the LoRA arguments and --distributed-executor-backend, --disable-log-stats (the autoscaler reads vLLM's stats), --data-parallel-size (replicas are spec.replicas) and, with spec.adapters, --api-key, also in the abbreviated and underscored spellings vLLM accepts; for sglang --model-path, --host, --port, --tp-size, --pp-size, --dp-size, --served-model-name, --nnodes, --node-rank, --dist-init-addr and the LoRA arguments, also abbreviated.",
 		MaxItems:    ptr.To[int64](MaxEngineArgs),
 		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
 			Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](int64(maxString)),
 		}},
-		XValidations: rules,
 	}
 }
 
@@ -267,13 +279,9 @@ func envSchema() apiextensionsv1.JSONSchemaProps {
 			},
 		}
 	}
-	rules := make(apiextensionsv1.ValidationRules, len(OwnedEnv))
-	for i, e := range OwnedEnv {
-		rules[i] = apiextensionsv1.ValidationRule{Rule: "self.all(e, e.name != '" + e.Name + "')", Message: e.Message}
-	}
 	return apiextensionsv1.JSONSchemaProps{
 		Type:         "array",
-		Description:  "Extra environment variables of the model server, as a container's env: HF_TOKEN from a Secret for a gated model, for example. VLLM_PORT, VLLM_ALLOW_RUNTIME_LORA_UPDATING and, with spec.cache, HF_HOME are the operator's and refused, as is VLLM_API_KEY with spec.adapters.",
+		Description:  "Extra environment variables of the model server, as a container's env: HF_TOKEN from a Secret for a gated model, for example. With spec.cache, HF_HOME is the operator's and refused; for vllm so are VLLM_PORT and VLLM_ALLOW_RUNTIME_LORA_UPDATING, and VLLM_API_KEY with spec.adapters.",
 		MaxItems:     ptr.To[int64](MaxEnv),
 		XListType:    ptr.To("map"),
 		XListMapKeys: []string{"name"},
@@ -298,7 +306,6 @@ func envSchema() apiextensionsv1.JSONSchemaProps {
 				},
 			},
 		}},
-		XValidations: rules,
 	}
 }
 

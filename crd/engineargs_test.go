@@ -27,8 +27,8 @@ func spellings(flag string) []string {
 	return out
 }
 
-// refusals is the refusal messages among msgs, sorted, to compare CEL's with Validate's.
-func refusals(msgs []string) []string {
+// refusalsIn is the refusal messages among msgs, sorted, to compare CEL's with Validate's.
+func refusalsIn(msgs []string) []string {
 	var all []string
 	for _, o := range slices.Concat(OwnedArgs, OwnedArgsWithAdapters) {
 		all = append(all, o.Message)
@@ -60,7 +60,7 @@ func TestOwnedArgsRefusedByCELAndValidate(t *testing.T) {
 			spec["adapters"] = adapters
 			ext.Adapters = []Adapter{{Name: "a", StorageURI: "hf://o/a"}}
 		}
-		byCEL, byGo := refusals(evalCEL(t, spec)), refusals(validateEngine(&ext))
+		byCEL, byGo := refusalsIn(evalCEL(t, spec)), refusalsIn(validateEngine(&ext))
 		if !slices.Equal(byCEL, byGo) {
 			t.Errorf("%q: CEL refuses with %q, Validate with %q", item, byCEL, byGo)
 		}

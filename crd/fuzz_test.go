@@ -29,7 +29,7 @@ func FuzzFromUnstructured(f *testing.F) {
 		_ = Validate(isvc)
 		_, _, _ = ExtensionsOf(isvc)
 		_ = isvc.Spec.GPUs()
-		_ = isvc.Spec.ImageOrDefault()
+		_ = isvc.Spec.ImageFor(EngineOf(isvc))
 		_ = isvc.Spec.GPUResourceName()
 	})
 }

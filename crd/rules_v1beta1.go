@@ -67,19 +67,65 @@ const (
 	RuleParallelismOnceMsg = "spec.parallelism and spec.multiNode.tensorParallelSize/pipelineParallelSize split the same GPUs: set one of them (spec.parallelism applies across spec.multiNode's nodes too)"
 )
 
+// spec.engine's rules: fixed once set, and what SGLang does not support here refused in its
+// words. ruleEngine is spec.engine with its default, inside the spec-level rules (the schema
+// defaults it, but an object read back from before the field has none).
+const (
+	ruleEngine            = `(has(self.engine) ? self.engine : '` + EngineVLLM + `')`
+	RuleEngineFixed       = `self == oldSelf`
+	RuleEngineFixedMsg    = "spec.engine cannot be changed: a model's pods, metrics and adapters are its engine's; create another InferenceService on the other engine (and move the route to it), then delete this one"
+	RuleSGLangAdapters    = `!(` + ruleEngine + ` == '` + EngineSGLang + `' && has(self.adapters) && size(self.adapters) > 0)`
+	RuleSGLangAdaptersMsg = "spec.adapters are not supported with spec.engine sglang yet: SGLang v0.5.3 lists only the base model on /v1/models (loaded adapters are listed there from sgl-project/sglang#12229, after v0.5.4), so the operator cannot see which adapters a pod serves after a restart, nor hold the pod out of the Service until they are loaded; serve adapters on engine vllm"
+	RuleSGLangS3          = `!(` + ruleEngine + ` == '` + EngineSGLang + `' && has(self.cache) && has(self.cache.source) && self.cache.source.startsWith('s3://'))`
+	RuleSGLangS3Msg       = "spec.cache.source: an s3:// source is not supported with spec.engine sglang: its fill Job copies the bucket with boto3 in the model's image, and SGLang's image ships no boto3 (none of sglang's runtime dependencies needs it); fill the cache from the Hugging Face Hub (no source), or serve weights from a claim of yours (pvc://)"
+)
+
 // notOneOf is the CEL condition that the list item a is none of o's flags.
 func notOneOf(o OwnedArg) string { return "!a.matches('" + o.Pattern + "')" }
 
-// withAdaptersRules are the spec-level rules of OwnedArgsWithAdapters and OwnedEnvWithAdapters:
-// each holds while spec.adapters is empty.
-func withAdaptersRules() apiextensionsv1.ValidationRules {
+// engineRules are the spec-level rules of every engine's tables, each guarded by spec.engine so
+// that only the chosen engine's apply: its refused flags and variables, and those refused only
+// while spec.adapters is not empty. Each rule's error is reported at spec.engineArgs or
+// spec.env.
+func engineRules() apiextensionsv1.ValidationRules {
 	const noAdapters = "!has(self.adapters) || size(self.adapters) == 0 || "
 	var rules apiextensionsv1.ValidationRules
-	for _, a := range OwnedArgsWithAdapters {
-		rules = append(rules, apiextensionsv1.ValidationRule{Rule: noAdapters + "!has(self.engineArgs) || self.engineArgs.all(a, " + notOneOf(a) + ")", Message: a.Message})
+	for _, name := range Engines {
+		r := Refused(name)
+		other := ruleEngine + " != '" + name + "' || "
+		for _, a := range r.Args {
+			rules = append(rules, apiextensionsv1.ValidationRule{Rule: other + "!has(self.engineArgs) || self.engineArgs.all(a, " + notOneOf(a) + ")",
+				Message: a.Message, FieldPath: ".engineArgs"})
+		}
+		for _, e := range r.Env {
+			rules = append(rules, apiextensionsv1.ValidationRule{Rule: other + "!has(self.env) || self.env.all(e, e.name != '" + e.Name + "')",
+				Message: e.Message, FieldPath: ".env"})
+		}
+		for _, a := range r.ArgsWithAdapters {
+			rules = append(rules, apiextensionsv1.ValidationRule{Rule: other + noAdapters + "!has(self.engineArgs) || self.engineArgs.all(a, " + notOneOf(a) + ")",
+				Message: a.Message, FieldPath: ".engineArgs"})
+		}
+		for _, e := range r.EnvWithAdapters {
+			rules = append(rules, apiextensionsv1.ValidationRule{Rule: other + noAdapters + "!has(self.env) || self.env.all(e, e.name != '" + e.Name + "')",
+				Message: e.Message, FieldPath: ".env"})
+		}
 	}
-	for _, e := range OwnedEnvWithAdapters {
-		rules = append(rules, apiextensionsv1.ValidationRule{Rule: noAdapters + "!has(self.env) || self.env.all(e, e.name != '" + e.Name + "')", Message: e.Message})
+	return append(rules,
+		apiextensionsv1.ValidationRule{Rule: RuleSGLangAdapters, Message: RuleSGLangAdaptersMsg, FieldPath: ".adapters"},
+		apiextensionsv1.ValidationRule{Rule: RuleSGLangS3, Message: RuleSGLangS3Msg, FieldPath: ".cache"})
+}
+
+// engineFeatureErrors repeats the rules of what an engine does not support here.
+func engineFeatureErrors(e *SpecExtensions) []string {
+	if e.EngineName() != EngineSGLang {
+		return nil
 	}
-	return rules
+	var errs []string
+	if len(e.Adapters) > 0 {
+		errs = append(errs, RuleSGLangAdaptersMsg)
+	}
+	if _, _, s3 := e.Cache.S3(); s3 {
+		errs = append(errs, RuleSGLangS3Msg)
+	}
+	return errs
 }

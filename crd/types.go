@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/inferenceservice-operator/controller/engine"
 )
 
 const (
@@ -24,8 +26,6 @@ const (
 	// ShortName is the kubectl short name.
 	ShortName = "isvc"
 
-	// DefaultImage is the vLLM model server image the seed uses.
-	DefaultImage = "vllm/vllm-openai:v0.11.0"
 	// DefaultGPUsPerReplica is used when spec.gpusPerReplica is omitted.
 	DefaultGPUsPerReplica = 1
 	// MaxGPUsPerReplica bounds one replica to the largest common GPU node.
@@ -220,12 +220,20 @@ func (s *InferenceServiceSpec) GPUs() int32 {
 	return *s.GPUsPerReplica
 }
 
-// ImageOrDefault returns spec.image with its default applied.
-func (s *InferenceServiceSpec) ImageOrDefault() string {
-	if s.Image == "" {
-		return DefaultImage
+// ImageFor returns spec.image, or the image of the engine named (spec.engine, "" for vLLM) when
+// the spec names none. spec.image has no schema default since spec.engine: one default cannot
+// be right for both engines, and an API server default is written into the object at creation
+// (or by any v1alpha1 update that omits the field), which would give an SGLang model vLLM's
+// image. Resolved here instead, the default follows the engine; the models created before
+// carry vLLM's image in their spec, so their pods do not change.
+func (s *InferenceServiceSpec) ImageFor(engineName string) string {
+	if s.Image != "" {
+		return s.Image
 	}
-	return s.Image
+	if e := engine.For(engineName); e != nil {
+		return e.Image()
+	}
+	return DefaultImage
 }
 
 // DeepCopy copies a status, conditions included.

@@ -47,7 +47,9 @@ type InferenceServiceSpecV1beta1 struct {
 	// Parallelism splits a replica's GPUs into vLLM's tensor x pipeline parallel sizes; unset,
 	// they are all tensor parallel on one node (spec.multiNode has its own defaults).
 	Parallelism *Parallelism `json:"parallelism,omitempty"`
-	// Image is the model server container image.
+	// Engine is the model server: EngineVLLM (the default) or EngineSGLang. Fixed at creation.
+	Engine string `json:"engine,omitempty"`
+	// Image is the model server container image; unset, the engine's (ImageFor).
 	Image string `json:"image,omitempty"`
 	// Resources overrides the model server's CPU and memory and the GPU resource name.
 	Resources *Resources `json:"resources,omitempty"`

@@ -27,7 +27,9 @@ type Engine interface {
 	RefusedArgs() (always, withAdapters []OwnedArg)
 	RefusedEnv() (always, withAdapters []OwnedName)
 
-	// Server is the container's fixed parts: command, port, health path.
+	// Image is the server's image a model gets when its spec names none.
+	Image() string
+	// Server is the container's fixed parts: command, port, health path, adapter endpoints.
 	Server() Server
 	// ServeArgs is the server's command line for one pod (or a multi-node group's leader).
 	ServeArgs(Serve) []string
@@ -70,6 +72,26 @@ type Server struct {
 	// RuntimeAdaptersEnv is the variable that lets adapters be loaded and unloaded through the
 	// API, set to "True" when the model has adapters; "" when the engine needs none.
 	RuntimeAdaptersEnv string
+	// Adapters is the server's HTTP API for LoRA adapters at run time.
+	Adapters AdapterAPI
+}
+
+// AdapterAPI is how a server loads, unloads and lists LoRA adapters at run time. Both calls
+// are POSTs of JSON: {"lora_name", "lora_path"} to LoadPath, {"lora_name"} to UnloadPath.
+type AdapterAPI struct {
+	LoadPath, UnloadPath string
+	// Listed: GET /v1/models lists every loaded adapter beside the base model (id the name,
+	// root the path, parent the base model). False: the server lists only the base model, and
+	// only the answers of LoadPath and UnloadPath say what is loaded (AnswerLists).
+	Listed bool
+	// AnswerLists: a load's or unload's answer is JSON whose loaded_adapters maps every
+	// adapter loaded after the call, name to path (success or not), and whose error_message
+	// says why a call failed.
+	AnswerLists bool
+	// UnloadMissing is a fragment of the message of the failed unload of an adapter the server
+	// does not have, when the server answers it as an error rather than 404 (then the adapter
+	// is unloaded already); "" when 404 says it.
+	UnloadMissing string
 }
 
 // Serve is what a server's command line says: the model and the operator's choices.

@@ -1,8 +1,9 @@
-// Package modelserver is a small HTTP client for one vLLM model server's OpenAI-compatible API,
-// as the controller's adapter step uses it (controller sync -> reconcile -> controller apply):
-// the models it serves (GET /v1/models) and LoRA adapters loaded and unloaded at run time
-// (POST /v1/load_lora_adapter, /v1/unload_lora_adapter, enabled in the server by
-// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True). Every call is bounded in time and in the bytes read,
+// Package modelserver is a small HTTP client for one model server's API, as the controller's
+// adapter step uses it (controller sync -> reconcile -> controller apply): the models it serves
+// (GET /v1/models) and LoRA adapters loaded and unloaded at run time, through the endpoints
+// its engine declares (engine.AdapterAPI: vLLM's POST /v1/load_lora_adapter and
+// /v1/unload_lora_adapter, enabled by VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; SGLang's
+// /load_lora_adapter and /unload_lora_adapter). Every call is bounded in time and in the bytes read,
 // and is addressed by IP: nothing here resolves a name, and no redirect is followed (the pod's
 // image is its tenant's: a 307 would make the operator call, from its own network position,
 // whatever the tenant names, another namespace's model included).
@@ -22,6 +23,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/example/inferenceservice-operator/controller/engine"
 )
 
 // Model is one entry of GET /v1/models. An adapter has Parent set (the base model it is
@@ -134,24 +137,46 @@ func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
 	return nil, err
 }
 
-// LoadAdapter loads the adapter at path under name. vLLM answers 400 when the name is
-// already loaded, and 404 when nothing is found at path.
-func (c *Client) LoadAdapter(ctx context.Context, ip, name, path string) error {
-	_, err := c.do(ctx, c.loadTimeout, http.MethodPost, ip, "/v1/load_lora_adapter",
+// LoadAdapter loads the adapter at path under name through api.LoadPath. vLLM answers 400 when
+// the name is already loaded and 404 when nothing is found at path; SGLang 400 for either,
+// with its error_message. Where the answer lists what is loaded (api.AnswerLists), loaded is
+// that set after the call, name to path, whether the load succeeded or not (nil when the
+// answer holds none); else nil.
+func (c *Client) LoadAdapter(ctx context.Context, api engine.AdapterAPI, ip, name, path string) (loaded map[string]string, err error) {
+	body, err := c.do(ctx, c.loadTimeout, http.MethodPost, ip, api.LoadPath,
 		map[string]string{"lora_name": name, "lora_path": path})
+	loaded = answerLoaded(api, body)
 	c.observed("load", err)
-	return err
+	return loaded, err
 }
 
-// UnloadAdapter unloads the adapter name; an adapter the server does not have is unloaded
-// already.
-func (c *Client) UnloadAdapter(ctx context.Context, ip, name string) error {
-	_, err := c.do(ctx, c.timeout, http.MethodPost, ip, "/v1/unload_lora_adapter", map[string]string{"lora_name": name})
-	if NotFound(err) {
+// UnloadAdapter unloads the adapter name through api.UnloadPath; an adapter the server does not
+// have (vLLM's 404, SGLang's refusal naming it missing, api.UnloadMissing) is unloaded already.
+// loaded is as LoadAdapter's.
+func (c *Client) UnloadAdapter(ctx context.Context, api engine.AdapterAPI, ip, name string) (loaded map[string]string, err error) {
+	body, err := c.do(ctx, c.timeout, http.MethodPost, ip, api.UnloadPath, map[string]string{"lora_name": name})
+	var e *Error
+	if NotFound(err) || api.UnloadMissing != "" && errors.As(err, &e) && e.Status == http.StatusBadRequest && strings.Contains(e.Message, api.UnloadMissing) {
 		err = nil
 	}
+	loaded = answerLoaded(api, body)
 	c.observed("unload", err)
-	return err
+	return loaded, err
+}
+
+// answerLoaded is the loaded_adapters of an answer that lists them (SGLang's LoRAUpdateOutput:
+// {"success", "error_message", "loaded_adapters": {name: path}}); nil for an answer without it.
+func answerLoaded(api engine.AdapterAPI, body []byte) map[string]string {
+	if !api.AnswerLists || len(body) == 0 {
+		return nil
+	}
+	var out struct {
+		Loaded map[string]string `json:"loaded_adapters"`
+	}
+	if json.Unmarshal(body, &out) != nil {
+		return nil
+	}
+	return out.Loaded
 }
 
 func (c *Client) observed(call string, err error) {
@@ -199,13 +224,15 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, method, ip, path
 		return nil, fmt.Errorf("%s %s on %s: answer larger than %d bytes", method, path, ip, maxBody)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, &Error{Status: resp.StatusCode, Message: messageOf(data)}
+		// The body too: SGLang's refusals say what is loaded.
+		return data, &Error{Status: resp.StatusCode, Message: messageOf(data)}
 	}
 	return data, nil
 }
 
-// messageOf extracts the message of vLLM's ErrorResponse: {"message": ...} in older servers,
-// {"error": {"message": ...}} in newer ones, FastAPI's {"detail": ...} for a request it
+// messageOf extracts the message of a server's refusal: vLLM's ErrorResponse, {"message": ...}
+// in older servers, {"error": {"message": ...}} in newer ones; SGLang's LoRAUpdateOutput,
+// {"success": false, "error_message": ...}; FastAPI's {"detail": ...} for a request it
 // rejected; else the body itself.
 func messageOf(data []byte) string {
 	var e struct {
@@ -213,13 +240,16 @@ func messageOf(data []byte) string {
 		Error   struct {
 			Message string `json:"message"`
 		} `json:"error"`
-		Detail json.RawMessage `json:"detail"`
+		ErrorMessage string          `json:"error_message"`
+		Detail       json.RawMessage `json:"detail"`
 	}
 	msg := ""
 	if json.Unmarshal(data, &e) == nil {
 		switch {
 		case e.Message != "":
 			msg = e.Message
+		case e.ErrorMessage != "":
+			msg = e.ErrorMessage
 		case e.Error.Message != "":
 			msg = e.Error.Message
 		case len(e.Detail) > 0:

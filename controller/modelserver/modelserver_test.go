@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +13,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/controller/engine/sglang"
+	"github.com/example/inferenceservice-operator/controller/engine/vllm"
+)
+
+// The adapter endpoints of each engine, as their packages declare them.
+var (
+	vllmAPI   = vllm.VLLM{}.Server().Adapters
+	sglangAPI = sglang.SGLang{}.Server().Adapters
 )
 
 // server is a model server on 127.0.0.1 recording the requests it answers.
@@ -59,10 +69,10 @@ func TestLoadAndUnloadSendVLLMsShapes(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "Success")
 	})
-	if err := c.LoadAdapter(context.Background(), ip, "sql", "org/sql-lora"); err != nil {
+	if _, err := c.LoadAdapter(context.Background(), vllmAPI, ip, "sql", "org/sql-lora"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.UnloadAdapter(context.Background(), ip, "sql"); err != nil {
+	if _, err := c.UnloadAdapter(context.Background(), vllmAPI, ip, "sql"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -83,6 +93,7 @@ func TestErrorsCarryTheServersMessage(t *testing.T) {
 		{"vLLM before 0.10", `{"object":"error","message":"No adapter found for org/x","type":"NotFoundError","param":null,"code":404}`, 404, "No adapter found for org/x"},
 		{"vLLM 0.10 and later", `{"error":{"message":"The lora adapter 'sql' has already been loaded.","type":"InvalidUserInput","param":null,"code":400}}`, 400, "The lora adapter 'sql' has already been loaded."},
 		{"FastAPI", `{"detail":"Not Found"}`, 404, "Not Found"},
+		{"SGLang", `{"success":false,"error_message":"Failed to load LoRA adapter sql: no adapter_config.json","loaded_adapters":{}}`, 400, "Failed to load LoRA adapter sql: no adapter_config.json"},
 		{"plain", "runtime LoRA updating is disabled\n", 500, "runtime LoRA updating is disabled"},
 		{"long", `{"message":"` + strings.Repeat("x", 2000) + `"}`, 400, strings.Repeat("x", maxMessage) + "..."},
 	} {
@@ -91,7 +102,7 @@ func TestErrorsCarryTheServersMessage(t *testing.T) {
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, tc.body)
 			})
-			err := c.LoadAdapter(context.Background(), ip, "sql", "org/x")
+			_, err := c.LoadAdapter(context.Background(), vllmAPI, ip, "sql", "org/x")
 			e, ok := err.(*Error)
 			if !ok || e.Status != tc.status || e.Message != tc.want {
 				t.Fatalf("got %#v, want status %d message %q", err, tc.status, tc.want)
@@ -105,7 +116,7 @@ func TestUnloadOfAnAdapterGoneIsDone(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"message":"The lora adapter 'sql' cannot be found.","code":404}`)
 	})
-	if err := c.UnloadAdapter(context.Background(), ip, "sql"); err != nil {
+	if _, err := c.UnloadAdapter(context.Background(), vllmAPI, ip, "sql"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -160,8 +171,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 			})
 			calls := map[string]error{}
 			_, calls["models"] = c.Models(context.Background(), ip)
-			calls["load"] = c.LoadAdapter(context.Background(), ip, "sql", "org/sql-lora")
-			calls["unload"] = c.UnloadAdapter(context.Background(), ip, "sql")
+			_, calls["load"] = c.LoadAdapter(context.Background(), vllmAPI, ip, "sql", "org/sql-lora")
+			_, calls["unload"] = c.UnloadAdapter(context.Background(), vllmAPI, ip, "sql")
 			for call, err := range calls {
 				var e *Error
 				if !errors.As(err, &e) || e.Status != code || e.Message != Redirected {
@@ -192,5 +203,99 @@ func TestMessagesAreOneBoundedLine(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// sglangServer answers as SGLang v0.5.3's http_server.py and tokenizer manager do: the LoRA
+// endpoints at the root, a LoRAUpdateOutput (200 on success, 400 otherwise) whose
+// loaded_adapters is every adapter loaded after the call, the registry's refusal of an unload
+// of an adapter it does not have (400, no loaded_adapters), and no /v1 LoRA routes (404).
+func sglangServer(loaded map[string]string) func(w http.ResponseWriter, r *http.Request, body string) {
+	var mu sync.Mutex
+	return func(w http.ResponseWriter, r *http.Request, body string) {
+		mu.Lock()
+		defer mu.Unlock()
+		var req map[string]string
+		_ = json.Unmarshal([]byte(body), &req)
+		answer := func(ok bool, msg string) {
+			out := map[string]any{"success": ok, "error_message": msg, "loaded_adapters": loaded}
+			if !ok {
+				w.WriteHeader(http.StatusBadRequest)
+			}
+			_ = json.NewEncoder(w).Encode(out)
+		}
+		name := req["lora_name"]
+		switch r.URL.Path {
+		case "/load_lora_adapter":
+			switch {
+			case loaded[name] != "":
+				answer(false, "Failed to load LoRA adapter "+name+": already loaded")
+			case strings.Contains(req["lora_path"], "missing"):
+				answer(false, "Failed to load LoRA adapter "+name+": "+req["lora_path"]+" not found")
+			default:
+				loaded[name] = req["lora_path"]
+				answer(true, "")
+			}
+		case "/unload_lora_adapter":
+			if loaded[name] == "" {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"success":false,"error_message":"LoRA with name `+name+` does not exist. Loaded LoRAs: dict_keys([])"}`)
+				return
+			}
+			delete(loaded, name)
+			answer(true, "")
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"detail":"Not Found"}`)
+		}
+	}
+}
+
+// TestSGLangAdapterCalls: on an SGLang model the operator calls SGLang's own endpoints with
+// its bodies, reads what is loaded from each answer, carries its error_message, and takes
+// SGLang's refusal to unload an adapter it does not have as the adapter unloaded.
+func TestSGLangAdapterCalls(t *testing.T) {
+	s, c, ip := start(t, sglangServer(map[string]string{}))
+	ctx := context.Background()
+	loaded, err := c.LoadAdapter(ctx, sglangAPI, ip, "sql", "org/sql-lora")
+	if err != nil || len(loaded) != 1 || loaded["sql"] != "org/sql-lora" {
+		t.Fatalf("load: %v %v", loaded, err)
+	}
+	loaded, err = c.LoadAdapter(ctx, sglangAPI, ip, "chat", "/adapters/missing")
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Message != "Failed to load LoRA adapter chat: /adapters/missing not found" ||
+		loaded["sql"] != "org/sql-lora" || len(loaded) != 1 {
+		t.Fatalf("a failed load: %v %v", loaded, err)
+	}
+	if loaded, err = c.UnloadAdapter(ctx, sglangAPI, ip, "sql"); err != nil || len(loaded) != 0 || loaded == nil {
+		t.Fatalf("unload: %v %v", loaded, err)
+	}
+	if loaded, err = c.UnloadAdapter(ctx, sglangAPI, ip, "sql"); err != nil || loaded != nil {
+		t.Fatalf("an unload of an adapter SGLang does not have: %v %v", loaded, err)
+	}
+	want := []string{
+		`POST /load_lora_adapter {"lora_name":"sql","lora_path":"org/sql-lora"}`,
+		`POST /load_lora_adapter {"lora_name":"chat","lora_path":"/adapters/missing"}`,
+		`POST /unload_lora_adapter {"lora_name":"sql"}`,
+		`POST /unload_lora_adapter {"lora_name":"sql"}`,
+	}
+	if strings.Join(s.reqs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(s.reqs, "\n"), strings.Join(want, "\n"))
+	}
+	// vLLM's paths are not SGLang's: a call there is SGLang's 404, an error, never a success.
+	if _, err := c.LoadAdapter(ctx, vllmAPI, ip, "sql", "org/sql-lora"); !NotFound(err) {
+		t.Fatalf("vLLM's path on SGLang: %v", err)
+	}
+}
+
+// TestVLLMUnloadRefusalIsNotGone: SGLang's words for an adapter it does not have mean nothing
+// on vLLM: a 400 there is an error.
+func TestVLLMUnloadRefusalIsNotGone(t *testing.T) {
+	_, c, ip := start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"LoRA with name sql does not exist","code":400}}`)
+	})
+	if _, err := c.UnloadAdapter(context.Background(), vllmAPI, ip, "sql"); err == nil {
+		t.Fatal("a 400 on vLLM taken as unloaded")
 	}
 }

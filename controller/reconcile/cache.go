@@ -66,7 +66,7 @@ type WeightsPlan struct {
 // WeightsRevision is the revision the model is served at: the engine's among its arguments
 // (vLLM's --revision), else the Hub's main.
 func WeightsRevision(ext *crd.SpecExtensions) string {
-	if r := defaultEngine.Revision(ext.EngineArgs); r != "" {
+	if r := engineNamed(ext.EngineName()).Revision(ext.EngineArgs); r != "" {
 		return r
 	}
 	return "main"

@@ -53,7 +53,7 @@ func desiredFillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim s
 // spec.cache.serviceAccountName, the pod's placement from the model's, and the Job failed at
 // once on the exit codes no retry can change (failFast).
 func fillJob(isvc *crd.InferenceService, ext *crd.SpecExtensions, claim string, c corev1.Container, failFast ...int32) *batchv1.Job {
-	c.Name, c.Image = fillContainer, isvc.Spec.ImageOrDefault()
+	c.Name, c.Image = fillContainer, isvc.Spec.ImageFor(crd.EngineOf(isvc))
 	c.VolumeMounts = []corev1.VolumeMount{{Name: CacheVolume, MountPath: crd.CachePath}}
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -29,10 +30,28 @@ func TestMain(m *testing.M) {
 		return parts{health.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
 			slices.Clone(serverPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion}
 	}
-	before := snapshot()
+	// Every engine's container parts (engine.go), likewise.
+	engines := func() map[string]serverParts {
+		out := map[string]serverParts{}
+		for name, p := range enginesParts {
+			c := serverParts{server: p.server, health: p.health.DeepCopy(), readiness: p.readiness.DeepCopy(), liveness: p.liveness.DeepCopy(),
+				ports: slices.Clone(p.ports)}
+			c.server.Command = slices.Clone(p.server.Command)
+			if p.runtimeAdapters != nil {
+				c.runtimeAdapters = p.runtimeAdapters.DeepCopy()
+			}
+			out[name] = c
+		}
+		return out
+	}
+	before, beforeEngines := snapshot(), engines()
 	code := m.Run()
 	if after := snapshot(); !equality.Semantic.DeepEqual(before, after) || len(serverPorts) != 1 {
 		fmt.Fprintf(os.Stderr, "shared parts of the desired children were written to:\nbefore %+v\nafter  %+v\n", before, after)
+		code = 1
+	}
+	if after := engines(); !reflect.DeepEqual(beforeEngines, after) || len(after) < 2 {
+		fmt.Fprintf(os.Stderr, "an engine's shared container parts were written to:\nbefore %+v\nafter  %+v\n", beforeEngines, after)
 		code = 1
 	}
 	for k, r := range sharedResources.m {

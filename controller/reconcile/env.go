@@ -15,8 +15,8 @@ import (
 // desiredEnv is the operator's variables, then the user's; nil when there are none.
 func desiredEnv(ext *crd.SpecExtensions) []corev1.EnvVar {
 	var env []corev1.EnvVar
-	if len(ext.Adapters) > 0 {
-		env = append(env, runtimeLoRA)
+	if ra := partsOf(ext.EngineName()).runtimeAdapters; ra != nil && len(ext.Adapters) > 0 {
+		env = append(env, *ra)
 	}
 	// HF_HOME is the cache's, claim or emptyDir; a user's own HF_HOME (allowed without a
 	// claim) points the downloads elsewhere and wins.

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/engine"
@@ -22,19 +21,15 @@ import (
 // object: desired objects are only read, and TestSharedPartsUnchanged checks that nothing
 // writes through them.
 var (
-	health = &corev1.HTTPGetAction{Path: server.HealthPath, Port: intstr.FromString(server.PortName)}
-	// /health is answered on vLLM's event loop, behind the requests it is serving: under load
-	// it answers in seconds. Readiness takes a slow answer as a busy pod for a few seconds
-	// (traffic moves to other pods); liveness is far looser, restarting only a server that
-	// has not answered for minutes, so a busy healthy server is never killed.
-	readinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 3}
-	livenessProbe  = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: 30, TimeoutSeconds: 30, FailureThreshold: 10}
-	serverPorts    = []corev1.ContainerPort{{Name: server.PortName, ContainerPort: server.Port, Protocol: corev1.ProtocolTCP}}
-	// vLLM shares tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
+	// The default engine's probes, ports and adapters switch (engine.go's serverParts).
+	health         = partsOf(engine.VLLM).health
+	readinessProbe = partsOf(engine.VLLM).readiness
+	livenessProbe  = partsOf(engine.VLLM).liveness
+	serverPorts    = partsOf(engine.VLLM).ports
+	runtimeLoRA    = *partsOf(engine.VLLM).runtimeAdapters
+	// vLLM and SGLang share tensors through /dev/shm (the runtime's 64Mi default is too small); bounded,
 	// since a Memory emptyDir is charged to the pod and, unbounded, could take the node's memory.
 	shmSource = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(crd.ShmSizeGi<<30, resource.BinarySI)}
-	// runtimeLoRA is set when the model has adapters: the operator loads them through the API.
-	runtimeLoRA = corev1.EnvVar{Name: server.RuntimeAdaptersEnv, Value: "True"}
 	// cacheEnv points Hugging Face at the cache volume when spec.cache is set.
 	cacheEnv = corev1.EnvVar{Name: HFHomeEnv, Value: crd.CachePath}
 	// offlineEnv keeps a server on a managed cache from downloading: what is missing fails.
@@ -55,7 +50,7 @@ const startupPeriod = 10
 // spec.startupTimeoutSeconds (default crd.DefaultStartupTimeoutSeconds): only the user knows
 // the model's size and the link's speed. With spec.cache only a first start downloads, but
 // that first start needs the budget, so the cache does not shorten it. Liveness applies after.
-func startupProbe(ext *crd.SpecExtensions) *corev1.Probe {
+func startupProbe(ext *crd.SpecExtensions, health *corev1.HTTPGetAction) *corev1.Probe {
 	budget := startupBudget(ext)
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: health}, PeriodSeconds: startupPeriod, TimeoutSeconds: 5,
 		FailureThreshold: (budget + startupPeriod - 1) / startupPeriod}
@@ -110,7 +105,7 @@ func serveArgs(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) []string
 	if len(ext.Adapters) > 0 {
 		sv.Adapters, sv.MaxLoRAs, sv.MaxCPULoRAs, sv.MaxLoRARank = true, maxLoRAs, maxCPULoRAs, maxLoRARank(ext.Adapters)
 	}
-	return defaultEngine.ServeArgs(sv)
+	return engineNamed(ext.EngineName()).ServeArgs(sv)
 }
 
 // loraRanks are the --max-lora-rank values vLLM v0.11 offers (config/lora.py MaxLoRARanks).
@@ -146,16 +141,19 @@ func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) c
 	if ext.Cache.Managed() {
 		mounts = append(mounts, corev1.VolumeMount{Name: ModulesVolume, MountPath: ModulesPath})
 	}
+	p := partsOf(ext.EngineName())
 	return corev1.Container{
+		// The container keeps vLLM's name whatever the engine: the operator, its metrics and
+		// its diagnosis find the model server by it.
 		Name:           kinds.ContainerName,
-		Image:          spec.ImageOrDefault(),
-		Command:        server.Command,
+		Image:          spec.ImageFor(ext.EngineName()),
+		Command:        p.server.Command,
 		Args:           serveArgs(spec, ext),
 		Env:            desiredEnv(ext),
-		Ports:          serverPorts,
-		StartupProbe:   startupProbe(ext),
-		ReadinessProbe: readinessProbe,
-		LivenessProbe:  livenessProbe,
+		Ports:          p.ports,
+		StartupProbe:   startupProbe(ext, p.health),
+		ReadinessProbe: p.readiness,
+		LivenessProbe:  p.liveness,
 		VolumeMounts:   mounts,
 		Resources:      desiredResources(spec),
 	}

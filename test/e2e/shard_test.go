@@ -25,6 +25,7 @@ import (
 // one shard.
 var fileSeconds = map[string]int{
 	"lws_test.go":               168,
+	"engine_sglang_test.go":     10,
 	"adapters_test.go":          123,
 	"faults_test.go":            119,
 	"watchexpiry_test.go":       110,

@@ -80,9 +80,19 @@ const (
 	HealthPath = "/health"
 	// LoadAdapterPath and UnloadAdapterPath are SGLang's runtime LoRA endpoints
 	// (http_server.py: POST /load_lora_adapter {lora_name, lora_path}, POST /unload_lora_adapter
-	// {lora_name}): at the root, not under /v1 as vLLM's are.
+	// {lora_name}): at the root, not under /v1 as vLLM's are. Both answer a LoRAUpdateOutput
+	// (managers/io_struct.py: success, error_message, loaded_adapters), 200 on success and 400
+	// otherwise; the scheduler's LoRAManager.create_lora_update_result fills loaded_adapters
+	// with every adapter loaded after the call, name to path.
 	LoadAdapterPath   = "/load_lora_adapter"
 	UnloadAdapterPath = "/unload_lora_adapter"
+	// UnloadMissing is how SGLang refuses to unload an adapter it does not have: the tokenizer
+	// manager's LoRARegistry.unregister raises "LoRA with name X does not exist. Loaded LoRAs:
+	// ...", answered 400 with no loaded_adapters.
+	UnloadMissing = "does not exist"
+	// Image is the image an SGLang model without spec.image runs: the release this package is
+	// read from, its CUDA 12.6 build (the lmsysorg/sglang tags are vX.Y.Z-cuNNN).
+	Image = "lmsysorg/sglang:v0.5.3-cu126"
 	// DefaultLoRARank is --max-lora-rank when the spec gives none: with no --lora-paths at start
 	// SGLang cannot infer the rank and target modules from adapters (server_args.py's LoRA
 	// checks), so the operator passes them; 64 covers the usual ranks (8-64).
@@ -95,10 +105,19 @@ const (
 // Server is the container's command, whatever the image's entrypoint: the lmsysorg/sglang
 // images run no server by default; `python3 -m sglang.launch_server` is launch_server.py's
 // documented entry point on every v0.5 release.
+//
+// Its /v1/models (http_server.py's available_models, v0.5.3) lists the served model only:
+// SGLang lists loaded adapters there from sgl-project/sglang#12229 (after v0.5.4) on, so the
+// load and unload answers are all that says what is loaded.
 func (SGLang) Server() engine.Server {
 	return engine.Server{Command: []string{"python3", "-m", launchModule}, PortName: PortName, Port: Port,
-		HealthPath: HealthPath}
+		HealthPath: HealthPath,
+		Adapters: engine.AdapterAPI{LoadPath: LoadAdapterPath, UnloadPath: UnloadAdapterPath, AnswerLists: true,
+			UnloadMissing: UnloadMissing}}
 }
+
+// Image is the Image constant.
+func (SGLang) Image() string { return Image }
 
 // portArg is Port as --port's value.
 var portArg = strconv.Itoa(Port)

@@ -67,7 +67,19 @@ const (
 	EnableLoRAArg = "--enable-lora"
 	// multiNodeScript is vLLM's documented launcher for Ray clusters on LeaderWorkerSet.
 	multiNodeScript = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+	// Image is the image a vLLM model without spec.image runs: the release this package is
+	// read from. Models created before spec.engine carry it in their spec (it was the schema's
+	// default), so a later pin here changes only the models that name no image.
+	Image = "vllm/vllm-openai:v0.11.0"
+	// LoadAdapterPath and UnloadAdapterPath are vLLM's runtime LoRA endpoints
+	// (entrypoints/openai/api_server.py, with VLLM_ALLOW_RUNTIME_LORA_UPDATING): plain-text
+	// answers; an unload of an adapter vLLM does not have answers 404.
+	LoadAdapterPath   = "/v1/load_lora_adapter"
+	UnloadAdapterPath = "/v1/unload_lora_adapter"
 )
+
+// Image is the Image constant.
+func (VLLM) Image() string { return Image }
 
 // Server is the container's command, whatever the image's entrypoint: vllm/vllm-openai up to
 // v0.11.0 runs `python3 -m vllm.entrypoints.openai.api_server`, which takes the positional model
@@ -75,7 +87,9 @@ const (
 // operator passes; `vllm serve` reads it as the model on every version.
 func (VLLM) Server() engine.Server {
 	return engine.Server{Command: []string{"vllm", "serve"}, PortName: PortName, Port: Port,
-		HealthPath: HealthPath, RuntimeAdaptersEnv: RuntimeLoRAEnv}
+		HealthPath: HealthPath, RuntimeAdaptersEnv: RuntimeLoRAEnv,
+		// /v1/models lists the loaded adapters with their root and parent (serving_models.py).
+		Adapters: engine.AdapterAPI{LoadPath: LoadAdapterPath, UnloadPath: UnloadAdapterPath, Listed: true}}
 }
 
 // portArg is Port as vLLM's --port value.
