@@ -4,6 +4,7 @@
 package hfmodel
 
 import (
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -108,4 +109,36 @@ func MountFor(mounts map[string]string, p string) (path, identity string, ok boo
 		}
 	}
 	return path, identity, ok
+}
+
+// RepoID says whether s is a Hugging Face repo id an engine would download ("org/name" or
+// "name"), rather than a local path.
+func RepoID(s string) bool {
+	if s == "" || strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || strings.Count(s, "/") > 1 {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '/' || c == '-' || c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// peftDefaultRank is PEFT's LoraConfig default r, the rank of an adapter trained without one.
+const peftDefaultRank = 8
+
+// rankInName is how the local hub says an adapter's rank: a name ending in -r64 or -rank64
+// (org/sql-lora-r64, /models/chat-rank32) was trained with r=64 or 32.
+var rankInName = regexp.MustCompile(`-(?:r|rank)([0-9]+)$`)
+
+// AdapterRank is the rank of the adapter at a Hugging Face repository id or a path: the one
+// its name states, else PEFT's default.
+func AdapterRank(repoOrPath string) int {
+	if m := rankInName.FindStringSubmatch(path.Base(repoOrPath)); m != nil {
+		if r, err := strconv.Atoi(m[1]); err == nil && r > 0 {
+			return r
+		}
+	}
+	return peftDefaultRank
 }

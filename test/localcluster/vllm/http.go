@@ -216,11 +216,11 @@ func (s *Server) addLoRA(name, path, base string) (msg, typ string, code int) {
 		return "LoRA is not enabled. Use --enable-lora to enable LoRA.", "BadRequestError", http.StatusBadRequest
 	}
 	_, _, mounted := hfmodel.MountFor(s.spec.Mounts, path)
-	if !(strings.HasPrefix(path, "/") && mounted) && !hfRepoID(path) {
+	if !(strings.HasPrefix(path, "/") && mounted) && !hfmodel.RepoID(path) {
 		// The worker's FileNotFoundError, as the engine core carries it back (v1/engine/core.py).
 		return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
 	}
-	if !strings.HasPrefix(path, "/") && hfRepoID(path) && envTrue(s.spec.Env["HF_HUB_OFFLINE"]) {
+	if !strings.HasPrefix(path, "/") && hfmodel.RepoID(path) && envTrue(s.spec.Env["HF_HUB_OFFLINE"]) {
 		home := s.spec.Env["HF_HOME"]
 		if home == "" {
 			home = "/root/.cache/huggingface"
@@ -239,7 +239,7 @@ func (s *Server) addLoRA(name, path, base string) (msg, typ string, code int) {
 			return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
 		}
 	}
-	if msg := s.args.loraRankError(adapterRank(path)); msg != "" {
+	if msg := s.args.loraRankError(hfmodel.AdapterRank(path)); msg != "" {
 		return msg, "BadRequestError", http.StatusBadRequest
 	}
 	isBase := false

@@ -26,20 +26,6 @@ const (
 // shards is how many safetensors files the checkpoint has.
 func shards(weights int64) int { return int(max(1, (weights+shardBytes-1)/shardBytes)) }
 
-// hfRepoID says whether s is a Hugging Face repo id vLLM would download ("org/name" or
-// "name"), rather than a local path.
-func hfRepoID(s string) bool {
-	if s == "" || strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || strings.Count(s, "/") > 1 {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '/' || c == '-' || c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
 // defaultMaxModelLen is the context vLLM derives from the model's config: the catalog's, else
 // a guess from the name.
 func defaultMaxModelLen(model string) int {
