@@ -439,7 +439,7 @@ func TestSGLangCrashes(t *testing.T) {
 		reason string
 		want   []string
 	}{
-		{"weights larger than the GPU", proc.Spec{Args: launch("deepseek-ai/DeepSeek-V3")}, Config{}, 0, "Completed",
+		{"weights larger than the GPU", proc.Spec{Args: launch("deepseek-ai/DeepSeek-V3")}, Config{DownloadTime: time.Millisecond}, 0, "Completed",
 			[]string{"Scheduler hit an exception: Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ",
 				"] Received sigquit from a child process. It usually means the child failed."}},
 		{"no room left for the KV cache", proc.Spec{Args: launch("Qwen/Qwen3-32B", "--mem-fraction-static", "0.75")}, Config{}, 0, "Completed",
