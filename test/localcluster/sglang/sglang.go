@@ -239,6 +239,9 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.srv.Close()
+	if s.args.nodeRank >= 1 {
+		return // a worker's health server runs uvicorn at log level warning: no lines
+	}
 	s.uvicorn("Shutting down")
 	s.uvicorn("Waiting for application shutdown.")
 	s.uvicorn("Application shutdown complete.")
