@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
-	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
 )
 
 // gpuFaultAnnotation on a node makes its GPUs fail: "ecc" (an uncorrectable ECC error) or
@@ -97,6 +96,9 @@ func (k *kubelet) notifyNode(node string) {
 	}
 }
 
+// gpuHolder is a process that holds GPUs: a fake model server (vllm.Server, sglang.Server).
+type gpuHolder interface{ GPUFault(proc.GPUFault) }
+
 // applyGPUFault kills the pod's running serving containers that hold GPUs when the node's
 // GPUs are faulty; their exit goes through the usual crash and back-off, and each restart
 // fails at start while the fault lasts (serverSpec).
@@ -106,7 +108,7 @@ func (ps *podState) applyGPUFault() {
 		return
 	}
 	for _, c := range ps.ctrs {
-		if ms, ok := c.srv.(*vllm.Server); ok && c.state == csRunning && gpuCount(&c.spec) > 0 {
+		if ms, ok := c.srv.(gpuHolder); ok && c.state == csRunning && gpuCount(&c.spec) > 0 {
 			ms.GPUFault(f)
 		}
 	}

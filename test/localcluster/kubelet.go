@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
 )
@@ -118,7 +119,7 @@ func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, i
 	if k.cfg.server.Weights == nil {
 		// What each volume holds: a restarted container finds what its pod's emptyDir or a PVC
 		// kept, and only that (the container's own filesystem starts empty).
-		k.cfg.server.Weights = vllm.NewWeightsCache()
+		k.cfg.server.Weights = hfmodel.NewWeightsCache()
 	}
 	k.broadcaster = record.NewBroadcaster()
 	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})

@@ -1,5 +1,8 @@
-// Serving containers: a container whose image serves a model runs the fake vLLM server of
-// vllm/ (package vllm); its exit, its probes' results and its log reach the pod worker and the log endpoint.
+// Serving containers: a container whose image serves a model runs a fake model server: the
+// fake SGLang of sglang/ (package sglang) when its command is SGLang's launcher (or an SGLang
+// image sets none), else the fake vLLM of vllm/ (package vllm), which also plays the fills and
+// any other command of a serving image; its exit, its probes' results and its log reach the
+// pod worker and the log endpoint.
 
 package main
 
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+	"github.com/example/inferenceservice-operator/test/localcluster/sglang"
 	"github.com/example/inferenceservice-operator/test/localcluster/vllm"
 )
 
@@ -55,7 +59,8 @@ type process interface {
 // serves says whether the container runs a process: the fake model server, or an exec image's.
 func (ps *podState) serves(c *ctr) bool {
 	return ps.k.cfg.serve && !c.init && ps.pod.Annotations[serveAnnotation] != "false" &&
-		(vllm.Serves(c.spec.Image) || ps.k.cfg.execImages.execPath(c.spec.Image) != "") && c.beh.kind != bErrImgPull
+		(vllm.Serves(c.spec.Image) || sglang.Serves(c.spec.Image) || ps.k.cfg.execImages.execPath(c.spec.Image) != "") &&
+		c.beh.kind != bErrImgPull
 }
 
 // secret and configMap read what an environment names; a missing one is the error the
@@ -162,9 +167,12 @@ func (k *kubelet) logRun(containerID string) *logRun {
 func (c *ctr) startServing(ps *podState, spec proc.Spec, now time.Time, restored *v1.ContainerStatus) {
 	c.run++
 	run := c.run
-	if spec.Exec != "" {
+	switch {
+	case spec.Exec != "":
 		c.srv = ps.k.startExec(ps.pod, spec, c.newRun(ps))
-	} else {
+	case sglang.Launches(spec):
+		c.srv = sglang.Start(spec, sglangConfig(ps.k.cfg.server), c.newRun(ps))
+	default:
 		c.srv = vllm.Start(spec, ps.k.cfg.server, c.newRun(ps))
 	}
 	c.stopCh = make(chan struct{})
@@ -213,6 +221,20 @@ func (c *ctr) startServing(ps *podState, spec proc.Spec, now time.Time, restored
 		stop:      stop,
 	}
 	go cp.run()
+}
+
+// sglangConfig is the fake SGLang's share of the kubelet's model-server configuration: the
+// same time scale, bandwidths, GPUs and volumes as the fake vLLM's; --max-num-seqs's default
+// slots are SGLang's default running requests.
+func sglangConfig(c vllm.Config) sglang.Config {
+	sc := sglang.Config{LoadTime: c.LoadTime, TokenTime: c.TokenTime, PrefillTime: c.PrefillTime,
+		PrefillBase: c.PrefillBase, PrefillMax: c.PrefillMax, DownloadTime: c.DownloadTime, TimeScale: c.TimeScale,
+		DownloadBandwidth: c.DownloadBandwidth, LoadBandwidth: c.LoadBandwidth, AdapterLoadTime: c.AdapterLoadTime,
+		CrashRun: c.CrashRun, GPUMemory: c.GPUMemory, MaxRunning: c.MaxNumSeqs, Weights: c.Weights}
+	if c.Ingress != nil {
+		sc.Ingress = c.Ingress
+	}
+	return sc
 }
 
 // stopServing is the SIGTERM: the process and its prober stop, its log is complete.

@@ -98,7 +98,7 @@ func serveCommand(command, args []string) (prog string, argv []string, ok bool) 
 	full := append(append([]string(nil), command...), args...)
 	if base(full[0]) == "sh" || base(full[0]) == "bash" {
 		if len(full) >= 3 && full[1] == "-c" {
-			return serveCommand(shellWords(full[2]), nil)
+			return serveCommand(proc.ShellWords(full[2]), nil)
 		}
 		return "", nil, false
 	}
@@ -141,73 +141,6 @@ func imageEntrypoint(image string) []string {
 }
 
 func base(p string) string { return p[strings.LastIndex(p, "/")+1:] }
-
-// shellWords is the first command of a `sh -c` script: `exec` and what follows `&&`, `||` or
-// `;` are as far as the fake follows a script.
-func shellWords(s string) []string {
-	if lists := shellLists(s); len(lists) > 0 {
-		return lists[0]
-	}
-	return nil
-}
-
-// shellLists splits a `sh -c` script on blanks, honouring single and double quotes and
-// backslashes, into its commands at each unquoted `&&`, `||` or `;`; a leading `exec` is
-// dropped from each.
-func shellLists(s string) [][]string {
-	var lists [][]string
-	var words []string
-	var cur strings.Builder
-	in, quote, quoted := false, byte(0), false
-	endWord := func() {
-		if !in && !quoted {
-			return
-		}
-		w := cur.String()
-		cur.Reset()
-		if !quoted && (w == "&&" || w == "||" || w == ";") {
-			lists = append(lists, words)
-			words = nil
-		} else {
-			words = append(words, w)
-		}
-		in, quoted = false, false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote != 0:
-			cur.WriteByte(c)
-		case c == '\'' || c == '"':
-			quote, quoted = c, true
-		case c == ' ' || c == '\t' || c == '\n':
-			endWord()
-			continue
-		case c == '\\' && i+1 < len(s):
-			i++
-			if s[i] != '\n' {
-				cur.WriteByte(s[i])
-			}
-		default:
-			cur.WriteByte(c)
-		}
-		in = true
-	}
-	endWord()
-	lists = append(lists, words)
-	var out [][]string
-	for _, l := range lists {
-		if len(l) > 0 && l[0] == "exec" {
-			l = l[1:]
-		}
-		if len(l) > 0 {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // parseServeArgs parses argv as vLLM does: FlexibleArgumentParser's rewriting, then argparse;
 // under `vllm serve`, the serve subparser, whose leftovers its parent `vllm` reports.

@@ -1,7 +1,7 @@
-// The shape of the models the fake vLLM knows by name, and vLLM v0.11's start-up checks on it:
-// each catalog entry is the model's config.json as published (attention and KV heads, layers,
-// context) and the bytes its weights take on the GPUs. A model not in the catalog keeps the
-// guesses model.go makes from its name and skips these checks, as before.
+// The shape of the models the fake vLLM knows by name (package hfmodel's catalog: each entry is
+// the model's config.json as published, attention and KV heads, layers, context, and the bytes
+// its weights take on the GPUs), and vLLM v0.11's start-up checks on it. A model not in the
+// catalog keeps the guesses hfmodel makes from its name and skips these checks, as before.
 //
 // The checks, where vLLM v0.11.0 makes them:
 //   - ModelConfig (vllm/config/model.py, _get_and_verify_max_len): --max-model-len above the
@@ -17,9 +17,10 @@ package vllm
 
 import (
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 )
 
 // geometry is a model's config.json as vLLM's start-up reads it.
@@ -52,127 +53,17 @@ type ropeScaling struct {
 	original int // original_max_position_embeddings, yarn's base
 }
 
-// bf16 is the bytes of params parameters in bfloat16 (or float16).
-func bf16(params float64) int64 { return int64(params * 2) }
-
-// Builders for the families below; the fields they leave out are zero for the family.
-func qwen3(heads, kv, layers, hidden int, weights int64, source string) geometry {
-	return geometry{arch: "Qwen3ForCausalLM", heads: heads, kvHeads: kv, layers: layers, hidden: hidden, headDim: 128,
-		maxPosition: 40960, weights: weights, dtype: "torch.bfloat16", source: source}
-}
-
-// moe is the Qwen3 mixture-of-experts variant: the same attention, experts in place of the MLP.
-func moe(g geometry) geometry {
-	g.arch = "Qwen3MoeForCausalLM"
-	return g
-}
-
-// llama is Llama 3.1-3.3: 131072 positions, already scaled by the llama3 rope type, so vLLM
-// takes them as they are.
-func llama(heads, kv, layers, hidden, headDim int, weights int64, source string) geometry {
-	return geometry{arch: "LlamaForCausalLM", heads: heads, kvHeads: kv, layers: layers, hidden: hidden, headDim: headDim,
-		maxPosition: 131072, rope: ropeScaling{typ: "llama3", original: 8192},
-		weights: weights, dtype: "torch.bfloat16", source: source}
-}
-
-const (
-	srcLLMProf  = "config.json, as copied in citsjtu2020/LLM-Prof sglang/Model_Config.md"
-	srcCard     = "from the model card (Hugging Face page), not a config.json copy"
-	srcDeepSeek = "config.json of deepseek-ai/DeepSeek-R1 (V3's architecture), as dumped in a public model-config note"
-	srcGptOss   = "config.json of openai/gpt-oss-20b via ParagEkbote/hf-model-inspector; 120b's depth from the model card"
-)
-
-var (
-	deepseekV3 = geometry{arch: "DeepseekV3ForCausalLM", heads: 128, kvHeads: 128, layers: 61, hidden: 7168,
-		maxPosition: 163840, rope: ropeScaling{typ: "yarn", factor: 40, original: 4096}, mla: 512 + 64,
-		// 671B main-model parameters in FP8 (1 byte), embeddings, head and norms in bf16 and the
-		// FP32 block scales: about 675 GB (an estimate). The Hub's ~689 GB also holds the 11.5B
-		// MTP module, which vLLM does not load unless speculative decoding asks for it.
-		weights: 675e9, dtype: "torch.bfloat16", quant: "fp8", source: srcDeepSeek}
-	gptOss = geometry{arch: "GptOssForCausalLM", heads: 64, kvHeads: 8, hidden: 2880, headDim: 64,
-		maxPosition: 131072, rope: ropeScaling{typ: "yarn", factor: 32, float: true, original: 4096},
-		slidingWindow: 128, dtype: "torch.bfloat16", quant: "mxfp4", source: srcGptOss}
-	mixtral8x7B = geometry{arch: "MixtralForCausalLM", heads: 32, kvHeads: 8, layers: 32, hidden: 4096,
-		maxPosition: 32768, weights: bf16(46.70e9), dtype: "torch.bfloat16",
-		source: "config.json of mistralai/Mixtral-8x7B-v0.1 (public copies in code search)"}
-	mixtral8x22B = geometry{arch: "MixtralForCausalLM", heads: 48, kvHeads: 8, layers: 56, hidden: 6144,
-		maxPosition: 65536, weights: bf16(140.6e9), dtype: "torch.bfloat16", source: srcCard + "; 65536 from a Cerebras config of it"}
-	llama8B   = llama(32, 8, 32, 4096, 128, bf16(8.03e9), srcLLMProf)
-	llama70B  = llama(64, 8, 80, 8192, 128, bf16(70.55e9), "vulkomilev/oumi configs/recipes/llama3_1/README.md (from config.json)")
-	llama405B = llama(128, 8, 126, 16384, 128, bf16(405.85e9), srcCard)
-	llama1B   = llama(32, 8, 16, 2048, 64, bf16(1.24e9), srcCard)
-	llama3B   = llama(24, 8, 28, 3072, 128, bf16(3.21e9), srcLLMProf)
-)
-
-// modelCatalog is every model the tests, samples and README name, and the popular ones around
-// them, keyed by Hugging Face id as the Hub spells it. Weights are what vLLM loads onto the GPUs:
-// parameters x 2 bytes for bf16 checkpoints, the checkpoint's own bytes for FP8 (DeepSeek) and
-// MXFP4 (gpt-oss, whose experts are 4-bit and the rest bf16).
-var modelCatalog = map[string]geometry{
-	// vLLM 0.11.0 logs "Model loading took 1.1201 GiB" for it (tied embeddings, loaded once).
-	"Qwen/Qwen3-0.6B":    qwen3(16, 8, 28, 1024, 1_202_702_458, "config.json of Qwen/Qwen3-0.6B (public copies in code search)"),
-	"Qwen/Qwen3-1.7B":    qwen3(16, 8, 28, 2048, bf16(1.72e9), srcCard),
-	"Qwen/Qwen3-4B":      qwen3(32, 8, 36, 2560, bf16(4.02e9), srcLLMProf),
-	"Qwen/Qwen3-8B":      qwen3(32, 8, 36, 4096, bf16(8.19e9), srcLLMProf),
-	"Qwen/Qwen3-14B":     qwen3(40, 8, 40, 5120, bf16(14.77e9), srcLLMProf),
-	"Qwen/Qwen3-32B":     qwen3(64, 8, 64, 5120, bf16(32.76e9), srcLLMProf),
-	"Qwen/Qwen3-30B-A3B": moe(qwen3(32, 4, 48, 2048, bf16(30.53e9), srcLLMProf)),
-	"Qwen/Qwen3-235B-A22B": moe(qwen3(64, 4, 94, 4096, bf16(235.09e9),
-		"THUDM/slime scripts/models/qwen3-235B-A22B.sh (from config.json); context as the Qwen3 family's config.json")),
-	"Qwen/Qwen2.5-0.5B-Instruct": {arch: "Qwen2ForCausalLM", heads: 14, kvHeads: 2, layers: 24, hidden: 896, maxPosition: 32768,
-		weights: bf16(0.494e9), dtype: "torch.bfloat16", source: "config.json of Qwen/Qwen2.5-0.5B (public dump) and the Instruct model card"},
-	// config.json says 32768; the model card's 131,072 needs a YaRN rope_scaling the user adds.
-	"Qwen/Qwen2.5-72B-Instruct": {arch: "Qwen2ForCausalLM", heads: 64, kvHeads: 8, layers: 80, hidden: 8192, maxPosition: 32768,
-		weights: bf16(72.71e9), dtype: "torch.bfloat16", source: srcCard + "; context as vLLM reports it (max_position_embeddings=32768)"},
-
-	"meta-llama/Llama-3.1-8B":            llama8B,
-	"meta-llama/Llama-3.1-8B-Instruct":   llama8B,
-	"meta-llama/Llama-3.1-70B":           llama70B,
-	"meta-llama/Llama-3.1-70B-Instruct":  llama70B,
-	"meta-llama/Llama-3.3-70B-Instruct":  llama70B,
-	"meta-llama/Llama-3.1-405B":          llama405B,
-	"meta-llama/Llama-3.1-405B-Instruct": llama405B,
-	"meta-llama/Llama-3.2-1B":            llama1B,
-	"meta-llama/Llama-3.2-1B-Instruct":   llama1B,
-	"meta-llama/Llama-3.2-3B":            llama3B,
-	"meta-llama/Llama-3.2-3B-Instruct":   llama3B,
-
-	"deepseek-ai/DeepSeek-V3":      deepseekV3,
-	"deepseek-ai/DeepSeek-V3-0324": deepseekV3,
-	"deepseek-ai/DeepSeek-R1":      deepseekV3,
-	"deepseek-ai/DeepSeek-R1-0528": deepseekV3,
-
-	"mistralai/Mixtral-8x7B-v0.1":           mixtral8x7B,
-	"mistralai/Mixtral-8x7B-Instruct-v0.1":  mixtral8x7B,
-	"mistralai/Mixtral-8x22B-v0.1":          mixtral8x22B,
-	"mistralai/Mixtral-8x22B-Instruct-v0.1": mixtral8x22B,
-
-	// The Hub's safetensors totals: MXFP4 experts, bf16 attention and embeddings.
-	"openai/gpt-oss-20b":  withDepth(gptOss, 24, 13.8e9),
-	"openai/gpt-oss-120b": withDepth(gptOss, 36, 65.3e9),
-
-	"facebook/opt-125m": {arch: "OPTForCausalLM", heads: 12, kvHeads: 12, layers: 12, hidden: 768, maxPosition: 2048,
-		weights: bf16(125.2e6), dtype: "torch.float16", source: srcCard + " (config.json's torch_dtype float16)"},
-}
-
-// withDepth is gpt-oss at one size: every other layer slides.
-func withDepth(g geometry, layers int, weights int64) geometry {
-	g.layers, g.slidingLayers, g.weights = layers, layers/2, weights
-	return g
-}
-
-// geometryOf is the catalog's entry for a model: its Hugging Face id in any case (the Hub
-// resolves ids so), or a local path whose last element names a catalog model
-// ("/models/Qwen3-8B"), the usual way a downloaded copy is kept.
+// geometryOf is the catalog's entry for a model (hfmodel.Lookup), as vLLM's checks read it.
 func geometryOf(model string) (geometry, bool) {
-	local := strings.HasPrefix(model, "/") || strings.HasPrefix(model, "./")
-	base := path.Base(strings.TrimSuffix(model, "/"))
-	for id, g := range modelCatalog {
-		if strings.EqualFold(id, model) || local && strings.EqualFold(id[strings.Index(id, "/")+1:], base) {
-			return g, true
-		}
+	h, ok := hfmodel.Lookup(model)
+	if !ok {
+		return geometry{}, false
 	}
-	return geometry{}, false
+	return geometry{arch: h.Arch, heads: h.Heads, kvHeads: h.KVHeads, layers: h.Layers, hidden: h.Hidden,
+		headDim: h.HeadDim, maxPosition: h.MaxPosition,
+		rope: ropeScaling{typ: h.Rope.Type, factor: h.Rope.Factor, float: h.Rope.Float, original: h.Rope.Original},
+		mla:  h.MLA, slidingLayers: h.SlidingLayers, slidingWindow: h.SlidingWindow, weights: h.Weights,
+		dtype: h.Dtype, quant: h.Quant, source: h.Source}, true
 }
 
 // derivedMaxLen is the context vLLM derives from config.json (_get_and_verify_max_len, kept to

@@ -6,27 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
-
-// TestGeometryCatalog: every entry is a whole config, and every model id the project's tests,
-// samples and README name is in the catalog.
-func TestGeometryCatalog(t *testing.T) {
-	for id, g := range modelCatalog {
-		if strings.Count(id, "/") != 1 || g.arch == "" || g.dtype == "" || g.source == "" || g.weights <= 0 ||
-			g.layers <= 0 || g.maxPosition <= 0 || g.kvHeads <= 0 || g.heads%g.kvHeads != 0 {
-			t.Errorf("%s: incomplete or inconsistent entry %+v", id, g)
-		}
-	}
-	for _, id := range []string{"Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "Qwen/Qwen2.5-0.5B-Instruct",
-		"Qwen/Qwen2.5-72B-Instruct", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct",
-		"meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.3-70B-Instruct", "deepseek-ai/DeepSeek-V3",
-		"facebook/opt-125m", "mistralai/Mixtral-8x7B-v0.1"} {
-		if _, ok := modelCatalog[id]; !ok {
-			t.Errorf("%s is used in the repository but not in the catalog", id)
-		}
-	}
-}
 
 func TestGeometryLookup(t *testing.T) {
 	for model, want := range map[string]string{
@@ -41,8 +23,8 @@ func TestGeometryLookup(t *testing.T) {
 		}
 	}
 	// an unknown model keeps the guesses from its name
-	if weightBytes("m") != 2e9 || defaultMaxModelLen("m") != 8192 || architecture("org/Mistral-7B") != "MistralForCausalLM" {
-		t.Errorf("unknown model: %d bytes, max len %d, %s", weightBytes("m"), defaultMaxModelLen("m"), architecture("org/Mistral-7B"))
+	if hfmodel.WeightBytes("m") != 2e9 || defaultMaxModelLen("m") != 8192 || hfmodel.Architecture("org/Mistral-7B") != "MistralForCausalLM" {
+		t.Errorf("unknown model: %d bytes, max len %d, %s", hfmodel.WeightBytes("m"), defaultMaxModelLen("m"), hfmodel.Architecture("org/Mistral-7B"))
 	}
 }
 

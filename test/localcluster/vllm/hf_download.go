@@ -8,7 +8,7 @@
 // ENOSPC, in Python's words. A PersistentVolume annotated kubelet.fake/download-mb-per-s is
 // behind a slow link: every download through it, the CLI's, the fill's or vLLM's, runs at that
 // speed. What the volume already holds is not fetched again, and a server on it then starts
-// without a download (WeightsCache).
+// without a download (hfmodel.WeightsCache).
 
 package vllm
 
@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -92,7 +93,7 @@ func (s *Server) runHFDownload(d hfDownload) {
 		s.exit(proc.Exit{Code: 128, Reason: "StartError"})
 		return
 	}
-	if gatedModel(d.repo) && sp.Env["HF_TOKEN"] == "" {
+	if hfmodel.Gated(d.repo) && sp.Env["HF_TOKEN"] == "" {
 		s.log.Printf("Traceback (most recent call last):")
 		s.log.Printf(`  File "%s/huggingface_hub/utils/_http.py", line 409, in hf_raise_for_status`, pyLib)
 		s.log.Printf("huggingface_hub.errors.GatedRepoError: 401 Client Error.")
@@ -105,7 +106,7 @@ func (s *Server) runHFDownload(d hfDownload) {
 	if home == "" {
 		home = "/root/.cache/huggingface"
 	}
-	_, volume, _ := mountFor(sp.Mounts, home)
+	_, volume, _ := hfmodel.MountFor(sp.Mounts, home)
 	files := hubFiles(d.repo)
 	if d.fill {
 		var ok bool
@@ -185,7 +186,7 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 		total += f.size
 	}
 	n := len(files)
-	if s.cfg.Weights.has(volume, repo) {
+	if s.cfg.Weights.Has(volume, repo) {
 		s.log.Printf("Fetching %d files: 100%%|██████████| %d/%d [00:00<00:00, %.2fit/s]", n, n, n, float64(n)*50)
 		return true
 	}
@@ -205,9 +206,9 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 	every = max(every, time.Second)
 	s.log.Printf("Fetching %d files:   0%%|          | 0/%d [00:00<?, ?it/s]", n, n)
 	// A retry resumes the .incomplete blobs an interrupted run left: only the rest is fetched.
-	resumed := min(s.cfg.Weights.resumeFrom(volume, repo), total)
+	resumed := min(s.cfg.Weights.ResumeFrom(volume, repo), total)
 	took = time.Duration(float64(took) * float64(total-resumed) / float64(max(total, 1)))
-	others := s.cfg.Weights.usedBy(volume, repo)
+	others := s.cfg.Weights.UsedBy(volume, repo)
 	start := time.Now()
 	at := func() int64 {
 		return resumed + int64(float64(total-resumed)*float64(min(time.Since(start), took))/float64(max(took, 1)))
@@ -216,7 +217,7 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 		elapsed := time.Since(start)
 		done := at()
 		if c := sp.VolumeBytes; c > 0 && others+done > c {
-			s.cfg.Weights.interrupted(volume, repo, c-others)
+			s.cfg.Weights.Interrupted(volume, repo, c-others)
 			s.enospc(repo, revision, files, c-others)
 			return false
 		}
@@ -224,7 +225,7 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 			break
 		}
 		if !s.wait(min(every, took-elapsed)) {
-			s.cfg.Weights.interrupted(volume, repo, at()) // stopped: the blobs stay .incomplete
+			s.cfg.Weights.Interrupted(volume, repo, at()) // stopped: the blobs stay .incomplete
 			return false
 		}
 		elapsed = min(time.Since(start), took)
@@ -243,7 +244,7 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 			s.log.Printf("fill: %s %d/%d bytes, %.0f bytes/s", repo, done, total, bw)
 		}
 	}
-	s.cfg.Weights.store(volume, repo, total)
+	s.cfg.Weights.Store(volume, repo, total)
 	secs := took.Seconds() / s.cfg.TimeScale
 	s.log.Printf("Fetching %d files: 100%%|██████████| %d/%d [%s<00:00, %.2fit/s]", n, n, n, tqdmClock(secs), float64(n)/math.Max(secs, 1e-3))
 	if fill {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -38,7 +39,7 @@ func TestParseHFDownload(t *testing.T) {
 // offline without downloading; one on another volume, offline, fails as huggingface_hub does.
 func TestHFDownloadFillsTheVolume(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 1}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 1}
 	mounts := map[string]string{"/root/.cache/huggingface": "pvc:ns/weights"}
 	// Qwen3-0.6B's 1.2 GB at 400 MB/s: 3 s, a bar line a second.
 	fill := proc.Spec{Command: []string{"hf", "download", "Qwen/Qwen3-0.6B", "--revision", "main"}, GPUs: -1, Mounts: mounts,
@@ -82,7 +83,7 @@ func TestHFDownloadFillsTheVolume(t *testing.T) {
 // A fill stopped half way leaves its partial blobs: the next one fetches only the rest.
 func TestHFDownloadResumes(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 1}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 1}
 	fill := proc.Spec{Command: []string{"hf", "download", "Qwen/Qwen3-0.6B"}, GPUs: -1, DownloadMBPerS: 400,
 		Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/resume"}, Env: map[string]string{"TQDM_MININTERVAL": "1"}}
 	s, log, _ := vtStart(t, fill, cfg)
@@ -91,7 +92,7 @@ func TestHFDownloadResumes(t *testing.T) {
 	})
 	s.Stop()
 	vtEventually(t, "the stopped fill's partial blobs kept", func() (bool, string) {
-		return cfg.Weights.resumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") > 0, ""
+		return cfg.Weights.ResumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") > 0, ""
 	})
 	again, alog, _ := vtStart(t, fill, cfg)
 	if st := vtExit(t, again, alog); st.Code != 0 {
@@ -101,7 +102,7 @@ func TestHFDownloadResumes(t *testing.T) {
 	if m == nil || m[1] == "0" {
 		t.Fatalf("the resumed fill started from zero:\n%s", alog.Render(proc.LogOptions{TailLines: -1}))
 	}
-	if !cfg.Weights.has("pvc:ns/resume", "Qwen/Qwen3-0.6B") || cfg.Weights.resumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") != 0 {
+	if !cfg.Weights.Has("pvc:ns/resume", "Qwen/Qwen3-0.6B") || cfg.Weights.ResumeFrom("pvc:ns/resume", "Qwen/Qwen3-0.6B") != 0 {
 		t.Error("the resumed fill did not complete the volume")
 	}
 }
@@ -112,7 +113,7 @@ func TestHFDownloadResumes(t *testing.T) {
 // format fits, and a volume too small for even that is named before any byte.
 func TestHubAsTheImageShipsIt(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 0.01}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 0.01}
 	home := map[string]string{"HF_HOME": "/root/.cache/huggingface", "TQDM_MININTERVAL": "1",
 		"FILL_WEIGHT_FORMATS": "*.safetensors *.bin *.pt", "FILL_ALSO": "*.json *.txt *.model *.tiktoken *.jinja *.py", "FILL_IGNORE": "original/**/*"}
 	run := func(spec proc.Spec) (proc.Exit, string) {
@@ -134,7 +135,7 @@ func TestHubAsTheImageShipsIt(t *testing.T) {
 	}
 	fill := []string{"python3", "-c", "from huggingface_hub import snapshot_download", "gpt2", "main", "org/sql-lora"}
 	st, log = run(proc.Spec{Image: "vllm/vllm-openai:v0.9.2", Command: fill, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/c"}, VolumeBytes: 600e6})
-	if st.Code != 0 || !strings.Contains(log, "files in *.safetensors") || !cfg.Weights.has("pvc:ns/c", "gpt2") || !cfg.Weights.has("pvc:ns/c", "org/sql-lora") {
+	if st.Code != 0 || !strings.Contains(log, "files in *.safetensors") || !cfg.Weights.Has("pvc:ns/c", "gpt2") || !cfg.Weights.Has("pvc:ns/c", "org/sql-lora") {
 		t.Errorf("the fill on 600 MB: %+v\n%s", st, log)
 	}
 	st, log = run(proc.Spec{Command: fill, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/d"}, VolumeBytes: 100e6})
@@ -147,11 +148,11 @@ func TestHubAsTheImageShipsIt(t *testing.T) {
 // the cache, and a --trust-remote-code model needs HF_MODULES_CACHE off the read-only claim.
 func TestOfflineAdaptersAndRemoteCode(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 0.01}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 0.01}
 	mounts := map[string]string{"/root/.cache/huggingface": "pvc:ns/w", "/var/cache/hf-modules": "emptyDir:x/m"}
-	cfg.Weights.put("pvc:ns/w", "Qwen/Qwen3-0.6B")
-	cfg.Weights.put("pvc:ns/w", "org/cached-lora")
-	cfg.Weights.put("pvc:ns/w", "org/tiny-1B-custom-code")
+	cfg.Weights.Put("pvc:ns/w", "Qwen/Qwen3-0.6B")
+	cfg.Weights.Put("pvc:ns/w", "org/cached-lora")
+	cfg.Weights.Put("pvc:ns/w", "org/tiny-1B-custom-code")
 	env := map[string]string{"HF_HUB_OFFLINE": "1", "HF_HOME": "/root/.cache/huggingface", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 	s, _, url := vtStart(t, proc.Spec{Args: []string{"Qwen/Qwen3-0.6B", "--enable-lora"}, Mounts: mounts, Env: env,
 		ReadOnly: map[string]bool{"/root/.cache/huggingface": true}}, cfg)

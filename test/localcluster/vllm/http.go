@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 )
 
 // loraAdapter is one loaded LoRA adapter as /v1/models lists it.
@@ -213,17 +215,17 @@ func (s *Server) addLoRA(name, path, base string) (msg, typ string, code int) {
 	if !s.args.enableLoRA {
 		return "LoRA is not enabled. Use --enable-lora to enable LoRA.", "BadRequestError", http.StatusBadRequest
 	}
-	_, _, mounted := mountFor(s.spec.Mounts, path)
-	if !(strings.HasPrefix(path, "/") && mounted) && !hfRepoID(path) {
+	_, _, mounted := hfmodel.MountFor(s.spec.Mounts, path)
+	if !(strings.HasPrefix(path, "/") && mounted) && !hfmodel.RepoID(path) {
 		// The worker's FileNotFoundError, as the engine core carries it back (v1/engine/core.py).
 		return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
 	}
-	if !strings.HasPrefix(path, "/") && hfRepoID(path) && envTrue(s.spec.Env["HF_HUB_OFFLINE"]) {
+	if !strings.HasPrefix(path, "/") && hfmodel.RepoID(path) && envTrue(s.spec.Env["HF_HUB_OFFLINE"]) {
 		home := s.spec.Env["HF_HOME"]
 		if home == "" {
 			home = "/root/.cache/huggingface"
 		}
-		if _, vol, _ := mountFor(s.spec.Mounts, home); !s.cfg.Weights.has(vol, path) {
+		if _, vol, _ := hfmodel.MountFor(s.spec.Mounts, home); !s.cfg.Weights.Has(vol, path) {
 			// get_adapter_absolute_path catches snapshot_download's LocalEntryNotFoundError
 			// (an EntryNotFoundError), logs it and returns the id, which the worker then
 			// finds no adapter at.
@@ -237,7 +239,7 @@ func (s *Server) addLoRA(name, path, base string) (msg, typ string, code int) {
 			return fmt.Sprintf("Call to add_lora method failed: Loading lora %s failed: No adapter found for %s", name, path), "NotFoundError", http.StatusNotFound
 		}
 	}
-	if msg := s.args.loraRankError(adapterRank(path)); msg != "" {
+	if msg := s.args.loraRankError(hfmodel.AdapterRank(path)); msg != "" {
 		return msg, "BadRequestError", http.StatusBadRequest
 	}
 	isBase := false

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 )
 
 // hubFile is one file of a repo's listing: its path in the repo and its size.
@@ -26,7 +28,7 @@ func hubFiles(repo string) []hubFile {
 	if strings.Contains(name, "lora") || strings.Contains(name, "adapter") {
 		return []hubFile{{"adapter_config.json", 700}, {"adapter_model.safetensors", 40e6}, {"README.md", 5000}}
 	}
-	w := weightBytes(repo)
+	w := hfmodel.WeightBytes(repo)
 	n := shards(w)
 	files := []hubFile{{"config.json", 700}, {"generation_config.json", 200}, {"tokenizer.json", 11e6},
 		{"tokenizer_config.json", 9000}, {"README.md", 20000}, {".gitattributes", 1500}}

@@ -60,7 +60,7 @@ func parseRayLaunch(command, args []string) (*rayLaunch, bool) {
 	}
 	lists := [][]string{full}
 	if b := base(full[0]); (b == "sh" || b == "bash") && len(full) >= 3 && full[1] == "-c" {
-		lists = shellLists(full[2])
+		lists = proc.ShellLists(full[2])
 	}
 	if len(lists) == 0 {
 		return nil, false

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -154,8 +155,8 @@ func (s *Server) run() {
 	local := strings.HasPrefix(model, "/") || strings.HasPrefix(model, "./")
 	if local {
 		// a directory on a volume a fill copied weights to is there only if that fill copied it
-		mount, volume, ok := mountFor(sp.Mounts, model)
-		if ok && s.cfg.Weights.hasDirs(volume) && !s.cfg.Weights.has(volume, "dir:"+strings.TrimSuffix(strings.TrimPrefix(model, mount), "/")) {
+		mount, volume, ok := hfmodel.MountFor(sp.Mounts, model)
+		if ok && s.cfg.Weights.HasDirs(volume) && !s.cfg.Weights.Has(volume, "dir:"+strings.TrimSuffix(strings.TrimPrefix(model, mount), "/")) {
 			ok = false
 		}
 		if !ok {
@@ -171,7 +172,7 @@ func (s *Server) run() {
 			return
 		}
 	} else {
-		if gatedModel(model) && sp.Env["HF_TOKEN"] == "" && sp.Env["HUGGING_FACE_HUB_TOKEN"] == "" {
+		if hfmodel.Gated(model) && sp.Env["HF_TOKEN"] == "" && sp.Env["HUGGING_FACE_HUB_TOKEN"] == "" {
 			s.failPython([]string{
 				`  File "` + pyLib + `/huggingface_hub/file_download.py", line 1531, in _get_metadata_or_catch_error`,
 				"    metadata = get_hf_file_metadata(",
@@ -190,7 +191,7 @@ func (s *Server) run() {
 		if a.downloadDir != "" {
 			home = a.downloadDir
 		}
-		_, cacheVolume, _ = mountFor(sp.Mounts, home)
+		_, cacheVolume, _ = hfmodel.MountFor(sp.Mounts, home)
 		if customCode(model) && slices.Contains(a.nonDefault, "'trust_remote_code': True") {
 			// transformers' init_hf_modules creates HF_MODULES_CACHE ($HF_HOME/modules unless
 			// set) to import the repo's code from, before any config is read
@@ -202,7 +203,7 @@ func (s *Server) run() {
 				}
 				modules += "/modules"
 			}
-			if mp, _, ok := mountFor(sp.Mounts, modules); ok && sp.ReadOnly[mp] {
+			if mp, _, ok := hfmodel.MountFor(sp.Mounts, modules); ok && sp.ReadOnly[mp] {
 				s.failPython([]string{
 					`  File "` + pyLib + `/transformers/dynamic_module_utils.py", line 67, in init_hf_modules`,
 					"    os.makedirs(HF_MODULES_CACHE, exist_ok=True)",
@@ -212,9 +213,9 @@ func (s *Server) run() {
 			}
 		}
 	}
-	weights := weightBytes(model)
+	weights := hfmodel.WeightBytes(model)
 	geo, known := geometryOf(model) // unknown models skip the checks on a model's shape
-	s.api("INFO", "model.py:547", "Resolved architecture: %s", architecture(model))
+	s.api("INFO", "model.py:547", "Resolved architecture: %s", hfmodel.Architecture(model))
 	maxLen := a.maxModelLen
 	if maxLen == 0 {
 		maxLen = defaultMaxModelLen(model)
@@ -308,7 +309,7 @@ func (s *Server) run() {
 		// download_weights_from_hf names the format first, cached or not
 		s.core("INFO", "weight_utils.py:392", "Using model weights format ['*.safetensors']")
 	}
-	if !local && !s.cfg.Weights.has(cacheVolume, model) {
+	if !local && !s.cfg.Weights.Has(cacheVolume, model) {
 		if envTrue(sp.Env["HF_HUB_OFFLINE"]) { // huggingface_hub looks only in the cache
 			s.failPython([]string{
 				`  File "` + pyLib + `/huggingface_hub/file_download.py", line 1123, in _hf_hub_download_to_cache_dir`,
@@ -324,7 +325,7 @@ func (s *Server) run() {
 		if !s.wait(took) {
 			return
 		}
-		s.cfg.Weights.put(cacheVolume, model)
+		s.cfg.Weights.Put(cacheVolume, model)
 		// vLLM says so only past half a second; the threshold is applied to the modelled
 		// (unscaled) time, so a download a real start would report is reported
 		if took := time.Since(t0).Seconds(); took/s.cfg.TimeScale > 0.5 {

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -145,7 +146,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 		}
 		need += o.Size
 	}
-	mount, volume, _ := mountFor(sp.Mounts, d.dest)
+	mount, volume, _ := hfmodel.MountFor(sp.Mounts, d.dest)
 	if room := sp.VolumeBytes; room > 0 && need > room {
 		s.log.Printf("fill: %s needs %d bytes, more than the volume's %d bytes", d.src, need, room)
 		s.exit(proc.Exit{Code: 3, Reason: "Error"})
@@ -187,7 +188,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 		done := int64(float64(need) * float64(min(time.Since(start), took)) / float64(max(took, 1)))
 		s.log.Printf("fill: %s %d/%d bytes, %.0f bytes/s", d.src, done, need, bw)
 	}
-	s.cfg.Weights.store(volume, key, need)
+	s.cfg.Weights.Store(volume, key, need)
 	s.log.Printf("fill: %s %d/%d bytes, 0 bytes/s", d.src, need, need)
 	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -63,7 +64,7 @@ func TestS3FillCopiesTheDirectory(t *testing.T) {
 		fmt.Fprint(w, strings.Repeat("x", objects[strings.TrimPrefix(r.URL.Path, "/models/")]))
 	}))
 	defer srv.Close()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 1}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 1}
 	mounts := map[string]string{"/root/.cache/huggingface": "pvc:ns/s3w"}
 	dir := "/root/.cache/huggingface/s3/models/Qwen3-0.6B"
 	env := map[string]string{"HF_HOME": "/root/.cache/huggingface", "TQDM_MININTERVAL": "1", "AWS_ENDPOINT_URL": srv.URL,
@@ -79,7 +80,7 @@ func TestS3FillCopiesTheDirectory(t *testing.T) {
 		!strings.Contains(text(), "/1207 bytes, 500 bytes/s") || len(gets) != 3 {
 		t.Fatalf("gets %v:\n%s", gets, text())
 	}
-	if !cfg.Weights.has("pvc:ns/s3w", "dir:/s3/models/Qwen3-0.6B") {
+	if !cfg.Weights.Has("pvc:ns/s3w", "dir:/s3/models/Qwen3-0.6B") {
 		t.Fatal("the copied directory is not held on the volume")
 	}
 	serve := cfg

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -175,8 +176,8 @@ func TestVllmModelParams(t *testing.T) {
 		"mistralai/Mixtral-8x7B-v0.1": 56e9, "deepseek-ai/DeepSeek-V3": 671e9, "facebook/opt-125m": 125e6, "m": 1e9,
 		"/models/Qwen3-0.6B": 0.6e9,
 	} {
-		if got := modelParams(model); got != want {
-			t.Errorf("modelParams(%q) = %g, want %g", model, got, want)
+		if got := hfmodel.Params(model); got != want {
+			t.Errorf("hfmodel.Params(%q) = %g, want %g", model, got, want)
 		}
 	}
 }
@@ -473,7 +474,7 @@ func TestVllmHealthSlowUnderLoad(t *testing.T) {
 // TestVllmWeightsCache: a model on a volume that holds it is not downloaded again.
 func TestVllmWeightsCache(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache()}
+	cfg := Config{Weights: hfmodel.NewWeightsCache()}
 	spec := proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
 	s1, log1, url1 := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url1+"/health", "", 200)
@@ -579,7 +580,7 @@ func TestVllmDefaultSlots(t *testing.T) {
 func TestVllmModelledStartTimes(t *testing.T) {
 	t.Parallel()
 	cfg := Config{}.withDefaults()
-	small, big := weightBytes("Qwen/Qwen3-0.6B"), weightBytes("Qwen/Qwen3-8B")
+	small, big := hfmodel.WeightBytes("Qwen/Qwen3-0.6B"), hfmodel.WeightBytes("Qwen/Qwen3-8B")
 	if d := cfg.downloadTime(big); d != time.Duration(float64(big)/500e6*0.01*float64(time.Second)) || d < 250*time.Millisecond {
 		t.Errorf("Qwen3-8B (%d bytes) downloads in %v at 500 MB/s under 0.01", big, d)
 	}

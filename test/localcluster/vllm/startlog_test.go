@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -81,7 +82,7 @@ func secondsIn(t *testing.T, line string) float64 {
 // absent when the volume holds the weights, and --enforce-eager compiles and captures nothing.
 func TestVllmStartLog(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Weights: NewWeightsCache(), TimeScale: 0.02}
+	cfg := Config{Weights: hfmodel.NewWeightsCache(), TimeScale: 0.02}
 	spec := proc.Spec{Args: []string{"Qwen/Qwen3-0.6B"}, Mounts: map[string]string{"/root/.cache/huggingface": "pvc:ns/hf"}}
 	_, log, url := vtStart(t, spec, cfg)
 	vtWaitStatus(t, "GET", url+"/health", "", 200)

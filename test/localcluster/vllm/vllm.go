@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
@@ -87,9 +88,9 @@ type Config struct {
 	// MaxNumSeqs is the engine's slots when the container does not pass --max-num-seqs;
 	// default vLLM's 256. A few make a small load queue (the demo's autoscaling step).
 	MaxNumSeqs int
-	// Weights is what each volume already holds; share one (NewWeightsCache) across the
+	// Weights is what each volume already holds; share one (hfmodel.NewWeightsCache) across the
 	// kubelet's servers. nil: nothing is ever cached, every start downloads.
-	Weights *WeightsCache
+	Weights *hfmodel.WeightsCache
 	// Ray is where the groups' Ray clusters meet (raygroup.go); share one across the kubelet's
 	// servers. nil: a leader's cluster is itself alone, a worker finds no head.
 	Ray *RayCluster
