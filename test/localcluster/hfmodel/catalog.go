@@ -93,7 +93,7 @@ var (
 )
 
 // catalog is every model the tests, samples and README name, and the popular ones around
-// them, keyed by Hugging Face id as the Hub spells it. Weights are what vLLM loads onto the GPUs:
+// them, keyed by Hugging Face id as the Hub spells it. Weights are what an engine loads onto the GPUs:
 // parameters x 2 bytes for bf16 checkpoints, the checkpoint's own bytes for FP8 (DeepSeek) and
 // MXFP4 (gpt-oss, whose experts are 4-bit and the rest bf16).
 var catalog = map[string]Geometry{
