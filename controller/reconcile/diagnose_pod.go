@@ -190,7 +190,9 @@ func diagnoseContainer(eng engine.Engine, p *corev1.Pod, cs *corev1.ContainerSta
 		}
 		return found(RankStarting, ReasonStarting, fmt.Sprintf("%s: waiting: %s %s", where, w.Reason, w.Message))
 	}
-	if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || t.Reason == "OOMKilled") {
+	// A model server never exits on its own: any end of its run is a crash, exit 0 included
+	// (SGLang's launcher kills its process tree on a scheduler's death, then exits 0).
+	if t := cs.State.Terminated; t != nil {
 		// Between an exit and the back-off the status reads Error or OOMKilled; reporting the
 		// crash loop already keeps the reason steady while the container cycles.
 		if t.Reason == "OOMKilled" {
@@ -200,7 +202,7 @@ func diagnoseContainer(eng engine.Engine, p *corev1.Pod, cs *corev1.ContainerSta
 	}
 	if r := cs.State.Running; r != nil && !cs.Ready {
 		since := now.Sub(r.StartedAt.Time)
-		if last != nil && cs.RestartCount > 0 && (last.ExitCode != 0 || last.Reason == "OOMKilled") && since < crashLoopMemory {
+		if last != nil && cs.RestartCount > 0 && since < crashLoopMemory {
 			// Restarted after a crash and not ready yet: still the crash loop, not a new cause.
 			f, _ := found(RankCrash, ReasonCrashLoopBackOff, where+": restarted after a crash"+lastText())
 			if last.Reason == "OOMKilled" {

@@ -51,6 +51,7 @@ func running(started, ready bool, since time.Duration) corev1.ContainerStatus {
 func TestLayerDiagnosis(t *testing.T) {
 	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "torch.OutOfMemoryError: CUDA out of memory\nTraceback"}
 	oom := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
+	completed := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
 	cases := []struct {
 		name       string
 		rsFailure  string
@@ -150,6 +151,23 @@ func TestLayerDiagnosis(t *testing.T) {
 			},
 			reason: ReasonCrashLoopBackOff, phase: crd.PhaseFailed,
 			msgContain: "Pod qwen3-7b6cd-a container vllm: CrashLoopBackOff; last terminated: exit code 1 (Error): torch.OutOfMemoryError: CUDA out of memory, 4 restarts (and 1 more pods)",
+		},
+		{
+			// SGLang's launcher kills its process tree when a scheduler dies, then exits 0: the
+			// kubelet says Completed, and the server is down all the same.
+			name: "a server that exited 0 (Completed), just exited and restarted",
+			pods: []*corev1.Pod{
+				pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "vllm", RestartCount: 1, State: corev1.ContainerState{Terminated: completed}}}
+				}),
+				pod("qwen3-7b6cd-b", func(p *corev1.Pod) {
+					cs := running(true, false, time.Second)
+					cs.RestartCount, cs.LastTerminationState.Terminated = 1, completed
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+				}),
+			},
+			reason: ReasonCrashLoopBackOff, phase: crd.PhaseFailed,
+			msgContain: "Pod qwen3-7b6cd-a container vllm: exited; last terminated: exit code 0 (Completed), 1 restarts (and 1 more pods)",
 		},
 		{
 			name: "OOMKilled, in either half of its cycle",

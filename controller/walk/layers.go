@@ -181,10 +181,11 @@ func podState(p *corev1.Pod) string {
 			}
 			return "waiting"
 		}
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+		// A server's exit is a crash whatever its code (SGLang exits 0 when a scheduler dies).
+		if t := cs.State.Terminated; t != nil {
 			return "crash looping"
 		}
-		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 && !cs.Ready {
+		if t := cs.LastTerminationState.Terminated; t != nil && !cs.Ready {
 			return "crash looping" // restarted and not serving yet: the walk calls it the crash loop too
 		}
 	}
