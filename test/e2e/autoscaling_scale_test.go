@@ -25,35 +25,50 @@ import (
 // With 2 slots a pod, 16 clients leave 6 waiting a pod at 2 replicas (the HPA wants 4 at a
 // target of 3) and 2 at 4 replicas: under target.
 const (
-	loadClients   = 16
-	loadTokens    = 100
-	loadMaxSent   = 4000 // a bound on the whole test's requests, whatever happens
-	scaleManifest = `apiVersion: ai.example.com/v1beta1
+	loadClients = 16
+	loadTokens  = 100
+	loadMaxSent = 4000 // a bound on the whole test's requests, whatever happens
+)
+
+// scaleManifest is the model the autoscaling test loads, on the engine e with 2 slots a pod.
+func scaleManifest(e engineCase) string {
+	return `apiVersion: ai.example.com/v1beta1
 kind: InferenceService
 metadata: {name: busy}
 spec:
   baseModel: Qwen/Qwen3-0.6B
+  engine: ` + e.name + `
   gpusPerReplica: 1
-  engineArgs: ["--max-num-seqs", "2"]
+  engineArgs: ["` + e.slots + `", "2"]
   autoscaling: {minReplicas: 2, maxReplicas: 4, targetQueueLength: 3, scaleDownDelaySeconds: 45}
 `
-)
+}
 
-// TestAutoscalesOnTheQueue is the issue's acceptance on the real HPA controller: a model at 2
-// replicas under a bounded load that overflows its slots; the queue rises, the HPA scales it to
-// its bound of 4 on the metric the operator's adapter serves, the queue falls under target,
-// the isvc reports Ready with 4; the load stops and it returns to 2 after the scale-down delay.
-// The timeline (queue per pod as the HPA reads it, desired, ready) is logged.
+// TestAutoscalesOnTheQueue is the issue's acceptance on the real HPA controller, for every
+// engine on its own queue: a model at 2 replicas under a bounded load that overflows its slots;
+// the queue rises, the HPA scales it to its bound of 4 on the metric the operator's adapter
+// serves (the engine's), the queue falls under target, the isvc reports Ready with 4; the load
+// stops and it returns to 2 after the scale-down delay. The timeline (queue per pod as the HPA
+// reads it, desired, ready) is logged.
 func TestAutoscalesOnTheQueue(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
 	w := useWebhookCRD(t)
 	adapter := startMetricsAdapter(t)
 	adapter.waitAvailable(t)
-	applyYAMLWith(t, w.cache, ns, scaleManifest)
-	env.WaitPhase(t, ns, "busy", "Ready", 2*time.Minute)
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { testAutoscalesOnTheQueue(t, w, e) })
+	}
+}
 
-	tl := &timeline{t: t, ns: ns, name: "busy", start: time.Now()}
+func testAutoscalesOnTheQueue(t *testing.T, w *webhookInstall, e engineCase) {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, w.cache, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	applyYAMLWith(t, w.cache, ns, scaleManifest(e))
+	env.WaitPhase(t, ns, "busy", "Ready", 2*time.Minute)
+	if h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "busy", metav1.GetOptions{}); err != nil || h.Spec.Metrics[0].Pods.Metric.Name != e.metric() {
+		t.Fatalf("the HPA (%v) does not scale on %s's queue %s", err, e.name, e.metric())
+	}
+
+	tl := &timeline{t: t, ns: ns, name: "busy", metric: e.metric(), start: time.Now()}
 	stopSampling := tl.sample(3 * time.Second)
 	defer stopSampling()
 
@@ -94,7 +109,7 @@ func TestAutoscalesOnTheQueue(t *testing.T) {
 	t.Logf("load: %d clients, %d requests (%d failed); scaled up to 4 ready %s after the load started; back to 2 %s after it stopped (delay 45s, HPA sync 15s)",
 		loadClients, sent, failed, scaledUp.Round(time.Second), time.Since(loadStopped).Round(time.Second))
 	t.Logf("timeline (queue per pod as the custom metrics API serves it):\n%s", tl)
-	t.Logf("kubectl get hpa:\n%s", env.Kubectl(t, "get", "hpa", "-n", ns, "busy"))
+	t.Logf("kubectl get hpa:\n%s", env.Kubectl(t, w.cache, "get", "hpa", "-n", ns, "busy"))
 }
 
 // applyYAMLWith is applyYAML through kubectl with extra flags (a cache directory of its own,
@@ -196,6 +211,7 @@ func (s qsample) String() string {
 type timeline struct {
 	t        *testing.T
 	ns, name string
+	metric   string // the queue's name in the custom metrics API
 	start    time.Time
 	mu       sync.Mutex
 	samples  []qsample
@@ -224,7 +240,7 @@ func (tl *timeline) sample(every time.Duration) (stop func()) {
 func (tl *timeline) read(ctx context.Context) qsample {
 	s := qsample{at: time.Since(tl.start), queue: map[string]float64{}}
 	raw, err := env.Kube.CoreV1().RESTClient().Get().
-		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+tl.ns+"/pods/*/num_requests_waiting").
+		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+tl.ns+"/pods/*/"+tl.metric).
 		Param("labelSelector", kinds.InstanceLabel+"="+tl.name).DoRaw(ctx)
 	if err == nil {
 		var list struct {

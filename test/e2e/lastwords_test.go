@@ -10,33 +10,41 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/inferenceservice-operator/controller/engine"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// TestLastWords: a crash-looping model's status message and its Warning Event carry the line of
-// the crashed run's log that says why it died, as `kubectl logs --previous` shows it: read by
-// the operator through pods/log on the local cluster, whose fake vLLM fails as vLLM does. Then
+// TestLastWords: for every engine, a crash-looping model's status message and its Warning Event
+// carry the line of the crashed run's log that says why it died, as `kubectl logs --previous`
+// shows it: read by the operator through pods/log on the local cluster, whose fake engines fail
+// as the real ones do, in their own words. Then
 // the reads are counted per crash-looping pod over a minute: one or two per crashed run, none per resync.
 func TestLastWords(t *testing.T) {
 	ns := env.Namespace(t)
-	cases := []struct {
-		name, spec, reason, line string
-	}{
-		// An engine argument vLLM does not know: argparse's error, exit 2.
-		{"bad-arg", "metadata: {name: bad-arg, annotations: {" + crd.AnnotationV1beta1Spec + `: '{"engineArgs":["--foo"]}'}}` + "\nspec: {model: m, replicas: 1, gpusPerReplica: 1}",
-			"CrashLoopBackOff", "vllm: error: unrecognized arguments: --foo"},
-		// 72B parameters on one 80 GiB GPU: torch's out-of-memory, the root cause vLLM's last
-		// line points above to.
-		{"cuda-oom", "metadata: {name: cuda-oom}\nspec: {model: Qwen/Qwen2.5-72B-Instruct, replicas: 1, gpusPerReplica: 1}",
-			"CrashLoopBackOff", "torch.OutOfMemoryError: CUDA out of memory."},
-		// The image conventions: killed by the kernel mid-load, and an engine dying while it serves.
-		{"oomkilled", "metadata: {name: oomkilled}\nspec: {model: m, replicas: 1, gpusPerReplica: 1, image: kubelet.fake/oomkilled:v1}",
-			"OOMKilled", "Loading safetensors checkpoint shards:"},
-		{"engine-dies", "metadata: {name: engine-dies}\nspec: {model: m, replicas: 1, gpusPerReplica: 1, image: kubelet.fake/crashloop:v1}",
-			"CrashLoopBackOff", "RuntimeError: CUDA error: an illegal memory access was encountered"},
+	type crash struct{ name, spec, reason, line string }
+	var cases []crash
+	for _, e := range engines {
+		suffix := ""
+		if e.name != engine.VLLM {
+			suffix = "-" + e.name
+		}
+		cases = append(cases,
+			// An engine argument the engine does not know: argparse's error, exit 2.
+			crash{"bad-arg" + suffix, e.meta("bad-arg"+suffix, `"engineArgs":["--foo"]`) + "\nspec: {model: m, replicas: 1, gpusPerReplica: 1}",
+				"CrashLoopBackOff", e.unknownArg},
+			// 72B parameters on one 80 GiB GPU: torch's out-of-memory, the root cause the
+			// engine's last line points above to (SGLang's launcher then exits 0).
+			crash{"cuda-oom" + suffix, e.meta("cuda-oom"+suffix, "") + "\nspec: {model: Qwen/Qwen2.5-72B-Instruct, replicas: 1, gpusPerReplica: 1}",
+				"CrashLoopBackOff", "torch.OutOfMemoryError: CUDA out of memory."})
 	}
+	cases = append(cases,
+		// The image conventions: killed by the kernel mid-load, and an engine dying while it serves.
+		crash{"oomkilled", "metadata: {name: oomkilled}\nspec: {model: m, replicas: 1, gpusPerReplica: 1, image: kubelet.fake/oomkilled:v1}",
+			"OOMKilled", "Loading safetensors checkpoint shards:"},
+		crash{"engine-dies", "metadata: {name: engine-dies}\nspec: {model: m, replicas: 1, gpusPerReplica: 1, image: kubelet.fake/crashloop:v1}",
+			"CrashLoopBackOff", "RuntimeError: CUDA error: an illegal memory access was encountered"})
 	for _, c := range cases {
 		applyYAML(t, ns, "apiVersion: ai.example.com/v1alpha1\nkind: InferenceService\n"+c.spec+"\n")
 	}

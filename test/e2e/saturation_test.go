@@ -20,7 +20,7 @@ func TestSaturatedAtMax(t *testing.T) {
 	w := useWebhookCRD(t)
 	adapter := startMetricsAdapter(t)
 	adapter.waitAvailable(t)
-	applyYAMLWith(t, w.cache, ns, strings.NewReplacer("name: busy", "name: capped", "minReplicas: 2, maxReplicas: 4", "minReplicas: 1, maxReplicas: 1").Replace(scaleManifest))
+	applyYAMLWith(t, w.cache, ns, strings.NewReplacer("name: busy", "name: capped", "minReplicas: 2, maxReplicas: 4", "minReplicas: 1, maxReplicas: 1").Replace(scaleManifest(engines[0])))
 	env.WaitPhase(t, ns, "capped", "Ready", 2*time.Minute)
 
 	load := startLoad(t, ns, "capped", loadClients)

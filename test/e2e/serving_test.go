@@ -14,23 +14,36 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// TestModelPodServes: five lines of YAML give pods that serve. Each ready pod of the model,
-// reached at its IP as a client in the cluster would, lists the model under the name clients
-// send on /v1/models, loaded from that model (its root: not the image's default model), answers a completion for it, exports vLLM's queue gauge labelled with it
-// on /metrics (what the ServiceMonitor scrapes and the HPA's metric comes from), and its log,
-// read with kubectl through the kubelet API, shows the server started.
+// TestModelPodServes: five lines of YAML give pods that serve, whichever the engine. Each ready
+// pod of the model, reached at its IP as a client in the cluster would, lists the model under
+// the name clients send on /v1/models, loaded from that model (its root: not the image's default
+// model), answers a completion for it, exports the engine's queue gauge labelled with it on
+// /metrics (what the ServiceMonitor scrapes and the HPA's metric comes from), and its log, read
+// with kubectl through the kubelet API, shows the server started.
 func TestModelPodServes(t *testing.T) {
 	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			testModelPodServes(t, e)
+		})
+	}
+}
+
+func testModelPodServes(t *testing.T, e engineCase) {
 	ns := env.Namespace(t)
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
-metadata: {name: qwen3}
+`+e.meta("qwen3", "")+`
 spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 `)
 	env.WaitPhase(t, ns, "qwen3", crd.PhaseReady, 90*time.Second)
 	pods, err := readyModelPods(t, ns, "qwen3")
 	if err != nil || len(pods) != 2 {
 		t.Fatalf("%d ready pods (%v), want 2", len(pods), err)
+	}
+	if c := pods[0].Spec.Containers[0]; c.Image != e.eng.Image() {
+		t.Fatalf("pod %s runs %s, want %s's image %s", pods[0].Name, c.Image, e.name, e.eng.Image())
 	}
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	call := func(method, ip, path, body string) string {
@@ -63,7 +76,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 		if !strings.Contains(out, `"completion_tokens":4`) {
 			t.Fatalf("pod %s completion: %s", p.Name, out)
 		}
-		if m := call("GET", ip, "/metrics", ""); !strings.Contains(m, `vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"}`) {
+		if m := call("GET", ip, "/metrics", ""); !hasSeries(m, e.eng.Metrics().Queue, "Qwen/Qwen3-8B") {
 			t.Fatalf("pod %s /metrics has no queue gauge for the model:\n%.2000s", p.Name, m)
 		}
 	}
