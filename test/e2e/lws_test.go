@@ -98,6 +98,32 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 		}
 	}
 
+	// Every engine but the default forms a group of its own first, through its own launch
+	// (SGLang's --nnodes/--node-rank/--dist-init-addr over the cluster DNS, no Ray), and its
+	// leader serves; the default engine's groups are the rest of the test.
+	for _, e := range engines[1:] {
+		name := "group-" + e.name
+		apply(name, "  baseModel: deepseek-ai/DeepSeek-V3\n  engine: "+e.name+"\n  replicas: 1\n  gpusPerReplica: 16\n  multiNode: {nodes: 2}\n")
+		testenv.Eventually(t, 3*time.Minute, name+" Ready with 1 group", func() error {
+			i, says := isvcSays(t, ns, name)
+			if i == nil || i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas != 1 {
+				return fmt.Errorf("%s", says)
+			}
+			return nil
+		})
+		pods := groupPods(t, ns, name)
+		if len(pods) != 2 || pods[0].Spec.NodeName == pods[1].Spec.NodeName {
+			t.Fatalf("%s: %d pods, want 2 on two nodes", name, len(pods))
+		}
+		for _, p := range pods {
+			if p.Labels[kinds.LWSWorkerLabel] == "0" {
+				leaderServes(t, p, "deepseek-ai/DeepSeek-V3")
+			}
+		}
+		t.Logf("%s: a group of 2 pods on 2 nodes, its leader serves", name)
+		kubectl("delete", "isvc", name, "-n", ns, "--wait=true", "--timeout=60s")
+	}
+
 	created := time.Now()
 	apply("big", "  baseModel: deepseek-ai/DeepSeek-V3\n  replicas: 2\n  gpusPerReplica: 16\n  multiNode: {nodes: 2}\n")
 	testenv.Eventually(t, 3*time.Minute, "big Ready with 2 groups", func() error {
@@ -138,17 +164,7 @@ func TestMultiNodeOnLeaderWorkerSet(t *testing.T) {
 			t.Fatalf("the Service selects worker %s", p.Name)
 		}
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := hc.Post("http://"+net.JoinHostPort(leaders[0].Status.PodIP, fmt.Sprint(reconcile.Port))+"/v1/completions", "application/json",
-		strings.NewReader(`{"model":"deepseek-ai/DeepSeek-V3","prompt":"Multi-node","max_tokens":3}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
-		t.Fatalf("leader %s: %d %s", leaders[0].Name, resp.StatusCode, body)
-	}
+	leaderServes(t, leaders[0], "deepseek-ai/DeepSeek-V3")
 	h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), "big", metav1.GetOptions{})
 	if err != nil || h.Spec.ScaleTargetRef.Kind != "LeaderWorkerSet" {
 		t.Fatalf("HPA: %v %+v", err, h)
@@ -426,4 +442,20 @@ func readyLeaders(t *testing.T, ns, name, env string) (ready, current int) {
 		}
 	}
 	return ready, current
+}
+
+// leaderServes: a group's leader answers a completion for the model at its pod IP.
+func leaderServes(t *testing.T, leader corev1.Pod, model string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := hc.Post("http://"+net.JoinHostPort(leader.Status.PodIP, fmt.Sprint(reconcile.Port))+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"`+model+`","prompt":"Multi-node","max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
+		t.Fatalf("leader %s: %d %s", leader.Name, resp.StatusCode, body)
+	}
 }
