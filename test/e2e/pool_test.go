@@ -88,22 +88,27 @@ func withGatewayWorld(t *testing.T, ns, logName string, w gatewayWorld) string {
 	return gwAddr
 }
 
-// TestPoolRoute: where the Inference Extension's InferencePool is served, a model with
+// TestPoolRoute, for every engine: where the Inference Extension's InferencePool is served, a model with
 // spec.gateway gets a pool and an endpoint picker, which the local kubelet runs from the
 // extension's own code; the route goes to the Service until the picker serves, then to the
 // pool, and the gateway sends each request where the picker says. Requests sharing a long
 // prefix land on one pod. The picker killed: the route goes back to the Service and requests
 // are still answered; back, the pool again. Deleted, the pool route's children go with it.
 func TestPoolRoute(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { testPoolRoute(t, e) })
+	}
+}
+
+// testPoolRoute is TestPoolRoute for one engine: its picker reads the engine's own series.
+func testPoolRoute(t *testing.T, e engineCase) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	gwAddr := withGateway(t, ns, "gateway.log")
+	gwAddr := withGateway(t, ns, "gateway-"+e.name+".log")
 
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
-metadata:
-  name: m
-  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/m"},"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"},{"name":"chat","storageURI":"hf://org/chat-lora"}]}'}
+`+e.meta("m", `"gateway":{"route":"/`+ns+`/m"},"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"},{"name":"chat","storageURI":"hf://org/chat-lora"}]`)+`
 spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 `)
 	routed := func(want string, timeout time.Duration) *metav1.Condition {
