@@ -24,12 +24,12 @@ import (
 // defaultFileSeconds. A wrong figure costs balance, never a test: every file lands in exactly
 // one shard.
 var fileSeconds = map[string]int{
-	"lws_test.go":               168,
+	"lws_test.go":               197,
 	"engine_sglang_test.go":     10,
 	"adapters_test.go":          123,
 	"faults_test.go":            119,
 	"watchexpiry_test.go":       110,
-	"autoscaling_scale_test.go": 105,
+	"autoscaling_scale_test.go": 211,
 	"metricsadapter_test.go":    100,
 	"hostile_routes_test.go":    92,
 	"kueue_queuechange_test.go": 92,
@@ -55,7 +55,7 @@ var fileSeconds = map[string]int{
 	"autoscaling_test.go":       47,
 	"saturation_test.go":        46,
 	"plugin_test.go":            42,
-	"pool_test.go":              40,
+	"pool_test.go":              85,
 	"template_test.go":          38,
 	"gateway_picker_test.go":    32,
 	"start_phases_test.go":      27,
