@@ -29,7 +29,7 @@ func main() {
 	flag.IntVar(&c.StreamTokens, "stream-tokens", 8, "tokens per streamed completion")
 	conc := flag.String("concurrency", "16,128", "comma-separated requests in flight of the throughput runs: 16 is paced by the model server, 128 by this machine's CPU")
 	rps := flag.Int("rps-seconds", 20, "seconds of the throughput run, per path")
-	held := flag.String("held", "100,1000", "comma-separated counts of requests held at once for the memory rows (1000 is the shipped --max-held-total)")
+	held := flag.String("held", "100,1000", "comma-separated counts of requests held at once for the memory rows (the last, when 1000, the shipped --max-held-total: only then is the request sent past it refused)")
 	cold := flag.String("cold", "1,10,100", "comma-separated counts of requests sent at once to a model at zero (100 is the shipped --max-held)")
 	flag.DurationVar(&c.Timeout, "phase-timeout", 5*time.Minute, "bound on each phase")
 	flag.BoolVar(&c.Keep, "keep", false, "keep the cluster's directory")
