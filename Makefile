@@ -9,7 +9,7 @@ export CGO_ENABLED = 0
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check bench-activator
 
 # Run the operator's main job on the embedded local cluster. The cluster, kubectl and the demo
 # are built first with their progress shown (a fresh machine compiles for several minutes).
@@ -235,6 +235,15 @@ soak-ci:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/kubectl/build.sh $(KUBECTL_BIN)
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) SOAK_CI=1 $(GO) test -timeout 15m -count=1 -v ./test/soak/
+
+# The activator against the model's pod called directly, side by side in one run on the local
+# cluster (test/bench/activator): latency added to a completion and a stream, whether a stream is
+# buffered, requests per second at 16 and 128 in flight (20 s each), memory with 0, 100 and 1,000
+# requests held, the first byte of 1, 10 and 100 requests at zero. About 4 minutes.
+bench-activator:
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) $(GO) run ./test/bench/activator
 
 # The Service route against the pool route, side by side on one cluster and one model (4 pods,
 # 8 adapters): prefix-cache hit rate, time to a one-token answer p50/p99, requests per pod
