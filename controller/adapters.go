@@ -1,7 +1,9 @@
 // Runtime LoRA adapters, the I/O on both sides of the decision: before Reconcile, each pod whose
-// server is ready (ContainersReady: the adapters gate holds Ready) of a model with adapters is asked what it serves (GET /v1/models); after it, the load and
-// unload calls Reconcile planned are made, each failure remembered for the next observation and
-// its retry spaced out.
+// server is ready (ContainersReady: the adapters gate holds Ready) of a model with adapters is
+// observed: asked what it serves (GET /v1/models, vLLM), or, for a server whose /v1/models lists
+// no adapter (SGLang v0.5.3), read from the remembered answers of its loads and unloads; after
+// it, the load and unload calls Reconcile planned are made, each failure remembered for the next
+// observation and its retry spaced out, and the pods not known yet are learnt by loading.
 
 package controller
 
@@ -10,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,14 +75,26 @@ const (
 // controller references the caches hold, is dialled, at its status.podIP.
 func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *crd.InferenceService, ext *crd.SpecExtensions, stored *crd.StatusExtensions, obs reconcile.Observed) []reconcile.PodAdapters {
 	if c.modelServers == nil || len(ext.Adapters) == 0 && len(stored.LoadedAdapters) == 0 && !c.memory.attempts().has(key) {
-		return nil
-	}
-	// An engine whose /v1/models lists no adapter (SGLang v0.5.3, whose models the API refuses
-	// adapters) cannot be observed this way.
-	if !adapterAPI(ext).Listed {
+		c.memory.servedSets().observe(key, nil)
 		return nil
 	}
 	pods := servingPods(isvc, obs)
+	var out []reconcile.PodAdapters
+	if adapterAPI(ext).Listed {
+		out = c.listedAdapters(ctx, pods)
+	} else {
+		out = c.answeredAdapters(key, pods)
+	}
+	c.memory.attempts().settle(key, out)
+	for i := range out {
+		out[i].Failed = c.memory.attempts().failed(key, out[i].Pod)
+	}
+	return out
+}
+
+// listedAdapters asks each pod's server what it serves (GET /v1/models: vLLM lists every
+// loaded adapter there).
+func (c *Controller) listedAdapters(ctx context.Context, pods []*corev1.Pod) []reconcile.PodAdapters {
 	out := make([]reconcile.PodAdapters, len(pods))
 	ctx, cancel := context.WithTimeout(ctx, observeBudget)
 	defer cancel()
@@ -109,11 +125,126 @@ func (c *Controller) observeAdapters(ctx context.Context, key queue.Key, isvc *c
 		}()
 	}
 	wg.Wait()
-	c.memory.attempts().settle(key, out)
-	for i := range out {
-		out[i].Failed = c.memory.attempts().failed(key, out[i].Pod)
+	return out
+}
+
+// notKnown is the observation of a pod whose server lists no adapter on /v1/models (SGLang
+// v0.5.3) and whose container this operator process has had no answer from yet.
+const notKnown = "what its server has loaded is not known yet: its /v1/models lists no adapter and this operator process has had no load or unload answer from this container; the wanted adapters are loaded again there and the answer's list taken"
+
+// answeredAdapters is the observation of pods whose server lists no adapter on /v1/models
+// (SGLang v0.5.3): for each pod, what the last answer of its current container to a load or an
+// unload listed (LoRAUpdateOutput's loaded_adapters: every adapter loaded after the call), as
+// the controller's memory holds it. A container started again has loaded nothing: the operator
+// passes no --lora-paths. What cannot be seen: an adapter loaded or unloaded by another client
+// than this operator (their answers are theirs), until the next answer to one of ours lists
+// it; and anything at all in a container this process has had no answer from (after an
+// operator restart or failover its memory is empty, and a pod new to it is alike): such a pod
+// is reported not asked (notKnown), so it claims nothing, gets no planned steps and keeps its
+// gate, and learnAdapters loads the wanted adapters there again (SGLang's refusal of a name it
+// has counts as loaded, engine.AdapterAPI.LoadPresent), taking the answer's list as the truth:
+// the next observation plans the unloads of what is listed and not wanted.
+func (c *Controller) answeredAdapters(key queue.Key, pods []*corev1.Pod) []reconcile.PodAdapters {
+	instances := make(map[string]string, len(pods))
+	for _, p := range pods {
+		instances[p.Name] = podInstance(p)
+	}
+	known := c.memory.servedSets().observe(key, instances)
+	out := make([]reconcile.PodAdapters, len(pods))
+	for i, p := range pods {
+		out[i] = reconcile.PodAdapters{Pod: p.Name, IP: p.Status.PodIP}
+		loaded, ok := known[p.Name]
+		if !ok {
+			out[i].Err = notKnown
+			continue
+		}
+		for name, path := range loaded {
+			out[i].Loaded = append(out[i].Loaded, reconcile.LoadedAdapter{Name: name, Path: path})
+		}
+		sort.Slice(out[i].Loaded, func(a, b int) bool { return out[i].Loaded[a].Name < out[i].Loaded[b].Name })
 	}
 	return out
+}
+
+// podInstance names one start of a pod's server container: the pod's UID and the container's
+// restart count (the cache keeps no container ID).
+func podInstance(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == kinds.ContainerName {
+			return string(p.UID) + "/" + strconv.Itoa(int(cs.RestartCount))
+		}
+	}
+	return string(p.UID) + "/"
+}
+
+// learnAdapters makes, on each pod observed notKnown, the calls whose answers say what its
+// server has loaded: a load of each wanted adapter (a name loaded already is answered as such,
+// with the list), or, when none is wanted, an unload of each the status still lists. Each call
+// is an attempt of its step, spaced out as the planned ones are. It returns how many calls it
+// made and how many failed.
+func (c *Controller) learnAdapters(ctx context.Context, key queue.Key, api engine.AdapterAPI, ext *crd.SpecExtensions, stored *crd.StatusExtensions, observed []reconcile.PodAdapters) (made, failed int) {
+	if c.modelServers == nil || api.Listed {
+		return 0, 0
+	}
+	var steps []reconcile.AdapterStep
+	for _, a := range ext.Adapters {
+		if path, err := reconcile.AdapterPath(a.StorageURI); err == nil {
+			steps = append(steps, reconcile.AdapterStep{Load: true, Name: a.Name, Path: path})
+		}
+	}
+	if len(ext.Adapters) == 0 {
+		for _, name := range stored.LoadedAdapters {
+			steps = append(steps, reconcile.AdapterStep{Name: name})
+		}
+	}
+	now := c.now()
+	ctx, cancel := context.WithTimeout(ctx, stepBudget)
+	defer cancel()
+	sem := make(chan struct{}, adapterConcurrency)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range observed {
+		if p.Err != notKnown {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, s := range steps {
+				s.Pod, s.IP = p.Pod, p.IP
+				if ctx.Err() != nil || c.memory.attempts().due(key, s, now) > 0 {
+					continue
+				}
+				loaded, err := c.call(ctx, api, s)
+				c.memory.attempts().record(key, s, now, err)
+				c.memory.servedSets().answer(key, s, loaded, err)
+				mu.Lock()
+				made++
+				if err != nil {
+					failed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return made, failed
+}
+
+// call makes step s on its pod: the load or the unload, with the server's answer.
+func (c *Controller) call(ctx context.Context, api engine.AdapterAPI, s reconcile.AdapterStep) (map[string]string, error) {
+	if s.Load {
+		return c.modelServers.LoadAdapter(ctx, api, s.IP, s.Name, s.Path)
+	}
+	return c.modelServers.UnloadAdapter(ctx, api, s.IP, s.Name)
 }
 
 // servingPods are the running pods of isvc's own Deployment whose server is ready and that have
@@ -205,13 +336,9 @@ func (c *Controller) applyAdapterSteps(ctx context.Context, key queue.Key, api e
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				var err error
-				if s.Load {
-					_, err = c.modelServers.LoadAdapter(ctx, api, s.IP, s.Name, s.Path)
-				} else {
-					_, err = c.modelServers.UnloadAdapter(ctx, api, s.IP, s.Name)
-				}
+				loaded, err := c.call(ctx, api, s)
 				c.memory.attempts().record(key, s, now, err)
+				c.memory.servedSets().answer(key, s, loaded, err)
 				if err != nil {
 					mu.Lock()
 					failed++
@@ -341,6 +468,82 @@ func (a *attempts) failed(k queue.Key, pod string) map[string]string {
 		}
 	}
 	return out
+}
+
+// servedSets remembers, per isvc and pod, what the adapter answers of the pod's server container
+// listed, for the start of the container they came from (podInstance): what is observed of a
+// server whose /v1/models lists no adapter (answeredAdapters). An entry goes when its pod no
+// longer serves, or the isvc has nothing of adapters to observe, or goes. A view of the
+// controller's memory.
+type servedSets memory
+
+// podServed is one pod's: known is false until an answer of this container's listed its set.
+type podServed struct {
+	instance string
+	known    bool
+	loaded   map[string]string // name -> path
+}
+
+// observe records the serving pods of k and their container starts (pod -> podInstance),
+// forgets the others, and returns what is known of each: a container started again since the
+// last answer has loaded nothing; a pod without an answer is not in the result.
+func (v *servedSets) observe(k queue.Key, instances map[string]string) map[string]map[string]string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r := (*memory)(v).lookup(k)
+	if r == nil && len(instances) == 0 {
+		return nil
+	}
+	if r == nil {
+		r = (*memory)(v).entry(k)
+	}
+	for pod := range r.served {
+		if _, serving := instances[pod]; !serving {
+			delete(r.served, pod)
+		}
+	}
+	out := map[string]map[string]string{}
+	for pod, inst := range instances {
+		if r.served == nil {
+			r.served = map[string]podServed{}
+		}
+		e, had := r.served[pod]
+		switch {
+		case !had:
+			e = podServed{instance: inst}
+		case e.instance != inst:
+			e = podServed{instance: inst, known: true, loaded: map[string]string{}}
+		}
+		r.served[pod] = e
+		if e.known {
+			out[pod] = maps.Clone(e.loaded)
+		}
+	}
+	(*memory)(v).tidy(k)
+	return out
+}
+
+// answer records the server's answer to step s on its pod: the list it carries is what is
+// loaded; an answer without one (SGLang's refusal to unload a name it does not have) tells of
+// s's adapter alone.
+func (v *servedSets) answer(k queue.Key, s reconcile.AdapterStep, loaded map[string]string, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r := (*memory)(v).lookup(k)
+	if r == nil {
+		return
+	}
+	e, ok := r.served[s.Pod]
+	if !ok {
+		return
+	}
+	switch {
+	case loaded != nil:
+		e.known, e.loaded = true, maps.Clone(loaded)
+	case err == nil && e.known && !s.Load:
+		delete(e.loaded, s.Name)
+	}
+	r.served[s.Pod] = e
 }
 
 // applyAdapterGates writes each pod's adapters gate condition with a strategic merge patch of

@@ -11,7 +11,7 @@ import (
 )
 
 // memory is every key's remembered, read and written through views named for what each part
-// remembers (holds, echoes, expected, attempts, namesakes: the same struct, other methods).
+// remembers (holds, echoes, expected, attempts, namesakes, servedSets: the same struct, other methods).
 type memory struct {
 	mu   sync.Mutex
 	keys map[queue.Key]*remembered
@@ -26,11 +26,12 @@ type remembered struct {
 	expect    *expectation           // expected.go: the creates the caches have not shown
 	attempts  map[attemptKey]attempt // adapters.go: the adapter calls made and their back-off
 	namesakes map[namesake]struct{}  // namesakes.go: children whose create found another's object
+	served    map[string]podServed   // adapters.go: per pod, what its server's adapter answers listed
 }
 
 // empty reports that r remembers nothing, so its key can go.
 func (r *remembered) empty() bool {
-	return r.hold == nil && r.echo == nil && r.expect == nil && len(r.attempts) == 0 && len(r.namesakes) == 0
+	return r.hold == nil && r.echo == nil && r.expect == nil && len(r.attempts) == 0 && len(r.namesakes) == 0 && len(r.served) == 0
 }
 
 // lookup is k's memory, nil when there is none. The caller holds mu.
@@ -67,8 +68,9 @@ func (m *memory) forget(k queue.Key) {
 }
 
 // The views.
-func (m *memory) holds() *holds         { return (*holds)(m) }
-func (m *memory) echoes() *echoes       { return (*echoes)(m) }
-func (m *memory) expected() *expected   { return (*expected)(m) }
-func (m *memory) attempts() *attempts   { return (*attempts)(m) }
-func (m *memory) namesakes() *namesakes { return (*namesakes)(m) }
+func (m *memory) holds() *holds           { return (*holds)(m) }
+func (m *memory) echoes() *echoes         { return (*echoes)(m) }
+func (m *memory) expected() *expected     { return (*expected)(m) }
+func (m *memory) attempts() *attempts     { return (*attempts)(m) }
+func (m *memory) namesakes() *namesakes   { return (*namesakes)(m) }
+func (m *memory) servedSets() *servedSets { return (*servedSets)(m) }

@@ -24,6 +24,7 @@ func TestMemoryForgetsAKeyWhole(t *testing.T) {
 		m.echoes().record(k, "u", "7", &crd.InferenceServiceStatus{}, nil, t0)
 		m.expected().create(k, t0)
 		m.attempts().record(k, reconcile.AdapterStep{Pod: "p", Name: "sql", Load: true}, t0, errors.New("boom"))
+		m.servedSets().observe(k, map[string]string{"p": "p-uid/0"})
 		a := reconcile.Action{Kind: "Service", Object: ownedService(k)}
 		m.namesakes().add(a)
 		if !m.namesakes().seen(a) {
@@ -42,7 +43,7 @@ func TestMemoryForgetsAKeyWhole(t *testing.T) {
 	if _, ok := m.expected().unmet(k, t0); ok || m.attempts().has(k) || m.namesakes().seen(reconcile.Action{Kind: "Service", Object: ownedService(k)}) {
 		t.Fatal("a view still answers for a forgotten key")
 	}
-	if r := m.keys[other]; r == nil || r.hold == nil || r.echo == nil || r.expect == nil || len(r.attempts) != 1 || len(r.namesakes) != 1 || m.attemptsHeld != 1 {
+	if r := m.keys[other]; r == nil || r.hold == nil || r.echo == nil || r.expect == nil || len(r.attempts) != 1 || len(r.namesakes) != 1 || len(r.served) != 1 || m.attemptsHeld != 1 {
 		t.Fatalf("the other key's memory was touched: %+v (attempts held %d)", r, m.attemptsHeld)
 	}
 }
@@ -61,6 +62,8 @@ func TestMemoryTidiesLapsedKeys(t *testing.T) {
 	m.echoes().pending(k, isvc, &crd.InferenceServiceStatus{}, nil, false, t0)
 	m.attempts().record(k, reconcile.AdapterStep{Pod: "p", Name: "sql", Load: true}, t0, nil)
 	m.attempts().settle(k, nil) // the pod no longer serves
+	m.servedSets().observe(k, map[string]string{"p": "p-uid/0"})
+	m.servedSets().observe(k, nil) // nor here
 	a := reconcile.Action{Kind: "Service", Object: ownedService(k)}
 	m.namesakes().add(a)
 	m.namesakes().forget(a)

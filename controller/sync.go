@@ -150,6 +150,10 @@ func (c *Controller) act(ctx context.Context, p *pass) acted {
 	// A call made shows on the pods' next /v1/models; steps waiting for their back-off are
 	// looked at again when it ends.
 	a.called, a.failed, a.adapterWait = c.applyAdapterSteps(ctx, p.key, adapterAPI(&p.in.Ext), p.in.Adapters, p.out.AdapterSteps)
+	// Pods whose server's adapters are not known yet (an engine whose /v1/models lists none)
+	// are asked through loads: their answers are observed next time.
+	learned, learnFailed := c.learnAdapters(ctx, p.key, adapterAPI(&p.in.Ext), &p.in.Ext, &p.storedExt, p.in.Adapters)
+	a.called, a.failed = a.called+learned, a.failed+learnFailed
 	if a.called > 0 {
 		a.adapterWait = recheckAfterActing
 	}

@@ -62,7 +62,7 @@ func TestEngineTablesByEngine(t *testing.T) {
 		{"VLLM_PORT on vllm", `{"env":[{"name":"VLLM_PORT","value":"1"}]}`, "VLLM_PORT is vLLM's internal port"},
 		{"VLLM_PORT on sglang", `{"engine":"sglang","env":[{"name":"VLLM_PORT","value":"1"}]}`, ""},
 		{"HF_HOME with a cache on sglang", `{"engine":"sglang","cache":{"claimName":"c"},"env":[{"name":"HF_HOME","value":"/x"}]}`, RuleEnvHFHomeWithCacheMsg},
-		{"adapters on sglang", `{"engine":"sglang","adapters":[{"name":"a","storageURI":"hf://o/a"}]}`, RuleSGLangAdaptersMsg},
+		{"adapters on sglang", `{"engine":"sglang","adapters":[{"name":"a","storageURI":"hf://o/a"}]}`, ""},
 		{"no adapters on sglang", `{"engine":"sglang","adapters":[]}`, ""},
 		{"adapters on vllm", `{"engine":"vllm","adapters":[{"name":"a","storageURI":"hf://o/a"}]}`, ""},
 		{"s3 source on sglang", `{"engine":"sglang","cache":{"size":"10Gi","source":"s3://bucket/p"}}`, RuleSGLangS3Msg},

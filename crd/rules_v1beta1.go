@@ -71,13 +71,11 @@ const (
 // words. ruleEngine is spec.engine with its default, inside the spec-level rules (the schema
 // defaults it, but an object read back from before the field has none).
 const (
-	ruleEngine            = `(has(self.engine) ? self.engine : '` + EngineVLLM + `')`
-	RuleEngineFixed       = `self == oldSelf`
-	RuleEngineFixedMsg    = "spec.engine cannot be changed: a model's pods, metrics and adapters are its engine's; create another InferenceService on the other engine (and move the route to it), then delete this one"
-	RuleSGLangAdapters    = `!(` + ruleEngine + ` == '` + EngineSGLang + `' && has(self.adapters) && size(self.adapters) > 0)`
-	RuleSGLangAdaptersMsg = "spec.adapters are not supported with spec.engine sglang yet: SGLang v0.5.3 lists only the base model on /v1/models (loaded adapters are listed there from sgl-project/sglang#12229, after v0.5.4), so the operator cannot see which adapters a pod serves after a restart, nor hold the pod out of the Service until they are loaded; serve adapters on engine vllm"
-	RuleSGLangS3          = `!(` + ruleEngine + ` == '` + EngineSGLang + `' && has(self.cache) && has(self.cache.source) && self.cache.source.startsWith('s3://'))`
-	RuleSGLangS3Msg       = "spec.cache.source: an s3:// source is not supported with spec.engine sglang: its fill Job copies the bucket with boto3 in the model's image, and SGLang's image ships no boto3 (none of sglang's runtime dependencies needs it); fill the cache from the Hugging Face Hub (no source), or serve weights from a claim of yours (pvc://)"
+	ruleEngine         = `(has(self.engine) ? self.engine : '` + EngineVLLM + `')`
+	RuleEngineFixed    = `self == oldSelf`
+	RuleEngineFixedMsg = "spec.engine cannot be changed: a model's pods, metrics and adapters are its engine's; create another InferenceService on the other engine (and move the route to it), then delete this one"
+	RuleSGLangS3       = `!(` + ruleEngine + ` == '` + EngineSGLang + `' && has(self.cache) && has(self.cache.source) && self.cache.source.startsWith('s3://'))`
+	RuleSGLangS3Msg    = "spec.cache.source: an s3:// source is not supported with spec.engine sglang: its fill Job copies the bucket with boto3 in the model's image, and SGLang's image ships no boto3 (none of sglang's runtime dependencies needs it); fill the cache from the Hugging Face Hub (no source), or serve weights from a claim of yours (pvc://)"
 )
 
 // notOneOf is the CEL condition that the list item a is none of o's flags.
@@ -111,7 +109,6 @@ func engineRules() apiextensionsv1.ValidationRules {
 		}
 	}
 	return append(rules,
-		apiextensionsv1.ValidationRule{Rule: RuleSGLangAdapters, Message: RuleSGLangAdaptersMsg, FieldPath: ".adapters"},
 		apiextensionsv1.ValidationRule{Rule: RuleSGLangS3, Message: RuleSGLangS3Msg, FieldPath: ".cache"})
 }
 
@@ -121,9 +118,6 @@ func engineFeatureErrors(e *SpecExtensions) []string {
 		return nil
 	}
 	var errs []string
-	if len(e.Adapters) > 0 {
-		errs = append(errs, RuleSGLangAdaptersMsg)
-	}
 	if _, _, s3 := e.Cache.S3(); s3 {
 		errs = append(errs, RuleSGLangS3Msg)
 	}

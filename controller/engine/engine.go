@@ -92,6 +92,10 @@ type AdapterAPI struct {
 	// does not have, when the server answers it as an error rather than 404 (then the adapter
 	// is unloaded already); "" when 404 says it.
 	UnloadMissing string
+	// LoadPresent is a fragment of the message of the failed load of a name the server has
+	// loaded already, when that answer means the adapter is there (the load is then done);
+	// "" when such a refusal says nothing more than any other failed load.
+	LoadPresent string
 }
 
 // Serve is what a server's command line says: the model and the operator's choices.

@@ -139,12 +139,17 @@ func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
 
 // LoadAdapter loads the adapter at path under name through api.LoadPath. vLLM answers 400 when
 // the name is already loaded and 404 when nothing is found at path; SGLang 400 for either,
-// with its error_message. Where the answer lists what is loaded (api.AnswerLists), loaded is
-// that set after the call, name to path, whether the load succeeded or not (nil when the
-// answer holds none); else nil.
+// with its error_message. Where the server's refusal of a name it has says so
+// (api.LoadPresent), the load is done: no error. Where the answer lists what is loaded
+// (api.AnswerLists), loaded is that set after the call, name to path, whether the load
+// succeeded or not (nil when the answer holds none); else nil.
 func (c *Client) LoadAdapter(ctx context.Context, api engine.AdapterAPI, ip, name, path string) (loaded map[string]string, err error) {
 	body, err := c.do(ctx, c.loadTimeout, http.MethodPost, ip, api.LoadPath,
 		map[string]string{"lora_name": name, "lora_path": path})
+	var e *Error
+	if api.LoadPresent != "" && errors.As(err, &e) && e.Status == http.StatusBadRequest && strings.Contains(e.Message, api.LoadPresent) {
+		err = nil
+	}
 	loaded = answerLoaded(api, body)
 	c.observed("load", err)
 	return loaded, err

@@ -208,7 +208,8 @@ func TestMessagesAreOneBoundedLine(t *testing.T) {
 
 // sglangServer answers as SGLang v0.5.3's http_server.py and tokenizer manager do: the LoRA
 // endpoints at the root, a LoRAUpdateOutput (200 on success, 400 otherwise) whose
-// loaded_adapters is every adapter loaded after the call, the registry's refusal of an unload
+// loaded_adapters is every adapter loaded after the call (the refusal of a name loaded already
+// too: LoRAManager.validate_new_adapter), the registry's refusal of an unload
 // of an adapter it does not have (400, no loaded_adapters), and no /v1 LoRA routes (404).
 func sglangServer(loaded map[string]string) func(w http.ResponseWriter, r *http.Request, body string) {
 	var mu sync.Mutex
@@ -229,7 +230,7 @@ func sglangServer(loaded map[string]string) func(w http.ResponseWriter, r *http.
 		case "/load_lora_adapter":
 			switch {
 			case loaded[name] != "":
-				answer(false, "Failed to load LoRA adapter "+name+": already loaded")
+				answer(false, "Failed to load LoRA adapter "+name+" because it is already loaded")
 			case strings.Contains(req["lora_path"], "missing"):
 				answer(false, "Failed to load LoRA adapter "+name+": "+req["lora_path"]+" not found")
 			default:
@@ -261,6 +262,12 @@ func TestSGLangAdapterCalls(t *testing.T) {
 	if err != nil || len(loaded) != 1 || loaded["sql"] != "org/sql-lora" {
 		t.Fatalf("load: %v %v", loaded, err)
 	}
+	// A name loaded already is SGLang's 400 whose words say so: the load is done, and the answer
+	// lists the adapter with the path it was loaded from.
+	loaded, err = c.LoadAdapter(ctx, sglangAPI, ip, "sql", "org/other-lora")
+	if err != nil || len(loaded) != 1 || loaded["sql"] != "org/sql-lora" {
+		t.Fatalf("a load of a name loaded already: %v %v", loaded, err)
+	}
 	loaded, err = c.LoadAdapter(ctx, sglangAPI, ip, "chat", "/adapters/missing")
 	var e *Error
 	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Message != "Failed to load LoRA adapter chat: /adapters/missing not found" ||
@@ -275,6 +282,7 @@ func TestSGLangAdapterCalls(t *testing.T) {
 	}
 	want := []string{
 		`POST /load_lora_adapter {"lora_name":"sql","lora_path":"org/sql-lora"}`,
+		`POST /load_lora_adapter {"lora_name":"sql","lora_path":"org/other-lora"}`,
 		`POST /load_lora_adapter {"lora_name":"chat","lora_path":"/adapters/missing"}`,
 		`POST /unload_lora_adapter {"lora_name":"sql"}`,
 		`POST /unload_lora_adapter {"lora_name":"sql"}`,
@@ -285,6 +293,18 @@ func TestSGLangAdapterCalls(t *testing.T) {
 	// vLLM's paths are not SGLang's: a call there is SGLang's 404, an error, never a success.
 	if _, err := c.LoadAdapter(ctx, vllmAPI, ip, "sql", "org/sql-lora"); !NotFound(err) {
 		t.Fatalf("vLLM's path on SGLang: %v", err)
+	}
+}
+
+// TestVLLMLoadRefusalIsNotPresent: SGLang's words for a name loaded already mean nothing on
+// vLLM: a 400 there is an error.
+func TestVLLMLoadRefusalIsNotPresent(t *testing.T) {
+	_, c, ip := start(t, func(w http.ResponseWriter, _ *http.Request, _ string) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"Failed to load LoRA adapter sql because it is already loaded","code":400}}`)
+	})
+	if _, err := c.LoadAdapter(context.Background(), vllmAPI, ip, "sql", "org/sql-lora"); err == nil {
+		t.Fatal("a 400 on vLLM taken as loaded")
 	}
 }
 

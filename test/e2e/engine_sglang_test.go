@@ -24,8 +24,8 @@ import (
 // template (its launcher and flags, its image, the probes on its /health at the Service's
 // port), kubectl get shows its engine, and a model that names none is vLLM's as before. The
 // API server refuses, in the engine's words, SGLang's own flags, a change of engine, and what
-// SGLang does not support here (adapters, an s3:// source); vLLM's flags SGLang does not own
-// pass SGLang's table. No SGLang server needs to run for any of it.
+// SGLang does not support here (an s3:// source); vLLM's flags SGLang does not own pass
+// SGLang's table. No SGLang server needs to run for any of it.
 func TestSGLangModelAPI(t *testing.T) {
 	ns := env.Namespace(t)
 	w := useWebhookCRD(t)
@@ -87,7 +87,6 @@ func TestSGLangModelAPI(t *testing.T) {
 	for _, c := range []struct{ name, spec, want string }{
 		{"tp", "  engine: sglang\n  engineArgs: [--tp, \"2\"]\n", sg.Args[2].Message},
 		{"dist", "  engine: sglang\n  engineArgs: [--dist-init-addr, \"10.0.0.1:20000\"]\n", "--nnodes, --node-rank and --dist-init-addr are the operator's"},
-		{"lora", "  engine: sglang\n  adapters: [{name: sql, storageURI: \"hf://org/sql-lora\"}]\n", crd.RuleSGLangAdaptersMsg},
 		{"s3", "  engine: sglang\n  cache: {size: 10Gi, source: \"s3://bucket/m\"}\n", crd.RuleSGLangS3Msg},
 		{"bad", "  engine: tgi\n", `Unsupported value: "tgi"`},
 		{"vllm-tp", "  engineArgs: [-tp, \"2\"]\n", crd.OwnedArgs[2].Message},

@@ -27,6 +27,7 @@ var fileSeconds = map[string]int{
 	"lws_test.go":               197,
 	"engine_sglang_test.go":     10,
 	"adapters_test.go":          123,
+	"adapters_engines_test.go":  90,
 	"faults_test.go":            119,
 	"watchexpiry_test.go":       110,
 	"autoscaling_scale_test.go": 211,

@@ -90,6 +90,12 @@ const (
 	// manager's LoRARegistry.unregister raises "LoRA with name X does not exist. Loaded LoRAs:
 	// ...", answered 400 with no loaded_adapters.
 	UnloadMissing = "does not exist"
+	// LoadPresent is how SGLang refuses to load a name it has loaded: the scheduler's
+	// LoRAManager.validate_new_adapter raises "Failed to load LoRA adapter X because it is
+	// already loaded" before reading the path, answered 400 with loaded_adapters listing every
+	// adapter loaded (X among them, from the path it was first loaded from). The name then is
+	// loaded; whether from the path asked for, only loaded_adapters says.
+	LoadPresent = "because it is already loaded"
 	// Image is the image an SGLang model without spec.image runs: the release this package is
 	// read from, its CUDA 12.6 build (the lmsysorg/sglang tags are vX.Y.Z-cuNNN).
 	Image = "lmsysorg/sglang:v0.5.3-cu126"
@@ -113,7 +119,7 @@ func (SGLang) Server() engine.Server {
 	return engine.Server{Command: []string{"python3", "-m", launchModule}, PortName: PortName, Port: Port,
 		HealthPath: HealthPath,
 		Adapters: engine.AdapterAPI{LoadPath: LoadAdapterPath, UnloadPath: UnloadAdapterPath, AnswerLists: true,
-			UnloadMissing: UnloadMissing}}
+			UnloadMissing: UnloadMissing, LoadPresent: LoadPresent}}
 }
 
 // Image is the Image constant.
