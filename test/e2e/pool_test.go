@@ -105,10 +105,18 @@ func testPoolRoute(t *testing.T, e engineCase) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	gwAddr := withGateway(t, ns, "gateway-"+e.name+".log")
+	// Adapters where the engine's /v1/models lists them: the picker's LoRA affinity reads which
+	// pod runs which, and the test asks a pod what it serves. SGLang v0.5.3 lists none (its
+	// picker routes adapter requests on the queue, KV cache and prefix alone).
+	listed := e.eng.Server().Adapters.Listed
+	adapters := ""
+	if listed {
+		adapters = `,"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"},{"name":"chat","storageURI":"hf://org/chat-lora"}]`
+	}
 
 	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
 kind: InferenceService
-`+e.meta("m", `"gateway":{"route":"/`+ns+`/m"},"adapters":[{"name":"sql","storageURI":"hf://org/sql-lora"},{"name":"chat","storageURI":"hf://org/chat-lora"}]`)+`
+`+e.meta("m", `"gateway":{"route":"/`+ns+`/m"}`+adapters)+`
 spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 `)
 	routed := func(want string, timeout time.Duration) *metav1.Condition {
@@ -194,7 +202,7 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 	// choice: its LoRA affinity keeps an adapter on a pod where it is running.)
 	env.Kubectl(t, "-n", ns, "scale", "isvc", "m", "--replicas=3")
 	served, afterReady := map[string]int{}, 0
-	for n := 0; afterReady < 20; n++ {
+	for n := 0; listed && afterReady < 20; n++ {
 		for _, a := range []string{"sql", "chat"} {
 			ep, err := askModel(a, fmt.Sprintf("adapter request %d", n))
 			if err != nil {

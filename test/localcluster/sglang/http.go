@@ -188,17 +188,13 @@ type modelCard struct {
 	MaxModelLen *int    `json:"max_model_len"`
 }
 
-// models is /v1/models: the served name, then the loaded adapters with their parent.
+// models is /v1/models: the served name only. v0.5.3 lists no adapter there, loaded or not
+// (sgl-project/sglang#12221: no way to see what is loaded but a load or unload's answer;
+// listing came with #12229, after v0.5.4).
 func (s *Server) models(w http.ResponseWriter) {
 	now := time.Now().Unix()
 	ctx := s.eng.contextLen
 	data := []modelCard{{ID: s.args.servedName, Object: "model", Created: now, OwnedBy: "sglang", Root: s.args.servedName, MaxModelLen: &ctx}}
-	if s.args.enableLoRA {
-		for _, ad := range s.lora.list() {
-			parent := s.args.servedName
-			data = append(data, modelCard{ID: ad.name, Object: "model", Created: now, OwnedBy: "sglang", Root: ad.path, Parent: &parent})
-		}
-	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 

@@ -371,7 +371,7 @@ func TestSGLangQueueBounded(t *testing.T) {
 }
 
 // TestSGLangLoRA: SGLang's adapter endpoints at the root, their bodies and codes, the LRU
-// eviction beyond --max-loaded-loras, /v1/models's adapters and a request on an adapter.
+// eviction beyond --max-loaded-loras, /v1/models without them (v0.5.3) and a request on an adapter.
 func TestSGLangLoRA(t *testing.T) {
 	_, log, url := stStart(t, proc.Spec{Args: launch("Qwen/Qwen3-0.6B", "--enable-lora", "--max-loras-per-batch", "2",
 		"--max-loaded-loras", "2", "--max-lora-rank", "16", "--lora-target-modules", "all")},
@@ -407,8 +407,7 @@ func TestSGLangLoRA(t *testing.T) {
 		t.Fatalf("no eviction line:\n%s", logText(log))
 	}
 	_, models := call("GET", url+"/v1/models", "")
-	if !strings.Contains(models, `{"id":"sql","object":"model",`) || !strings.Contains(models, `"root":"org/sql-lora","parent":"qwen","max_model_len":null}`) ||
-		strings.Contains(models, `"chat"`) {
+	if !strings.Contains(models, `"id":"qwen"`) || strings.Contains(models, `"sql"`) || strings.Contains(models, `"three"`) {
 		t.Fatalf("/v1/models %s", models)
 	}
 	if code, body := call("POST", url+"/v1/completions", `{"model":"qwen:chat","prompt":"p","max_tokens":1}`); code != 400 ||
