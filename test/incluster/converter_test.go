@@ -75,11 +75,27 @@ func pointConversionAtSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Kubectl(t, "apply", "-f", writeFile(t, "crd-converter.json", string(raw)))
-	// Conversions answer: a v1alpha1 list of a v1beta1 store goes through it.
+	// Conversions answer through it: a v1beta1 object read as v1alpha1 converts whatever else
+	// is stored, where a list of an empty store converts nothing and passed while the API
+	// server still called the manifests' Service, whose name, looked up outside the cluster,
+	// reached whatever answers it there.
+	ns := env.Namespace(t)
+	beta := crd.Resource.GroupResource().WithVersion(crd.VersionV1beta1)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersionV1beta1.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "conversion-probe", "namespace": ns},
+		"spec":     map[string]any{"baseModel": "Qwen/Qwen3-0.6B", "replicas": int64(0)},
+	}}
+	if _, err := env.Dyn.Resource(beta).Namespace(ns).Create(context.Background(), probe, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 30*time.Second, "conversions through the suite's converter", func() error {
-		_, err := env.Dyn.Resource(crd.Resource).List(context.Background(), metav1.ListOptions{Limit: 1})
+		_, err := env.Dyn.Resource(crd.Resource).Namespace(ns).Get(context.Background(), "conversion-probe", metav1.GetOptions{})
 		return err
 	})
+	if err := env.Dyn.Resource(beta).Namespace(ns).Delete(context.Background(), "conversion-probe", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // restoreSuiteCRD rolls the CRD back to the suite's (manifests/crd, as
