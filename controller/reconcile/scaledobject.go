@@ -63,7 +63,7 @@ func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *aut
 	if m := e.Metrics().KVCacheName; hpaScalesOn(hpa, m) {
 		// KEDA parses its threshold as a float: 0.7, not the Quantity's 700m.
 		t := hpaTargetQuantity(hpa, m)
-		query, threshold = KVCacheQuery(e, isvc.Namespace, isvc.Name), strconv.FormatFloat(t.AsApproximateFloat64(), 'f', -1, 64)
+		query, threshold = KVCacheQuery(e, isvc.Namespace, isvc.Name), strconv.FormatFloat(float64(t.MilliValue())/1000, 'f', -1, 64)
 	}
 	spec := map[string]interface{}{
 		"scaleTargetRef":  map[string]interface{}{"apiVersion": hpa.Spec.ScaleTargetRef.APIVersion, "kind": hpa.Spec.ScaleTargetRef.Kind, "name": isvc.Name},

@@ -177,11 +177,13 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
 }
 
-// TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses.
+// TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses, on the
+// queue and on the KV cache (spec.autoscaling.metric kvCache).
 func TestKEDAQueueQueryParses(t *testing.T) {
 	for _, name := range engine.Names() {
 		e := engine.For(name)
-		promQLParses(t, reconcile.QueueQuery(e, "team-a", "qwen3"), reconcile.QueueQuery(e, "team-a", "llama-70b"))
+		promQLParses(t, reconcile.QueueQuery(e, "team-a", "qwen3"), reconcile.QueueQuery(e, "team-a", "llama-70b"),
+			reconcile.KVCacheQuery(e, "team-a", "qwen3"))
 	}
 }
 
