@@ -151,4 +151,6 @@ func TestAutoscalingActiveNamesTheKVCache(t *testing.T) {
 	}
 }
 
-func hasSuffix(s, suffix string) bool { return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix }
+func hasSuffix(s, suffix string) bool {
+	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+}
