@@ -73,7 +73,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 
 	props["engine"] = apiextensionsv1.JSONSchemaProps{
 		Type: "string", Enum: enumOf(Engines...), Default: &apiextensionsv1.JSON{Raw: []byte(`"` + EngineVLLM + `"`)},
-		Description:  "The model server: vllm (vLLM v0.11, the default) or sglang (SGLang v0.5.3, python3 -m sglang.launch_server). It chooses the container's command line, its image when spec.image is unset, the flags spec.engineArgs may not carry, the autoscaler's queue metric and the readers of its logs. Fixed at creation. With sglang, spec.adapters and an s3:// spec.cache.source are refused (see the README's engine table).",
+		Description:  "The model server: vllm (vLLM v0.11, the default) or sglang (SGLang v0.5.3, python3 -m sglang.launch_server). It chooses the container's command line, its image when spec.image is unset, the flags spec.engineArgs may not carry, the autoscaler's queue metric and the readers of its logs. Fixed at creation. With sglang, an s3:// spec.cache.source is refused (see the README's engine table).",
 		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleEngineFixed, Message: RuleEngineFixedMsg}},
 	}
 	image := props["image"]

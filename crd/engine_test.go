@@ -132,8 +132,7 @@ func TestSGLangArgsRefusedByCELAndValidate(t *testing.T) {
 					spec := map[string]any{"baseModel": "m", "replicas": int64(1), "engine": EngineSGLang, "engineArgs": []any{item, "1"}}
 					ext := SpecExtensions{Engine: EngineSGLang, EngineArgs: []string{item, "1"}}
 					if withAdapters {
-						// Adapters are refused on sglang anyway: the with-adapters table is
-						// checked all the same, so it holds the day SGLang's adapters are allowed.
+						// SGLang's with-adapters table (--api-key) holds only with adapters.
 						spec["adapters"] = []any{map[string]any{"name": "a", "storageURI": "/a"}}
 						ext.Adapters = []Adapter{{Name: "a", StorageURI: "/a"}}
 					}
