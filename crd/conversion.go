@@ -223,6 +223,7 @@ func cloneAutoscaling(a *Autoscaling) *Autoscaling {
 	}
 	out := *a
 	out.TargetQueueLength = clonePtr(a.TargetQueueLength)
+	out.TargetKVCacheUsagePercent = clonePtr(a.TargetKVCacheUsagePercent)
 	out.ScaleDownDelaySeconds = clonePtr(a.ScaleDownDelaySeconds)
 	out.IdleSeconds = clonePtr(a.IdleSeconds)
 	return &out

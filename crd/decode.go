@@ -218,6 +218,18 @@ func validateExtensions(e *SpecExtensions) []string {
 		if t := a.TargetQueueLength; t != nil && (*t < 1 || *t > MaxReplicas) {
 			errs = append(errs, fmt.Sprintf("spec.autoscaling.targetQueueLength must be between 1 and %d", MaxReplicas))
 		}
+		if a.Metric != "" && a.Metric != AutoscalingMetricQueue && a.Metric != AutoscalingMetricKVCache {
+			errs = append(errs, RuleAutoscalingMetricMsg)
+		}
+		if a.TargetQueueLength != nil && a.Metric != "" && a.Metric != AutoscalingMetricQueue {
+			errs = append(errs, RuleQueueTargetMetricMsg)
+		}
+		if a.TargetKVCacheUsagePercent != nil && a.Metric != AutoscalingMetricKVCache {
+			errs = append(errs, RuleKVTargetMetricMsg)
+		}
+		if t := a.TargetKVCacheUsagePercent; t != nil && (*t < MinTargetKVCacheUsagePercent || *t > MaxTargetKVCacheUsagePercent) {
+			errs = append(errs, RuleKVTargetMsg)
+		}
 		if d := a.ScaleDownDelaySeconds; d != nil && (*d < 0 || *d > MaxScaleDownDelaySeconds) {
 			errs = append(errs, RuleScaleDownDelayMessage)
 		}

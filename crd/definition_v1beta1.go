@@ -90,12 +90,22 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 	}
 	props["autoscaling"] = apiextensionsv1.JSONSchemaProps{
 		Type:        "object",
-		Description: "HPA bounds on vLLM's num_requests_waiting, instead of deriving them from replicas. Exactly one of replicas and autoscaling.",
+		Description: "HPA bounds and signal (by default the engine's queue: vLLM's num_requests_waiting, SGLang's num_queue_reqs), instead of deriving them from replicas. Exactly one of replicas and autoscaling.",
 		Required:    []string{"minReplicas", "maxReplicas"},
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"minReplicas":       bound("Lower bound of the HPA; 0 scales the model to zero after idleSeconds without a request, and back up on the next request, which the activator holds meanwhile.", 0),
 			"maxReplicas":       bound("Upper bound of the HPA; at least minReplicas.", 1),
-			"targetQueueLength": bound("Target average of num_requests_waiting per pod.", 1),
+			"targetQueueLength": bound("Target average of the engine's queue per pod (num_requests_waiting, num_queue_reqs), with metric queue; default 3.", 1),
+			"metric": {
+				Type: "string", MaxLength: ptr.To[int64](16),
+				Description:  "The signal the HPA scales on, read from each pod's /metrics by the operator's metrics adapter: queue (the default) is the engine's waiting requests per pod (target: targetQueueLength); kvCache is the engine's KV-cache use per pod, which rises with the requests running and their lengths before a queue forms (vLLM's kv_cache_usage_perc, SGLang's token_usage; target: targetKVCacheUsagePercent).",
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleAutoscalingMetric, Message: RuleAutoscalingMetricMsg}},
+			},
+			"targetKVCacheUsagePercent": {
+				Type: "integer", Format: "int32",
+				Description:  fmt.Sprintf("With metric kvCache: the target average share of each pod's KV cache in use, in percent, %d to %d; default %d. The HPA adds pods when the average passes it by the HPA's tolerance (10%%).", MinTargetKVCacheUsagePercent, MaxTargetKVCacheUsagePercent, DefaultTargetKVCacheUsagePercent),
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleKVTarget, Message: RuleKVTargetMsg}},
+			},
 			// A CEL rule rather than minimum/maximum: one error that says what the bound is for.
 			"scaleDownDelaySeconds": {
 				Type: "integer", Format: "int32",
@@ -108,7 +118,8 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleIdleSeconds, Message: RuleIdleSecondsMessage}},
 			},
 		},
-		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}, {Rule: RuleIdleNeedsZero, Message: RuleIdleNeedsZeroMessage}},
+		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}, {Rule: RuleIdleNeedsZero, Message: RuleIdleNeedsZeroMessage},
+			{Rule: RuleQueueTargetMetric, Message: RuleQueueTargetMetricMsg}, {Rule: RuleKVTargetMetric, Message: RuleKVTargetMetricMsg}},
 	}
 
 	adapterName := apiextensionsv1.JSONSchemaProps{

@@ -55,6 +55,14 @@ const (
 	RuleIdleNeedsZeroMessage  = "spec.autoscaling.idleSeconds applies only with minReplicas 0 (scale to zero when idle)"
 	RuleZeroNotMultiNode      = `!has(self.multiNode) || !has(self.autoscaling) || self.autoscaling.minReplicas >= 1`
 	RuleZeroNotMultiNodeMsg   = "spec.autoscaling.minReplicas 0 (scale to zero) is not supported with spec.multiNode yet: set minReplicas to 1"
+	RuleAutoscalingMetric     = `self == 'queue' || self == 'kvCache'`
+	RuleAutoscalingMetricMsg  = "spec.autoscaling.metric must be queue (the engine's waiting requests per pod, the default) or kvCache (the engine's KV-cache use per pod)"
+	RuleQueueTargetMetric     = `!has(self.targetQueueLength) || !has(self.metric) || self.metric == 'queue'`
+	RuleQueueTargetMetricMsg  = "spec.autoscaling.targetQueueLength is the target of metric queue; with metric kvCache set targetKVCacheUsagePercent"
+	RuleKVTargetMetric        = `!has(self.targetKVCacheUsagePercent) || (has(self.metric) && self.metric == 'kvCache')`
+	RuleKVTargetMetricMsg     = "spec.autoscaling.targetKVCacheUsagePercent is the target of metric kvCache: set metric: kvCache, or targetQueueLength for the queue"
+	RuleKVTarget              = `self >= 1 && self <= 90`
+	RuleKVTargetMsg           = "spec.autoscaling.targetKVCacheUsagePercent must be between 1 and 90: the HPA scales up only when the reading passes the target by its tolerance (10%), and KV-cache use cannot pass 100%"
 	RuleScaleDownDelay        = `self >= 0 && self <= 3600`
 	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )

@@ -241,8 +241,14 @@ type Autoscaling struct {
 	MinReplicas int32 `json:"minReplicas"`
 	// MaxReplicas is the HPA's upper bound; at least minReplicas.
 	MaxReplicas int32 `json:"maxReplicas"`
-	// TargetQueueLength is the target average of vLLM's num_requests_waiting per pod.
+	// Metric is the signal the HPA scales on: AutoscalingMetricQueue (unset: the default, the
+	// engine's waiting queue) or AutoscalingMetricKVCache (the engine's KV-cache use).
+	Metric string `json:"metric,omitempty"`
+	// TargetQueueLength is the target average of the engine's queue per pod (metric queue).
 	TargetQueueLength *int32 `json:"targetQueueLength,omitempty"`
+	// TargetKVCacheUsagePercent is the target average share of each pod's KV cache in use, in
+	// percent (metric kvCache); DefaultTargetKVCacheUsagePercent when unset.
+	TargetKVCacheUsagePercent *int32 `json:"targetKVCacheUsagePercent,omitempty"`
 	// ScaleDownDelaySeconds is the HPA's scale-down stabilization window: it removes a pod
 	// only once every recommendation of that many seconds allowed it. Unset, the operator sets
 	// no window and the HPA controller's default applies (5 minutes unless the cluster changed it).
@@ -251,6 +257,30 @@ type Autoscaling struct {
 	// it is scaled to zero; DefaultIdleSeconds when unset.
 	IdleSeconds *int32 `json:"idleSeconds,omitempty"`
 }
+
+// The signals spec.autoscaling.metric names.
+const (
+	AutoscalingMetricQueue   = "queue"
+	AutoscalingMetricKVCache = "kvCache"
+)
+
+// AutoscalingMetric is a's metric with its default, the queue.
+func (a *Autoscaling) AutoscalingMetric() string {
+	if a == nil || a.Metric == "" {
+		return AutoscalingMetricQueue
+	}
+	return a.Metric
+}
+
+// Bounds of spec.autoscaling.targetKVCacheUsagePercent. The HPA controller leaves replicas as
+// they are while the reading is within its tolerance (0.1 by default) of the target
+// (replica_calculator.go), so it scales up only above 1.1 x target; KV use cannot pass 100%,
+// so above 90 a model would never scale up.
+const (
+	DefaultTargetKVCacheUsagePercent = 70
+	MinTargetKVCacheUsagePercent     = 1
+	MaxTargetKVCacheUsagePercent     = 90
+)
 
 // Bounds of spec.autoscaling.idleSeconds: below a minute a model would sleep between a
 // chat's turns; a day is longer than any idle window worth a GPU.

@@ -122,8 +122,10 @@ type Metrics struct {
 	Queue, QueueName string
 	// Running is the count of requests in the running batch.
 	Running string
-	// KVCacheUsage is the fraction of the KV cache in use (0-1).
-	KVCacheUsage string
+	// KVCacheUsage is the fraction of the KV cache in use (0-1). KVCacheName is the same
+	// without the engine's prefix, as the HPA's Pods metric and the custom metrics API name it
+	// (spec.autoscaling.metric kvCache).
+	KVCacheUsage, KVCacheName string
 	// TTFT is the time-to-first-token histogram, in seconds.
 	TTFT string
 }

@@ -176,13 +176,30 @@ func queueOf(h *autoscalingv2.HorizontalPodAutoscaler, metric string) (cur, targ
 	return cur, target, false
 }
 
-// queueReading is what kubectl describe shows: the queue metric per pod, rounded, against the
-// target.
+// queueReading is what kubectl describe shows: the metric per pod, rounded, against the
+// target; a KV-cache metric (spec.autoscaling.metric kvCache) in percent, as its target is set:
+// "kv_cache_usage_perc 82%/70% per pod".
 func queueReading(metric string, cur, target resource.Quantity) string {
+	if isKVCacheMetric(metric) {
+		return fmt.Sprintf("%s %d%%/%d%% per pod", metric, percent(cur), percent(target))
+	}
 	return fmt.Sprintf("%s %d/%d per pod", metric, rounded(cur), rounded(target))
 }
 
 func rounded(q resource.Quantity) int64 { return (q.MilliValue() + 500) / 1000 }
+
+// percent is a fraction of 1 in whole percent, rounded.
+func percent(q resource.Quantity) int64 { return (q.MilliValue() + 5) / 10 }
+
+// isKVCacheMetric reports whether metric is an engine's KV-cache metric, as the HPA names it.
+func isKVCacheMetric(metric string) bool {
+	for _, n := range engine.Names() {
+		if engine.For(n).Metrics().KVCacheName == metric {
+			return true
+		}
+	}
+	return false
+}
 
 func joinMessage(msg, reading string) string {
 	if reading == "" {
@@ -195,19 +212,23 @@ func joinMessage(msg, reading string) string {
 }
 
 // parseReading finds queueReading's numbers at the end of a condition message, whichever
-// engine's queue metric it names (the stored message may predate a change of engine).
+// engine's queue or KV-cache metric it names (the stored message may predate a change of
+// engine or of spec.autoscaling.metric).
 func parseReading(msg string) (cur, target int64, ok bool) {
-	at, name := -1, ""
+	at, name, format := -1, "", ""
 	for _, n := range engine.Names() {
-		q := engine.For(n).Metrics().QueueName
-		if i := strings.LastIndex(msg, q+" "); i > at {
-			at, name = i, q
+		m := engine.For(n).Metrics()
+		if i := strings.LastIndex(msg, m.QueueName+" "); i > at {
+			at, name, format = i, m.QueueName, "%d/%d per pod"
+		}
+		if i := strings.LastIndex(msg, m.KVCacheName+" "); m.KVCacheName != "" && i > at {
+			at, name, format = i, m.KVCacheName, "%d%%/%d%% per pod"
 		}
 	}
 	if at < 0 {
 		return 0, 0, false
 	}
-	n, err := fmt.Sscanf(msg[at+len(name)+1:], "%d/%d per pod", &cur, &target)
+	n, err := fmt.Sscanf(msg[at+len(name)+1:], format, &cur, &target)
 	return cur, target, err == nil && n == 2
 }
 

@@ -27,8 +27,11 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b
 	return desiredHPAOn(engineOf(isvc), isvc, ext, sc, b)
 }
 
-// desiredHPAOn is the HPA of a model served by e, on e's queue: the Pods metric the custom
-// metrics API serves it as (num_requests_waiting for vLLM, num_queue_reqs for SGLang).
+// desiredHPAOn is the HPA of a model served by e, on the signal of spec.autoscaling.metric:
+// e's queue by default, the Pods metric the custom metrics API serves it as
+// (num_requests_waiting for vLLM, num_queue_reqs for SGLang), or e's KV-cache use
+// (kv_cache_usage_perc, token_usage), served as a fraction of 1, its target the percentage
+// in milli-units (70% is 700m).
 // It returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
 // Its behavior holds only spec.autoscaling.scaleDownDelaySeconds, as the scale-down window;
 // unset, behavior stays nil: the HPA controller's default window applies, and HPAs made before
@@ -39,18 +42,13 @@ func desiredHPAOn(e engine.Engine, isvc *crd.InferenceService, ext *crd.SpecExte
 		return nil
 	}
 	lo, hi := sc.Min, sc.Max
-	queue := int64(TargetQueueLength)
+	metric, target := hpaMetricOf(e, ext.Autoscaling)
 	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	if a := ext.Autoscaling; a != nil {
-		if a.TargetQueueLength != nil {
-			queue = int64(*a.TargetQueueLength)
-		}
 		if d := a.ScaleDownDelaySeconds; d != nil {
 			behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(*d)}}
 		}
 	}
-	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
-	target := *resource.NewQuantity(queue, resource.DecimalSI)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: b.meta,
@@ -61,13 +59,38 @@ func desiredHPAOn(e engine.Engine, isvc *crd.InferenceService, ext *crd.SpecExte
 			Metrics: []autoscalingv2.MetricSpec{{
 				Type: autoscalingv2.PodsMetricSourceType,
 				Pods: &autoscalingv2.PodsMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: e.Metrics().QueueName},
+					Metric: autoscalingv2.MetricIdentifier{Name: metric},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
 				},
 			}},
 			Behavior: behavior,
 		},
 	}
+}
+
+// hpaMetricOf is the Pods metric the HPA of a model served by e scales on, and its target per
+// pod, from spec.autoscaling (nil: the queue at TargetQueueLength).
+//
+// KV-cache use keeps the HPA's default behavior, as the queue does: the HPA controller's
+// default scale-up rules (no stabilization window; the larger of +100% and +4 pods per 15 s)
+// never bind on it, since a gauge that cannot pass 1 asks at most 1/target times the pods in
+// one sync (1.43x at 70%), under the +100% policy; and it asks again each sync while the pods
+// stay full. Scale-down keeps spec.autoscaling.scaleDownDelaySeconds or the controller's
+// 5-minute window: KV use falls as soon as the requests in flight end, before the load does.
+func hpaMetricOf(e engine.Engine, a *crd.Autoscaling) (string, resource.Quantity) {
+	// A fresh Quantity per object: Quantity caches its string form, so sharing one races.
+	if a.AutoscalingMetric() == crd.AutoscalingMetricKVCache {
+		pct := int64(crd.DefaultTargetKVCacheUsagePercent)
+		if a.TargetKVCacheUsagePercent != nil {
+			pct = int64(*a.TargetKVCacheUsagePercent)
+		}
+		return e.Metrics().KVCacheName, *resource.NewMilliQuantity(pct*10, resource.DecimalSI)
+	}
+	queue := int64(TargetQueueLength)
+	if a != nil && a.TargetQueueLength != nil {
+		queue = int64(*a.TargetQueueLength)
+	}
+	return e.Metrics().QueueName, *resource.NewQuantity(queue, resource.DecimalSI)
 }
 
 func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {

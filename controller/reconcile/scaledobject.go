@@ -5,7 +5,10 @@
 package reconcile
 
 import (
+	"strconv"
+
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +34,15 @@ func QueueQuery(e engine.Engine, namespace, name string) string {
 	return `sum(` + e.Metrics().Queue + `{namespace="` + namespace + `",` + InstanceSeriesLabel + `="` + name + `"})`
 }
 
+// KVCacheQuery is the PromQL a ScaledObject asks for a model served by e on metric kvCache:
+// e's KV-cache gauge averaged per pod (over the engine's data-parallel ranks, each its own
+// cache: the adapter's reading, podmetrics.ParsePage) and summed over the model's pods, which
+// KEDA's HPA divides by the pods as it does the queue. The pod label is the one the Prometheus
+// Operator puts on every series a ServiceMonitor scrapes.
+func KVCacheQuery(e engine.Engine, namespace, name string) string {
+	return `sum(avg by (pod) (` + e.Metrics().KVCacheUsage + `{namespace="` + namespace + `",` + InstanceSeriesLabel + `="` + name + `"}))`
+}
+
 // kedaPrometheusTrigger is KEDA's scaler type for a PromQL query.
 const kedaPrometheusTrigger = "prometheus"
 
@@ -47,6 +59,12 @@ func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *aut
 		return nil
 	}
 	u := newChildUnstructured(isvc, "keda.sh/v1alpha1", KindScaledObject)
+	query, threshold := QueueQuery(e, isvc.Namespace, isvc.Name), hpaTarget(hpa, e.Metrics().QueueName)
+	if m := e.Metrics().KVCacheName; hpaScalesOn(hpa, m) {
+		// KEDA parses its threshold as a float: 0.7, not the Quantity's 700m.
+		t := hpaTargetQuantity(hpa, m)
+		query, threshold = KVCacheQuery(e, isvc.Namespace, isvc.Name), strconv.FormatFloat(float64(t.MilliValue())/1000, 'f', -1, 64)
+	}
 	spec := map[string]interface{}{
 		"scaleTargetRef":  map[string]interface{}{"apiVersion": hpa.Spec.ScaleTargetRef.APIVersion, "kind": hpa.Spec.ScaleTargetRef.Kind, "name": isvc.Name},
 		"minReplicaCount": int64(ptr.Deref(hpa.Spec.MinReplicas, 1)),
@@ -57,8 +75,8 @@ func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *aut
 			"metricType": string(autoscalingv2.AverageValueMetricType),
 			"metadata": map[string]interface{}{
 				"serverAddress": address,
-				"query":         QueueQuery(e, isvc.Namespace, isvc.Name),
-				"threshold":     hpaTarget(hpa, e.Metrics().QueueName),
+				"query":         query,
+				"threshold":     threshold,
 			},
 		}},
 	}
@@ -74,12 +92,31 @@ func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *aut
 
 // hpaTarget is the HPA's target per pod for the queue metric, as KEDA's threshold string.
 func hpaTarget(hpa *autoscalingv2.HorizontalPodAutoscaler, metric string) string {
-	for _, m := range hpa.Spec.Metrics {
-		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Target.AverageValue != nil {
-			return m.Pods.Target.AverageValue.String()
-		}
+	if hpaScalesOn(hpa, metric) {
+		t := hpaTargetQuantity(hpa, metric)
+		return t.String()
 	}
 	return "0"
+}
+
+// hpaScalesOn reports whether hpa has a Pods metric named metric with a target per pod.
+func hpaScalesOn(hpa *autoscalingv2.HorizontalPodAutoscaler, metric string) bool {
+	for _, m := range hpa.Spec.Metrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Target.AverageValue != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// hpaTargetQuantity is the target per pod of hpa's Pods metric named metric (hpaScalesOn).
+func hpaTargetQuantity(hpa *autoscalingv2.HorizontalPodAutoscaler, metric string) resource.Quantity {
+	for _, m := range hpa.Spec.Metrics {
+		if m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Metric.Name == metric && m.Pods.Target.AverageValue != nil {
+			return m.Pods.Target.AverageValue.DeepCopy()
+		}
+	}
+	return resource.Quantity{}
 }
 
 // decideScaledObject reads AutoscalingActive from the ScaledObject's Ready condition, KEDA's

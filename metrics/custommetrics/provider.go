@@ -29,11 +29,20 @@ import (
 // the old engine's pods still serve, those pods are left out as unread ones are (the HPA
 // counts them at target when it would scale down, empty when it would scale up) rather than
 // mixed in under a name their server does not export.
+//
+// Each engine's KV-cache use is served too, under its engine's name (kv_cache_usage_perc for
+// vLLM, token_usage for SGLang), as a fraction of 1, for the HPAs of spec.autoscaling.metric
+// kvCache; it comes from the same read of the page as the queue.
 func Metrics() []string {
 	qs := podmetrics.Queues()
-	names := make([]string, len(qs))
-	for i, q := range qs {
-		names[i] = q.Metric
+	names := make([]string, 0, 2*len(qs))
+	for _, q := range qs {
+		names = append(names, q.Metric)
+	}
+	for _, q := range qs {
+		if q.KVMetric != "" {
+			names = append(names, q.KVMetric)
+		}
 	}
 	return names
 }
@@ -56,7 +65,7 @@ type Provider struct {
 	metrics []string
 }
 
-// NewProvider is a Provider serving every engine's queue name.
+// NewProvider is a Provider serving every engine's queue and KV-cache names.
 func NewProvider(pods corelisters.PodLister, readings Readings, now func() time.Time) *Provider {
 	return &Provider{Pods: pods, Readings: readings, Now: now, metrics: Metrics()}
 }
@@ -68,7 +77,7 @@ func (p *Provider) serves(info provider.CustomMetricInfo) bool {
 
 var _ provider.CustomMetricsProvider = (*Provider)(nil)
 
-// GetMetricByName is one pod's queue.
+// GetMetricByName is one pod's queue or KV-cache use.
 func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
 	if !p.serves(info) {
 		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
@@ -78,14 +87,18 @@ func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName,
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
 	r, ok := p.Readings.Reading(pod, p.Now())
-	if !ok || r.Metric != info.Metric {
+	if !ok {
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
 	}
-	v := value(name.Namespace, name.Name, r)
+	v, ok := value(name.Namespace, name.Name, info.Metric, r)
+	if !ok {
+		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
+	}
 	return &v, nil
 }
 
-// GetMetricBySelector is the queue of every selected model pod that has a reading.
+// GetMetricBySelector is the queue or KV-cache use of every selected model pod that has a
+// reading of it.
 func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
 	if !p.serves(info) {
 		return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
@@ -97,14 +110,16 @@ func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, sele
 	now := p.Now()
 	list := &custom_metrics.MetricValueList{Items: make([]custom_metrics.MetricValue, 0, len(pods))}
 	for _, pod := range pods {
-		if r, ok := p.Readings.Reading(pod, now); ok && r.Metric == info.Metric {
-			list.Items = append(list.Items, value(pod.Namespace, pod.Name, r))
+		if r, ok := p.Readings.Reading(pod, now); ok {
+			if v, ok := value(pod.Namespace, pod.Name, info.Metric, r); ok {
+				list.Items = append(list.Items, v)
+			}
 		}
 	}
 	return list, nil
 }
 
-// ListAllMetrics is every engine's queue name, for discovery.
+// ListAllMetrics is every engine's queue and KV-cache name, for discovery.
 func (p *Provider) ListAllMetrics() []provider.CustomMetricInfo {
 	infos := make([]provider.CustomMetricInfo, len(p.metrics))
 	for i, m := range p.metrics {
@@ -113,12 +128,27 @@ func (p *Provider) ListAllMetrics() []provider.CustomMetricInfo {
 	return infos
 }
 
-func value(namespace, name string, r podmetrics.Reading) custom_metrics.MetricValue {
+// value is r's reading of metric: its queue, or its KV-cache use; ok is false when r's page
+// showed no such metric (another engine's, or no KV gauge).
+func value(namespace, name, metric string, r podmetrics.Reading) (custom_metrics.MetricValue, bool) {
+	var v float64
+	switch metric {
+	case r.Metric:
+		v = r.Waiting
+	case r.KVMetric:
+		if r.KVMetric == "" {
+			return custom_metrics.MetricValue{}, false
+		}
+		v = r.KV
+	default:
+		return custom_metrics.MetricValue{}, false
+	}
 	return custom_metrics.MetricValue{
 		DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", APIVersion: "/v1", Namespace: namespace, Name: name},
-		Metric:          custom_metrics.MetricIdentifier{Name: r.Metric},
+		Metric:          custom_metrics.MetricIdentifier{Name: metric},
 		Timestamp:       metav1.NewTime(r.At),
-		// Milli-units: a queue is whole requests, but the API's quantities allow fractions.
-		Value: *resource.NewMilliQuantity(int64(math.Round(r.Waiting*1000)), resource.DecimalSI),
-	}
+		// Milli-units: a queue is whole requests and KV use a fraction of 1 (700m is 70%);
+		// the API's quantities allow fractions.
+		Value: *resource.NewMilliQuantity(int64(math.Round(v*1000)), resource.DecimalSI),
+	}, true
 }

@@ -23,13 +23,20 @@ type readings map[types.UID]float64
 // sglang are the pods whose page is SGLang's.
 var sglang = map[types.UID]bool{"a/qwen-1": true, "a/qwen-2": true}
 
+// kvUse are the pods whose page carried the KV-cache gauge, and its value.
+var kvUse = map[types.UID]float64{"a/qwen-1": 0.82, "a/qwen-2": 0.305, "a/llama-1": 0.5}
+
 func (r readings) Reading(pod *corev1.Pod, now time.Time) (podmetrics.Reading, bool) {
 	v, ok := r[pod.UID]
-	metric := "num_requests_waiting"
+	metric, kvMetric := "num_requests_waiting", "kv_cache_usage_perc"
 	if sglang[pod.UID] {
-		metric = "num_queue_reqs"
+		metric, kvMetric = "num_queue_reqs", "token_usage"
 	}
-	return podmetrics.Reading{Waiting: v, Metric: metric, At: now.Add(-time.Second)}, ok
+	reading := podmetrics.Reading{Waiting: v, Metric: metric, At: now.Add(-time.Second)}
+	if kv, has := kvUse[pod.UID]; has {
+		reading.KV, reading.KVMetric = kv, kvMetric
+	}
+	return reading, ok
 }
 
 func lister(t *testing.T, pods ...*corev1.Pod) corelisters.PodLister {
@@ -47,8 +54,10 @@ func pod(ns, name, model string) *corev1.Pod {
 }
 
 var (
-	waiting = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_requests_waiting"}
-	queued  = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_queue_reqs"}
+	waiting  = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_requests_waiting"}
+	queued   = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_queue_reqs"}
+	vllmKV   = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "kv_cache_usage_perc"}
+	sglangKV = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "token_usage"}
 )
 
 func TestGetMetricBySelector(t *testing.T) {
@@ -96,8 +105,8 @@ func TestGetMetricByName(t *testing.T) {
 			t.Errorf("%s: %v, want NotFound", name, err)
 		}
 	}
-	if got := p.ListAllMetrics(); len(got) != 2 || got[0] != queued || got[1] != waiting {
-		t.Errorf("ListAllMetrics = %v, want SGLang's and vLLM's queue", got)
+	if got := p.ListAllMetrics(); len(got) != 4 || got[0] != queued || got[1] != waiting || got[2] != sglangKV || got[3] != vllmKV {
+		t.Errorf("ListAllMetrics = %v, want SGLang's and vLLM's queue, then their KV-cache use", got)
 	}
 }
 
@@ -142,5 +151,55 @@ func TestServesEachEnginesQueueUnderItsName(t *testing.T) {
 	}
 	if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-1"}, waiting, labels.Everything()); !apierrors.IsNotFound(err) {
 		t.Errorf("an SGLang pod asked for vLLM's name: %v, want NotFound", err)
+	}
+}
+
+// TestServesEachEnginesKVCacheUnderItsName: spec.autoscaling.metric kvCache's HPA asks its
+// engine's KV-cache name and gets the fraction of 1 in milli-units; a pod whose page carried
+// no KV gauge, or is another engine's, is left out as an unread pod is.
+func TestServesEachEnginesKVCacheUnderItsName(t *testing.T) {
+	p := NewProvider(
+		lister(t, pod("a", "qwen-1", "qwen"), pod("a", "qwen-2", "qwen"), pod("a", "llama-1", "qwen"), pod("a", "llama-2", "qwen")),
+		readings{"a/qwen-1": 3, "a/qwen-2": 0, "a/llama-1": 1, "a/llama-2": 2}, // llama-2: no KV gauge
+		func() time.Time { return time.Unix(1000, 0) })
+	sel := labels.SelectorFromSet(labels.Set{podmetrics.InstanceLabel: "qwen"})
+	for _, c := range []struct {
+		info provider.CustomMetricInfo
+		want map[string]string
+	}{
+		{sglangKV, map[string]string{"qwen-1": "820m", "qwen-2": "305m"}},
+		{vllmKV, map[string]string{"llama-1": "500m"}},
+		{queued, map[string]string{"qwen-1": "3", "qwen-2": "0"}},
+	} {
+		list, err := p.GetMetricBySelector(context.Background(), "a", sel, c.info, labels.Everything())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, v := range list.Items {
+			got[v.DescribedObject.Name] = v.Value.String()
+			if v.Metric.Name != c.info.Metric {
+				t.Errorf("%s: item named %s", c.info.Metric, v.Metric.Name)
+			}
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
+		}
+		for k, w := range c.want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
+			}
+		}
+	}
+	if v, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "llama-1"}, vllmKV, labels.Everything()); err != nil || v.Value.String() != "500m" || v.Metric.Name != "kv_cache_usage_perc" {
+		t.Errorf("llama-1 by name: %v, %v", v, err)
+	}
+	for _, c := range []struct {
+		name string
+		info provider.CustomMetricInfo
+	}{{"llama-2", vllmKV}, {"qwen-1", vllmKV}, {"llama-1", sglangKV}} {
+		if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: c.name}, c.info, labels.Everything()); !apierrors.IsNotFound(err) {
+			t.Errorf("%s asked for %s: %v, want NotFound", c.name, c.info.Metric, err)
+		}
 	}
 }

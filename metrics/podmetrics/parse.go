@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -21,9 +22,12 @@ import (
 
 // Queue is one engine's queue: the family its pages carry it as (vllm:num_requests_waiting),
 // and the name the custom metrics API serves it under (num_requests_waiting), which is the
-// name the operator's HPA for a model on that engine asks for.
+// name the operator's HPA for a model on that engine asks for; and the same two of the
+// engine's KV-cache use (vllm:kv_cache_usage_perc as kv_cache_usage_perc), read in the same
+// pass over the page for the HPAs on spec.autoscaling.metric kvCache.
 type Queue struct {
-	Series, Metric string
+	Series, Metric     string
+	KVSeries, KVMetric string
 }
 
 // Queues are the queues of every registered engine, in the registry's order.
@@ -32,12 +36,28 @@ func Queues() []Queue {
 	qs := make([]Queue, 0, len(names))
 	for _, n := range names {
 		m := engine.For(n).Metrics()
-		qs = append(qs, Queue{Series: m.Queue, Metric: m.QueueName})
+		qs = append(qs, Queue{Series: m.Queue, Metric: m.QueueName, KVSeries: m.KVCacheUsage, KVMetric: m.KVCacheName})
 	}
 	return qs
 }
 
-// ParseQueue finds which of queues the page carries and sums it over its series (the base
+// Page is what one read of a pod's /metrics gives: its engine's queue, summed over its series,
+// and the engine's KV-cache use, averaged over its series (one per data-parallel rank, each
+// its own cache) when the page carries it (HasKV).
+type Page struct {
+	Waiting float64
+	Queue   Queue
+	KV      float64
+	HasKV   bool
+}
+
+// ParseQueue is ParsePage's queue.
+func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
+	p, err := ParsePage(r, queues)
+	return p.Waiting, p.Queue, err
+}
+
+// ParsePage finds which of queues the page carries and sums it over its series (the base
 // model and every adapter share one engine, so their queues add). How the adapter knows a
 // pod's engine: from the page itself. A model server exports its own engine's families only
 // (vLLM's vllm:*, SGLang's sglang:*), so the queue family present names the engine, and the
@@ -45,9 +65,11 @@ func Queues() []Queue {
 // say the same but would change every existing vLLM pod's template, rolling every model on
 // upgrade, and a tenant's image could not make it lie any more than it can its page. A page
 // that carries two engines' queues is refused: which one the HPA means cannot be told.
-// Only the queue families' lines are handed to the exposition parser: a page is mostly
-// histogram buckets, and the HPA needs none of them; a line costs one prefix test per engine.
-func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
+// Only the queue and KV-cache families' lines are handed to the exposition parser: a page is
+// mostly histogram buckets, and the HPA needs none of them; a line costs two prefix tests per
+// engine. A missing or broken KV gauge leaves HasKV false and the queue served: it fails only
+// the HPAs that scale on it, as a pod without a reading.
+func ParsePage(r io.Reader, queues []Queue) (Page, error) {
 	var family bytes.Buffer
 	found := -1
 	sc := bufio.NewScanner(r)
@@ -55,11 +77,16 @@ func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
 	for sc.Scan() {
 		line := sc.Bytes()
 		for i := range queues {
+			if queues[i].KVSeries != "" && isFamilyLine(line, queues[i].KVSeries) {
+				family.Write(line)
+				family.WriteByte('\n')
+				break
+			}
 			if !isFamilyLine(line, queues[i].Series) {
 				continue
 			}
 			if found >= 0 && found != i {
-				return 0, Queue{}, fmt.Errorf("the page carries both %s and %s: one engine's queue was expected", queues[found].Series, queues[i].Series)
+				return Page{}, fmt.Errorf("the page carries both %s and %s: one engine's queue was expected", queues[found].Series, queues[i].Series)
 			}
 			found = i
 			family.Write(line)
@@ -68,22 +95,39 @@ func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, Queue{}, fmt.Errorf("reading metrics: %w", err)
+		return Page{}, fmt.Errorf("reading metrics: %w", err)
 	}
 	if found < 0 {
-		return 0, Queue{}, fmt.Errorf("no engine's queue (%s) in the pod's metrics", seriesOf(queues))
+		return Page{}, fmt.Errorf("no engine's queue (%s) in the pod's metrics", seriesOf(queues))
 	}
 	q := queues[found]
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(&family)
 	if err != nil {
-		return 0, Queue{}, fmt.Errorf("parsing %s: %w", q.Series, err)
+		return Page{}, fmt.Errorf("parsing %s: %w", q.Series, err)
 	}
 	f, ok := families[q.Series]
 	if !ok || len(f.GetMetric()) == 0 {
-		return 0, Queue{}, fmt.Errorf("no %s sample in the pod's metrics", q.Series)
+		return Page{}, fmt.Errorf("no %s sample in the pod's metrics", q.Series)
 	}
-	sum := 0.0
+	sum, _, ok := gaugeSum(f)
+	if !ok {
+		return Page{}, fmt.Errorf("%s is a %s, want a gauge", q.Series, f.GetType())
+	}
+	if sum != sum || sum < 0 { // NaN or negative: a broken exporter, not a queue
+		return Page{}, fmt.Errorf("%s is %v", q.Series, sum)
+	}
+	p := Page{Waiting: sum, Queue: q}
+	if kv, ok := families[q.KVSeries]; ok {
+		if sum, n, ok := gaugeSum(kv); ok && n > 0 && sum == sum && sum >= 0 {
+			p.KV, p.HasKV = sum/float64(n), true
+		}
+	}
+	return p, nil
+}
+
+// gaugeSum is the sum of f's samples and their count; ok is false when f is not a gauge.
+func gaugeSum(f *dto.MetricFamily) (sum float64, n int, ok bool) {
 	for _, m := range f.GetMetric() {
 		switch {
 		case m.GetGauge() != nil:
@@ -91,13 +135,11 @@ func ParseQueue(r io.Reader, queues []Queue) (float64, Queue, error) {
 		case m.GetUntyped() != nil:
 			sum += m.GetUntyped().GetValue()
 		default:
-			return 0, Queue{}, fmt.Errorf("%s is a %s, want a gauge", q.Series, f.GetType())
+			return 0, 0, false
 		}
+		n++
 	}
-	if sum != sum || sum < 0 { // NaN or negative: a broken exporter, not a queue
-		return 0, Queue{}, fmt.Errorf("%s is %v", q.Series, sum)
-	}
-	return sum, q, nil
+	return sum, n, true
 }
 
 func seriesOf(queues []Queue) string {

@@ -17,6 +17,12 @@ vllm:num_requests_running{engine="0",model_name="qwen3-8b"} 4.0
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{engine="0",model_name="qwen3-8b"} 3.0
 vllm:num_requests_waiting{engine="0",model_name="sql-lora"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="qwen3-8b"} 0.375
+# HELP vllm:kv_cache_usage_perc_other A family whose name extends the gauge's.
+# TYPE vllm:kv_cache_usage_perc_other gauge
+vllm:kv_cache_usage_perc_other{engine="0",model_name="qwen3-8b"} 9.0
 # HELP vllm:num_requests_waiting_by_reason Requests waiting, by reason.
 # TYPE vllm:num_requests_waiting_by_reason gauge
 vllm:num_requests_waiting_by_reason{engine="0",model_name="qwen3-8b",reason="capacity"} 99.0
@@ -113,9 +119,43 @@ func TestParseQueue(t *testing.T) {
 // name its HPAs ask for.
 func TestQueuesAreTheEngines(t *testing.T) {
 	got := Queues()
-	want := []Queue{{"sglang:num_queue_reqs", "num_queue_reqs"}, {"vllm:num_requests_waiting", "num_requests_waiting"}}
+	want := []Queue{{"sglang:num_queue_reqs", "num_queue_reqs", "sglang:token_usage", "token_usage"},
+		{"vllm:num_requests_waiting", "num_requests_waiting", "vllm:kv_cache_usage_perc", "kv_cache_usage_perc"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Queues() = %v, want %v", got, want)
+	}
+}
+
+// TestParsePageKVCache: each engine's KV-cache gauge, read in the queue's pass: vLLM's one
+// series, SGLang's averaged over its data-parallel ranks (each its own token pool); a page
+// without it, or with a broken one, still gives its queue, without a KV reading.
+func TestParsePageKVCache(t *testing.T) {
+	queues := Queues()
+	for _, tc := range []struct {
+		name, page string
+		waiting    float64
+		kv         float64
+		hasKV      bool
+		metric     string
+	}{
+		{name: "vLLM v0.11", page: vllmPage, waiting: 5, kv: 0.375, hasKV: true, metric: "kv_cache_usage_perc"},
+		{name: "SGLang v0.5.3, two dp ranks", page: sglangPage, waiting: 7, kv: 0.6, hasKV: true, metric: "token_usage"},
+		{name: "vLLM, engine 0 and 1 (data parallel)", page: "vllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.25\n", waiting: 1, kv: 0.375, hasKV: true, metric: "kv_cache_usage_perc"},
+		{name: "no KV gauge", page: "vllm:num_requests_waiting 2\n", waiting: 2},
+		{name: "the other engine's KV gauge only", page: "vllm:num_requests_waiting 2\nsglang:token_usage 0.9\n", waiting: 2},
+		{name: "KV gauge NaN", page: "sglang:num_queue_reqs 1\nsglang:token_usage NaN\n", waiting: 1},
+		{name: "KV gauge negative", page: "sglang:num_queue_reqs 1\nsglang:token_usage -0.5\n", waiting: 1},
+		{name: "KV as a counter", page: "vllm:num_requests_waiting 1\n# TYPE vllm:kv_cache_usage_perc counter\nvllm:kv_cache_usage_perc 0.5\n", waiting: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePage(strings.NewReader(tc.page), queues)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Waiting != tc.waiting || p.HasKV != tc.hasKV || p.KV != tc.kv || (tc.hasKV && p.Queue.KVMetric != tc.metric) {
+				t.Fatalf("ParsePage = %+v; want waiting %v, KV %v (%v) as %s", p, tc.waiting, tc.kv, tc.hasKV, tc.metric)
+			}
+		})
 	}
 }
 

@@ -24,13 +24,17 @@ const maxBody = 4 << 20
 // Redirected is why a pod's 3xx gives no reading: the address it names is not read.
 const Redirected = "a redirect, not followed (the adapter reads only the pod it addressed)"
 
-// Reading is one pod's queue as last read.
+// Reading is one pod's queue and KV-cache use as last read.
 type Reading struct {
 	Waiting float64
 	// Metric is the name the queue is served under: its engine's, as the page showed it
-	// (ParseQueue).
+	// (ParsePage).
 	Metric string
-	At     time.Time
+	// KV is the KV cache's use, 0 to 1, served under KVMetric (its engine's name); KVMetric is
+	// empty when the page carried no KV gauge.
+	KV       float64
+	KVMetric string
+	At       time.Time
 }
 
 // Config bounds the reads: every model pod read once each Period, each read given up after
@@ -209,7 +213,7 @@ func (s *Scraper) dispatch(ctx context.Context, reads *sync.WaitGroup) time.Time
 // attempt reads one pod and records what it read: the reading is served from now until the
 // pod's next attempt ends.
 func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started time.Time) {
-	w, q, err := s.read(ctx, t.URL)
+	page, err := s.read(ctx, t.URL)
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,7 +245,11 @@ func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started 
 		s.slowNS[t.Namespace] = true
 	} else {
 		s.m.scrapes.WithLabelValues("ok").Inc()
-		e.answered, e.reading, e.failures = true, Reading{Waiting: w, Metric: q.Metric, At: now}, 0
+		r := Reading{Waiting: page.Waiting, Metric: page.Queue.Metric, At: now}
+		if page.HasKV {
+			r.KV, r.KVMetric = page.KV, page.Queue.KVMetric
+		}
+		e.answered, e.reading, e.failures = true, r, 0
 		e.due = started.Add(s.cfg.Period)
 	}
 	delete(s.round, uid)
@@ -354,27 +362,27 @@ func (s *Scraper) setSeries(targets int) {
 	s.m.unowned.Set(float64(s.unowned))
 }
 
-func (s *Scraper) read(ctx context.Context, url string) (float64, Queue, error) {
+func (s *Scraper) read(ctx context.Context, url string) (Page, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, Queue{}, err
+		return Page{}, err
 	}
 	// The text format: the one vLLM's and SGLang's prometheus_client always serve and the
 	// parser reads.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, Queue{}, err
+		return Page{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 3 {
-		return 0, Queue{}, fmt.Errorf("GET %s: %d: %s", url, resp.StatusCode, Redirected)
+		return Page{}, fmt.Errorf("GET %s: %d: %s", url, resp.StatusCode, Redirected)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-		return 0, Queue{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return Page{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return ParseQueue(io.LimitReader(resp.Body, maxBody), s.queues)
+	return ParsePage(io.LimitReader(resp.Body, maxBody), s.queues)
 }

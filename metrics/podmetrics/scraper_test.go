@@ -297,13 +297,14 @@ func TestReadRefusesRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.read(context.Background(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "302: "+Redirected) {
+	if _, err := s.read(context.Background(), srv.URL+"/metrics"); err == nil || !strings.Contains(err.Error(), "302: "+Redirected) {
 		t.Fatalf("a 302: %v", err)
 	}
 }
 
 // TestReadsEachPodInItsEnginesSeries: a vLLM pod and an SGLang pod side by side, each read in
-// its own engine's queue family and its reading named for the metric its HPA asks.
+// its own engine's queue family and its reading named for the metric its HPA asks; the SGLang
+// page's token_usage is read in the same pass, the vLLM one without a KV gauge gives none.
 func TestReadsEachPodInItsEnginesSeries(t *testing.T) {
 	pods := []*corev1.Pod{
 		servingPod(t, "v", "llama", page(3)),
@@ -316,10 +317,10 @@ func TestReadsEachPodInItsEnginesSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, s)
-	want := []Reading{{Waiting: 3, Metric: "num_requests_waiting"}, {Waiting: 7, Metric: "num_queue_reqs"}}
+	want := []Reading{{Waiting: 3, Metric: "num_requests_waiting"}, {Waiting: 7, Metric: "num_queue_reqs", KV: 0.6, KVMetric: "token_usage"}}
 	eventually(t, "both pods read", func() error {
 		for i, w := range want {
-			if r, ok := s.Reading(pods[i], clk.Now()); !ok || r.Waiting != w.Waiting || r.Metric != w.Metric {
+			if r, ok := s.Reading(pods[i], clk.Now()); !ok || r.Waiting != w.Waiting || r.Metric != w.Metric || r.KV != w.KV || r.KVMetric != w.KVMetric {
 				return fmt.Errorf("pod %s: %+v %v, want %+v", pods[i].Name, r, ok, w)
 			}
 		}

@@ -71,8 +71,10 @@ func promQLParses(t *testing.T, exprs ...string) {
 
 // TestPrometheusAdapterOverlay: manifests/overlays/prometheus-adapter is the base install
 // without the operator's metrics adapter, plus prometheus-adapter's rules mapping each engine's
-// queue (vllm:num_requests_waiting, sglang:num_queue_reqs) to the metric the HPAs of its models
-// ask for, per pod, summed over the engine's other labels, in PromQL Prometheus parses; the
+// queue (vllm:num_requests_waiting, sglang:num_queue_reqs) and KV-cache use
+// (vllm:kv_cache_usage_perc, sglang:token_usage) to the metric the HPAs of its models ask for,
+// per pod, the queue summed and the KV use averaged over the engine's other labels, in PromQL
+// Prometheus parses; the
 // Helm values carry the same rules; the overlay passes a server-side dry run.
 func TestPrometheusAdapterOverlay(t *testing.T) {
 	const overlay = "manifests/overlays/prometheus-adapter"
@@ -108,52 +110,64 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(data["config.yaml"].(string)), &config); err != nil {
 		t.Fatalf("config.yaml: %v", err)
 	}
-	// One rule per engine: its queue series served under the name the HPA of a model on that
-	// engine asks for.
-	if len(config.Rules) != len(engine.Names()) {
-		t.Fatalf("%d rules, want one per engine %v", len(config.Rules), engine.Names())
+	// Two rules per engine: its queue series and its KV-cache gauge, each served under the name
+	// the HPA of a model on that engine asks for (spec.autoscaling.metric queue, kvCache).
+	if len(config.Rules) != 2*len(engine.Names()) {
+		t.Fatalf("%d rules, want two per engine %v", len(config.Rules), engine.Names())
 	}
 	for _, name := range engine.Names() {
 		e := engine.For(name)
-		series := e.Metrics().Queue
-		i := slices.IndexFunc(config.Rules, func(r adapterRule) bool { return r.SeriesQuery == series+`{namespace!="",pod!=""}` })
-		if i < 0 {
-			t.Errorf("%s: no rule's seriesQuery is %s{namespace!=\"\",pod!=\"\"}", name, series)
-			continue
+		for _, metric := range []string{crd.AutoscalingMetricQueue, crd.AutoscalingMetricKVCache} {
+			series, agg := e.Metrics().Queue, "sum"
+			if metric == crd.AutoscalingMetricKVCache {
+				series, agg = e.Metrics().KVCacheUsage, "avg"
+			}
+			i := slices.IndexFunc(config.Rules, func(r adapterRule) bool { return r.SeriesQuery == series+`{namespace!="",pod!=""}` })
+			if i < 0 {
+				t.Errorf("%s: no rule's seriesQuery is %s{namespace!=\"\",pod!=\"\"}", name, series)
+				continue
+			}
+			r := config.Rules[i]
+			if ns, pod := r.Resources.Overrides["namespace"], r.Resources.Overrides["pod"]; len(r.Resources.Overrides) != 2 ||
+				ns.Resource != "namespace" || ns.Group != "" || pod.Resource != "pod" || pod.Group != "" {
+				t.Errorf("%s: resources.overrides %+v: the namespace and pod labels name the core resources", name, r.Resources.Overrides)
+			}
+			// The name the operator's HPA for a model on e asks the custom metrics API for.
+			isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: 2, GPUsPerReplica: ptr.To[int32](1)}}
+			isvc.Name, isvc.Namespace, isvc.UID = "qwen3", "team-a", types.UID("u")
+			asked := e.Metrics().QueueName
+			if metric == crd.AutoscalingMetricKVCache {
+				asked = e.Metrics().KVCacheName
+			}
+			if name == engine.VLLM { // the default engine: what DesiredChildren's HPA asks for
+				ext := &crd.SpecExtensions{}
+				if metric == crd.AutoscalingMetricKVCache {
+					ext.Autoscaling = &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 2, Metric: metric}
+				}
+				hpa := reconcile.DesiredChildren(isvc, ext, reconcile.Features{}).HPA
+				asked = hpa.Spec.Metrics[0].Pods.Metric.Name
+			}
+			if re, err := regexp.Compile(r.Name.Matches); err != nil || !re.MatchString(series) || r.Name.As != asked {
+				t.Errorf("%s: name %+v (%v): must match %s and be served as %s", name, r.Name, err, series, asked)
+			}
+			// The query as prometheus-adapter expands it for one HPA's pods.
+			tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(r.MetricsQuery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var q bytes.Buffer
+			if err := tmpl.Execute(&q, map[string]any{
+				"Series": series, "LabelMatchers": `namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"`,
+				"GroupBy": "pod", "GroupBySlice": []string{"pod"},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			want := agg + ` by (pod) (` + series + `{namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"})`
+			if q.String() != want {
+				t.Errorf("%s: metricsQuery expands to\n%s\nwant (one value per pod, the engine's other labels %sed)\n%s", name, q.String(), agg, want)
+			}
+			promQLParses(t, r.SeriesQuery, q.String())
 		}
-		r := config.Rules[i]
-		if ns, pod := r.Resources.Overrides["namespace"], r.Resources.Overrides["pod"]; len(r.Resources.Overrides) != 2 ||
-			ns.Resource != "namespace" || ns.Group != "" || pod.Resource != "pod" || pod.Group != "" {
-			t.Errorf("%s: resources.overrides %+v: the namespace and pod labels name the core resources", name, r.Resources.Overrides)
-		}
-		// The name the operator's HPA for a model on e asks the custom metrics API for.
-		isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: 2, GPUsPerReplica: ptr.To[int32](1)}}
-		isvc.Name, isvc.Namespace, isvc.UID = "qwen3", "team-a", types.UID("u")
-		asked := e.Metrics().QueueName
-		if name == engine.VLLM { // the default engine: what DesiredChildren's HPA asks for
-			hpa := reconcile.DesiredChildren(isvc, &crd.SpecExtensions{}, reconcile.Features{}).HPA
-			asked = hpa.Spec.Metrics[0].Pods.Metric.Name
-		}
-		if re, err := regexp.Compile(r.Name.Matches); err != nil || !re.MatchString(series) || r.Name.As != asked {
-			t.Errorf("%s: name %+v (%v): must match %s and be served as %s", name, r.Name, err, series, asked)
-		}
-		// The query as prometheus-adapter expands it for one HPA's pods.
-		tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(r.MetricsQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var q bytes.Buffer
-		if err := tmpl.Execute(&q, map[string]any{
-			"Series": series, "LabelMatchers": `namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"`,
-			"GroupBy": "pod", "GroupBySlice": []string{"pod"},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		want := `sum by (pod) (` + series + `{namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"})`
-		if q.String() != want {
-			t.Errorf("%s: metricsQuery expands to\n%s\nwant (one value per pod, the engine's other labels summed)\n%s", name, q.String(), want)
-		}
-		promQLParses(t, r.SeriesQuery, q.String())
 	}
 
 	// The Helm chart's values hold the same rules.
@@ -177,11 +191,13 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 	applyClean(t, "apply", "--dry-run=server", "-k", filepath.Join(env.Root, overlay))
 }
 
-// TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses.
+// TestKEDAQueueQueryParses: the PromQL a ScaledObject's trigger asks Prometheus parses, on the
+// queue and on the KV cache (spec.autoscaling.metric kvCache).
 func TestKEDAQueueQueryParses(t *testing.T) {
 	for _, name := range engine.Names() {
 		e := engine.For(name)
-		promQLParses(t, reconcile.QueueQuery(e, "team-a", "qwen3"), reconcile.QueueQuery(e, "team-a", "llama-70b"))
+		promQLParses(t, reconcile.QueueQuery(e, "team-a", "qwen3"), reconcile.QueueQuery(e, "team-a", "llama-70b"),
+			reconcile.KVCacheQuery(e, "team-a", "qwen3"))
 	}
 }
 

@@ -49,7 +49,9 @@ const (
 	// RunningSeries is the count of requests in the running batch.
 	RunningSeries = "sglang:num_running_reqs"
 	// KVCacheUsageSeries is the token pool's use, 0 to 1: SGLang's KV cache is its token pool.
-	KVCacheUsageSeries = "sglang:token_usage"
+	KVCacheUsageSeries = "sglang:" + KVCacheUsageMetric
+	// KVCacheUsageMetric is the name the custom metrics API serves the token pool's use under.
+	KVCacheUsageMetric = "token_usage"
 	// TTFTSeries is the time-to-first-token histogram, in seconds.
 	TTFTSeries = "sglang:time_to_first_token_seconds"
 )
@@ -57,7 +59,7 @@ const (
 // Metrics are SGLang's series names.
 func (SGLang) Metrics() engine.Metrics {
 	return engine.Metrics{Queue: QueueSeries, QueueName: QueueMetric, Running: RunningSeries,
-		KVCacheUsage: KVCacheUsageSeries, TTFT: TTFTSeries}
+		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries}
 }
 
 // The container's parts.

@@ -21,12 +21,12 @@ func TestRegistered(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	m := SGLang{}.Metrics()
 	want := engine.Metrics{Queue: "sglang:num_queue_reqs", QueueName: "num_queue_reqs",
-		Running: "sglang:num_running_reqs", KVCacheUsage: "sglang:token_usage", TTFT: "sglang:time_to_first_token_seconds"}
+		Running: "sglang:num_running_reqs", KVCacheUsage: "sglang:token_usage", KVCacheName: "token_usage", TTFT: "sglang:time_to_first_token_seconds"}
 	if m != want {
 		t.Fatalf("Metrics() = %+v, want %+v", m, want)
 	}
-	if m.Queue != "sglang:"+m.QueueName {
-		t.Fatal("QueueName is not Queue without the prefix")
+	if m.Queue != "sglang:"+m.QueueName || m.KVCacheUsage != "sglang:"+m.KVCacheName {
+		t.Fatal("QueueName or KVCacheName is not its series without the prefix")
 	}
 }
 

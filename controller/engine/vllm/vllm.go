@@ -42,7 +42,9 @@ const (
 	// RunningSeries is the count of requests in the running batch.
 	RunningSeries = "vllm:num_requests_running"
 	// KVCacheUsageSeries is the KV cache's use, 0 to 1 (gpu_cache_usage_perc before v0.10).
-	KVCacheUsageSeries = "vllm:kv_cache_usage_perc"
+	KVCacheUsageSeries = "vllm:" + KVCacheUsageMetric
+	// KVCacheUsageMetric is the name the custom metrics API serves the KV cache's use under.
+	KVCacheUsageMetric = "kv_cache_usage_perc"
 	// TTFTSeries is the time-to-first-token histogram, in seconds.
 	TTFTSeries = "vllm:time_to_first_token_seconds"
 )
@@ -50,7 +52,7 @@ const (
 // Metrics are vLLM's series names.
 func (VLLM) Metrics() engine.Metrics {
 	return engine.Metrics{Queue: QueueSeries, QueueName: QueueMetric, Running: RunningSeries,
-		KVCacheUsage: KVCacheUsageSeries, TTFT: TTFTSeries}
+		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries}
 }
 
 // The container's parts.
