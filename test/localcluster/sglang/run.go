@@ -608,12 +608,7 @@ func (s *Server) listen(h http.Handler) bool {
 	})
 }
 
-func (s *Server) guard(l net.Listener) net.Listener {
-	if s.cfg.Ingress == nil {
-		return l
-	}
-	return s.cfg.Ingress.Guard(l)
-}
+func (s *Server) guard(l net.Listener) net.Listener { return proc.Guard(s.cfg.Ingress, l) }
 
 // cudaOOM is torch running out of GPU memory while a scheduler loads its shard of the weights.
 func (s *Server) cudaOOM(perGPU, avail int64) {

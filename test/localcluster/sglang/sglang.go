@@ -11,7 +11,6 @@
 package sglang
 
 import (
-	"net"
 	"path"
 	"regexp"
 	"strings"
@@ -87,18 +86,11 @@ func substituted(script string) (string, []string) {
 	return out, errs
 }
 
-// Ingress enforces NetworkPolicy on the process's listeners (the kubelet's netpol.go); the same
-// contract as vllm.Ingress.
-type Ingress interface {
-	Guard(l net.Listener) net.Listener
-	AdmitsPeer(src, srcIP, dstIP string, port int32) (ok bool, why string)
-}
-
 // Config is what every fake SGLang of one kubelet shares; the kubelet fills it from its fake
 // vLLM's, so both engines keep one time scale. Every zero field takes the default its comment
 // names.
 type Config struct {
-	Ingress Ingress // nil: every connection is accepted
+	Ingress proc.Ingress // nil: every connection is accepted
 	// LoadTime is loading the weights; default: each GPU's share read at LoadBandwidth, under
 	// TimeScale, at least 100ms.
 	LoadTime  time.Duration

@@ -43,7 +43,7 @@ func Serves(image string) bool {
 type Config struct {
 	// Ingress enforces NetworkPolicy on the server's port (the kubelet's netpol.go); nil: every connection
 	// is accepted.
-	Ingress Ingress
+	Ingress proc.Ingress
 	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
 	LoadTime  time.Duration
