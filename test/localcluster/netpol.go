@@ -489,7 +489,7 @@ func procAddr(a *net.TCPAddr) string {
 	return fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip4), a.Port)
 }
 
-// Guard and AdmitsPeer are guard and admitsPeer for the model servers (vllm.Ingress).
+// Guard and AdmitsPeer are guard and admitsPeer for the model servers (proc.Ingress).
 func (n *netPolicies) Guard(l net.Listener) net.Listener { return n.guard(l) }
 
 // AdmitsPeer is admitsPeer.

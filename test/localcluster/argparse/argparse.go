@@ -11,6 +11,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // Action is what argparse does with an option it matched.
@@ -52,18 +54,16 @@ func (o *Option) takesNoValue() bool { return o.Action == StoreTrue || o.Action 
 type Parser struct {
 	Prog    string
 	Options []Option
-	exact   map[string]*Option
-	strings []string // every option string, in registration order
+	strings Strings[Option]
 }
 
 // New is ArgumentParser(prog=prog) with -h/--help and the options added in order.
 func New(prog string, opts []Option) *Parser {
-	p := &Parser{Prog: prog, exact: map[string]*Option{}}
+	p := &Parser{Prog: prog}
 	p.Options = append([]Option{{Flags: []string{"-h", "--help"}, Dest: "help", Action: Help}}, opts...)
 	for i := range p.Options {
 		for _, f := range p.Options[i].Flags {
-			p.exact[f] = &p.Options[i]
-			p.strings = append(p.strings, f)
+			p.strings.Add(f, &p.Options[i])
 		}
 	}
 	return p
@@ -99,108 +99,14 @@ func (p *Parser) argFail(o *Option, format string, a ...any) error {
 	return p.fail("argument %s: %s", strings.Join(o.Flags, "/"), fmt.Sprintf(format, a...))
 }
 
-// match is an argument argparse took for an option.
-type match struct {
-	opt         *Option // nil: no option of this parser (argparse keeps it as an extra)
-	flag        string
-	explicit    string // the value after `=`
-	hasExplicit bool
-}
-
-// isNegativeNumber is argparse's _negative_number_matcher, '^-\d+$|^-\d*\.\d+$'.
-func isNegativeNumber(s string) bool {
-	if len(s) < 2 || s[0] != '-' {
-		return false
-	}
-	digits, dot := 0, false
-	for _, c := range s[1:] {
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.' && !dot:
-			dot = true
-		default:
-			return false
-		}
-	}
-	return digits > 0 && (!dot || s[len(s)-1] != '.')
-}
-
-// parseOptional is argparse's _parse_optional: whether arg is an option, and which; an
-// abbreviation that fits several options is refused here.
-func (p *Parser) parseOptional(arg string) (match, bool, error) {
-	if arg == "" || arg[0] != '-' {
-		return match{}, false, nil
-	}
-	if o, ok := p.exact[arg]; ok {
-		return match{opt: o, flag: arg}, true, nil
-	}
-	if len(arg) == 1 {
-		return match{}, false, nil
-	}
-	key, val, hasEq := strings.Cut(arg, "=")
-	if hasEq {
-		if o, ok := p.exact[key]; ok {
-			return match{opt: o, flag: key, explicit: val, hasExplicit: true}, true, nil
-		}
-	}
-	// _get_option_tuples: a "--" argument is matched by prefix up to its '='; allow_abbrev
-	// is argparse's default, which launch_server's parser keeps.
-	var ms []match
-	if strings.HasPrefix(arg, "--") {
-		for _, f := range p.strings {
-			if strings.HasPrefix(f, key) {
-				ms = append(ms, match{opt: p.exact[f], flag: f, explicit: val, hasExplicit: hasEq})
-			}
-		}
-	} else {
-		for _, f := range p.strings {
-			if f == arg[:2] && !strings.HasPrefix(f, "--") {
-				ms = append(ms, match{opt: p.exact[f], flag: f, explicit: arg[2:], hasExplicit: true})
-			} else if strings.HasPrefix(f, key) {
-				ms = append(ms, match{opt: p.exact[f], flag: f, explicit: val, hasExplicit: hasEq})
-			}
-		}
-	}
-	if len(ms) > 1 {
-		names := make([]string, len(ms))
-		for i, m := range ms {
-			names[i] = m.flag
-		}
-		return match{}, false, p.fail("ambiguous option: %s could match %s", arg, strings.Join(names, ", "))
-	}
-	if len(ms) == 1 {
-		return ms[0], true, nil
-	}
-	if isNegativeNumber(arg) || strings.Contains(arg, " ") {
-		return match{}, false, nil
-	}
-	return match{flag: arg}, true, nil
-}
-
 // Parse is parse_args: every argument classified first (an ambiguous abbreviation fails
 // before anything else), then the options consumed in turn, then the required options
 // checked, then anything left over refused as "unrecognized arguments".
 func (p *Parser) Parse(args []string) (Namespace, error) {
 	ns := Namespace{}
-	pattern := make([]byte, len(args))
-	opts := map[int]match{}
-	for i := 0; i < len(args); i++ {
-		if args[i] == "--" {
-			pattern[i] = '-'
-			for j := i + 1; j < len(args); j++ {
-				pattern[j] = 'A'
-			}
-			break
-		}
-		m, isOpt, err := p.parseOptional(args[i])
-		if err != nil {
-			return nil, err
-		}
-		pattern[i] = 'A'
-		if isOpt {
-			opts[i], pattern[i] = m, 'O'
-		}
+	pattern, opts, ambiguous := p.strings.Classify(args)
+	if ambiguous != "" {
+		return nil, p.fail("%s", ambiguous)
 	}
 	var extras []string
 	seen := map[*Option]bool{}
@@ -214,7 +120,7 @@ func (p *Parser) Parse(args []string) (Namespace, error) {
 			extras = append(extras, args[i])
 			i++
 			continue
-		case m.opt == nil:
+		case m.Opt == nil:
 			extras = append(extras, args[i])
 			i++
 			continue
@@ -223,7 +129,7 @@ func (p *Parser) Parse(args []string) (Namespace, error) {
 		if err != nil {
 			return nil, err
 		}
-		seen[m.opt] = true
+		seen[m.Opt] = true
 		i = next
 	}
 	var missing []string
@@ -243,33 +149,17 @@ func (p *Parser) Parse(args []string) (Namespace, error) {
 
 // consume takes the option at args[i] with its values and returns where the next argument
 // starts.
-func (p *Parser) consume(m match, args []string, pattern []byte, i int, ns Namespace) (int, error) {
-	o := m.opt
-	if m.hasExplicit {
+func (p *Parser) consume(m Match[Option], args []string, pattern []byte, i int, ns Namespace) (int, error) {
+	o := m.Opt
+	if m.HasExplicit {
 		if o.takesNoValue() {
-			return 0, p.argFail(o, "ignored explicit argument %s", pyRepr(m.explicit))
+			return 0, p.argFail(o, "ignored explicit argument %s", pyrepr.Str(m.Explicit))
 		}
-		return i + 1, p.take(o, []string{m.explicit}, ns)
+		return i + 1, p.take(o, []string{m.Explicit}, ns)
 	}
-	n := 0
-	for i+1+n < len(pattern) && pattern[i+1+n] == 'A' {
-		n++
-	}
-	switch {
-	case o.takesNoValue():
-		n = 0
-	case o.Nargs == '?':
-		n = min(n, 1)
-	case o.Nargs == '*':
-	case o.Nargs == '+':
-		if n == 0 {
-			return 0, p.argFail(o, "expected at least one argument")
-		}
-	default:
-		if n == 0 {
-			return 0, p.argFail(o, "expected one argument")
-		}
-		n = 1
+	n, short := Values(pattern, i, o.Nargs, o.takesNoValue())
+	if short != "" {
+		return 0, p.argFail(o, "%s", short)
 	}
 	return i + 1 + n, p.take(o, args[i+1:i+1+n], ns)
 }
@@ -314,13 +204,13 @@ func (p *Parser) value(o *Option, s string) (any, error) {
 	case Int:
 		n, ok := PyInt(s)
 		if !ok {
-			return nil, p.argFail(o, "invalid int value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid int value: %s", pyrepr.Str(s))
 		}
 		v = n
 	case Float:
 		f, ok := PyFloat(s)
 		if !ok {
-			return nil, p.argFail(o, "invalid float value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid float value: %s", pyrepr.Str(s))
 		}
 		v = f
 	}
@@ -333,12 +223,12 @@ func (p *Parser) value(o *Option, s string) (any, error) {
 		}
 		reprs := make([]string, len(o.Choices))
 		for i, c := range o.Choices {
-			reprs[i] = pyRepr(c)
+			reprs[i] = pyrepr.Str(c)
 			if o.Type == Int {
 				reprs[i] = c
 			}
 		}
-		shown := pyRepr(s)
+		shown := pyrepr.Str(s)
 		if o.Type == Int {
 			shown = str
 		}
@@ -380,34 +270,6 @@ func PyFloat(s string) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
 	return f, err == nil && !strings.Contains(t, "__")
-}
-
-// pyRepr is Python's repr() of a str: single quotes unless the string holds one and no double.
-func pyRepr(s string) string {
-	q := "'"
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		q = `"`
-	}
-	var b strings.Builder
-	b.WriteString(q)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case string(r) == q:
-			b.WriteString(`\` + q)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteString(q)
-	return b.String()
 }
 
 // Usage is the parser's usage block as HelpFormatter writes it at 80 columns (COLUMNS unset,

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/histogram"
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // errQueueFull is the scheduler refusing a request beyond --max-queued-requests.
@@ -30,27 +33,6 @@ var (
 		0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}
 	e2eBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400}
 )
-
-type histogram struct {
-	bounds []float64
-	counts []uint64 // per bucket; the last is +Inf
-	sum    float64
-	n      uint64
-}
-
-func newHistogram(bounds []float64) histogram {
-	return histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
-}
-
-func (h *histogram) observe(v float64, n uint64) {
-	i := 0
-	for i < len(h.bounds) && v > h.bounds[i] {
-		i++
-	}
-	h.counts[i] += n
-	h.sum += v * float64(n)
-	h.n += n
-}
 
 // gauges is SchedulerStats as the scheduler last logged it.
 type gauges struct {
@@ -75,7 +57,7 @@ type engine struct {
 	idle        time.Duration // idleStatsInterval; a test shortens it
 
 	promptTokens, generationTokens, requests, aborted uint64
-	ttft, itl, e2e                                    histogram
+	ttft, itl, e2e                                    histogram.Histogram
 }
 
 // waiter is a request waiting for a slot and its tokens.
@@ -90,7 +72,7 @@ func newEngine(slots, maxQueued, totalTokens, contextLen int, a *serverArgs) *en
 		tb = a.ttftBuckets
 	}
 	return &engine{slots: slots, maxQueued: maxQueued, totalTokens: totalTokens, contextLen: contextLen,
-		ttft: newHistogram(tb), itl: newHistogram(itlBuckets), e2e: newHistogram(e2eBuckets),
+		ttft: histogram.New(tb), itl: histogram.New(itlBuckets), e2e: histogram.New(e2eBuckets),
 		logged: gauges{at: time.Now()}, idle: idleStatsInterval}
 }
 
@@ -209,12 +191,12 @@ func (e *engine) finish(prompt, generated int, ttft, itl, e2e time.Duration, abo
 	e.promptTokens += uint64(prompt)
 	e.generationTokens += uint64(generated)
 	if generated > 0 {
-		e.ttft.observe(ttft.Seconds(), 1)
+		e.ttft.Observe(ttft.Seconds(), 1)
 	}
 	if generated > 1 {
-		e.itl.observe(itl.Seconds(), uint64(generated-1))
+		e.itl.Observe(itl.Seconds(), uint64(generated-1))
 	}
-	e.e2e.observe(e2e.Seconds(), 1)
+	e.e2e.Observe(e2e.Seconds(), 1)
 }
 
 // load is running plus waiting requests.
@@ -241,21 +223,19 @@ func (e *engine) writeMetrics(b *strings.Builder, model string) {
 	}
 	counter := func(name string, v uint64) {
 		head(name, "counter")
-		fmt.Fprintf(b, "%s{%s} %s\n", name, tl, pyFloat(float64(v)))
+		fmt.Fprintf(b, "%s{%s} %s\n", name, tl, pyrepr.Float(float64(v)))
 	}
 	gauge := func(name string, v float64) {
 		head(name, "gauge")
-		fmt.Fprintf(b, "%s{%s} %s\n", name, sl, pyFloat(v))
+		fmt.Fprintf(b, "%s{%s} %s\n", name, sl, pyrepr.Float(v))
 	}
-	hist := func(name string, h *histogram) {
+	hist := func(name string, h *histogram.Histogram) {
 		head(name, "histogram")
-		var cum uint64
-		for i, bound := range h.bounds {
-			cum += h.counts[i]
-			fmt.Fprintf(b, "%s_bucket{%s,le=\"%s\"} %s\n", name, tl, pyFloat(bound), pyFloat(float64(cum)))
-		}
-		fmt.Fprintf(b, "%s_bucket{%s,le=\"+Inf\"} %s\n", name, tl, pyFloat(float64(h.n)))
-		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n", name, tl, pyFloat(float64(h.n)), name, tl, pyFloat(h.sum))
+		h.Buckets(func(le float64, cum uint64) {
+			fmt.Fprintf(b, "%s_bucket{%s,le=\"%s\"} %s\n", name, tl, pyrepr.Float(le), pyrepr.Float(float64(cum)))
+		})
+		fmt.Fprintf(b, "%s_bucket{%s,le=\"+Inf\"} %s\n", name, tl, pyrepr.Float(float64(h.Count())))
+		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n", name, tl, pyrepr.Float(float64(h.Count())), name, tl, pyrepr.Float(h.Sum()))
 	}
 	counter("sglang:prompt_tokens_total", e.promptTokens)
 	counter("sglang:generation_tokens_total", e.generationTokens)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/argparse"
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // Choices as server_args.py lists them.
@@ -259,9 +260,9 @@ func pyRepr(v any) string {
 	case int:
 		return strconv.Itoa(x)
 	case float64:
-		return pyFloat(x)
+		return pyrepr.Float(x)
 	case string:
-		return "'" + x + "'"
+		return pyrepr.Str(x)
 	case []any:
 		s := "["
 		for i, e := range x {
@@ -273,15 +274,4 @@ func pyRepr(v any) string {
 		return s + "]"
 	}
 	return "None"
-}
-
-// pyFloat is Python's repr of a float: always a point or an exponent.
-func pyFloat(f float64) string {
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	for _, c := range s {
-		if c == '.' || c == 'e' || c == 'n' || c == 'I' {
-			return s
-		}
-	}
-	return s + ".0"
 }

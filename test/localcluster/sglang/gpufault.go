@@ -41,13 +41,13 @@ func (s *Server) gpuFaultAtStart(f proc.GPUFault) {
 // CUDA error; one still starting fails its start. A process that is not SGLang's launcher
 // never touched the GPU and lives on.
 func (s *Server) GPUFault(f proc.GPUFault) {
-	s.stopMu.Lock()
+	s.life.Lock()
 	serving := s.eng != nil
-	if s.done || s.args == nil || f == proc.FaultNone {
-		s.stopMu.Unlock()
+	if s.life.Over() || s.args == nil || f == proc.FaultNone {
+		s.life.Unlock()
 		return
 	}
-	s.stopMu.Unlock()
+	s.life.Unlock()
 	if !serving {
 		s.gpuFaultAtStart(f)
 		return
@@ -76,7 +76,7 @@ func (s *Server) stopContext(r *http.Request) (context.Context, context.CancelFu
 	ctx, cancel := context.WithCancel(parent)
 	go func() {
 		select {
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 		case <-ctx.Done():
 		}
 		cancel()
@@ -97,7 +97,7 @@ func (s *Server) sleep(r *http.Request, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	case <-s.stopCh:
+	case <-s.life.Stopped():
 		return false
 	}
 }

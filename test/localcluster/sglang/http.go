@@ -16,36 +16,8 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
-
-// accessLog writes uvicorn's access line when the response starts.
-type accessLog struct {
-	http.ResponseWriter
-	s      *Server
-	r      *http.Request
-	logged bool
-}
-
-func (a *accessLog) WriteHeader(code int) {
-	if !a.logged {
-		a.logged = true
-		a.s.accessLine(a.r.RemoteAddr, a.r.Method, a.r.URL.RequestURI(), code)
-	}
-	a.ResponseWriter.WriteHeader(code)
-}
-
-func (a *accessLog) Write(b []byte) (int, error) {
-	if !a.logged {
-		a.WriteHeader(http.StatusOK)
-	}
-	return a.ResponseWriter.Write(b)
-}
-
-func (a *accessLog) Flush() {
-	if f, ok := a.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
 
 // accessLine is uvicorn's access log line.
 func (s *Server) accessLine(client, method, uri string, code int) {
@@ -62,7 +34,7 @@ var routes = map[string]string{
 
 // ServeHTTP routes a request as SGLang's FastAPI app does.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &accessLog{ResponseWriter: rw, s: s, r: r}
+	w := proc.NewAccessLog(rw, func(code int) { s.accessLine(r.RemoteAddr, r.Method, r.URL.RequestURI(), code) })
 	a := s.args
 	// add_api_key_middleware: every path but OPTIONS and those starting /health or /metrics
 	if a.apiKey != "" && r.Method != http.MethodOptions && !strings.HasPrefix(r.URL.Path, "/health") &&
@@ -301,7 +273,7 @@ func (s *Server) generate(r *http.Request, prompt string, maxNew int, adapter st
 	defer cancel()
 	res := result{prompt: max(1, len(strings.Fields(prompt)))}
 	t0 := time.Now()
-	line, err := s.eng.admit(ctx, s.stopCh, res.prompt, res.prompt+maxNew)
+	line, err := s.eng.admit(ctx, s.life.Stopped(), res.prompt, res.prompt+maxNew)
 	if err != nil {
 		return res, err
 	}

@@ -122,14 +122,10 @@ func (s *Server) lead() (*group, bool) {
 		return nil, false
 	}
 	ln = s.guard(ln)
-	s.stopMu.Lock()
-	if s.done {
-		s.stopMu.Unlock()
+	if !s.life.OnEnd(nil, func() { _ = ln.Close(); g.closeAll() }) {
 		_ = ln.Close()
 		return nil, false
 	}
-	s.onEnd = append(s.onEnd, func() { _ = ln.Close(); g.closeAll() })
-	s.stopMu.Unlock()
 	go g.accept(s, ln)
 	deadline := time.Now().Add(s.distTimeout())
 	for {
@@ -149,7 +145,7 @@ func (s *Server) lead() (*group, bool) {
 		case <-changed:
 			t.Stop()
 			continue
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			t.Stop()
 			return nil, false
 		case <-t.C:
@@ -238,11 +234,11 @@ func (m *member) read() {
 func (s *Server) watch(m *member) {
 	select {
 	case <-m.gone:
-		if !s.ended() {
+		if !s.life.Ended() {
 			host, _, _ := net.SplitHostPort(m.conn.RemoteAddr().String())
 			s.ncclLost(host)
 		}
-	case <-s.stopCh:
+	case <-s.life.Stopped():
 	}
 }
 
@@ -267,14 +263,14 @@ func (g *group) loaded(s *Server) bool {
 		for _, m := range ms {
 			_, _ = m.conn.Write([]byte("loaded\n"))
 		}
-		return !s.ended()
+		return !s.life.Ended()
 	}
 	for _, m := range ms {
 		select {
 		case <-m.loaded:
 		case <-m.gone:
 			return false // watch reports the loss
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			return false
 		}
 	}
@@ -303,21 +299,17 @@ func (s *Server) join() (*group, bool) {
 	for {
 		if m, ok := s.dial(host, port, warn); ok {
 			g := &group{members: map[int]*member{0: m}}
-			s.stopMu.Lock()
-			if s.done {
-				s.stopMu.Unlock()
+			if !s.life.OnEnd(nil, g.closeAll) {
 				_ = m.conn.Close()
 				return nil, false
 			}
-			s.onEnd = append(s.onEnd, g.closeAll)
-			s.stopMu.Unlock()
 			go s.watch(m)
 			return g, true
 		}
 		if !time.Now().Before(deadline) {
 			break
 		}
-		if !s.wait(min(connectRetry, time.Until(deadline))) {
+		if !s.life.Wait(min(connectRetry, time.Until(deadline))) {
 			return nil, false
 		}
 	}
@@ -337,7 +329,7 @@ func (s *Server) dial(host string, port int, warn func(string)) (*member, bool) 
 		defer cancel()
 		go func() {
 			select {
-			case <-s.stopCh:
+			case <-s.life.Stopped():
 				cancel()
 			case <-ctx.Done():
 			}
@@ -380,7 +372,7 @@ func (s *Server) dial(host string, port int, warn func(string)) (*member, bool) 
 			warn(fmt.Sprintf("The client socket has failed to connect to [%s]:%d (errno: 104 - Connection reset by peer).", host, port))
 			return nil, false
 		}
-	case <-s.stopCh:
+	case <-s.life.Stopped():
 		_ = c.Close()
 		return nil, false
 	}

@@ -108,7 +108,7 @@ var launcherFrames = []string{
 func (s *Server) failLauncher(frames []string, last ...string) {
 	lines := append(append(append([]string(nil), launcherFrames...), frames...), last...)
 	s.raw(lines...)
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // argFailure is argparse refusing the command line: its usage block and error, exit 2; -h
@@ -119,13 +119,13 @@ func (s *Server) argFailure(err error) {
 	switch {
 	case asError(err, &help):
 		s.raw(help.Usage)
-		s.exit(proc.Exit{Code: 0, Reason: "Completed"})
+		s.life.Exit(proc.Exit{Code: 0, Reason: "Completed"})
 	case asError(err, &ae):
 		s.raw(ae.Lines()...)
-		s.exit(proc.Exit{Code: 2, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 2, Reason: "Error"})
 	default:
 		s.raw(err.Error())
-		s.exit(proc.Exit{Code: 2, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 2, Reason: "Error"})
 	}
 }
 
@@ -147,7 +147,7 @@ func (s *Server) schedulerDied(frames []string, exc ...string) {
 	s.raw(exc...)
 	s.raw("")
 	s.info("Received sigquit from a child process. It usually means the child failed.")
-	s.exit(childFailed)
+	s.life.Exit(childFailed)
 }
 
 // imageEntrypoint is an SGLang image run without a command: the CUDA base image's
@@ -160,7 +160,7 @@ func (s *Server) imageEntrypoint() {
 		"By pulling and using the container, you accept the terms and conditions of this license:",
 		"https://developer.nvidia.com/ngc/nvidia-deep-learning-container-license", "",
 		"A copy of this license is made available in this container at /NGC-DL-CONTAINER-LICENSE for your convenience.", "")
-	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
+	s.life.Exit(proc.Exit{Code: 0, Reason: "Completed"})
 }
 
 // memFraction is --mem-fraction-static, or ServerArgs' default for the world size.
@@ -365,7 +365,7 @@ func (s *Server) run() {
 	if a.nodeRank == 0 {
 		s.info("Using default HuggingFace chat template with detected content format: string")
 	}
-	if !s.wait(s.cfg.modelled(8)) { // spawning the scheduler: python, torch and CUDA imports
+	if !s.life.Wait(s.cfg.modelled(8)) { // spawning the scheduler: python, torch and CUDA imports
 		return
 	}
 	s.sched("Attention backend not explicitly specified. Use flashinfer backend by default.")
@@ -421,7 +421,7 @@ func (s *Server) run() {
 		if sp.DownloadMBPerS > 0 {
 			took = s.cfg.scaled(weights, sp.DownloadMBPerS*1e6)
 		}
-		if !s.wait(took) {
+		if !s.life.Wait(took) {
 			return
 		}
 		s.cfg.Weights.Put(cacheVolume, model)
@@ -458,17 +458,17 @@ func (s *Server) run() {
 			break
 		}
 		if i == killShard {
-			if sp.Behavior.Kind == proc.OOMKilled && !s.wait(s.cfg.CrashRun) {
+			if sp.Behavior.Kind == proc.OOMKilled && !s.life.Wait(s.cfg.CrashRun) {
 				return
 			}
-			s.exit(proc.Exit{Code: 137, Reason: "OOMKilled"}) // the kernel's SIGKILL: not a word more
+			s.life.Exit(proc.Exit{Code: 137, Reason: "OOMKilled"}) // the kernel's SIGKILL: not a word more
 			return
 		}
 		if i == oomShard {
 			s.cudaOOM(perGPU, avail)
 			return
 		}
-		if !s.wait(per) {
+		if !s.life.Wait(per) {
 			return
 		}
 	}
@@ -524,7 +524,7 @@ func (s *Server) run() {
 		s.sched("Capture cuda graph begin. This can take up to several minutes. avail mem=%s GB", gb(avail))
 		s.sched("Capture cuda graph bs %s", graphSizes(maxBS))
 		g0 := time.Now()
-		if !s.wait(s.cfg.modelled(10)) {
+		if !s.life.Wait(s.cfg.modelled(10)) {
 			return
 		}
 		secs := time.Since(g0).Seconds()
@@ -557,9 +557,9 @@ func (s *Server) run() {
 	s.lora.pool = true // runtime loads are checked against the pool's rank from now on
 	s.lora.mu.Unlock()
 	eng := newEngine(maxRunning, a.maxQueued, tokens, ctx, a)
-	s.stopMu.Lock()
+	s.life.Lock()
 	s.eng = eng
-	s.stopMu.Unlock()
+	s.life.Unlock()
 	if a.nodeRank >= 1 {
 		s.serveWorker()
 		return
@@ -581,7 +581,7 @@ func (s *Server) serve() {
 	s.uvicorn("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, a.port)
 	if !a.skipWarmup {
 		// _execute_server_warmup: GET /get_model_info after a second, then one /generate
-		if !s.wait(s.cfg.modelled(1)) {
+		if !s.life.Wait(s.cfg.modelled(1)) {
 			return
 		}
 		s.accessLine("127.0.0.1:40512", "GET", "/get_model_info", 200)
@@ -595,41 +595,20 @@ func (s *Server) serve() {
 	s.up.Store(true)
 	s.info("The server is fired up and ready to roll!")
 	if sp.Behavior.Kind == proc.CrashLoop {
-		s.stopMu.Lock()
-		if !s.done {
-			s.crashAt = time.AfterFunc(s.cfg.CrashRun, s.crash)
-		}
-		s.stopMu.Unlock()
+		s.life.CrashAfter(s.cfg.CrashRun, s.crash)
 	}
 }
 
 // listen opens the HTTP port with h; false: stopped meanwhile, or the address is taken
 // (uvicorn's error, and the launcher exits 1).
 func (s *Server) listen(h http.Handler) bool {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if s.done {
-		return false
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)))
-	if err != nil {
-		s.log.Printf("[%s] ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", stamp(), s.args.host, s.port)
-		s.end()
-		s.exited <- proc.Exit{Code: 1, Reason: "Error"}
-		return false
-	}
 	// uvicorn's timeout_keep_alive=5 (launch_server passes it)
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
-	go func() { _ = s.srv.Serve(s.guard(ln)) }()
-	return true
+	return s.life.Listen(net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)), h, s.guard, func() {
+		s.log.Printf("[%s] ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", stamp(), s.args.host, s.port)
+	})
 }
 
-func (s *Server) guard(l net.Listener) net.Listener {
-	if s.cfg.Ingress == nil {
-		return l
-	}
-	return s.cfg.Ingress.Guard(l)
-}
+func (s *Server) guard(l net.Listener) net.Listener { return proc.Guard(s.cfg.Ingress, l) }
 
 // cudaOOM is torch running out of GPU memory while a scheduler loads its shard of the weights.
 func (s *Server) cudaOOM(perGPU, avail int64) {
@@ -652,7 +631,7 @@ func (s *Server) cudaOOM(perGPU, avail int64) {
 
 // crash is a crashloop server's scheduler dying while serving.
 func (s *Server) crash() {
-	if s.ended() {
+	if s.life.Ended() {
 		return
 	}
 	s.schedulerDied([]string{

@@ -11,12 +11,9 @@
 package sglang
 
 import (
-	"net"
-	"net/http"
 	"path"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,18 +86,11 @@ func substituted(script string) (string, []string) {
 	return out, errs
 }
 
-// Ingress enforces NetworkPolicy on the process's listeners (the kubelet's netpol.go); the same
-// contract as vllm.Ingress.
-type Ingress interface {
-	Guard(l net.Listener) net.Listener
-	AdmitsPeer(src, srcIP, dstIP string, port int32) (ok bool, why string)
-}
-
 // Config is what every fake SGLang of one kubelet shares; the kubelet fills it from its fake
 // vLLM's, so both engines keep one time scale. Every zero field takes the default its comment
 // names.
 type Config struct {
-	Ingress Ingress // nil: every connection is accepted
+	Ingress proc.Ingress // nil: every connection is accepted
 	// LoadTime is loading the weights; default: each GPU's share read at LoadBandwidth, under
 	// TimeScale, at least 100ms.
 	LoadTime  time.Duration
@@ -166,18 +156,12 @@ func (c Config) modelled(seconds float64) time.Duration {
 
 // Server is one running fake SGLang process.
 type Server struct {
-	spec   proc.Spec
-	cfg    Config
-	log    *proc.Log
-	port   int
-	exited chan proc.Exit
-
-	stopMu  sync.Mutex
-	srv     *http.Server  // nil until the HTTP server listens
-	done    bool          // stopped or exited
-	stopCh  chan struct{} // closed when done
-	crashAt *time.Timer   // a crashloop server's pending death
-	onEnd   []func()      // run once when the process ends (a rendezvous listener closing)
+	spec proc.Spec
+	cfg  Config
+	log  *proc.Log
+	port int
+	// life is the process's end; its lock also guards eng
+	life *proc.Life
 
 	args *serverArgs
 	eng  *engine // nil until the scheduler is up
@@ -196,7 +180,7 @@ type Server struct {
 // Exited.
 func Start(spec proc.Spec, cfg Config, log *proc.Log) *Server {
 	s := &Server{spec: spec, cfg: cfg.withDefaults(), log: log, port: defaultPort,
-		exited: make(chan proc.Exit, 1), stopCh: make(chan struct{})}
+		life: proc.NewLife()}
 	if len(spec.Command) == 0 {
 		go s.imageEntrypoint()
 		return s
@@ -222,7 +206,7 @@ func Start(spec proc.Spec, cfg Config, log *proc.Log) *Server {
 }
 
 // Exited delivers the process's exit when it ends on its own; nothing when stopped.
-func (s *Server) Exited() <-chan proc.Exit { return s.exited }
+func (s *Server) Exited() <-chan proc.Exit { return s.life.Exited() }
 
 // Port is where the HTTP server listens (or will).
 func (s *Server) Port() int { return s.port }
@@ -230,76 +214,13 @@ func (s *Server) Port() int { return s.port }
 // Stop is the kubelet's SIGTERM: SGLang's launcher kills its process tree and uvicorn shuts
 // down; loading and requests in flight are cancelled. It returns at once.
 func (s *Server) Stop() {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if !s.end() {
-		return
-	}
-	if s.srv == nil {
-		return
-	}
-	_ = s.srv.Close()
-	if s.args.nodeRank >= 1 {
-		return // a worker's health server runs uvicorn at log level warning: no lines
-	}
-	s.uvicorn("Shutting down")
-	s.uvicorn("Waiting for application shutdown.")
-	s.uvicorn("Application shutdown complete.")
-	s.uvicorn("Finished server process [1]")
-}
-
-// exit ends the process on its own, unless it was stopped first.
-func (s *Server) exit(st proc.Exit) {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if !s.end() {
-		return
-	}
-	if s.srv != nil {
-		_ = s.srv.Close()
-	}
-	s.exited <- st
-}
-
-// end marks the process over, once (stopMu held). False: it had already ended.
-func (s *Server) end() bool {
-	if s.done {
-		return false
-	}
-	s.done = true
-	close(s.stopCh)
-	if s.crashAt != nil {
-		s.crashAt.Stop()
-	}
-	for _, f := range s.onEnd {
-		f()
-	}
-	return true
-}
-
-// ended reports whether the process is over.
-func (s *Server) ended() bool {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	return s.done
-}
-
-// wait sleeps d unless the process ends first; false: it ended.
-func (s *Server) wait(d time.Duration) bool {
-	if d <= 0 {
-		select {
-		case <-s.stopCh:
-			return false
-		default:
-			return true
+	s.life.Stop(nil, func() {
+		if s.args.nodeRank >= 1 {
+			return // a worker's health server runs uvicorn at log level warning: no lines
 		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.stopCh:
-		return false
-	}
+		s.uvicorn("Shutting down")
+		s.uvicorn("Waiting for application shutdown.")
+		s.uvicorn("Application shutdown complete.")
+		s.uvicorn("Finished server process [1]")
+	})
 }

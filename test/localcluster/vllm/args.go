@@ -9,12 +9,13 @@ package vllm
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/example/inferenceservice-operator/test/localcluster/argparse"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // serveArgs is a parsed command line, with vLLM's defaults filled in.
@@ -189,7 +190,7 @@ func checkConfigArg(argv []string) error {
 	file := argv[at+1]
 	if ext := file[strings.LastIndex(file, ".")+1:]; ext != "yaml" && ext != "yml" {
 		return &pyError{"ValueError", "('Config file must be of a yaml/yml type." + strings.Repeat(" ", 30) +
-			"%s supplied', " + pyRepr(ext) + ")"}
+			"%s supplied', " + pyrepr.Str(ext) + ")"}
 	}
 	return nil
 }
@@ -304,29 +305,21 @@ func dashedName(arg string) string {
 type argParser struct {
 	prog    string
 	opts    []serveOption
-	exact   map[string]*serveOption
-	strings []string // every option string, in registration order
+	strings argparse.Strings[serveOption]
 }
 
 func newArgParser(prog string) *argParser {
-	p := &argParser{prog: prog, opts: serveOptions(), exact: map[string]*serveOption{}}
+	p := &argParser{prog: prog, opts: serveOptions()}
 	for i := range p.opts {
 		for _, f := range p.opts[i].flags {
-			p.exact[f] = &p.opts[i]
-			p.strings = append(p.strings, f)
+			p.strings.Add(f, &p.opts[i])
 		}
 	}
 	return p
 }
 
 // optMatch is an argument argparse took for an option.
-type optMatch struct {
-	opt         *serveOption // nil: no option of this parser
-	flag        string       // the option string matched (the argument itself when opt is nil)
-	explicit    string       // the value after `=`, or glued to a one-letter option
-	hasExplicit bool
-	sep         bool // the explicit value came after `=`
-}
+type optMatch = argparse.Match[serveOption]
 
 func (p *argParser) fail(format string, a ...any) error {
 	return &argError{prog: p.prog, msg: fmt.Sprintf(format, a...)}
@@ -335,69 +328,6 @@ func (p *argParser) fail(format string, a ...any) error {
 // argFail is argparse's error about one option: "argument --x/-x: ...".
 func (p *argParser) argFail(o *serveOption, format string, a ...any) error {
 	return p.fail("argument %s: %s", strings.Join(o.flags, "/"), fmt.Sprintf(format, a...))
-}
-
-// negativeNumber is what argparse takes for a negative number, not an option.
-var negativeNumber = regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`)
-
-// parseOptional is argparse's _parse_optional: whether arg is an option, and which.
-func (p *argParser) parseOptional(arg string) (optMatch, bool, error) {
-	if arg == "" || arg[0] != '-' {
-		return optMatch{}, false, nil
-	}
-	if o, ok := p.exact[arg]; ok {
-		return optMatch{opt: o, flag: arg}, true, nil
-	}
-	if len(arg) == 1 {
-		return optMatch{}, false, nil
-	}
-	if key, val, ok := strings.Cut(arg, "="); ok {
-		if o, ok := p.exact[key]; ok {
-			return optMatch{opt: o, flag: key, explicit: val, hasExplicit: true, sep: true}, true, nil
-		}
-	}
-	ms := p.prefixMatches(arg)
-	if len(ms) > 1 {
-		names := make([]string, len(ms))
-		for i, m := range ms {
-			names[i] = m.flag
-		}
-		return optMatch{}, false, p.fail("ambiguous option: %s could match %s", arg, strings.Join(names, ", "))
-	}
-	if len(ms) == 1 {
-		return ms[0], true, nil
-	}
-	if negativeNumber.MatchString(arg) || strings.Contains(arg, " ") {
-		return optMatch{}, false, nil
-	}
-	return optMatch{flag: arg}, true, nil
-}
-
-// prefixMatches is argparse's _get_option_tuples (allow_abbrev is on: vLLM never turns it
-// off): the options a `--` argument is a prefix of, up to its `=`; for a `-` argument, the
-// one-letter option it starts with (the rest glued on as its value) and the options it is a
-// prefix of.
-func (p *argParser) prefixMatches(arg string) []optMatch {
-	var out []optMatch
-	prefix, val, sep := strings.Cut(arg, "=")
-	if arg[1] == '-' {
-		for _, f := range p.strings {
-			if strings.HasPrefix(f, prefix) {
-				out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: val, hasExplicit: sep, sep: sep})
-			}
-		}
-		return out
-	}
-	short, glued := arg[:2], arg[2:]
-	for _, f := range p.strings {
-		switch {
-		case f == short:
-			out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: glued, hasExplicit: true})
-		case strings.HasPrefix(f, prefix):
-			out = append(out, optMatch{opt: p.exact[f], flag: f, explicit: val, hasExplicit: sep, sep: sep})
-		}
-	}
-	return out
 }
 
 // takesNoValue is whether the option's action consumes no argument.
@@ -411,25 +341,13 @@ func (o *serveOption) takesNoValue() bool {
 // dest; extras are the arguments no option or positional took.
 func (p *argParser) parse(args []string) (ns map[string]any, extras []string, err error) {
 	ns = map[string]any{}
-	pattern := make([]byte, len(args))
-	opts := map[int]optMatch{}
+	pattern, opts, ambiguous := p.strings.Classify(args)
+	if ambiguous != "" {
+		return nil, nil, p.fail("%s", ambiguous)
+	}
 	maxOpt := -1
-	for i := 0; i < len(args); i++ {
-		if args[i] == "--" { // what follows is positional
-			pattern[i] = '-'
-			for j := i + 1; j < len(args); j++ {
-				pattern[j] = 'A'
-			}
-			break
-		}
-		m, isOpt, err := p.parseOptional(args[i])
-		if err != nil {
-			return nil, nil, err
-		}
-		pattern[i] = 'A'
-		if isOpt {
-			opts[i], pattern[i], maxOpt = m, 'O', i
-		}
+	for i := range opts {
+		maxOpt = max(maxOpt, i)
 	}
 
 	tagLeft := true // model_tag, nargs '?', is consumed once
@@ -473,7 +391,7 @@ func (p *argParser) parse(args []string) (ns map[string]any, extras []string, er
 			start = next
 		}
 		m := opts[start]
-		if m.opt == nil {
+		if m.Opt == nil {
 			extras = append(extras, args[start])
 			start++
 			continue
@@ -499,39 +417,24 @@ func dropFirstDashDash(vals []string) []string {
 // consumeOption takes the option at args[start] with its values and returns where the next
 // argument starts.
 func (p *argParser) consumeOption(m optMatch, args []string, pattern []byte, start int, ns map[string]any) (int, error) {
-	o := m.opt
-	if m.hasExplicit {
+	o := m.Opt
+	if m.HasExplicit {
 		if !o.takesNoValue() {
-			return start + 1, p.take(o, m.flag, []string{m.explicit}, ns)
+			return start + 1, p.take(o, m.Flag, []string{m.Explicit}, ns)
 		}
 		// a one-letter valueless option (-h) may have more such options glued on
-		if m.flag[1] != '-' && m.explicit != "" && !m.sep && m.explicit[0] != '-' {
-			if _, ok := p.exact["-"+m.explicit[:1]]; ok {
-				return start + 1, p.take(o, m.flag, nil, ns)
+		if m.Flag[1] != '-' && m.Explicit != "" && !m.Sep && m.Explicit[0] != '-' {
+			if _, ok := p.strings.Lookup("-" + m.Explicit[:1]); ok {
+				return start + 1, p.take(o, m.Flag, nil, ns)
 			}
 		}
-		return 0, p.argFail(o, "ignored explicit argument %s", pyRepr(m.explicit))
+		return 0, p.argFail(o, "ignored explicit argument %s", pyrepr.Str(m.Explicit))
 	}
-	n := 0
-	for start+1+n < len(pattern) && pattern[start+1+n] == 'A' {
-		n++
+	n, short := argparse.Values(pattern, start, o.nargs, o.takesNoValue())
+	if short != "" {
+		return 0, p.argFail(o, "%s", short)
 	}
-	switch {
-	case o.takesNoValue():
-		n = 0
-	case o.nargs == '?':
-		n = min(n, 1)
-	case o.nargs == '+':
-		if n == 0 {
-			return 0, p.argFail(o, "expected at least one argument")
-		}
-	default:
-		if n == 0 {
-			return 0, p.argFail(o, "expected one argument")
-		}
-		n = 1
-	}
-	return start + 1 + n, p.take(o, m.flag, args[start+1:start+1+n], ns)
+	return start + 1 + n, p.take(o, m.Flag, args[start+1:start+1+n], ns)
 }
 
 // take is the option's action with its values.
@@ -605,7 +508,7 @@ func (p *argParser) value(o *serveOption, s string) (any, error) {
 	case o.value == vInt || o.value == vOptInt:
 		n, ok := pyIntOf(s)
 		if !ok && o.value == vInt {
-			return nil, p.argFail(o, "invalid int value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid int value: %s", pyrepr.Str(s))
 		} else if !ok {
 			return nil, p.argFail(o, "Value %s cannot be converted to <class 'int'>.", s)
 		}
@@ -613,7 +516,7 @@ func (p *argParser) value(o *serveOption, s string) (any, error) {
 	case o.value == vFloat || o.value == vOptFloat:
 		x, ok := pyFloatOf(s)
 		if !ok && o.value == vFloat {
-			return nil, p.argFail(o, "invalid float value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid float value: %s", pyrepr.Str(s))
 		} else if !ok {
 			return nil, p.argFail(o, "Value %s cannot be converted to <class 'float'>.", s)
 		}
@@ -624,7 +527,7 @@ func (p *argParser) value(o *serveOption, s string) (any, error) {
 		case typeErr != "":
 			return nil, p.argFail(o, "%s", typeErr)
 		case !ok && o.value == vHumanInt:
-			return nil, p.argFail(o, "invalid human_readable_int value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid human_readable_int value: %s", pyrepr.Str(s))
 		case !ok:
 			return nil, p.argFail(o, "Value %s cannot be converted to %s.", s, humanIntFunc)
 		}
@@ -634,7 +537,7 @@ func (p *argParser) value(o *serveOption, s string) (any, error) {
 	case o.value == vLoads:
 		x, err := parseJSON(s)
 		if err != nil {
-			return nil, p.argFail(o, "invalid loads value: %s", pyRepr(s))
+			return nil, p.argFail(o, "invalid loads value: %s", pyrepr.Str(s))
 		}
 		v = x
 	case o.value == vJSONDict || o.value == vOptJSONDict || o.value == vOptJSON ||
@@ -663,7 +566,7 @@ func (p *argParser) value(o *serveOption, s string) (any, error) {
 			}
 		}
 	}
-	return nil, p.argFail(o, "invalid choice: %s (choose from %s)", pyRepr(pyStr(v)), strings.Join(o.choices, ", "))
+	return nil, p.argFail(o, "invalid choice: %s (choose from %s)", pyrepr.Str(pyStr(v)), strings.Join(o.choices, ", "))
 }
 
 // looksLikeDict is union_dict_and_str's test: braces around the rest, blanks aside.
@@ -680,7 +583,7 @@ func validateDataclass(class, s string) (any, string) {
 	if err != nil {
 		line, col := err.position(s)
 		return nil, fmt.Sprintf("1 validation error for %s\n  Invalid JSON: %s at line %d column %d [type=json_invalid, input_value=%s, input_type=str]\n    For further information visit %sjson_invalid",
-			class, err.msg, line, col, pydanticInput(pyRepr(s)), pydanticURL)
+			class, err.msg, line, col, pydanticInput(pyrepr.Str(s)), pydanticURL)
 	}
 	d, ok := v.(*pyDict)
 	if !ok {
@@ -786,13 +689,13 @@ func loraFieldsError(j any) string {
 	}
 	for _, k := range d.keys {
 		if k != "name" && k != "path" && k != "base_model_name" {
-			return "LoRAModulePath.__init__() got an unexpected keyword argument " + pyRepr(k)
+			return "LoRAModulePath.__init__() got an unexpected keyword argument " + pyrepr.Str(k)
 		}
 	}
 	var missing []string
 	for _, k := range []string{"name", "path"} {
 		if _, ok := d.get(k); !ok {
-			missing = append(missing, pyRepr(k))
+			missing = append(missing, pyrepr.Str(k))
 		}
 	}
 	switch len(missing) {
@@ -815,7 +718,7 @@ func (p *argParser) result(ns map[string]any) *serveArgs {
 	}
 	tag, hasTag := ns["model_tag"].(string)
 	if hasTag {
-		a.nonDefault = append(a.nonDefault, "'model_tag': "+pyRepr(tag))
+		a.nonDefault = append(a.nonDefault, "'model_tag': "+pyrepr.Str(tag))
 		if p.prog == "vllm serve" {
 			// vllm serve copies model_tag into model
 			ns["model"], a.model = tag, tag

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/histogram"
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // errQueueFull is the engine refusing a request beyond its bounded waiting queue.
@@ -29,39 +32,16 @@ var (
 // finishReasons are vLLM's FinishReason values, as request_success_total labels them.
 var finishReasons = []string{"stop", "length", "abort"}
 
-// histogram is one Prometheus histogram's state (cumulative counts are made at scrape).
-type histogram struct {
-	bounds []float64
-	counts []uint64 // per bucket, not cumulative; the last one is +Inf
-	sum    float64
-	n      uint64
-}
-
-func newHistogram(bounds []float64) histogram {
-	return histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
-}
-
-// observe adds n observations of v.
-func (h *histogram) observe(v float64, n uint64) {
-	i := 0
-	for i < len(h.bounds) && v > h.bounds[i] {
-		i++
-	}
-	h.counts[i] += n
-	h.sum += v * float64(n)
-	h.n += n
-}
-
 // engineStats is what /metrics reports; guarded by the engine's mutex.
 type engineStats struct {
 	created          time.Time
 	promptTokens     uint64
 	generationTokens uint64
 	success          map[string]uint64
-	ttft, itl        histogram
-	e2e, queue       histogram
-	promptHist       histogram
-	generationHist   histogram
+	ttft, itl        histogram.Histogram
+	e2e, queue       histogram.Histogram
+	promptHist       histogram.Histogram
+	generationHist   histogram.Histogram
 }
 
 // engine schedules requests onto slots. Waiters are handed a slot in arrival order.
@@ -87,9 +67,9 @@ func newEngine(slots, maxWaiting, maxModelLen int, kv *blockPool) *engine {
 	lenBuckets := build125Buckets(maxModelLen)
 	return &engine{slots: slots, maxWaiting: maxWaiting, kv: kv, maxModelLen: maxModelLen, lastStatLog: time.Now(),
 		stats: engineStats{created: time.Now(), success: map[string]uint64{},
-			ttft: newHistogram(ttftBuckets), itl: newHistogram(itlBuckets),
-			e2e: newHistogram(latencyBuckets), queue: newHistogram(latencyBuckets),
-			promptHist: newHistogram(lenBuckets), generationHist: newHistogram(lenBuckets)}}
+			ttft: histogram.New(ttftBuckets), itl: histogram.New(itlBuckets),
+			e2e: histogram.New(latencyBuckets), queue: histogram.New(latencyBuckets),
+			promptHist: histogram.New(lenBuckets), generationHist: histogram.New(lenBuckets)}}
 }
 
 // build125Buckets is vLLM's 1-2-5 series up to max.
@@ -230,15 +210,15 @@ func (e *engine) finish(r requestRecord) string {
 	s.generationTokens += uint64(r.generated)
 	e.windowGen += uint64(r.generated)
 	s.success[r.reason]++
-	s.queue.observe(r.queued.Seconds(), 1)
-	s.e2e.observe(r.e2e.Seconds(), 1)
-	s.promptHist.observe(float64(r.prompt), 1)
-	s.generationHist.observe(float64(r.generated), 1)
+	s.queue.Observe(r.queued.Seconds(), 1)
+	s.e2e.Observe(r.e2e.Seconds(), 1)
+	s.promptHist.Observe(float64(r.prompt), 1)
+	s.generationHist.Observe(float64(r.generated), 1)
 	if r.generated > 0 {
-		s.ttft.observe(r.ttft.Seconds(), 1)
+		s.ttft.Observe(r.ttft.Seconds(), 1)
 	}
 	if r.generated > 1 {
-		s.itl.observe(r.itl.Seconds(), uint64(r.generated-1))
+		s.itl.Observe(r.itl.Seconds(), uint64(r.generated-1))
 	}
 	now := time.Now()
 	el := now.Sub(e.lastStatLog)
@@ -260,24 +240,22 @@ func (e *engine) writeMetrics(b *strings.Builder, model string) {
 	defer e.mu.Unlock()
 	s := &e.stats
 	lbl := fmt.Sprintf(`engine="0",model_name=%q`, model)
-	created := pyFloat(float64(s.created.UnixNano()) / 1e9)
+	created := pyrepr.Float(float64(s.created.UnixNano()) / 1e9)
 	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %s\n", name, help, name, name, lbl, pyFloat(v))
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %s\n", name, help, name, name, lbl, pyrepr.Float(v))
 	}
 	counter := func(name, help string, v uint64) {
 		fmt.Fprintf(b, "# HELP %s_total %s\n# TYPE %s_total counter\n%s_total{%s} %s\n%s_created{%s} %s\n",
-			name, help, name, name, lbl, pyFloat(float64(v)), name, lbl, created)
+			name, help, name, name, lbl, pyrepr.Float(float64(v)), name, lbl, created)
 	}
-	hist := func(name, help string, h *histogram) {
+	hist := func(name, help string, h *histogram.Histogram) {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-		var cum uint64
-		for i, bound := range h.bounds {
-			cum += h.counts[i]
-			fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"%s\",model_name=%q} %s\n", name, pyFloat(bound), model, pyFloat(float64(cum)))
-		}
-		fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"+Inf\",model_name=%q} %s\n", name, model, pyFloat(float64(h.n)))
-		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n%s_created{%s} %s\n", name, lbl, pyFloat(float64(h.n)),
-			name, lbl, pyFloat(h.sum), name, lbl, created)
+		h.Buckets(func(le float64, cum uint64) {
+			fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"%s\",model_name=%q} %s\n", name, pyrepr.Float(le), model, pyrepr.Float(float64(cum)))
+		})
+		fmt.Fprintf(b, "%s_bucket{engine=\"0\",le=\"+Inf\",model_name=%q} %s\n", name, model, pyrepr.Float(float64(h.Count())))
+		fmt.Fprintf(b, "%s_count{%s} %s\n%s_sum{%s} %s\n%s_created{%s} %s\n", name, lbl, pyrepr.Float(float64(h.Count())),
+			name, lbl, pyrepr.Float(h.Sum()), name, lbl, created)
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(e.running))
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(len(e.waiting)))
@@ -289,7 +267,7 @@ func (e *engine) writeMetrics(b *strings.Builder, model string) {
 	counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generationTokens)
 	fmt.Fprintf(b, "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter\n")
 	for _, r := range finishReasons {
-		fmt.Fprintf(b, "vllm:request_success_total{engine=\"0\",finished_reason=%q,model_name=%q} %s\n", r, model, pyFloat(float64(s.success[r])))
+		fmt.Fprintf(b, "vllm:request_success_total{engine=\"0\",finished_reason=%q,model_name=%q} %s\n", r, model, pyrepr.Float(float64(s.success[r])))
 	}
 	for _, r := range finishReasons {
 		fmt.Fprintf(b, "vllm:request_success_created{engine=\"0\",finished_reason=%q,model_name=%q} %s\n", r, model, created)
@@ -410,6 +388,6 @@ func (l *loraStats) write(b *strings.Builder) {
 	fmt.Fprintf(b, "# HELP vllm:lora_requests_info Running stats on lora requests.\n# TYPE vllm:lora_requests_info gauge\n")
 	for _, s := range l.series {
 		fmt.Fprintf(b, "vllm:lora_requests_info{max_lora=\"%d\",waiting_lora_adapters=%q,running_lora_adapters=%q} %s\n",
-			l.maxLora, s.waiting, s.running, pyFloat(s.at))
+			l.maxLora, s.waiting, s.running, pyrepr.Float(s.at))
 	}
 }

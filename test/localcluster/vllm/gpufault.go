@@ -60,19 +60,19 @@ func (s *Server) failGPUStart(f proc.GPUFault) {
 // with the fault's CUDA error; one still starting fails its start. A process that is not vLLM
 // (another command) never touched the GPU and lives on.
 func (s *Server) GPUFault(f proc.GPUFault) {
-	s.stopMu.Lock()
-	serving := s.srv != nil
-	if s.done || s.args == nil || f == proc.FaultNone {
-		s.stopMu.Unlock()
+	s.life.Lock()
+	serving := s.life.Serving()
+	if s.life.Over() || s.args == nil || f == proc.FaultNone {
+		s.life.Unlock()
 		return
 	}
 	if !serving {
 		// the loading goroutine stops at its next wait; its last progress line may follow
-		s.stopMu.Unlock()
+		s.life.Unlock()
 		s.failGPUStart(f)
 		return
 	}
-	s.stopMu.Unlock()
+	s.life.Unlock()
 	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
 	s.raw(corePrefix(), append([]string{"Traceback (most recent call last):",
 		`  File "` + pyLib + `/vllm/v1/engine/core.py", line 701, in run_engine_core`,
@@ -95,5 +95,5 @@ func (s *Server) engineDeadShutdown() {
 	s.uvicorn("Waiting for application shutdown.")
 	s.uvicorn("Application shutdown complete.")
 	s.uvicorn("Finished server process [1]")
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }

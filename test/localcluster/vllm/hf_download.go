@@ -90,7 +90,7 @@ func (s *Server) runHFDownload(d hfDownload) {
 	if _, mi := hubVersion(sp.Image); d.cli == "hf" && mi < 34 {
 		// the runtime's StartError: no such executable in the image
 		s.log.Printf(`failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "hf": executable file not found in $PATH: unknown`)
-		s.exit(proc.Exit{Code: 128, Reason: "StartError"})
+		s.life.Exit(proc.Exit{Code: 128, Reason: "StartError"})
 		return
 	}
 	if hfmodel.Gated(d.repo) && sp.Env["HF_TOKEN"] == "" {
@@ -99,7 +99,7 @@ func (s *Server) runHFDownload(d hfDownload) {
 		s.log.Printf("huggingface_hub.errors.GatedRepoError: 401 Client Error.")
 		s.log.Printf("Cannot access gated repo for url https://huggingface.co/api/models/%s/revision/%s.", d.repo, d.revision)
 		s.log.Printf("Access to model %s is restricted. You must have access to it and be authenticated to access it. Please log in.", d.repo)
-		s.exit(proc.Exit{Code: 1, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	home := sp.Env["HF_HOME"]
@@ -125,7 +125,7 @@ func (s *Server) runHFDownload(d hfDownload) {
 	if !d.fill {
 		s.log.Printf("%s", home+"/hub/models--"+strings.ReplaceAll(d.repo, "/", "--")+"/snapshots/"+fakeCommit(d.repo, d.revision))
 	}
-	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
+	s.life.Exit(proc.Exit{Code: 0, Reason: "Completed"})
 }
 
 // fillPlan is what the fill script decides before it downloads: vLLM's first weight format
@@ -169,7 +169,7 @@ func (s *Server) fillPlan(d hfDownload, listing []hubFile) ([]hubFile, bool) {
 	}
 	if c := sp.VolumeBytes; c > 0 && need > c {
 		s.log.Printf("fill: %s@%s needs %d bytes (%s and its adapters), more than the volume's %d bytes", d.repo, d.revision, need, format, c)
-		s.exit(proc.Exit{Code: 3, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 3, Reason: "Error"})
 		return nil, false
 	}
 	s.log.Printf("fill: %s@%s: %d files in %s, %d bytes", d.repo, d.revision, len(want), format, need)
@@ -224,7 +224,7 @@ func (s *Server) fetch(repo, revision, volume string, files []hubFile, fill bool
 		if elapsed >= took {
 			break
 		}
-		if !s.wait(min(every, took-elapsed)) {
+		if !s.life.Wait(min(every, took-elapsed)) {
 			s.cfg.Weights.Interrupted(volume, repo, at()) // stopped: the blobs stay .incomplete
 			return false
 		}
@@ -275,7 +275,7 @@ func (s *Server) enospc(repo, revision string, files []hubFile, done int64) {
 	s.log.Printf("    temp_file.write(chunk)")
 	s.log.Printf("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--%s/blobs/%s.incomplete'",
 		strings.ReplaceAll(repo, "/", "--"), fakeCommit(repo+"/"+f.name, revision))
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // fakeCommit is a stable 40-hex commit for a repo at a revision.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
+	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
 // loraAdapter is one loaded LoRA adapter as /v1/models lists it.
@@ -30,41 +31,14 @@ func (s *Server) routes() [][2]string {
 	return append(r, [2]string{"/metrics", "GET"})
 }
 
-// accessLog writes uvicorn's access line when the response starts, as uvicorn does.
-type accessLog struct {
-	http.ResponseWriter
-	s      *Server
-	r      *http.Request
-	logged bool
-}
-
-func (a *accessLog) WriteHeader(code int) {
-	if !a.logged {
-		a.logged = true
-		if a.s.args.accessLog {
-			a.s.uvicorn(`%s - "%s %s HTTP/%d.%d" %d %s`, a.r.RemoteAddr, a.r.Method, a.r.URL.RequestURI(),
-				a.r.ProtoMajor, a.r.ProtoMinor, code, http.StatusText(code))
-		}
-	}
-	a.ResponseWriter.WriteHeader(code)
-}
-
-func (a *accessLog) Write(b []byte) (int, error) {
-	if !a.logged {
-		a.WriteHeader(http.StatusOK)
-	}
-	return a.ResponseWriter.Write(b)
-}
-
-func (a *accessLog) Flush() {
-	if f, ok := a.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // ServeHTTP routes a request as vLLM's FastAPI app does.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &accessLog{ResponseWriter: rw, s: s, r: r} // a request that ends unanswered logs no access line
+	w := proc.NewAccessLog(rw, func(code int) { // a request that ends unanswered logs no access line
+		if s.args.accessLog {
+			s.uvicorn(`%s - "%s %s HTTP/%d.%d" %d %s`, r.RemoteAddr, r.Method, r.URL.RequestURI(),
+				r.ProtoMajor, r.ProtoMinor, code, http.StatusText(code))
+		}
+	})
 	if len(s.apiKeys) > 0 && strings.HasPrefix(r.URL.Path, "/v1") && r.Method != http.MethodOptions {
 		ok := false
 		for _, k := range s.apiKeys {
@@ -130,7 +104,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			return
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			return
 		}
 	}
@@ -265,7 +239,7 @@ func (s *Server) loraRoute(w http.ResponseWriter, r *http.Request, load bool) {
 		return
 	}
 	if load {
-		if !s.wait(s.cfg.AdapterLoadTime) { // the process is stopping
+		if !s.life.Wait(s.cfg.AdapterLoadTime) { // the process is stopping
 			vllmError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the server is shutting down", nil)
 			return
 		}
@@ -381,7 +355,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 
 	t0 := time.Now()
 	rec := requestRecord{reason: "abort", prompt: prompt}
-	if err := s.eng.admit(r.Context(), s.stopCh, adapter); err != nil {
+	if err := s.eng.admit(r.Context(), s.life.Stopped(), adapter); err != nil {
 		if err == errQueueFull {
 			vllmError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "The server is overloaded; the request queue is full.", nil)
 		}
@@ -535,7 +509,7 @@ func (s *Server) sleep(r *http.Request, d time.Duration) bool {
 		return true
 	case <-r.Context().Done():
 		return false
-	case <-s.stopCh:
+	case <-s.life.Stopped():
 		return false
 	}
 }

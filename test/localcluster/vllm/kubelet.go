@@ -12,15 +12,6 @@ import (
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
 
-// Ingress enforces NetworkPolicy on the process's listeners and its in-process connections.
-type Ingress interface {
-	// Guard wraps a listener: a connection no policy admits is reset.
-	Guard(l net.Listener) net.Listener
-	// AdmitsPeer decides a connection from the pod src (namespace/name) at srcIP to dstIP:port;
-	// why says which policy refused it.
-	AdmitsPeer(src, srcIP, dstIP string, port int32) (ok bool, why string)
-}
-
 // errNoResolver is a process without a resolv.conf looking a name up.
 var errNoResolver = errors.New("Name or service not known")
 
@@ -36,12 +27,7 @@ func lookup(ctx context.Context, sp proc.Spec, name string) (string, error) {
 }
 
 // guard is cfg.Ingress's Guard; nil: every connection is accepted.
-func (c Config) guard(l net.Listener) net.Listener {
-	if c.Ingress == nil {
-		return l
-	}
-	return c.Ingress.Guard(l)
-}
+func (c Config) guard(l net.Listener) net.Listener { return proc.Guard(c.Ingress, l) }
 
 // admitsPeer is cfg.Ingress's AdmitsPeer; nil: every connection is admitted.
 func (c Config) admitsPeer(src, srcIP, dstIP string, port int32) (bool, string) {

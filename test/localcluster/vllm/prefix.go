@@ -32,6 +32,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // tokenize is the fake tokenizer: one token per whitespace-separated word, its id the word's
@@ -320,7 +322,7 @@ func cacheConfigLabels(blockSize, numGPUBlocks int, gpuUtil float64, caching boo
 	}
 	kv := [][2]string{
 		{"block_size", strconv.Itoa(blockSize)},
-		{"gpu_memory_utilization", pyFloat(gpuUtil)},
+		{"gpu_memory_utilization", pyrepr.Float(gpuUtil)},
 		{"swap_space", "4"},
 		{"cache_dtype", "auto"},
 		{"is_attention_free", "False"},

@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // pyNum is a Python int or float: repr as Python prints it, f its value.
@@ -559,7 +560,7 @@ func pyReprOf(v any) string {
 	case pyNum:
 		return x.repr
 	case string:
-		return pyRepr(x)
+		return pyrepr.Str(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -569,7 +570,7 @@ func pyReprOf(v any) string {
 	case *pyDict:
 		parts := make([]string, len(x.keys))
 		for i, k := range x.keys {
-			parts[i] = pyRepr(k) + ": " + pyReprOf(x.vals[i])
+			parts[i] = pyrepr.Str(k) + ": " + pyReprOf(x.vals[i])
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case []loraModule:
@@ -577,9 +578,9 @@ func pyReprOf(v any) string {
 		for i, m := range x {
 			b := "None"
 			if m.BaseName != "" {
-				b = pyRepr(m.BaseName)
+				b = pyrepr.Str(m.BaseName)
 			}
-			parts[i] = fmt.Sprintf("LoRAModulePath(name=%s, path=%s, base_model_name=%s)", pyRepr(m.Name), pyRepr(m.Path), b)
+			parts[i] = fmt.Sprintf("LoRAModulePath(name=%s, path=%s, base_model_name=%s)", pyrepr.Str(m.Name), pyrepr.Str(m.Path), b)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
@@ -616,44 +617,6 @@ func pyTypeName(v any) string {
 	return "object"
 }
 
-// pyRepr is Python's repr of a str: single quotes unless only double quotes avoid escaping,
-// control and non-printable characters escaped.
-func pyRepr(s string) string {
-	q := byte('\'')
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\' || r == rune(q):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x100 && !unicode.IsPrint(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case !unicode.IsPrint(r) && r < 0x10000:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case !unicode.IsPrint(r):
-			fmt.Fprintf(&b, `\U%08x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += n
-	}
-	b.WriteByte(q)
-	return b.String()
-}
-
 // pyFloatRepr is Python's repr of a float, inf and nan included.
 func pyFloatRepr(x float64) string {
 	switch {
@@ -664,17 +627,5 @@ func pyFloatRepr(x float64) string {
 	case math.IsInf(x, -1):
 		return "-inf"
 	}
-	return pyFloat(x)
-}
-
-// pyFloat is Python's repr of a float: 0.9, 1.0, 1e-05, 1764770000.123.
-func pyFloat(x float64) string {
-	s := strconv.FormatFloat(x, 'f', -1, 64)
-	if ax := math.Abs(x); x != 0 && (ax < 1e-4 || ax >= 1e16) {
-		s = strconv.FormatFloat(x, 'e', -1, 64)
-	}
-	if !strings.ContainsAny(s, ".eIN") {
-		s += ".0"
-	}
-	return s
+	return pyrepr.Float(x)
 }

@@ -258,7 +258,7 @@ func (s *Server) startRay(l *rayLaunch) {
 		go s.rayLeader(l)
 	default:
 		s.log.Printf("unknown subcommand: %s", l.role)
-		s.exit(proc.Exit{Code: 1, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 	}
 }
 
@@ -268,7 +268,7 @@ func (s *Server) startRay(l *rayLaunch) {
 func (s *Server) rayWorker(l *rayLaunch) {
 	if l.address == "" {
 		s.log.Printf("Error: Missing argument --ray_address")
-		s.exit(proc.Exit{Code: 1, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	addr := l.address + ":" + l.port
@@ -330,7 +330,7 @@ func (s *Server) rayWorker(l *rayLaunch) {
 		select {
 		case <-changed: // nil without a group: never
 		case <-timer.C:
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			timer.Stop()
 			return
 		}
@@ -338,7 +338,7 @@ func (s *Server) rayWorker(l *rayLaunch) {
 		left -= time.Since(t0)
 	}
 	s.log.Printf("Ray worker starts timeout, head address: %s", addr)
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // resolve is the process's getaddrinfo of a host, through the pod's resolv.conf.
@@ -347,7 +347,7 @@ func (s *Server) resolve(host string) (string, error) {
 	defer cancel()
 	go func() {
 		select {
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -378,7 +378,7 @@ func (s *Server) rayBlock(key rayGroupKey, h *rayHead, n *rayNode) bool {
 		}
 		select {
 		case <-changed:
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			rc.leave(key, h, n)
 			return false
 		}
@@ -390,7 +390,7 @@ func (s *Server) rayBlock(key rayGroupKey, h *rayHead, n *rayNode) bool {
 func (s *Server) rayLeader(l *rayLaunch) {
 	if l.clusterSize == "" {
 		s.log.Printf("Error: Missing argument --ray_cluster_size")
-		s.exit(proc.Exit{Code: 1, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 		return
 	}
 	rc := s.cfg.Ray
@@ -400,14 +400,9 @@ func (s *Server) rayLeader(l *rayLaunch) {
 		rc, key = NewRayCluster(), rayGroupKey{name: s.spec.Ray.Pod}
 	}
 	head := &rayHead{pod: s.spec.Ray.Pod, ip: s.spec.IP, gpus: s.spec.GPUs, nodes: map[*rayNode]bool{}}
-	s.stopMu.Lock()
-	if s.done {
-		s.stopMu.Unlock()
+	if !s.life.OnEnd(func() { rc.startHead(key, head) }, func() { rc.stopHead(key, head) }) {
 		return
 	}
-	rc.startHead(key, head)
-	s.onEnd = func() { rc.stopHead(key, head) }
-	s.stopMu.Unlock()
 
 	s.log.Printf("Usage stats collection is enabled by default without user confirmation because this terminal is detected to be non-interactive. To disable this, add `--disable-usage-stats` to the command that starts the cluster, or run the following command: `ray disable-usage-stats` before starting the cluster. See https://docs.ray.io/en/master/cluster/usage-stats.html for more details.")
 	s.log.Printf("")
@@ -440,7 +435,7 @@ func (s *Server) rayLeader(l *rayLaunch) {
 		}
 		if !time.Now().Before(deadline) {
 			s.log.Printf("Waiting for all ray workers to be active timed out.")
-			s.exit(proc.Exit{Code: 1, Reason: "Error"})
+			s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 			return
 		}
 		// the script's check every 5 s, and the fake's on each change of the cluster
@@ -454,7 +449,7 @@ func (s *Server) rayLeader(l *rayLaunch) {
 			tick = false
 		case <-timer.C:
 			tick = true
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			timer.Stop()
 			return
 		}
@@ -467,7 +462,7 @@ func (s *Server) rayLeader(l *rayLaunch) {
 // cluster's GPUs; a node of that cluster leaving kills its engine, as a Ray actor's death does.
 func (s *Server) serveOnRay(l *rayLaunch, rc *RayCluster, key rayGroupKey, view rayView) {
 	if l.then == nil {
-		s.exit(proc.Exit{Code: 0, Reason: "Completed"})
+		s.life.Exit(proc.Exit{Code: 0, Reason: "Completed"})
 		return
 	}
 	prog, argv, ok := serveCommand(l.then, nil)
@@ -482,13 +477,13 @@ func (s *Server) serveOnRay(l *rayLaunch, rc *RayCluster, key rayGroupKey, view 
 	if !args.maxNumSeqsSet && s.cfg.MaxNumSeqs > 0 {
 		args.maxNumSeqs = s.cfg.MaxNumSeqs
 	}
-	s.stopMu.Lock()
+	s.life.Lock()
 	s.args, s.port = args, args.port
 	if args.backend == "ray" {
 		s.rayAddress = view.head.ip + ":" + l.port
 		s.rayGPUs = view.gpus
 	}
-	s.stopMu.Unlock()
+	s.life.Unlock()
 	go s.watchRayNodes(rc, key, view)
 	s.run()
 }
@@ -513,7 +508,7 @@ func (s *Server) watchRayNodes(rc *RayCluster, key rayGroupKey, started rayView)
 		}
 		select {
 		case <-changed:
-		case <-s.stopCh:
+		case <-s.life.Stopped():
 			return
 		}
 	}
@@ -522,10 +517,10 @@ func (s *Server) watchRayNodes(rc *RayCluster, key rayGroupKey, started rayView)
 // actorDied is the engine losing the Ray actor on node n: while loading, the engine fails to
 // start; while serving, the engine core dies and the API server with it. Exit 1.
 func (s *Server) actorDied(n *rayNode) {
-	s.stopMu.Lock()
-	serving := s.srv != nil
-	done := s.done
-	s.stopMu.Unlock()
+	s.life.Lock()
+	serving := s.life.Serving()
+	done := s.life.Over()
+	s.life.Unlock()
 	if done {
 		return
 	}

@@ -10,7 +10,6 @@ import (
 	"hash/fnv"
 	"math"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,26 +66,6 @@ var apiPrefix = procPrefix("APIServer", 1)
 
 func corePrefix() string { return procPrefix("EngineCore_DP0", enginePID) }
 
-// wait sleeps d unless the process is stopped first; false: stopped.
-func (s *Server) wait(d time.Duration) bool {
-	if d <= 0 {
-		select {
-		case <-s.stopCh:
-			return false
-		default:
-			return true
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.stopCh:
-		return false
-	}
-}
-
 // failPython ends the process with a Python traceback from the API server, exit 1.
 func (s *Server) failPython(frames []string, last ...string) {
 	lines := []string{"Traceback (most recent call last):",
@@ -96,7 +75,7 @@ func (s *Server) failPython(frames []string, last ...string) {
 	lines = append(lines, frames...)
 	lines = append(lines, last...)
 	s.raw(apiPrefix, lines...)
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 // engineInitFailed is how the API server reports an engine core that died starting.
@@ -322,7 +301,7 @@ func (s *Server) run() {
 			took = s.cfg.scaled(weights, sp.DownloadMBPerS*1e6)
 		}
 		t0 := time.Now()
-		if !s.wait(took) {
+		if !s.life.Wait(took) {
 			return
 		}
 		s.cfg.Weights.Put(cacheVolume, model)
@@ -368,17 +347,17 @@ func (s *Server) run() {
 			break
 		}
 		if i == killShard {
-			if sp.Behavior.Kind == proc.OOMKilled && !s.wait(s.cfg.CrashRun) {
+			if sp.Behavior.Kind == proc.OOMKilled && !s.life.Wait(s.cfg.CrashRun) {
 				return
 			}
-			s.exit(proc.Exit{Code: 137, Reason: "OOMKilled"}) // SIGKILL: not a word more
+			s.life.Exit(proc.Exit{Code: 137, Reason: "OOMKilled"}) // SIGKILL: not a word more
 			return
 		}
 		if i == oomShard {
 			s.gpuOOM(perGPU, budget)
 			return
 		}
-		if !s.wait(per) {
+		if !s.life.Wait(per) {
 			return
 		}
 	}
@@ -460,11 +439,7 @@ func (s *Server) run() {
 	s.uvicorn("Waiting for application startup.")
 	s.uvicorn("Application startup complete.")
 	if sp.Behavior.Kind == proc.CrashLoop {
-		s.stopMu.Lock()
-		if !s.done {
-			s.crashAt = time.AfterFunc(s.cfg.CrashRun, s.crash)
-		}
-		s.stopMu.Unlock()
+		s.life.CrashAfter(s.cfg.CrashRun, s.crash)
 	}
 }
 
@@ -475,13 +450,13 @@ func (s *Server) compile() bool {
 	total := s.cfg.compileTime()
 	t0 := time.Now()
 	s.core("INFO", "backends.py:548", "Using cache directory: /root/.cache/vllm/torch_compile_cache/%s/rank_0_0/backbone for vLLM's torch.compile", compileHash(s.args.model))
-	if !s.wait(total / 5) {
+	if !s.life.Wait(total / 5) {
 		return false
 	}
 	s.core("INFO", "backends.py:559", "Dynamo bytecode transform time: %.2f s", time.Since(t0).Seconds())
 	s.core("INFO", "backends.py:197", "Cache the graph for dynamic shape for later use")
 	t1 := time.Now()
-	if !s.wait(total - time.Since(t0)) {
+	if !s.life.Wait(total - time.Since(t0)) {
 		return false
 	}
 	s.core("INFO", "backends.py:218", "Compiling a graph for dynamic shape takes %.2f s", time.Since(t1).Seconds())
@@ -497,13 +472,13 @@ func (s *Server) captureGraphs(maxNumSeqs int) bool {
 	// v0.11 captures up to 512 sizes, capped by max_num_seqs: 1, 2, 4, then multiples of 8
 	sizes := 3 + min(512, max(maxNumSeqs, 8))/8
 	d := s.cfg.graphTime()
-	if !s.wait(d * 2 / 3) {
+	if !s.life.Wait(d * 2 / 3) {
 		return false
 	}
 	s.log.Printf("%sCapturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%%|██████████| %d/%d [%s<00:00, %.2fit/s]",
 		corePrefix(), sizes, sizes, clock(time.Since(t0).Seconds()), float64(sizes)/math.Max(time.Since(t0).Seconds(), 1e-3))
 	t1 := time.Now()
-	if !s.wait(d - time.Since(t0)) {
+	if !s.life.Wait(d - time.Since(t0)) {
 		return false
 	}
 	decode := (sizes + 1) / 2
@@ -542,12 +517,9 @@ func (s *Server) gpuOOM(perGPU, budget int64) {
 
 // crash is a crashloop server's engine dying while serving: the server shuts down, exit 1.
 func (s *Server) crash() {
-	s.stopMu.Lock()
-	if s.done {
-		s.stopMu.Unlock()
+	if s.life.Ended() {
 		return
 	}
-	s.stopMu.Unlock()
 	s.core("ERROR", "core.py:710", "EngineCore encountered a fatal error.")
 	s.raw(corePrefix(), "Traceback (most recent call last):",
 		`  File "`+pyLib+`/vllm/v1/engine/core.py", line 701, in run_engine_core`,
@@ -563,22 +535,10 @@ func (s *Server) crash() {
 // listen opens the port once the engine is up; false: stopped meanwhile, or the address
 // is taken (the process exits as uvicorn does).
 func (s *Server) listen() bool {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if s.done {
-		return false
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)))
-	if err != nil {
-		s.log.Printf("%sERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", apiPrefix, s.spec.IP, s.port)
-		s.end()
-		s.exited <- proc.Exit{Code: 1, Reason: "Error"}
-		return false
-	}
 	// uvicorn closes an idle keep-alive connection after 5 s
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
-	go func() { _ = s.srv.Serve(s.cfg.guard(ln)) }()
-	return true
+	return s.life.Listen(net.JoinHostPort(s.spec.IP, strconv.Itoa(s.port)), s, s.cfg.guard, func() {
+		s.log.Printf("%sERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): address already in use", apiPrefix, s.spec.IP, s.port)
+	})
 }
 
 func envTrue(v string) bool {

@@ -74,7 +74,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 		http: &http.Client{Timeout: 30 * time.Second}}
 	refuse := func(msg string) {
 		s.log.Printf("fill: %s refused: %s", d.src, msg)
-		s.exit(proc.Exit{Code: 4, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 4, Reason: "Error"})
 	}
 	if c.id == "" || c.secret == "" {
 		// botocore's credential chain found nothing: no Secret, no web identity token
@@ -149,7 +149,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 	mount, volume, _ := hfmodel.MountFor(sp.Mounts, d.dest)
 	if room := sp.VolumeBytes; room > 0 && need > room {
 		s.log.Printf("fill: %s needs %d bytes, more than the volume's %d bytes", d.src, need, room)
-		s.exit(proc.Exit{Code: 3, Reason: "Error"})
+		s.life.Exit(proc.Exit{Code: 3, Reason: "Error"})
 		return
 	}
 	s.log.Printf("fill: %s: %d files, %d bytes", d.src, len(objs), need)
@@ -182,7 +182,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 	every = max(every, time.Second)
 	start := time.Now()
 	for time.Since(start) < took {
-		if !s.wait(min(every, took-time.Since(start))) {
+		if !s.life.Wait(min(every, took-time.Since(start))) {
 			return
 		}
 		done := int64(float64(need) * float64(min(time.Since(start), took)) / float64(max(took, 1)))
@@ -190,7 +190,7 @@ func (s *Server) runS3Fill(d s3Fill) {
 	}
 	s.cfg.Weights.Store(volume, key, need)
 	s.log.Printf("fill: %s %d/%d bytes, 0 bytes/s", d.src, need, need)
-	s.exit(proc.Exit{Code: 0, Reason: "Completed"})
+	s.life.Exit(proc.Exit{Code: 0, Reason: "Completed"})
 }
 
 // failS3 is an uncaught botocore exception: Python's traceback ends with it, exit 1 (the Job
@@ -199,7 +199,7 @@ func (s *Server) failS3(exception, msg string) {
 	s.log.Printf("Traceback (most recent call last):")
 	s.log.Printf(`  File "<string>", line 13, in <module>`)
 	s.log.Printf("%s: %s", exception, msg)
-	s.exit(proc.Exit{Code: 1, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 1, Reason: "Error"})
 }
 
 func parseSeconds(v string) (float64, error) {

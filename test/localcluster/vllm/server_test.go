@@ -21,6 +21,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/test/localcluster/hfmodel"
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
+	"github.com/example/inferenceservice-operator/test/localcluster/pyrepr"
 )
 
 // vtNextIP numbers the loopback addresses of this test process, from a random start so
@@ -619,7 +620,7 @@ func TestVllmAbandonedRequestsMetrics(t *testing.T) {
 		var m string
 		vtEventually(t, fmt.Sprintf("%v requests aborted", n), func() (bool, string) {
 			_, m = vtCall("GET", url+"/metrics", "")
-			return strings.Contains(m, fmt.Sprintf(`vllm:request_success_total{engine="0",finished_reason="abort",model_name="Qwen/Qwen3-0.6B"} %s`, pyFloat(n))), m
+			return strings.Contains(m, fmt.Sprintf(`vllm:request_success_total{engine="0",finished_reason="abort",model_name="Qwen/Qwen3-0.6B"} %s`, pyrepr.Float(n))), m
 		})
 		return m
 	}

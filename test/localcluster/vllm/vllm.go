@@ -10,7 +10,6 @@ package vllm
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +43,7 @@ func Serves(image string) bool {
 type Config struct {
 	// Ingress enforces NetworkPolicy on the server's port (the kubelet's netpol.go); nil: every connection
 	// is accepted.
-	Ingress Ingress
+	Ingress proc.Ingress
 	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
 	LoadTime  time.Duration
@@ -129,17 +128,13 @@ func (c Config) withDefaults() Config {
 
 // modelServer is one running fake vLLM process.
 type Server struct {
-	spec   proc.Spec
-	cfg    Config
-	log    *proc.Log
-	port   int
-	exited chan proc.Exit
-
-	stopMu  sync.Mutex
-	srv     *http.Server  // nil until the weights are loaded
-	done    bool          // stopped or exited: no more exits, no more serving
-	stopCh  chan struct{} // closed when done: cancels loading and in-flight requests
-	crashAt *time.Timer   // a crashloop server's pending death
+	spec proc.Spec
+	cfg  Config
+	log  *proc.Log
+	port int
+	// life is the process's end (the port opens once the weights are loaded); its lock also
+	// guards args, rayAddress and rayGPUs as a Ray launch sets them
+	life *proc.Life
 
 	args    *serveArgs
 	started time.Time
@@ -150,8 +145,6 @@ type Server struct {
 	dying   bool
 	dead    atomic.Bool
 	apiKeys []string
-	// onEnd runs once when the process ends (a Ray head leaving its cluster).
-	onEnd func()
 	// rayAddress and rayGPUs: the Ray cluster `--distributed-executor-backend ray` runs on,
 	// set by multi-node-serving.sh's leader; "" and 0: none (vLLM starts a local Ray).
 	rayAddress string
@@ -168,7 +161,7 @@ type Server struct {
 // (a bad argument, out of memory, ...), which it reports once on Exited.
 func Start(spec proc.Spec, cfg Config, log *proc.Log) *Server {
 	s := &Server{spec: spec, cfg: cfg.withDefaults(), log: log, port: 8000,
-		exited: make(chan proc.Exit, 1), stopCh: make(chan struct{}), started: time.Now()}
+		life: proc.NewLife(), started: time.Now()}
 	if l, ok := parseRayLaunch(spec.Command, spec.Args); ok {
 		s.startRay(l)
 		return s
@@ -210,11 +203,11 @@ func (s *Server) argFailure(err error) {
 		s.log.Printf("%s", ae.usage())
 	}
 	s.log.Printf("%s", err)
-	s.exit(proc.Exit{Code: 2, Reason: "Error"})
+	s.life.Exit(proc.Exit{Code: 2, Reason: "Error"})
 }
 
 // Exited delivers the process's exit when it ends on its own; nothing when stopped.
-func (s *Server) Exited() <-chan proc.Exit { return s.exited }
+func (s *Server) Exited() <-chan proc.Exit { return s.life.Exited() }
 
 // Port is where the server listens (or will, once loaded).
 func (s *Server) Port() int { return s.port }
@@ -223,50 +216,12 @@ func (s *Server) Port() int { return s.port }
 // cancels what it was doing (loading, requests in flight). It returns at once; calling it
 // again does nothing.
 func (s *Server) Stop() {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if !s.end() {
-		return
-	}
-	if s.srv == nil {
-		return // still loading: the process dies with nothing more to say
-	}
-	s.api("INFO", "launcher.py:99", "Shutting down FastAPI HTTP server.")
-	_ = s.srv.Close()
-	s.uvicorn("Shutting down")
-	s.uvicorn("Waiting for application shutdown.")
-	s.uvicorn("Application shutdown complete.")
-}
-
-// exit ends the process on its own: the port closes and Exited reports it, unless it was
-// stopped first.
-func (s *Server) exit(st proc.Exit) {
-	s.stopMu.Lock()
-	defer s.stopMu.Unlock()
-	if !s.end() {
-		return
-	}
-	if s.srv != nil {
-		_ = s.srv.Close()
-	}
-	s.exited <- st
-}
-
-// end marks the process over, once (stopMu held): loading, requests in flight and a pending
-// crash are cancelled. False: it had already ended.
-func (s *Server) end() bool {
-	if s.done {
-		return false
-	}
-	s.done = true
-	close(s.stopCh)
-	if s.crashAt != nil {
-		s.crashAt.Stop()
-	}
-	if s.onEnd != nil {
-		s.onEnd()
-	}
-	return true
+	// still loading: the process dies with nothing more to say
+	s.life.Stop(func() { s.api("INFO", "launcher.py:99", "Shutting down FastAPI HTTP server.") }, func() {
+		s.uvicorn("Shutting down")
+		s.uvicorn("Waiting for application shutdown.")
+		s.uvicorn("Application shutdown complete.")
+	})
 }
 
 // scaled is bytes moved at bandwidth (bytes per real second), in the test's time.
