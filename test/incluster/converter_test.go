@@ -56,6 +56,9 @@ func startConverter(dir string) (url string, ca []byte, stop func(), err error) 
 // the last applied configuration with that change, so the next kubectl apply of the install
 // replaces the URL with its Service (a merge patch would leave both, which the API server
 // refuses).
+// probes counts the conversion probes, each in a namespace of its own.
+var probes int
+
 func pointConversionAtSuite(t *testing.T) {
 	t.Helper()
 	u, err := env.Dyn.Resource(crd.CRDResource).Get(context.Background(), crd.CRDName, metav1.GetOptions{})
@@ -79,7 +82,8 @@ func pointConversionAtSuite(t *testing.T) {
 	// is stored, where a list of an empty store converts nothing and passed while the API
 	// server still called the manifests' Service, whose name, looked up outside the cluster,
 	// reached whatever answers it there.
-	ns := env.Namespace(t)
+	probes++
+	ns := env.CreateNamespace(t, fmt.Sprintf("conversion-probe-%d", probes))
 	beta := crd.Resource.GroupResource().WithVersion(crd.VersionV1beta1)
 	probe := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.GroupVersionV1beta1.String(), "kind": crd.Kind,
