@@ -29,9 +29,10 @@ import (
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
 
-// apiserverMetric sums one family of the API server's own /metrics over the series of
-// resource (and verb, unless empty).
-func apiserverMetric(t *testing.T, name, resource, verb string) float64 {
+// apiserverMetric sums one family of the API server's own /metrics over the cluster-wide
+// series of gvr (the operator's informers' scope and version: a test's namespaced watch, or a
+// process still watching another version, is not the operator's), and of verb, unless empty.
+func apiserverMetric(t *testing.T, name string, gvr schema.GroupVersionResource, verb string) float64 {
 	t.Helper()
 	raw, err := env.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(testenv.Ctx(t, 30*time.Second))
 	if err != nil {
@@ -41,7 +42,9 @@ func apiserverMetric(t *testing.T, name, resource, verb string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return operator.SumCounter(fams, name, func(l map[string]string) bool { return l["resource"] == resource && (verb == "" || l["verb"] == verb) })
+	return operator.SumCounter(fams, name, func(l map[string]string) bool {
+		return l["resource"] == gvr.Resource && l["version"] == gvr.Version && l["scope"] == "cluster" && (verb == "" || l["verb"] == verb)
+	})
 }
 
 // etcdCall posts a JSON request to embedded etcd's grpc-gateway on loopback.
@@ -191,7 +194,7 @@ func TestWatchExpiry(t *testing.T) {
 		return rv
 	}
 	watches := func(tg *target) int {
-		return int(apiserverMetric(t, "apiserver_longrunning_requests", tg.gvr.Resource, "WATCH"))
+		return int(apiserverMetric(t, "apiserver_longrunning_requests", tg.gvr, "WATCH"))
 	}
 	for _, tg := range targets {
 		tg.watches0 = watches(tg)
