@@ -12,11 +12,7 @@ import (
 // Short of GPUs with enough free in total but not on one node is GPUFragmented, with the
 // counts; with too few in total, or no survey, it stays InsufficientGPU.
 func TestGPUFragmented(t *testing.T) {
-	unschedulable := func(p *corev1.Pod) {
-		p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-			Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
-	}
+	short := func(p *corev1.Pod) { unschedulable(p, "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.") }
 	for _, c := range []struct {
 		name   string
 		survey []NodeGPUs
@@ -31,7 +27,7 @@ func TestGPUFragmented(t *testing.T) {
 	} {
 		w, _ := diagnosisWorld(t, 1, 0)
 		w.isvc.Spec.GPUsPerReplica = ptr.To[int32](4)
-		w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", unschedulable)}
+		w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", short)}
 		in := Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}
 		if !WantsGPUSurvey(in) {
 			t.Fatalf("%s: no survey wanted for a pod short of GPUs", c.name)

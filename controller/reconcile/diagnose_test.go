@@ -43,6 +43,17 @@ func pod(name string, mutate func(p *corev1.Pod)) *corev1.Pod {
 	return p
 }
 
+// unschedulablePod is a pod the scheduler has not placed, with its PodScheduled message.
+func unschedulablePod(name, message string) *corev1.Pod {
+	return pod(name, func(p *corev1.Pod) { unschedulable(p, message) })
+}
+
+// unschedulable makes p pending and unplaced: the scheduler's condition with its message.
+func unschedulable(p *corev1.Pod, message string) {
+	pending(p)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: message}}
+}
+
 func running(started, ready bool, since time.Duration) corev1.ContainerStatus {
 	return corev1.ContainerStatus{Name: "vllm", Ready: ready, Started: ptr.To(started),
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-since))}}}
@@ -83,21 +94,13 @@ func TestLayerDiagnosis(t *testing.T) {
 			reason:    ReasonPodCreationRefused, phase: crd.PhaseFailed, msgContain: "denied the request",
 		},
 		{
-			name: "not enough GPUs",
-			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
-				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-					Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."}}
-			})},
+			name:   "not enough GPUs",
+			pods:   []*corev1.Pod{unschedulablePod("qwen3-7b6cd-a", "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.")},
 			reason: ReasonInsufficientGPU, phase: crd.PhaseFailed, msgContain: "Pod qwen3-7b6cd-a: unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu",
 		},
 		{
-			name: "taints",
-			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
-				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-					Message: "0/4 nodes are available: 4 node(s) had untolerated taint {gpu: a100}."}}
-			})},
+			name:   "taints",
+			pods:   []*corev1.Pod{unschedulablePod("qwen3-7b6cd-a", "0/4 nodes are available: 4 node(s) had untolerated taint {gpu: a100}.")},
 			reason: ReasonUntoleratedTaint, phase: crd.PhaseFailed, msgContain: "untolerated taint",
 		},
 		{
@@ -112,21 +115,13 @@ func TestLayerDiagnosis(t *testing.T) {
 			msgContain: "Pod qwen3-7b6cd-a: waiting for admission: held by scheduling gates kueue.x-k8s.io/admission",
 		},
 		{
-			name: "node selector",
-			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
-				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-					Message: "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."}}
-			})},
+			name:   "node selector",
+			pods:   []*corev1.Pod{unschedulablePod("qwen3-7b6cd-a", "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")},
 			reason: ReasonNodeSelectorMismatch, phase: crd.PhaseFailed, msgContain: "3 node(s) didn't match Pod's node affinity/selector",
 		},
 		{
-			name: "cache claim unbound",
-			pods: []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
-				p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-					Message: "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."}}
-			})},
+			name:   "cache claim unbound",
+			pods:   []*corev1.Pod{unschedulablePod("qwen3-7b6cd-a", "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")},
 			reason: ReasonVolumeClaimUnbound, phase: crd.PhaseFailed, msgContain: "unbound immediate PersistentVolumeClaims",
 		},
 		{
@@ -278,10 +273,7 @@ func TestMostBlockingFirstAllListed(t *testing.T) {
 
 func TestSurplusPodsDoNotPage(t *testing.T) {
 	w, _ := diagnosisWorld(t, 2, 2) // 2 ready: serving as asked
-	w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-extra", func(p *corev1.Pod) {
-		p.Spec.NodeName = ""
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "Insufficient nvidia.com/gpu"}}
-	})}
+	w.obs.Pods = []*corev1.Pod{unschedulablePod("qwen3-7b6cd-extra", "Insufficient nvidia.com/gpu")}
 	if st := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status; st.Phase != crd.PhaseReady {
 		t.Fatalf("an HPA surplus pod that cannot schedule made the model %s (%s)", st.Phase, st.Reason)
 	}
@@ -503,8 +495,7 @@ func TestBlockedRolloutWhileServing(t *testing.T) {
 		{name: "new pod crash-loops", newPod: crashing, reason: ReasonCrashLoopBackOff, progressing: metav1.ConditionFalse,
 			contains: "Pod qwen3-7b6cd-a container vllm: CrashLoopBackOff; last terminated: exit code 1 (Error), 3 restarts; Deployment qwen3: rolling out generation 2"},
 		{name: "new pod cannot schedule", newPod: func(p *corev1.Pod) {
-			pending(p)
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
+			unschedulable(p, "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
 		}, reason: ReasonInsufficientGPU, progressing: metav1.ConditionFalse, contains: "Insufficient nvidia.com/gpu"},
 		{name: "new pod loading weights: the rollout only takes time", newPod: func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{running(false, false, time.Minute)}

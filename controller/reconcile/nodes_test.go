@@ -38,11 +38,7 @@ func TestGPUErrorFromTheNode(t *testing.T) {
 	}
 	w, _ := diagnosisWorld(t, 1, 0)
 	w.obs.Nodes = nodes
-	w.obs.Pods = []*corev1.Pod{pod("qwen3-7b6cd-a", func(p *corev1.Pod) {
-		p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-			Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
-	})}
+	w.obs.Pods = []*corev1.Pod{unschedulablePod("qwen3-7b6cd-a", "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")}
 	st := Reconcile(Input{ISVC: w.isvc, Observed: w.obs, Now: metav1.NewTime(t0)}).Status
 	if msg := findCond(st.Conditions, crd.ConditionReady).Message; st.Reason != ReasonInsufficientGPU || !strings.Contains(msg, "GPUs not allocatable on fake-node-0 (0 of 8)") {
 		t.Errorf("pending: %s: %s", st.Reason, msg)
