@@ -101,18 +101,10 @@ type activity struct {
 
 // NewActivity returns an Activity patching Services through services; Run starts its writes.
 func NewActivity(services corev1client.ServicesGetter, opts ActivityOptions) *Activity {
-	if opts.RefreshPeriod <= 0 {
-		opts.RefreshPeriod = DefaultRefreshPeriod
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWriteWorkers
-	}
-	if opts.MaxRetries <= 0 {
-		opts.MaxRetries = DefaultMaxRetries
-	}
-	if opts.WakeWorkers <= 0 {
-		opts.WakeWorkers = DefaultWakeWorkers
-	}
+	defaultIfUnset(&opts.RefreshPeriod, DefaultRefreshPeriod)
+	defaultIfUnset(&opts.Workers, DefaultWriteWorkers)
+	defaultIfUnset(&opts.MaxRetries, DefaultMaxRetries)
+	defaultIfUnset(&opts.WakeWorkers, DefaultWakeWorkers)
 	wakeServices := opts.WakeServices
 	if wakeServices == nil {
 		wakeServices = services

@@ -136,9 +136,7 @@ func NewHandler(holder *Holder, opts HandlerOptions) *Handler {
 	if opts.Transport == nil {
 		opts.Transport = NewTransport(DefaultResponseHeaderTimeout)
 	}
-	if opts.MaxBufferedBody <= 0 {
-		opts.MaxBufferedBody = DefaultMaxBufferedBody
-	}
+	defaultIfUnset(&opts.MaxBufferedBody, DefaultMaxBufferedBody)
 	h := &Handler{holder: holder, header: opts.Header, catalog: opts.Catalog, headerFrom: opts.HeaderSources, pathFrom: opts.PathSources,
 		maxBody: opts.MaxBufferedBody, budget: opts.Budget, metrics: holder.opts.Metrics, rec: opts.Recorder}
 	// A ReverseProxy never follows a redirect: a pod's 3xx goes back to the client as it is,

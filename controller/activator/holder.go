@@ -86,21 +86,11 @@ type waiter struct {
 
 // NewHolder returns a Holder with opts' zero fields defaulted.
 func NewHolder(opts Options) *Holder {
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = DefaultMaxHeld
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = DefaultMaxWait
-	}
-	if opts.RetryAfter <= 0 {
-		opts.RetryAfter = DefaultRetryAfter
-	}
-	if opts.MaxHeldTotal <= 0 {
-		opts.MaxHeldTotal = DefaultMaxHeldTotal
-	}
-	if opts.MaxHeldPerNamespace <= 0 {
-		opts.MaxHeldPerNamespace = DefaultMaxHeldPerNamespace
-	}
+	defaultIfUnset(&opts.MaxHeld, DefaultMaxHeld)
+	defaultIfUnset(&opts.MaxWait, DefaultMaxWait)
+	defaultIfUnset(&opts.RetryAfter, DefaultRetryAfter)
+	defaultIfUnset(&opts.MaxHeldTotal, DefaultMaxHeldTotal)
+	defaultIfUnset(&opts.MaxHeldPerNamespace, DefaultMaxHeldPerNamespace)
 	return &Holder{opts: opts, models: map[Key]*model{}, heldNS: map[string]int{}}
 }
 
@@ -321,5 +311,12 @@ func (h *Holder) forgetIfIdle(key Key, m *model) {
 	if len(m.endpoints) == 0 && len(m.held) == 0 && m.inflight == 0 {
 		delete(h.models, key)
 		h.opts.Metrics.forget(key)
+	}
+}
+
+// defaultIfUnset sets an option left zero (or negative) to its default.
+func defaultIfUnset[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
