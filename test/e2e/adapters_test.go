@@ -31,8 +31,7 @@ import (
 // /v1/models through its IP. Removing an adapter unloads it from every pod without a rollout;
 // a pod added by scaling gets them; a source vLLM cannot load from is a clear condition.
 func TestAdaptersLoadedAtRunTime(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	apply := func(replicas int, adapters ...string) {
 		t.Helper()
@@ -259,8 +258,7 @@ func podAdapters(ip string) (map[string]string, error) {
 // reaches a pod that answers it 404. Loading an adapter takes the local world's 1 s, so a pod
 // Ready before its load is seen by the poll below.
 func TestNewPodReadyOnlyWithItsAdapters(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	f := filepath.Join(t.TempDir(), "gate.yaml")
 	if err := os.WriteFile(f, []byte("apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: gate}\nspec:\n  baseModel: Qwen/Qwen3-8B\n  replicas: 1\n  gpusPerReplica: 1\n  adapters:\n  - {name: sql, storageURI: \"hf://org/sql-lora\"}\n"), 0o600); err != nil {

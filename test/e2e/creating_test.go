@@ -18,8 +18,7 @@ import (
 // kubelet's message, and serves once the volume mounts. The suite's operator reads the Events
 // of a pod still being created 5 s after it was scheduled (--creating-evidence-after).
 func TestContainerCreatingForLong(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 
 	// A slow pull: every node takes 25 s for an image it has not pulled yet.

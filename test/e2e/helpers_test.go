@@ -102,3 +102,11 @@ func quiesce(t *testing.T) {
 		return nil
 	})
 }
+
+// modelNamespace is a namespace of t's own whose models are deleted, through their finalizer,
+// before the namespace goes.
+func modelNamespace(t *testing.T) string {
+	ns := env.Namespace(t)
+	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	return ns
+}

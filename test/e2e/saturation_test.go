@@ -15,8 +15,7 @@ import (
 // with the queue the HPA read), while it stays Ready: a condition to act on (raise
 // maxReplicas or add GPUs), never a failure; it clears when the load stops.
 func TestSaturatedAtMax(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	adapter := startMetricsAdapter(t)
 	adapter.waitAvailable(t)

@@ -22,8 +22,7 @@ import (
 // leaves the HPA unwritten, v1alpha1 reads keep the value, and the API server refuses a value
 // outside 0..3600 with the CRD's message.
 func TestScaleDownDelay(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	kubectlOut := func(args ...string) (string, error) { return kubectlErr(t, nil, append([]string{w.cache}, args...)...) }
 	apply := func(spec string, dryRun bool) (string, error) {

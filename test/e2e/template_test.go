@@ -122,8 +122,7 @@ spec:
 // its token from a Secret, its weights on a claim and an engine argument, and status names the
 // model clients send.
 func TestTemplateEngineFieldsV1beta1(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	isvc := func(extra string) string {
 		return "apiVersion: ai.example.com/v1beta1\nkind: InferenceService\nmetadata: {name: gated}\nspec:\n  baseModel: meta-llama/Llama-3.1-8B-Instruct\n  replicas: 1\n  gpusPerReplica: 1\n" + extra

@@ -128,8 +128,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 // TestCacheClaimUnbound: a model whose weights cache claim (spec.cache) cannot bind is named so,
 // not "unschedulable".
 func TestCacheClaimUnbound(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	applyYAML(t, ns, `apiVersion: v1
 kind: PersistentVolumeClaim

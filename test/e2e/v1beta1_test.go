@@ -32,8 +32,7 @@ import (
 // follow the model. Removing the adapters unloads them and drops the runtime LoRA switch;
 // kubectl scale works on v1beta1.
 func TestV1beta1Acts(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	crds := filepath.Join(env.Root, "test", "e2e", "testdata", "optional_crds.yaml")
 	env.Kubectl(t, "apply", "-f", crds)
 	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")

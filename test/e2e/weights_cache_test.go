@@ -24,8 +24,7 @@ import (
 // names the download with its progress moving; both turn Ready on the filled claim, and
 // neither's pods nor a scale-up's download (they run offline on it: a download would fail).
 func TestWeightsFetchedOnce(t *testing.T) {
-	ns := env.Namespace(t)
-	t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+	ns := modelNamespace(t)
 	w := useWebhookCRD(t)
 	kubectl := func(args ...string) string { return env.Kubectl(t, append([]string{w.cache}, args...)...) }
 	ctx := context.Background()

@@ -105,8 +105,7 @@ spec:
 		// still read into status. An image from before huggingface_hub 0.34 has no `hf`.
 		t.Run("EveryImage", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			slow := volume(t, ns, "slow", "20Gi", 0.5) // Qwen3-0.6B's weights: about 25 s at the suite's scale
 			apply(t, ns, model("current", "Qwen/Qwen3-0.6B", slow, "10Gi", ""))
 			figure := regexp.MustCompile(`: ([0-9.]+ [kMG]?B) of `)
@@ -130,8 +129,7 @@ spec:
 		})
 		t.Run("OlderImage", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := volume(t, ns, "older", "20Gi", 0)
 			apply(t, ns, model("older", "Qwen/Qwen2.5-0.5B", pv, "10Gi", "  image: vllm/vllm-openai:v0.9.2\n"))
 			ready(t, ns, "older", 2*time.Minute)
@@ -141,8 +139,7 @@ spec:
 		// a claim of 600Mi holds one format, not the repo.
 		t.Run("WhatVLLMFetches", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := volume(t, ns, "gpt2", "600Mi", 50)
 			apply(t, ns, model("gpt2", "gpt2", pv, "600Mi", ""))
 			ready(t, ns, "gpt2", 3*time.Minute)
@@ -158,8 +155,7 @@ spec:
 		// status, by one fill pod (not retried: it cannot fit on a retry either).
 		t.Run("ClaimTooSmall", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := volume(t, ns, "small", "10Gi", 1)
 			apply(t, ns, model("big", "Qwen/Qwen3-8B", pv, "10Gi", ""))
 			testenv.Eventually(t, 90*time.Second, "the claim named too small", func() error {
@@ -193,8 +189,7 @@ spec:
 		// fetched by the fill, so vLLM's get_adapter_absolute_path finds it there.
 		t.Run("Adapters", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := volume(t, ns, "lora", "20Gi", 0)
 			apply(t, ns, model("lora", "Qwen/Qwen3-0.6B", pv, "10Gi", "  adapters:\n  - {name: sql, storageURI: \"hf://org/sql-lora\"}\n"))
 			testenv.Eventually(t, 3*time.Minute, "the adapter loaded from the cache", func() error {
@@ -215,8 +210,7 @@ spec:
 		// creates first; the cache's claim is read-only.
 		t.Run("RemoteCode", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := volume(t, ns, "code", "20Gi", 0)
 			apply(t, ns, model("code", "org/tiny-1B-custom-code", pv, "10Gi", "  engineArgs: [--trust-remote-code]\n"))
 			ready(t, ns, "code", 3*time.Minute)

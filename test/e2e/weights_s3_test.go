@@ -137,8 +137,7 @@ spec:
 	t.Run("group", func(t *testing.T) {
 		t.Run("FromSecret", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			// 2 MB at 2 kB/s: 1000 s modelled, about 10 s at the suite's scale
 			pv := slowVolume(t, ns, "s3", 0.002)
 			secret(t, ns, "s3-creds", s3Key, s3Secret)
@@ -176,8 +175,7 @@ spec:
 		})
 		t.Run("WrongSecret", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := slowVolume(t, ns, "s3bad", 1)
 			secret(t, ns, "s3-wrong", s3Key, "not-the-secret")
 			apply(t, ns, "qwen", pv, "s3-wrong")
@@ -203,8 +201,7 @@ spec:
 		// in its words (not a bare wait); once the Secret is made, the fill runs.
 		t.Run("MissingSecret", func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			t.Cleanup(func() { env.Kubectl(t, "delete", "isvc", "--all", "-n", ns, "--wait=true", "--timeout=60s") })
+			ns := modelNamespace(t)
 			pv := slowVolume(t, ns, "s3none", 1)
 			apply(t, ns, "qwen", pv, "s3-later")
 			testenv.Eventually(t, 2*time.Minute, "the kubelet's refusal in status, naming the Secret", func() error {
