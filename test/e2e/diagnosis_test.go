@@ -341,16 +341,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 	t.Logf("1 replica Ready %.1fs after create", time.Since(start).Seconds())
 	patchISVC(t, ns, "grow", `{"spec":{"replicas":3}}`)
 	start = time.Now()
-	testenv.Eventually(t, 90*time.Second, "grow: 3 replicas Ready", func() error {
-		i, err := env.ISVC(ns, "grow")
-		if err != nil {
-			return err
-		}
-		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas < 3 {
-			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
-		}
-		return nil
-	})
+	readyReplicas(t, ns, "grow", 3, 90*time.Second)
 	t.Logf("scaled 1 -> 3 Ready %.1fs after the patch; statuses: %s", time.Since(start).Seconds(), statuses.trail("grow"))
 	started, window := windows()
 	if started < 3 || window < 3 {
@@ -424,16 +415,7 @@ spec: {model: m, replicas: 1, gpusPerReplica: 1}
 	t.Logf("evicted: %s", env.Kubectl(t, "get", "pods", "-n", ns, "--no-headers"))
 	env.WaitPhase(t, ns, "evict", crd.PhaseReady, 90*time.Second)
 	patchISVC(t, ns, "evict", `{"spec":{"replicas":2}}`)
-	testenv.Eventually(t, 90*time.Second, "evict: 2 replicas Ready", func() error {
-		i, err := env.ISVC(ns, "evict")
-		if err != nil {
-			return err
-		}
-		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas < 2 {
-			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
-		}
-		return nil
-	})
+	readyReplicas(t, ns, "evict", 2, 90*time.Second)
 	t.Logf("statuses: %s", statuses.trail("evict"))
 	if f := statuses.failed("evict", "Evicted"); f != nil {
 		t.Fatalf("a pod evicted and replaced decided the phase: %s/%s: %s (statuses: %s)", f.Status.Phase, f.Status.Reason, readyMessage(f), statuses.trail("evict"))
@@ -504,4 +486,19 @@ spec: {model: m, replicas: 2, gpusPerReplica: 1}
 			t.Fatalf("serving pod %s no longer serves: %v", p.Name, err)
 		}
 	}
+}
+
+// readyReplicas waits until the model is Ready with at least n ready replicas.
+func readyReplicas(t *testing.T, ns, name string, n int32, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s: %d replicas Ready", name, n), func() error {
+		i, err := env.ISVC(ns, name)
+		if err != nil {
+			return err
+		}
+		if i.Status.Phase != crd.PhaseReady || i.Status.ReadyReplicas < n {
+			return fmt.Errorf("%s/%s %d ready", i.Status.Phase, i.Status.Reason, i.Status.ReadyReplicas)
+		}
+		return nil
+	})
 }
