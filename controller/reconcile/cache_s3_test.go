@@ -25,13 +25,8 @@ func s3World() *world {
 // model's own name.
 func TestS3Source(t *testing.T) {
 	w := s3World()
-	out := w.reconcile()
 	claim := WeightsClaimName("s3://models/qwen3-0.6b", "")
-	if out.Weights.Claim != claim || len(out.Weights.Creates) != 2 {
-		t.Fatalf("first pass: %+v", out.Weights)
-	}
-	pvc := out.Weights.Creates[0].(*corev1.PersistentVolumeClaim)
-	job := out.Weights.Creates[1].(*batchv1.Job)
+	out, pvc, job := firstFill(t, w, claim)
 	if pvc.Annotations[WeightsModelAnnotation] != "s3://models/qwen3-0.6b" {
 		t.Errorf("claim annotations %v", pvc.Annotations)
 	}

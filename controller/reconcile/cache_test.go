@@ -54,8 +54,7 @@ const fillLog = "Downloading (incomplete total...): 0.00B [00:00, ?B/s]\x1b[A\n"
 func TestManagedCacheAdaptersAndModules(t *testing.T) {
 	w := managedWorld()
 	w.ext.Adapters = []crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}, {Name: "local", StorageURI: "/models/x"}, {Name: "chat", StorageURI: "hf://org/chat-lora"}}
-	out := w.reconcile()
-	job := out.Weights.Creates[1].(*batchv1.Job)
+	_, _, job := firstFill(t, w, WeightsClaimName("Qwen/Qwen3-0.6B", "main"))
 	if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"Qwen/Qwen3-0.6B", "main", "org/chat-lora", "org/sql-lora"}) {
 		t.Errorf("fill args %v", args)
 	}
@@ -138,6 +137,16 @@ def snapshot_download(repo, revision=None, allow_patterns=None, ignore_patterns=
 	}
 }
 
+// firstFill is w's first pass with a managed cache: the claim named claim and its fill Job made.
+func firstFill(t *testing.T, w *world, claim string) (Output, *corev1.PersistentVolumeClaim, *batchv1.Job) {
+	t.Helper()
+	out := w.reconcile()
+	if out.Weights.Claim != claim || len(out.Weights.Creates) != 2 {
+		t.Fatalf("first pass: %+v", out.Weights)
+	}
+	return out, out.Weights.Creates[0].(*corev1.PersistentVolumeClaim), out.Weights.Creates[1].(*batchv1.Job)
+}
+
 func managedWorld() *world {
 	w := newWorld(2)
 	w.isvc.APIVersion = crd.GroupVersionV1beta1.String()
@@ -149,13 +158,8 @@ func managedWorld() *world {
 // the message, a recheck), the Deployment on the filled claim read-only and offline after.
 func TestManagedCacheGatesThePods(t *testing.T) {
 	w := managedWorld()
-	out := w.reconcile()
 	claim := WeightsClaimName("Qwen/Qwen3-0.6B", "main")
-	if out.Weights.Claim != claim || len(out.Weights.Creates) != 2 {
-		t.Fatalf("first pass: %+v", out.Weights)
-	}
-	pvc := out.Weights.Creates[0].(*corev1.PersistentVolumeClaim)
-	job := out.Weights.Creates[1].(*batchv1.Job)
+	out, pvc, job := firstFill(t, w, claim)
 	if pvc.Name != claim || pvc.Labels[WeightsLabel] != claim || pvc.Spec.AccessModes[0] != corev1.ReadWriteMany ||
 		len(pvc.OwnerReferences) != 1 || pvc.OwnerReferences[0].Controller != nil {
 		t.Errorf("claim %+v", pvc.ObjectMeta)
