@@ -218,17 +218,11 @@ func TestSyncLoadsSGLangAdaptersThenReportsThem(t *testing.T) {
 	f.ctrl.caches = &adapterCaches{fakeCaches: f.caches, rs: []*appsv1.ReplicaSet{w.rs}}
 	f.ctrl.modelServers = client
 
-	out, err := f.sync()
-	if err != nil || out != queue.After(recheckAfterActing) {
-		t.Fatalf("first sync: %+v %v", out, err)
-	}
+	f.mustSync(t, "first sync", queue.After(recheckAfterActing))
 	if calls := srv.take(); calls != "POST /load_lora_adapter sql" {
 		t.Fatalf("first sync: model server calls:\n%s", calls)
 	}
-	out, err = f.sync()
-	if err != nil || out != queue.Done() {
-		t.Fatalf("second sync: %+v %v", out, err)
-	}
+	f.mustSync(t, "second sync", queue.Done())
 	if calls, api := srv.take(), f.calls(); calls != "" || api != "update inferenceservices/status" {
 		t.Fatalf("second sync: model server calls:\n%s\nAPI calls: %s", calls, api)
 	}
@@ -237,7 +231,7 @@ func TestSyncLoadsSGLangAdaptersThenReportsThem(t *testing.T) {
 		t.Fatalf("AdaptersReady: %+v", c)
 	}
 	f.caches.isvc.Status = st
-	if out, err = f.sync(); err != nil || out != queue.Done() || srv.take() != "" || f.calls() != "" {
+	if out, err := f.sync(); err != nil || out != queue.Done() || srv.take() != "" || f.calls() != "" {
 		t.Fatalf("at rest: %+v %v", out, err)
 	}
 }

@@ -400,10 +400,7 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	f.ctrl.caches = &adapterCaches{fakeCaches: f.caches, rs: []*appsv1.ReplicaSet{w.rs}}
 	f.ctrl.modelServers = srv.client()
 
-	out, err := f.sync()
-	if err != nil || out != queue.After(recheckAfterActing) {
-		t.Fatalf("first sync: %+v %v", out, err)
-	}
+	f.mustSync(t, "first sync", queue.After(recheckAfterActing))
 	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models \n127.0.0.1 POST /v1/load_lora_adapter sql" || api != "" {
 		t.Fatalf("first sync: model server calls:\n%s\nAPI calls: %s", calls, api)
 	}
@@ -411,10 +408,7 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 		t.Fatalf("sql loaded from %q", got)
 	}
 
-	out, err = f.sync()
-	if err != nil || out != queue.Done() {
-		t.Fatalf("second sync: %+v %v", out, err)
-	}
+	f.mustSync(t, "second sync", queue.Done())
 	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models " || api != "update inferenceservices/status" {
 		t.Fatalf("second sync: model server calls:\n%s\nAPI calls: %s", calls, api)
 	}
@@ -424,10 +418,7 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	}
 
 	f.caches.isvc.Status = st // the status's own event updates the cache
-	out, err = f.sync()
-	if err != nil || out != queue.Done() {
-		t.Fatalf("at rest: %+v %v", out, err)
-	}
+	f.mustSync(t, "at rest", queue.Done())
 	if calls, api := srv.take(), f.calls(); calls != "127.0.0.1 GET /v1/models " || api != "" {
 		t.Fatalf("at rest: model server calls:\n%s\nAPI calls: %s", calls, api)
 	}
@@ -438,10 +429,7 @@ func TestSyncLoadsAdaptersThenReportsThem(t *testing.T) {
 	v.mu.Lock()
 	v.loaded = map[string]string{}
 	v.mu.Unlock()
-	out, err = f.sync()
-	if err != nil || out != queue.After(recheckAfterActing) {
-		t.Fatalf("after a restart: %+v %v", out, err)
-	}
+	f.mustSync(t, "after a restart", queue.After(recheckAfterActing))
 	if calls := srv.take(); calls != "127.0.0.1 GET /v1/models \n127.0.0.1 POST /v1/load_lora_adapter sql" {
 		t.Fatalf("after a restart: model server calls:\n%s", calls)
 	}

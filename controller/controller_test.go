@@ -192,6 +192,14 @@ func (f *fixture) sync() (queue.Outcome, error) {
 	return f.ctrl.sync(context.Background(), queue.Key{Namespace: "default", Name: "qwen3"})
 }
 
+// mustSync syncs and fails t unless the outcome is want, naming the step.
+func (f *fixture) mustSync(t *testing.T, step string, want queue.Outcome) {
+	t.Helper()
+	if out, err := f.sync(); err != nil || out != want {
+		t.Fatalf("%s: %+v %v, want %+v", step, out, err, want)
+	}
+}
+
 // calls lists the API calls made, as "verb resource[/subresource]", typed then dynamic.
 func (f *fixture) calls() string {
 	var out []string
