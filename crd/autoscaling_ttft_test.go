@@ -69,3 +69,26 @@ func TestAutoscalingTTFTDefaults(t *testing.T) {
 		t.Fatal("the metric's message does not name ttft")
 	}
 }
+
+// TestConvertTTFTObjective: metric ttft, its objective and its window travel in v1alpha1's
+// annotation and come back, whether set or left to their defaults.
+func TestConvertTTFTObjective(t *testing.T) {
+	for _, a := range []*Autoscaling{
+		{MinReplicas: 1, MaxReplicas: 4, Metric: AutoscalingMetricTTFT},
+		{MinReplicas: 1, MaxReplicas: 4, Metric: AutoscalingMetricTTFT, TargetTTFTMilliseconds: ptrTo[int32](250), TTFTWindowSeconds: ptrTo[int32](30), ScaleDownDelaySeconds: ptrTo[int32](60)},
+	} {
+		in := beta()
+		in.Spec.Autoscaling = a
+		alpha, err := ConvertFromV1beta1(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ConvertToV1beta1(alpha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := mustJSON(t, b.Spec.Autoscaling), mustJSON(t, a); got != want {
+			t.Fatalf("round trip: %s, want %s (annotation %s)", got, want, alpha.Annotations[AnnotationV1beta1Spec])
+		}
+	}
+}

@@ -1,5 +1,5 @@
-// Package podmetrics reads each model server's queue from the model pods themselves: each ready
-// pod's /metrics, on a bounded period and concurrency, for the custom metrics API the HPA reads.
+// Package podmetrics reads each model server's queue (and KV-cache use, and time-to-first-token
+// histogram) from the model pods themselves: each ready pod's /metrics, on a bounded period and concurrency, for the custom metrics API the HPA reads.
 // It sits beside the operator, not in it: the informers feed it pods, custommetrics serves
 // what it read.
 package podmetrics
