@@ -141,6 +141,7 @@ vllm:time_to_first_token_seconds_other 9
 		{"SGLang", sglang, "&{[0.5 +Inf] [7 8]}"},
 		{"none", "vllm:num_requests_waiting 1\n", ""},
 		{"a gauge of the name", "vllm:num_requests_waiting 1\nvllm:time_to_first_token_seconds 3\n", ""},
+		{"broken: the queue still read", "vllm:num_requests_waiting 1\n# TYPE vllm:time_to_first_token_seconds histogram\n# TYPE vllm:time_to_first_token_seconds histogram\n", ""},
 	} {
 		p, err := ParsePage(strings.NewReader(c.page), Queues())
 		if err != nil {
