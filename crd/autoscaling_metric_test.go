@@ -16,7 +16,7 @@ var autoscalingMetricCases = []struct{ autoscaling, want string }{
 	{`{"minReplicas":1,"maxReplicas":2,"metric":"kvCache","targetKVCacheUsagePercent":1}`, ""},
 	{`{"minReplicas":1,"maxReplicas":2,"metric":"kvCache","targetKVCacheUsagePercent":90}`, ""},
 	{`{"minReplicas":0,"maxReplicas":2,"metric":"kvCache","targetKVCacheUsagePercent":60}`, ""},
-	{`{"minReplicas":1,"maxReplicas":2,"metric":"ttft"}`, RuleAutoscalingMetricMsg},
+	{`{"minReplicas":1,"maxReplicas":2,"metric":"latency"}`, RuleAutoscalingMetricMsg},
 	{`{"minReplicas":1,"maxReplicas":2,"metric":"KVCache"}`, RuleAutoscalingMetricMsg},
 	{`{"minReplicas":1,"maxReplicas":2,"metric":"kvCache","targetQueueLength":3}`, RuleQueueTargetMetricMsg},
 	{`{"minReplicas":1,"maxReplicas":2,"targetKVCacheUsagePercent":70}`, RuleKVTargetMetricMsg},

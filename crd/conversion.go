@@ -224,6 +224,8 @@ func cloneAutoscaling(a *Autoscaling) *Autoscaling {
 	out := *a
 	out.TargetQueueLength = clonePtr(a.TargetQueueLength)
 	out.TargetKVCacheUsagePercent = clonePtr(a.TargetKVCacheUsagePercent)
+	out.TargetTTFTMilliseconds = clonePtr(a.TargetTTFTMilliseconds)
+	out.TTFTWindowSeconds = clonePtr(a.TTFTWindowSeconds)
 	out.ScaleDownDelaySeconds = clonePtr(a.ScaleDownDelaySeconds)
 	out.IdleSeconds = clonePtr(a.IdleSeconds)
 	return &out

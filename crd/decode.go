@@ -218,7 +218,7 @@ func validateExtensions(e *SpecExtensions) []string {
 		if t := a.TargetQueueLength; t != nil && (*t < 1 || *t > MaxReplicas) {
 			errs = append(errs, fmt.Sprintf("spec.autoscaling.targetQueueLength must be between 1 and %d", MaxReplicas))
 		}
-		if a.Metric != "" && a.Metric != AutoscalingMetricQueue && a.Metric != AutoscalingMetricKVCache {
+		if a.Metric != "" && a.Metric != AutoscalingMetricQueue && a.Metric != AutoscalingMetricKVCache && a.Metric != AutoscalingMetricTTFT {
 			errs = append(errs, RuleAutoscalingMetricMsg)
 		}
 		if a.TargetQueueLength != nil && a.Metric != "" && a.Metric != AutoscalingMetricQueue {
@@ -229,6 +229,18 @@ func validateExtensions(e *SpecExtensions) []string {
 		}
 		if t := a.TargetKVCacheUsagePercent; t != nil && (*t < MinTargetKVCacheUsagePercent || *t > MaxTargetKVCacheUsagePercent) {
 			errs = append(errs, RuleKVTargetMsg)
+		}
+		if a.TargetTTFTMilliseconds != nil && a.Metric != AutoscalingMetricTTFT {
+			errs = append(errs, RuleTTFTTargetMetricMsg)
+		}
+		if a.TTFTWindowSeconds != nil && a.Metric != AutoscalingMetricTTFT {
+			errs = append(errs, RuleTTFTWindowMetricMsg)
+		}
+		if t := a.TargetTTFTMilliseconds; t != nil && (*t < MinTargetTTFTMilliseconds || *t > MaxTargetTTFTMilliseconds) {
+			errs = append(errs, RuleTTFTTargetMsg)
+		}
+		if w := a.TTFTWindowSeconds; w != nil && (*w < MinTTFTWindowSeconds || *w > MaxTTFTWindowSeconds) {
+			errs = append(errs, RuleTTFTWindowMsg)
 		}
 		if d := a.ScaleDownDelaySeconds; d != nil && (*d < 0 || *d > MaxScaleDownDelaySeconds) {
 			errs = append(errs, RuleScaleDownDelayMessage)

@@ -98,13 +98,23 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 			"targetQueueLength": bound("Target average of the engine's queue per pod (num_requests_waiting, num_queue_reqs), with metric queue; default 3.", 1),
 			"metric": {
 				Type: "string", MaxLength: ptr.To[int64](16),
-				Description:  "The signal the HPA scales on, read from each pod's /metrics by the operator's metrics adapter: queue (the default) is the engine's waiting requests per pod (target: targetQueueLength); kvCache is the engine's KV-cache use per pod, which rises with the requests running and their lengths before a queue forms (vLLM's kv_cache_usage_perc, SGLang's token_usage; target: targetKVCacheUsagePercent).",
+				Description:  "The signal the HPA scales on, read from each pod's /metrics by the operator's metrics adapter: queue (the default) is the engine's waiting requests per pod (target: targetQueueLength); kvCache is the engine's KV-cache use per pod, which rises with the requests running and their lengths before a queue forms (vLLM's kv_cache_usage_perc, SGLang's token_usage; target: targetKVCacheUsagePercent); ttft is each pod's p95 time to first token over ttftWindowSeconds, from its own histogram (vLLM's and SGLang's time_to_first_token_seconds), served as time_to_first_token_p95_milliseconds (objective: targetTTFTMilliseconds).",
 				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleAutoscalingMetric, Message: RuleAutoscalingMetricMsg}},
 			},
 			"targetKVCacheUsagePercent": {
 				Type: "integer", Format: "int32",
 				Description:  fmt.Sprintf("With metric kvCache: the target average share of each pod's KV cache in use, in percent, %d to %d; default %d. The HPA adds pods when the average passes it by the HPA's tolerance (10%%).", MinTargetKVCacheUsagePercent, MaxTargetKVCacheUsagePercent, DefaultTargetKVCacheUsagePercent),
 				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleKVTarget, Message: RuleKVTargetMsg}},
+			},
+			"targetTTFTMilliseconds": {
+				Type: "integer", Format: "int32",
+				Description:  fmt.Sprintf("With metric ttft: the objective, each pod's p95 time to first token over ttftWindowSeconds, in milliseconds, %d to %d; default %d. The HPA adds pods when the average of the pods' p95 passes it by the HPA's tolerance (10%%); a pod without a request in the window reads 0.", MinTargetTTFTMilliseconds, MaxTargetTTFTMilliseconds, DefaultTargetTTFTMilliseconds),
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleTTFTTarget, Message: RuleTTFTTargetMsg}},
+			},
+			"ttftWindowSeconds": {
+				Type: "integer", Format: "int32",
+				Description:  fmt.Sprintf("With metric ttft: the window the p95 is computed over, in seconds, %d to %d; default %d. The HPA's scale-down window is at least this long.", MinTTFTWindowSeconds, MaxTTFTWindowSeconds, DefaultTTFTWindowSeconds),
+				XValidations: apiextensionsv1.ValidationRules{{Rule: RuleTTFTWindow, Message: RuleTTFTWindowMsg}},
 			},
 			// A CEL rule rather than minimum/maximum: one error that says what the bound is for.
 			"scaleDownDelaySeconds": {
@@ -119,7 +129,8 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 			},
 		},
 		XValidations: apiextensionsv1.ValidationRules{{Rule: RuleMinLEMax, Message: RuleMinLEMaxMessage}, {Rule: RuleIdleNeedsZero, Message: RuleIdleNeedsZeroMessage},
-			{Rule: RuleQueueTargetMetric, Message: RuleQueueTargetMetricMsg}, {Rule: RuleKVTargetMetric, Message: RuleKVTargetMetricMsg}},
+			{Rule: RuleQueueTargetMetric, Message: RuleQueueTargetMetricMsg}, {Rule: RuleKVTargetMetric, Message: RuleKVTargetMetricMsg},
+			{Rule: RuleTTFTTargetMetric, Message: RuleTTFTTargetMetricMsg}, {Rule: RuleTTFTWindowMetric, Message: RuleTTFTWindowMetricMsg}},
 	}
 
 	adapterName := apiextensionsv1.JSONSchemaProps{

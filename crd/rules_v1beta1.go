@@ -55,14 +55,22 @@ const (
 	RuleIdleNeedsZeroMessage  = "spec.autoscaling.idleSeconds applies only with minReplicas 0 (scale to zero when idle)"
 	RuleZeroNotMultiNode      = `!has(self.multiNode) || !has(self.autoscaling) || self.autoscaling.minReplicas >= 1`
 	RuleZeroNotMultiNodeMsg   = "spec.autoscaling.minReplicas 0 (scale to zero) is not supported with spec.multiNode yet: set minReplicas to 1"
-	RuleAutoscalingMetric     = `self == 'queue' || self == 'kvCache'`
-	RuleAutoscalingMetricMsg  = "spec.autoscaling.metric must be queue (the engine's waiting requests per pod, the default) or kvCache (the engine's KV-cache use per pod)"
+	RuleAutoscalingMetric     = `self == 'queue' || self == 'kvCache' || self == 'ttft'`
+	RuleAutoscalingMetricMsg  = "spec.autoscaling.metric must be queue (the engine's waiting requests per pod, the default), kvCache (the engine's KV-cache use per pod) or ttft (each pod's p95 time to first token over a window)"
 	RuleQueueTargetMetric     = `!has(self.targetQueueLength) || !has(self.metric) || self.metric == 'queue'`
-	RuleQueueTargetMetricMsg  = "spec.autoscaling.targetQueueLength is the target of metric queue; with metric kvCache set targetKVCacheUsagePercent"
+	RuleQueueTargetMetricMsg  = "spec.autoscaling.targetQueueLength is the target of metric queue; with metric kvCache set targetKVCacheUsagePercent, with metric ttft targetTTFTMilliseconds"
 	RuleKVTargetMetric        = `!has(self.targetKVCacheUsagePercent) || (has(self.metric) && self.metric == 'kvCache')`
 	RuleKVTargetMetricMsg     = "spec.autoscaling.targetKVCacheUsagePercent is the target of metric kvCache: set metric: kvCache, or targetQueueLength for the queue"
 	RuleKVTarget              = `self >= 1 && self <= 90`
 	RuleKVTargetMsg           = "spec.autoscaling.targetKVCacheUsagePercent must be between 1 and 90: the HPA scales up only when the reading passes the target by its tolerance (10%), and KV-cache use cannot pass 100%"
+	RuleTTFTTargetMetric      = `!has(self.targetTTFTMilliseconds) || (has(self.metric) && self.metric == 'ttft')`
+	RuleTTFTTargetMetricMsg   = "spec.autoscaling.targetTTFTMilliseconds is the objective of metric ttft: set metric: ttft, or the target of your metric (targetQueueLength, targetKVCacheUsagePercent)"
+	RuleTTFTWindowMetric      = `!has(self.ttftWindowSeconds) || (has(self.metric) && self.metric == 'ttft')`
+	RuleTTFTWindowMetricMsg   = "spec.autoscaling.ttftWindowSeconds is the window of metric ttft's p95: set metric: ttft, or drop it"
+	RuleTTFTTarget            = `self >= 10 && self <= 60000`
+	RuleTTFTTargetMsg         = "spec.autoscaling.targetTTFTMilliseconds must be between 10 and 60000: under 10 ms no replica count meets it (a prefill takes longer), over a minute is no interactive objective"
+	RuleTTFTWindow            = `self >= 15 && self <= 600`
+	RuleTTFTWindowMsg         = "spec.autoscaling.ttftWindowSeconds must be between 15 and 600: a shorter window holds too few requests and HPA syncs (every 15 s) to be a p95, a longer one sees a ramp too late"
 	RuleScaleDownDelay        = `self >= 0 && self <= 3600`
 	RuleScaleDownDelayMessage = "spec.autoscaling.scaleDownDelaySeconds must be between 0 and 3600: it is the HPA's scale-down stabilization window, which the HPA API bounds to one hour"
 )

@@ -249,6 +249,12 @@ type Autoscaling struct {
 	// TargetKVCacheUsagePercent is the target average share of each pod's KV cache in use, in
 	// percent (metric kvCache); DefaultTargetKVCacheUsagePercent when unset.
 	TargetKVCacheUsagePercent *int32 `json:"targetKVCacheUsagePercent,omitempty"`
+	// TargetTTFTMilliseconds is the objective of metric ttft: each pod's p95 time to first
+	// token over TTFTWindowSeconds, in milliseconds; DefaultTargetTTFTMilliseconds when unset.
+	TargetTTFTMilliseconds *int32 `json:"targetTTFTMilliseconds,omitempty"`
+	// TTFTWindowSeconds is the window the p95 of metric ttft is computed over;
+	// DefaultTTFTWindowSeconds when unset.
+	TTFTWindowSeconds *int32 `json:"ttftWindowSeconds,omitempty"`
 	// ScaleDownDelaySeconds is the HPA's scale-down stabilization window: it removes a pod
 	// only once every recommendation of that many seconds allowed it. Unset, the operator sets
 	// no window and the HPA controller's default applies (5 minutes unless the cluster changed it).
@@ -262,6 +268,7 @@ type Autoscaling struct {
 const (
 	AutoscalingMetricQueue   = "queue"
 	AutoscalingMetricKVCache = "kvCache"
+	AutoscalingMetricTTFT    = "ttft"
 )
 
 // AutoscalingMetric is a's metric with its default, the queue.
@@ -281,6 +288,34 @@ const (
 	MinTargetKVCacheUsagePercent     = 1
 	MaxTargetKVCacheUsagePercent     = 90
 )
+
+// Bounds of spec.autoscaling.targetTTFTMilliseconds: under 10 ms is under what a prefill of a
+// short prompt takes on any GPU, an objective no replica count meets (the HPA would sit at
+// maxReplicas); a minute is past any interactive objective, and past the engines' own buckets'
+// useful resolution (vLLM's run 20, 40, 80 s). And of ttftWindowSeconds: under 15 s a window
+// holds at most one HPA sync (15 s) and one or two reads of the adapter (every 10 s), so the
+// p95 of a few requests would move the model; past 10 minutes it is older than the HPA's
+// default scale-down window (5 minutes) by far, and a ramp is seen too late to act on.
+const (
+	DefaultTargetTTFTMilliseconds = 500
+	MinTargetTTFTMilliseconds     = 10
+	MaxTargetTTFTMilliseconds     = 60000
+	DefaultTTFTWindowSeconds      = 60
+	MinTTFTWindowSeconds          = 15
+	MaxTTFTWindowSeconds          = 600
+)
+
+// TTFTTarget is a's TTFT objective in milliseconds and its window in seconds, defaults applied.
+func (a *Autoscaling) TTFTTarget() (milliseconds, windowSeconds int32) {
+	milliseconds, windowSeconds = DefaultTargetTTFTMilliseconds, DefaultTTFTWindowSeconds
+	if a != nil && a.TargetTTFTMilliseconds != nil {
+		milliseconds = *a.TargetTTFTMilliseconds
+	}
+	if a != nil && a.TTFTWindowSeconds != nil {
+		windowSeconds = *a.TTFTWindowSeconds
+	}
+	return milliseconds, windowSeconds
+}
 
 // Bounds of spec.autoscaling.idleSeconds: below a minute a model would sleep between a
 // chat's turns; a day is longer than any idle window worth a GPU.

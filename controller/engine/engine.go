@@ -126,9 +126,23 @@ type Metrics struct {
 	// without the engine's prefix, as the HPA's Pods metric and the custom metrics API name it
 	// (spec.autoscaling.metric kvCache).
 	KVCacheUsage, KVCacheName string
-	// TTFT is the time-to-first-token histogram, in seconds.
-	TTFT string
+	// TTFT is the time-to-first-token histogram, in seconds. TTFTName is what the custom
+	// metrics API serves from it (spec.autoscaling.metric ttft): each pod's p95 over a window,
+	// in milliseconds, the window given by the HPA's metric selector (TTFTWindowLabel).
+	TTFT, TTFTName string
 }
+
+// TTFTP95Name is the name the p95 of the time to first token is served under, in
+// milliseconds, whichever engine's histogram it comes from: both engines' histograms are the
+// same measure, in seconds, with only their prefix apart, so one HPA spec fits both.
+const TTFTP95Name = "time_to_first_token_p95_milliseconds"
+
+// TTFTWindowLabel is the label of the HPA's metric selector that names the window, in
+// seconds, the p95 of TTFTP95Name is computed over: a pod's reading depends on its HPA's
+// window, and the selector is the one part of a Pods metric the HPA passes to the custom
+// metrics API besides the name (as metricLabelSelector; prometheus-adapter hands it to its
+// query template as LabelValuesByName).
+const TTFTWindowLabel = "window_seconds"
 
 // OwnedArg is a group of flags refused in spec.engineArgs, with one message naming what to use
 // instead or what the flag would break.

@@ -183,6 +183,9 @@ func queueReading(metric string, cur, target resource.Quantity) string {
 	if isKVCacheMetric(metric) {
 		return fmt.Sprintf("%s %d%%/%d%% per pod", metric, percent(cur), percent(target))
 	}
+	if isTTFTMetric(metric) {
+		return ttftReading(cur, target)
+	}
 	return fmt.Sprintf("%s %d/%d per pod", metric, rounded(cur), rounded(target))
 }
 
@@ -224,6 +227,9 @@ func parseReading(msg string) (cur, target int64, ok bool) {
 		if i := strings.LastIndex(msg, m.KVCacheName+" "); m.KVCacheName != "" && i > at {
 			at, name, format = i, m.KVCacheName, "%d%%/%d%% per pod"
 		}
+	}
+	if i := strings.LastIndex(msg, ttftReadingPrefix); i > at {
+		at, name, format = i, strings.TrimSuffix(ttftReadingPrefix, " "), "%d ms against a target of %d ms per pod"
 	}
 	if at < 0 {
 		return 0, 0, false

@@ -31,7 +31,8 @@ func desiredHPA(isvc *crd.InferenceService, ext *crd.SpecExtensions, sc Scale, b
 // e's queue by default, the Pods metric the custom metrics API serves it as
 // (num_requests_waiting for vLLM, num_queue_reqs for SGLang), or e's KV-cache use
 // (kv_cache_usage_perc, token_usage), served as a fraction of 1, its target the percentage
-// in milli-units (70% is 700m).
+// in milli-units (70% is 700m), or each pod's p95 time to first token over a window
+// (time_to_first_token_p95_milliseconds; ttftMetric, with a behavior of its own, ttftBehavior).
 // It returns nil when the model is scaled to zero: an HPA cannot hold 0 replicas.
 // Its behavior holds only spec.autoscaling.scaleDownDelaySeconds, as the scale-down window;
 // unset, behavior stays nil: the HPA controller's default window applies, and HPAs made before
@@ -43,8 +44,12 @@ func desiredHPAOn(e engine.Engine, isvc *crd.InferenceService, ext *crd.SpecExte
 	}
 	lo, hi := sc.Min, sc.Max
 	metric, target := hpaMetricOf(e, ext.Autoscaling)
+	id := autoscalingv2.MetricIdentifier{Name: metric}
 	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
-	if a := ext.Autoscaling; a != nil {
+	if a := ext.Autoscaling; a.AutoscalingMetric() == crd.AutoscalingMetricTTFT {
+		id, target = ttftMetric(e, a)
+		behavior = ttftBehavior(a)
+	} else if a != nil {
 		if d := a.ScaleDownDelaySeconds; d != nil {
 			behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To(*d)}}
 		}
@@ -59,7 +64,7 @@ func desiredHPAOn(e engine.Engine, isvc *crd.InferenceService, ext *crd.SpecExte
 			Metrics: []autoscalingv2.MetricSpec{{
 				Type: autoscalingv2.PodsMetricSourceType,
 				Pods: &autoscalingv2.PodsMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: metric},
+					Metric: id,
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
 				},
 			}},
@@ -99,12 +104,14 @@ func hpaDrifted(live, want *autoscalingv2.HorizontalPodAutoscaler) bool {
 		ptr.Deref(live.Spec.MinReplicas, 1) != ptr.Deref(want.Spec.MinReplicas, 1) ||
 		live.Spec.MaxReplicas != want.Spec.MaxReplicas ||
 		metricsDrifted(live.Spec.Metrics, want.Spec.Metrics) ||
-		!ptr.Equal(scaleDownWindowOf(live), scaleDownWindowOf(want))
+		!ptr.Equal(scaleDownWindowOf(live), scaleDownWindowOf(want)) ||
+		scaleUpDrifted(live, want)
 }
 
 // scaleDownWindowOf is the HPA's scale-down stabilization window, the one part of behavior the
 // operator owns; nil leaves it to the HPA controller. The rest of behavior (scale-up, the
-// policies the API server fills in) is compared by nobody, so defaults never read as drift.
+// policies the API server fills in) is compared by nobody, so defaults never read as drift;
+// but for metric ttft's scale-up rules (scaleUpDrifted), which the operator sets.
 func scaleDownWindowOf(h *autoscalingv2.HorizontalPodAutoscaler) *int32 {
 	if b := h.Spec.Behavior; b != nil && b.ScaleDown != nil {
 		return b.ScaleDown.StabilizationWindowSeconds
@@ -126,7 +133,8 @@ func metricsDrifted(have, want []autoscalingv2.MetricSpec) bool {
 			}
 			continue
 		}
-		if h.Type != w.Type || h.Pods == nil || h.Pods.Metric.Name != w.Pods.Metric.Name || h.Pods.Metric.Selector != nil ||
+		if h.Type != w.Type || h.Pods == nil || h.Pods.Metric.Name != w.Pods.Metric.Name ||
+			!equality.Semantic.DeepEqual(h.Pods.Metric.Selector, w.Pods.Metric.Selector) ||
 			h.Pods.Target.Type != w.Pods.Target.Type || h.Pods.Target.AverageValue == nil ||
 			h.Pods.Target.AverageValue.Cmp(*w.Pods.Target.AverageValue) != 0 ||
 			h.Resource != nil || h.Object != nil || h.External != nil || h.ContainerResource != nil {
@@ -143,6 +151,7 @@ func setHPA(out, want *autoscalingv2.HorizontalPodAutoscaler) {
 	out.Spec.MaxReplicas = want.Spec.MaxReplicas
 	out.Spec.Metrics = want.Spec.Metrics
 	setScaleDownWindow(out, scaleDownWindowOf(want))
+	setScaleUp(out, want)
 }
 
 // setScaleDownWindow writes the window into out's behavior, keeping the rest of it; a nil

@@ -65,6 +65,11 @@ func desiredScaledObjectOn(e engine.Engine, isvc *crd.InferenceService, hpa *aut
 		t := hpaTargetQuantity(hpa, m)
 		query, threshold = KVCacheQuery(e, isvc.Namespace, isvc.Name), strconv.FormatFloat(float64(t.MilliValue())/1000, 'f', -1, 64)
 	}
+	if m := e.Metrics().TTFTName; hpaScalesOn(hpa, m) {
+		if w, ok := hpaTTFTWindow(hpa, m); ok {
+			query, threshold = TTFTQuery(e, isvc.Namespace, isvc.Name, w), hpaTarget(hpa, m)
+		}
+	}
 	spec := map[string]interface{}{
 		"scaleTargetRef":  map[string]interface{}{"apiVersion": hpa.Spec.ScaleTargetRef.APIVersion, "kind": hpa.Spec.ScaleTargetRef.Kind, "name": isvc.Name},
 		"minReplicaCount": int64(ptr.Deref(hpa.Spec.MinReplicas, 1)),

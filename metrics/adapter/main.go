@@ -1,5 +1,5 @@
-// Command inferenceservice-metrics-adapter serves each model's engine's queue and KV-cache use
-// as the custom metrics API the HPA controller reads: podmetrics reads each ready model pod's /metrics, custommetrics serves
+// Command inferenceservice-metrics-adapter serves each model's engine's queue and KV-cache use,
+// and each pod's p95 time to first token over a window, as the custom metrics API the HPA controller reads: podmetrics reads each ready model pod's /metrics, custommetrics serves
 // it through sigs.k8s.io/custom-metrics-apiserver. It ships in the operator's image as a second
 // binary and runs as its own Deployment, so the operator does not carry an API server's weight.
 package main

@@ -39,6 +39,18 @@ func (r readings) Reading(pod *corev1.Pod, now time.Time) (podmetrics.Reading, b
 	return reading, ok
 }
 
+// ttftReadings are the pods' TTFT p95 in ms as the scraper would compute them; a pod not in
+// it has none (no histogram, or one read only).
+var ttftReadings = map[types.UID]float64{"a/qwen-1": 180.5, "a/llama-1": 0}
+
+func (r readings) TTFT(pod *corev1.Pod, now time.Time, window time.Duration) (float64, time.Time, bool) {
+	if _, read := r[pod.UID]; !read {
+		return 0, time.Time{}, false
+	}
+	ms, ok := ttftReadings[pod.UID]
+	return ms + window.Seconds()/1000, now.Add(-time.Second), ok // the window shows in the last digit
+}
+
 func lister(t *testing.T, pods ...*corev1.Pod) corelisters.PodLister {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range pods {
@@ -58,6 +70,7 @@ var (
 	queued   = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "num_queue_reqs"}
 	vllmKV   = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "kv_cache_usage_perc"}
 	sglangKV = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "token_usage"}
+	ttftP95  = provider.CustomMetricInfo{GroupResource: podsResource, Namespaced: true, Metric: "time_to_first_token_p95_milliseconds"}
 )
 
 func TestGetMetricBySelector(t *testing.T) {
@@ -105,8 +118,8 @@ func TestGetMetricByName(t *testing.T) {
 			t.Errorf("%s: %v, want NotFound", name, err)
 		}
 	}
-	if got := p.ListAllMetrics(); len(got) != 4 || got[0] != queued || got[1] != waiting || got[2] != sglangKV || got[3] != vllmKV {
-		t.Errorf("ListAllMetrics = %v, want SGLang's and vLLM's queue, then their KV-cache use", got)
+	if got := p.ListAllMetrics(); len(got) != 5 || got[0] != queued || got[1] != waiting || got[2] != sglangKV || got[3] != vllmKV || got[4] != ttftP95 {
+		t.Errorf("ListAllMetrics = %v, want SGLang's and vLLM's queue, then their KV-cache use, then the TTFT p95", got)
 	}
 }
 
@@ -201,5 +214,60 @@ func TestServesEachEnginesKVCacheUnderItsName(t *testing.T) {
 		if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: c.name}, c.info, labels.Everything()); !apierrors.IsNotFound(err) {
 			t.Errorf("%s asked for %s: %v, want NotFound", c.name, c.info.Metric, err)
 		}
+	}
+}
+
+// TestServesTheTTFTP95OverTheSelectorsWindow: the TTFT p95 is served in milli-units of a
+// millisecond for the pods that have one, over the window the HPA's metric selector names
+// (60 s when it names none); a window out of bounds, or not one value, is a bad request.
+func TestServesTheTTFTP95OverTheSelectorsWindow(t *testing.T) {
+	p := NewProvider(
+		lister(t, pod("a", "qwen-1", "qwen"), pod("a", "qwen-2", "qwen"), pod("a", "llama-1", "qwen")),
+		readings{"a/qwen-1": 3, "a/qwen-2": 0, "a/llama-1": 1}, // qwen-2: no TTFT p95
+		func() time.Time { return time.Unix(1000, 0) })
+	sel := labels.SelectorFromSet(labels.Set{podmetrics.InstanceLabel: "qwen"})
+	for _, c := range []struct {
+		metricSelector string
+		want           map[string]string
+		bad            bool
+	}{
+		{"", map[string]string{"qwen-1": "180560m", "llama-1": "60m"}, false},
+		{"window_seconds=15", map[string]string{"qwen-1": "180515m", "llama-1": "15m"}, false},
+		{"window_seconds in (600)", map[string]string{"qwen-1": "181100m", "llama-1": "600m"}, false},
+		{"window_seconds=14", nil, true},
+		{"window_seconds=601", nil, true},
+		{"window_seconds=1m", nil, true},
+		{"window_seconds in (15,30)", nil, true},
+		{"window_seconds!=15", nil, true},
+	} {
+		ms, err := labels.Parse(c.metricSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := p.GetMetricBySelector(context.Background(), "a", sel, ttftP95, ms)
+		if c.bad {
+			if !apierrors.IsBadRequest(err) {
+				t.Errorf("%q: %v, want a bad request", c.metricSelector, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, v := range list.Items {
+			got[v.DescribedObject.Name] = v.Value.String()
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%q: %v, want %v", c.metricSelector, got, c.want)
+		}
+		for k, w := range c.want {
+			if got[k] != w {
+				t.Errorf("%q: %v, want %v", c.metricSelector, got, c.want)
+			}
+		}
+	}
+	if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-2"}, ttftP95, labels.Everything()); !apierrors.IsNotFound(err) {
+		t.Errorf("qwen-2 without a p95: %v, want NotFound", err)
 	}
 }

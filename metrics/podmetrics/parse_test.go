@@ -119,8 +119,8 @@ func TestParseQueue(t *testing.T) {
 // name its HPAs ask for.
 func TestQueuesAreTheEngines(t *testing.T) {
 	got := Queues()
-	want := []Queue{{"sglang:num_queue_reqs", "num_queue_reqs", "sglang:token_usage", "token_usage"},
-		{"vllm:num_requests_waiting", "num_requests_waiting", "vllm:kv_cache_usage_perc", "kv_cache_usage_perc"}}
+	want := []Queue{{"sglang:num_queue_reqs", "num_queue_reqs", "sglang:token_usage", "token_usage", "sglang:time_to_first_token_seconds"},
+		{"vllm:num_requests_waiting", "num_requests_waiting", "vllm:kv_cache_usage_perc", "kv_cache_usage_perc", "vllm:time_to_first_token_seconds"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Queues() = %v, want %v", got, want)
 	}

@@ -92,6 +92,9 @@ type entry struct {
 	running  bool
 	gone     bool // no longer a target; dropped when its running attempt ends
 	reading  Reading
+	// ttft is the pod's TTFT histogram's snapshots across reads (ttft.go), kept while its
+	// pages carry one.
+	ttft ttftHistory
 }
 
 // New returns a Scraper whose metrics are registered with reg.
@@ -136,6 +139,21 @@ func (s *Scraper) Reading(pod *corev1.Pod, now time.Time) (Reading, bool) {
 		return Reading{}, false
 	}
 	return e.reading, true
+}
+
+// TTFT is the pod's p95 time to first token over window, in milliseconds, from the
+// snapshots of its histogram its reads kept (ttftHistory.p95), stamped with its last read:
+// served while Reading is. ok is false before two reads of the histogram.
+// Asking for a window keeps the pod's snapshots for it from then on (at most MaxTTFTWindow).
+func (s *Scraper) TTFT(pod *corev1.Pod, now time.Time, window time.Duration) (ms float64, at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, found := s.pods[pod.UID]
+	if !found || e.gone || !e.answered || now.Sub(e.reading.At) > 3*s.cfg.Period {
+		return 0, time.Time{}, false
+	}
+	sec, _, ok := e.ttft.p95(window)
+	return sec * 1000, e.reading.At, ok
 }
 
 // Ready is nil once the first round has ended (every model pod listed at the start has had an
@@ -248,6 +266,11 @@ func (s *Scraper) attempt(ctx context.Context, uid types.UID, t Target, started 
 		r := Reading{Waiting: page.Waiting, Metric: page.Queue.Metric, At: now}
 		if page.HasKV {
 			r.KV, r.KVMetric = page.KV, page.Queue.KVMetric
+		}
+		if page.TTFT != nil {
+			e.ttft.add(*page.TTFT, now)
+		} else {
+			e.ttft = ttftHistory{keep: e.ttft.keep}
 		}
 		e.answered, e.reading, e.failures = true, r, 0
 		e.due = started.Add(s.cfg.Period)

@@ -212,6 +212,7 @@ type timeline struct {
 	t        *testing.T
 	ns, name string
 	metric   string // the queue's name in the custom metrics API
+	selector string // the metric's label selector as the HPA gives it (metricLabelSelector); "" for none
 	start    time.Time
 	mu       sync.Mutex
 	samples  []qsample
@@ -241,7 +242,7 @@ func (tl *timeline) read(ctx context.Context) qsample {
 	s := qsample{at: time.Since(tl.start), queue: map[string]float64{}}
 	raw, err := env.Kube.CoreV1().RESTClient().Get().
 		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+tl.ns+"/pods/*/"+tl.metric).
-		Param("labelSelector", kinds.InstanceLabel+"="+tl.name).DoRaw(ctx)
+		Param("labelSelector", kinds.InstanceLabel+"="+tl.name).Param("metricLabelSelector", tl.selector).DoRaw(ctx)
 	if err == nil {
 		var list struct {
 			Items []struct {

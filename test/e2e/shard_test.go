@@ -32,6 +32,7 @@ var fileSeconds = map[string]int{
 	"watchexpiry_test.go":       110,
 	"autoscaling_scale_test.go": 211,
 	"autoscaling_kv_test.go":    80,
+	"autoscaling_ttft_test.go":  105,
 	"metricsadapter_test.go":    100,
 	"hostile_routes_test.go":    92,
 	"kueue_queuechange_test.go": 92,

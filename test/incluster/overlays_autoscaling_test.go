@@ -111,10 +111,12 @@ func TestPrometheusAdapterOverlay(t *testing.T) {
 		t.Fatalf("config.yaml: %v", err)
 	}
 	// Two rules per engine: its queue series and its KV-cache gauge, each served under the name
-	// the HPA of a model on that engine asks for (spec.autoscaling.metric queue, kvCache).
-	if len(config.Rules) != 2*len(engine.Names()) {
-		t.Fatalf("%d rules, want two per engine %v", len(config.Rules), engine.Names())
+	// the HPA of a model on that engine asks for (spec.autoscaling.metric queue, kvCache); and
+	// one for both engines' TTFT histograms (metric ttft), checked by ttftRuleServes.
+	if len(config.Rules) != 2*len(engine.Names())+1 {
+		t.Fatalf("%d rules, want two per engine %v and the TTFT p95's", len(config.Rules), engine.Names())
 	}
+	ttftRuleServes(t, config.Rules[len(config.Rules)-1])
 	for _, name := range engine.Names() {
 		e := engine.For(name)
 		for _, metric := range []string{crd.AutoscalingMetricQueue, crd.AutoscalingMetricKVCache} {
@@ -197,8 +199,49 @@ func TestKEDAQueueQueryParses(t *testing.T) {
 	for _, name := range engine.Names() {
 		e := engine.For(name)
 		promQLParses(t, reconcile.QueueQuery(e, "team-a", "qwen3"), reconcile.QueueQuery(e, "team-a", "llama-70b"),
-			reconcile.KVCacheQuery(e, "team-a", "qwen3"))
+			reconcile.KVCacheQuery(e, "team-a", "qwen3"), reconcile.TTFTQuery(e, "team-a", "qwen3", 60))
 	}
+}
+
+// ttftRuleServes: the TTFT p95's rule matches both engines' bucket series, is served under the
+// name the HPA of metric ttft asks for, and expands, for one HPA's pods and the window its
+// metric selector names, to PromQL Prometheus parses: the p95 over that window, per pod.
+func ttftRuleServes(t *testing.T, r adapterRule) {
+	t.Helper()
+	isvc := &crd.InferenceService{Spec: crd.InferenceServiceSpec{Model: "Qwen/Qwen3-0.6B", Replicas: 2, GPUsPerReplica: ptr.To[int32](1)}}
+	isvc.Name, isvc.Namespace, isvc.UID = "qwen3", "team-a", types.UID("u")
+	ext := &crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 2, Metric: crd.AutoscalingMetricTTFT, TTFTWindowSeconds: ptr.To[int32](45)}}
+	m := reconcile.DesiredChildren(isvc, ext, reconcile.Features{}).HPA.Spec.Metrics[0].Pods.Metric
+	re, err := regexp.Compile(r.Name.Matches)
+	if err != nil || r.Name.As != m.Name {
+		t.Fatalf("TTFT rule: name %+v (%v): must be served as %s", r.Name, err, m.Name)
+	}
+	for _, name := range engine.Names() {
+		if s := engine.For(name).Metrics().TTFT + "_bucket"; !re.MatchString(s) || !strings.Contains(r.SeriesQuery, s) {
+			t.Errorf("TTFT rule: %s's %s is not matched", name, s)
+		}
+	}
+	tmpl, err := template.New("metricsQuery").Delims("<<", ">>").Parse(r.MetricsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What prometheus-adapter's metricsQuery.Build hands the template: the metric selector's
+	// labels and the namespace in LabelValuesByName, and the pods joined by |.
+	values := map[string]string{"namespace": "team-a", "pod": "qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"}
+	for k, v := range m.Selector.MatchLabels {
+		values[k] = v
+	}
+	var q bytes.Buffer
+	if err := tmpl.Execute(&q, map[string]any{"Series": "vllm:time_to_first_token_seconds_bucket", "LabelValuesByName": values,
+		"LabelMatchers": `window_seconds="45",namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"`, "GroupBy": "pod", "GroupBySlice": []string{"pod"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"histogram_quantile(0.95, sum by (pod, le) (", `namespace="team-a",pod=~"qwen3-6f7c9-x2x8d|qwen3-6f7c9-k8wq4"}[45s]`} {
+		if !strings.Contains(q.String(), want) {
+			t.Errorf("TTFT rule expands to\n%s\nwithout %s", q.String(), want)
+		}
+	}
+	promQLParses(t, r.SeriesQuery, q.String())
 }
 
 // TestKEDAOverlay: manifests/overlays/keda is the base install without the operator's metrics

@@ -59,7 +59,7 @@ const (
 // Metrics are SGLang's series names.
 func (SGLang) Metrics() engine.Metrics {
 	return engine.Metrics{Queue: QueueSeries, QueueName: QueueMetric, Running: RunningSeries,
-		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries}
+		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries, TTFTName: engine.TTFTP95Name}
 }
 
 // The container's parts.

@@ -21,7 +21,7 @@ func TestRegistered(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	m := SGLang{}.Metrics()
 	want := engine.Metrics{Queue: "sglang:num_queue_reqs", QueueName: "num_queue_reqs",
-		Running: "sglang:num_running_reqs", KVCacheUsage: "sglang:token_usage", KVCacheName: "token_usage", TTFT: "sglang:time_to_first_token_seconds"}
+		Running: "sglang:num_running_reqs", KVCacheUsage: "sglang:token_usage", KVCacheName: "token_usage", TTFT: "sglang:time_to_first_token_seconds", TTFTName: "time_to_first_token_p95_milliseconds"}
 	if m != want {
 		t.Fatalf("Metrics() = %+v, want %+v", m, want)
 	}

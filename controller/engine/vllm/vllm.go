@@ -52,7 +52,7 @@ const (
 // Metrics are vLLM's series names.
 func (VLLM) Metrics() engine.Metrics {
 	return engine.Metrics{Queue: QueueSeries, QueueName: QueueMetric, Running: RunningSeries,
-		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries}
+		KVCacheUsage: KVCacheUsageSeries, KVCacheName: KVCacheUsageMetric, TTFT: TTFTSeries, TTFTName: engine.TTFTP95Name}
 }
 
 // The container's parts.
