@@ -58,9 +58,13 @@ func TestVllmBatchSlowsEveryRequest(t *testing.T) {
 		t.Errorf("alone, inter-token latency %v, want %v", itl1, tokenTime)
 	}
 	ttft32, itl32 := run(32)
-	// 32 decodes a step: 32 x PrefillTime = 64 ms, plus their KV caches' read (under 1 ms)
-	if want := 32 * prefillTime; itl32 < want*9/10 || itl32 > want*13/10 {
-		t.Errorf("among 32, inter-token latency %v, want about %v (alone: %v)", itl32, want, itl1)
+	// 32 decodes a step: 32 x PrefillTime = 64 ms, plus their KV caches' read (under 1 ms); at
+	// most, every prompt prefilled in a step of its own between two of a request's tokens
+	// (PrefillBase + 8 x PrefillTime each, as the requests arrive apart on a busy machine)
+	step := 32 * prefillTime
+	most := (step*(tokens-1) + 32*(2*time.Millisecond+prompt*prefillTime)) / (tokens - 1)
+	if itl32 < step*9/10 || itl32 > most*11/10 {
+		t.Errorf("among 32, inter-token latency %v, want %v to %v (alone: %v)", itl32, step, most, itl1)
 	}
 	// 32 prompts of 8 tokens in shared steps: at least 2 ms + 31 x 8 x 2 ms between them
 	// before the last first token; on average well past a lone request's
