@@ -94,7 +94,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if len(rows) == 0 {
 		return r, fmt.Errorf("no known signal in %v", c.Signals)
 	}
-	e, err := testenv.Setup(ctx, cluster.Options{ExtraArgs: []string{"--vllm-load-time=" + c.LoadTime.String()}}, "bench-ramp")
+	// The fake vLLM's prefill uncapped: its cap keeps other tests' long prompts fast, and here
+	// would make a step of many prompts cheaper than its tokens.
+	e, err := testenv.Setup(ctx, cluster.Options{ExtraArgs: []string{"--vllm-load-time=" + c.LoadTime.String(), "--vllm-prefill-max=-1"}}, "bench-ramp")
 	if e != nil {
 		defer e.Teardown(c.Keep)
 	}
