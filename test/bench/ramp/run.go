@@ -96,7 +96,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	// The fake vLLM's prefill uncapped: its cap keeps other tests' long prompts fast, and here
 	// would make a step of many prompts cheaper than its tokens.
-	e, err := testenv.Setup(ctx, cluster.Options{ExtraArgs: []string{"--vllm-load-time=" + c.LoadTime.String(), "--vllm-prefill-max=-1"}}, "bench-ramp")
+	e, err := testenv.Setup(ctx, cluster.Options{ExtraArgs: []string{"--vllm-load-time=" + c.LoadTime.String(), "--vllm-prefill-max=-1ms"}}, "bench-ramp")
 	if e != nil {
 		defer e.Teardown(c.Keep)
 	}

@@ -37,10 +37,17 @@ import (
 	"time"
 )
 
-// defaultBatchedTokens is vLLM v0.11's max_num_batched_tokens when --max-num-batched-tokens is
-// not given, for the OpenAI API server on a GPU (EngineArgs._set_default_args in
-// vllm/engine/arg_utils.py: default_max_num_batched_tokens[UsageContext.OPENAI_API_SERVER]).
-const defaultBatchedTokens = 2048
+// defaultBatchedTokens is vLLM v0.11's max_num_batched_tokens for the OpenAI API server when
+// --max-num-batched-tokens is not given (EngineArgs._set_default_args in
+// vllm/engine/arg_utils.py): 8192 on a GPU of at least 70 GiB that is not an A100 ("for GPUs
+// like H100 and MI300x"), else 2048. The fake's GPUs have no name; an 80 GiB one (its
+// default) is taken for an H100.
+func defaultBatchedTokens(gpuMemory int64) int {
+	if gpuMemory >= 70*gib {
+		return 8192
+	}
+	return 2048
+}
 
 // stepModel is the cost of one engine step (the file's comment).
 type stepModel struct {
@@ -56,7 +63,7 @@ type stepModel struct {
 func newStepModel(c Config, budget int, kvBytes, weights int64) stepModel {
 	m := stepModel{token: c.TokenTime, prefill: c.PrefillTime, base: c.PrefillBase, prefillMax: c.PrefillMax, budget: budget}
 	if m.budget <= 0 {
-		m.budget = defaultBatchedTokens
+		m.budget = defaultBatchedTokens(c.GPUMemory)
 	}
 	if weights > 0 && kvBytes > 0 {
 		m.kvToken = float64(c.TokenTime) * float64(kvBytes) / float64(weights)

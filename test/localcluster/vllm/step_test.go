@@ -11,7 +11,13 @@ func TestStepModel(t *testing.T) {
 	c := Config{TokenTime: 20 * time.Millisecond, PrefillTime: time.Millisecond, PrefillBase: 2 * time.Millisecond, PrefillMax: -1}
 	m := newStepModel(c, 0, 128<<10, 16<<30) // a Llama-8B-like KV entry against 16 GiB of weights
 	if m.budget != 2048 {
-		t.Fatalf("budget %d, want vLLM's 2048", m.budget)
+		t.Fatalf("budget %d, want vLLM's 2048 on a GPU under 70 GiB", m.budget)
+	}
+	if h := newStepModel(Config{GPUMemory: 80 * gib}, 0, 0, 0); h.budget != 8192 {
+		t.Fatalf("budget %d, want vLLM's 8192 on an 80 GiB GPU", h.budget)
+	}
+	if h := newStepModel(Config{GPUMemory: 80 * gib}, 512, 0, 0); h.budget != 512 {
+		t.Fatalf("budget %d, want --max-num-batched-tokens's 512", h.budget)
 	}
 	for _, tc := range []struct {
 		prefill, decodes, kv int
