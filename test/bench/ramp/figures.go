@@ -56,6 +56,7 @@ type Request struct {
 	At     time.Duration
 	TTFT   time.Duration
 	Failed bool
+	Why    string // a failure's kind
 }
 
 // Sample is one reading of a model's pods: those holding GPUs (scheduled, not ended) and the
@@ -133,15 +134,17 @@ func GPUMinutes(samples []Sample, end time.Duration, gpus int) float64 {
 type SignalResult struct {
 	Signal string `json:"signal"`
 	// Target is the HPA's target as the model's spec states it.
-	Target      string   `json:"target"`
-	Sent        int      `json:"sent"`
-	Failed      int      `json:"failed"`
-	OverSeconds float64  `json:"over_objective_s"`
-	GPUMinutes  float64  `json:"gpu_minutes"`
-	MaxReplicas int      `json:"max_replicas"`
-	P50TTFTMs   float64  `json:"p50_ttft_ms"`
-	P95TTFTMs   float64  `json:"p95_ttft_ms"`
-	Samples     []Sample `json:"samples"`
+	Target      string  `json:"target"`
+	Sent        int     `json:"sent"`
+	Failed      int     `json:"failed"`
+	OverSeconds float64 `json:"over_objective_s"`
+	GPUMinutes  float64 `json:"gpu_minutes"`
+	MaxReplicas int     `json:"max_replicas"`
+	P50TTFTMs   float64 `json:"p50_ttft_ms"`
+	P95TTFTMs   float64 `json:"p95_ttft_ms"`
+	// Failures counts the failed requests by kind and the second of the run each was sent.
+	Failures map[string][]int `json:"failures,omitempty"`
+	Samples  []Sample         `json:"samples"`
 }
 
 // Summarize makes a signal's row from its requests and samples.
@@ -152,6 +155,10 @@ func Summarize(signal, target string, reqs []Request, samples []Sample, end, win
 	for _, q := range reqs {
 		if q.Failed {
 			r.Failed++
+			if r.Failures == nil {
+				r.Failures = map[string][]int{}
+			}
+			r.Failures[q.Why] = append(r.Failures[q.Why], int(q.At.Seconds()))
 		} else {
 			ok = append(ok, q.TTFT)
 		}

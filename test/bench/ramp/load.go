@@ -61,7 +61,7 @@ func (l *loader) run(ctx context.Context, start time.Time, s Schedule) {
 			return
 		}
 		if l.inFlight.Load() >= l.maxInFlight {
-			l.record(Request{At: at, Failed: true})
+			l.record(Request{At: at, Failed: true, Why: "not sent: the client's bound"})
 		} else {
 			l.inFlight.Add(1)
 			wg.Add(1)
@@ -92,7 +92,7 @@ func (l *loader) requests() []Request {
 // send makes request n: a prompt of promptWords words, the first unique so that no two
 // requests share a cached block, streamed; its time to first token is to the first chunk.
 func (l *loader) send(ctx context.Context, n int64, at time.Duration) Request {
-	r := Request{At: at, Failed: true}
+	r := Request{At: at, Failed: true, Why: "no ready pod"}
 	list := *l.ips.Load()
 	if len(list) == 0 {
 		return r // a Service without endpoints: refused
@@ -108,10 +108,12 @@ func (l *loader) send(ctx context.Context, n int64, at time.Duration) Request {
 	t0 := time.Now()
 	resp, err := l.client.Do(req)
 	if err != nil {
+		r.Why = "connection: " + errKind(err)
 		return r
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		r.Why = resp.Status
 		return r
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -130,5 +132,22 @@ func (l *loader) send(ctx context.Context, n int64, at time.Duration) Request {
 		}
 	}
 	r.Failed = !first || !done || sc.Err() != nil
+	switch {
+	case !r.Failed:
+		r.Why = ""
+	case sc.Err() != nil:
+		r.Why = "stream cut: " + errKind(sc.Err())
+	default:
+		r.Why = "stream ended early"
+	}
 	return r
+}
+
+// errKind is an error's gist without its addresses: the last part of its message.
+func errKind(err error) string {
+	m := err.Error()
+	if i := strings.LastIndex(m, ": "); i >= 0 {
+		m = m[i+2:]
+	}
+	return m
 }
