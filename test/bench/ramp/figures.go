@@ -62,7 +62,7 @@ type Request struct {
 // Sample is one reading of a model's pods: those holding GPUs (scheduled, not ended) and the
 // ready ones.
 type Sample struct {
-	At        time.Duration `json:"at_s"`
+	At        time.Duration `json:"at_ns"`
 	Scheduled int           `json:"scheduled"`
 	Ready     int           `json:"ready"`
 }
@@ -238,7 +238,7 @@ func WriteSVG(w io.Writer, r Result) {
 	for _, v := range []float64{0, maxRate / 2, maxRate} {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s">%.0f req/s</text>`+"\n", width-right+4, yRate(v)+4, loadColour, v)
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">minutes</text>`+"\n", left+pw/2, height-8)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">minutes</text>`+"\n", width-right, height-6)
 	fmt.Fprintf(&b, `<text x="12" y="%.1f" transform="rotate(-90 12 %.1f)" text-anchor="middle">pods</text>`+"\n", top+ph/2, top+ph/2)
 	// the load, a step each 10 s
 	var pts []string
@@ -249,16 +249,22 @@ func WriteSVG(w io.Writer, r Result) {
 	// each signal: a step line of its pods holding GPUs
 	for i, s := range r.Signals {
 		c := plotColours[i%len(plotColours)]
+		// a corner where the count changes; each signal 2 px apart, so equal counts stay visible
 		pts = pts[:0]
+		off := float64(2 * i)
 		for j, p := range s.Samples {
-			next := end
-			if j+1 < len(s.Samples) {
-				next = s.Samples[j+1].At.Seconds()
+			y := yRep(float64(p.Scheduled)) - off
+			if j == 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.At.Seconds()), y))
+			} else if p.Scheduled != s.Samples[j-1].Scheduled {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(p.At.Seconds()), yRep(float64(s.Samples[j-1].Scheduled))-off, x(p.At.Seconds()), y))
 			}
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(p.At.Seconds()), yRep(float64(p.Scheduled)), x(next), yRep(float64(p.Scheduled))))
+			if j == len(s.Samples)-1 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(end), y))
+			}
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: %.0f s over, %.1f GPU-min</text>`+"\n", left+10+i*220, top+14, c, s.Signal, s.OverSeconds, s.GPUMinutes)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: %.0f s over the objective, %.1f GPU-min</text>`+"\n", left+i*250, height-6, c, s.Signal, s.OverSeconds, s.GPUMinutes)
 	}
 	b.WriteString("</svg>\n")
 	_, _ = io.WriteString(w, b.String())

@@ -9,6 +9,7 @@
 //
 //	go run ./test/bench/ramp                     # make bench-ramp: the documented size (about 12 minutes)
 //	go run ./test/bench/ramp -step 10s -base 1   # a quick look
+//	go run ./test/bench/ramp -replot bench-ramp.json -svg docs/ramp.svg   # a run's table and plot again
 package main
 
 import (
@@ -37,8 +38,25 @@ func main() {
 	flag.BoolVar(&c.Keep, "keep", false, "keep the cluster's directory")
 	out := flag.String("out", "bench-ramp.json", "where to write the JSON results")
 	svg := flag.String("svg", "docs/ramp.svg", "where to write the plot")
+	replot := flag.String("replot", "", "a run's JSON: write its table and plot again, without running")
 	flag.Parse()
 	c.Signals = strings.Split(*sigs, ",")
+	if *replot != "" {
+		var r Result
+		b, err := os.ReadFile(*replot)
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err == nil {
+			WriteTable(os.Stdout, r)
+			err = writeSVG(*svg, r)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Schedule.Duration()+15*time.Minute)
 	defer cancel()
 	r, err := Run(ctx, c)
@@ -54,15 +72,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	f, err := os.Create(*svg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	WriteSVG(f, r)
-	if err := f.Close(); err != nil {
+	if err := writeSVG(*svg, r); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Println("\nwrote", *out, "and", *svg)
+}
+
+func writeSVG(path string, r Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	WriteSVG(f, r)
+	return f.Close()
 }
