@@ -50,11 +50,12 @@ func TestVllmBatchSlowsEveryRequest(t *testing.T) {
 		return ttft, itl
 	}
 	ttft1, itl1 := run(1)
-	// alone: PrefillBase + 8 x PrefillTime, then one TokenTime; then TokenTime per token
-	if want := 2*time.Millisecond + prompt*prefillTime + tokenTime; ttft1 < want || ttft1 > want+15*time.Millisecond {
+	// alone: PrefillBase + 8 x PrefillTime, then one TokenTime; then TokenTime per token (the
+	// lower bounds are the model's; the upper ones leave room for a busy machine's timers)
+	if want := 2*time.Millisecond + prompt*prefillTime + tokenTime; ttft1 < want || ttft1 > 3*want {
 		t.Errorf("alone, time to first token %v, want %v", ttft1, want)
 	}
-	if itl1 < tokenTime || itl1 > tokenTime*3/2 {
+	if itl1 < tokenTime || itl1 > 2*tokenTime {
 		t.Errorf("alone, inter-token latency %v, want %v", itl1, tokenTime)
 	}
 	ttft32, itl32 := run(32)
@@ -63,13 +64,14 @@ func TestVllmBatchSlowsEveryRequest(t *testing.T) {
 	// (PrefillBase + 8 x PrefillTime each, as the requests arrive apart on a busy machine)
 	step := 32 * prefillTime
 	most := (step*(tokens-1) + 32*(2*time.Millisecond+prompt*prefillTime)) / (tokens - 1)
-	if itl32 < step*9/10 || itl32 > most*11/10 {
+	if itl32 < step*9/10 || itl32 > most*3/2 {
 		t.Errorf("among 32, inter-token latency %v, want %v to %v (alone: %v)", itl32, step, most, itl1)
 	}
-	// 32 prompts of 8 tokens in shared steps: at least 2 ms + 31 x 8 x 2 ms between them
-	// before the last first token; on average well past a lone request's
-	if ttft32 < 4*ttft1 || ttft32 > 2*time.Second {
-		t.Errorf("among 32, mean time to first token %v, want several times the lone %v", ttft32, ttft1)
+	// 32 prompts of 8 tokens: 512 ms of prefill in shared steps, each of which delays every
+	// first token in it, and 64 ms decode steps between them; arriving together, every first
+	// token comes after about 580 ms; on average, after 200 ms however they arrive
+	if ttft32 < 200*time.Millisecond || ttft32 > 3*time.Second {
+		t.Errorf("among 32, mean time to first token %v, want 200 ms to 3 s (alone: %v)", ttft32, ttft1)
 	}
 	t.Logf("alone: ttft %v, itl %v; among 32: ttft %v, itl %v", ttft1, itl1, ttft32, itl32)
 }
