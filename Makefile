@@ -9,7 +9,7 @@ export CGO_ENABLED = 0
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check bench-activator
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check bench-activator bench-ramp
 
 # Run the operator's main job on the embedded local cluster. The cluster, kubectl and the demo
 # are built first with their progress shown (a fresh machine compiles for several minutes).
@@ -244,6 +244,15 @@ bench-activator:
 	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
 	test/kubectl/build.sh $(KUBECTL_BIN)
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) $(GO) run ./test/bench/activator
+
+# The autoscaling signals under a bounded ramp (test/bench/ramp): one model per signal on one
+# local cluster, the same load to each (2 requests a second doubled each minute for five
+# minutes, then halved back), the time over the objective, GPU-minutes and pods over time; the
+# plot into docs/ramp.svg. About 12 minutes.
+bench-ramp:
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) $(GO) run ./test/bench/ramp
 
 # The Service route against the pool route, side by side on one cluster and one model (4 pods,
 # 8 adapters): prefix-cache hit rate, time to a one-token answer p50/p99, requests per pod

@@ -50,7 +50,10 @@ type serveArgs struct {
 	gpuBlocksOverride   int
 	enforceEager        bool // --enforce-eager: no torch.compile, no CUDA graphs
 	promptTokensDetails bool
-	nonDefault          []string // "'dest': value" in the parser's order, as vLLM's non-default args line
+	// maxBatchedTokens is --max-num-batched-tokens, one engine step's token budget (step.go);
+	// 0: vLLM's default for the API server.
+	maxBatchedTokens int
+	nonDefault       []string // "'dest': value" in the parser's order, as vLLM's non-default args line
 }
 
 // loraModule is one --lora-modules entry.
@@ -744,6 +747,8 @@ func (p *argParser) result(ns map[string]any) *serveArgs {
 			a.pp = intOf(v, a.pp)
 		case "max_num_seqs":
 			a.maxNumSeqs, a.maxNumSeqsSet = intOf(v, a.maxNumSeqs), true
+		case "max_num_batched_tokens":
+			a.maxBatchedTokens = max(intOf(v, 0), 0)
 		case "max_loras":
 			a.maxLoras = intOf(v, a.maxLoras)
 		case "max_lora_rank":

@@ -1,6 +1,7 @@
 // The fake vLLM's engine: --max-num-seqs slots, a FIFO of waiting requests, and the
-// statistics vLLM exports on /metrics. It owns no goroutine and no timer: a request's own
-// handler waits for its slot and for its tokens, so an idle server costs nothing.
+// statistics vLLM exports on /metrics. A request's own handler waits for its slot; the running
+// requests' tokens come from the engine's steps (step.go), whose one goroutine runs only while
+// a request does, so an idle server costs nothing.
 
 package vllm
 
@@ -61,6 +62,13 @@ type engine struct {
 	// written; vLLM writes it every 10 s while busy, here on request completion.
 	lastStatLog             time.Time
 	windowPrompt, windowGen uint64
+
+	// The running requests as the engine steps advance them (step.go): their order is the
+	// scheduler's, stepping says the step loop runs, stop ends it with the server.
+	steps    stepModel
+	batch    []*stepSeq
+	stepping bool
+	stop     <-chan struct{}
 }
 
 func newEngine(slots, maxWaiting, maxModelLen int, kv *blockPool) *engine {

@@ -408,6 +408,8 @@ func (s *Server) run() {
 		newBlockPool(numBlocks, a.blockSize, a.prefixCaching, sp.Env["PYTHONHASHSEED"]))
 	s.eng.cacheInfo = cacheConfigLabels(a.blockSize, numBlocks, a.gpuUtil, a.prefixCaching, a.gpuBlocksOverride)
 	s.eng.lora = loraStats{enabled: a.enableLoRA, maxLora: a.maxLoras}
+	s.eng.steps = newStepModel(s.cfg, a.maxBatchedTokens, kvBytesPerToken/int64(world), perGPU)
+	s.eng.stop = s.life.Stopped()
 
 	for _, m := range a.loraModules {
 		if msg, _, _ := s.addLoRA(m.Name, m.Path, m.BaseName); msg != "" {

@@ -46,15 +46,18 @@ type Config struct {
 	Ingress proc.Ingress
 	// LoadTime is loading the weights and warming up; default: each GPU's share of the weights
 	// read at LoadBandwidth, under TimeScale, at least 100ms.
-	LoadTime  time.Duration
-	TokenTime time.Duration // per generated token; default 20ms
-	// PrefillTime is per prompt token the prefix cache does not hold (a word counts as one);
-	// default 1ms. The time to first token is PrefillBase + uncached tokens x PrefillTime, at most
+	LoadTime time.Duration
+	// TokenTime is one engine step of a request decoding alone (reading the weights once);
+	// default 20ms. A batch's steps take longer (step.go).
+	TokenTime time.Duration
+	// PrefillTime is per prompt token the prefix cache does not hold (a word counts as one),
+	// and per decode in a step once the batch is compute-bound (step.go); default 1ms. Alone,
+	// the time to first token is PrefillBase + uncached tokens x PrefillTime, at most
 	// PrefillMax, then one TokenTime.
 	PrefillTime time.Duration
-	// PrefillBase is every prefill's fixed cost (one scheduler step); default 2ms.
+	// PrefillBase is a step's fixed cost when it prefills; default 2ms.
 	PrefillBase time.Duration
-	// PrefillMax caps the modelled prefill so long prompts keep tests fast; default 250ms;
+	// PrefillMax caps one step's prefill so long prompts keep tests fast; default 250ms;
 	// negative: no cap.
 	PrefillMax time.Duration
 	// DownloadTime is fetching a Hugging Face model the HF_HOME volume does not hold yet;
@@ -254,14 +257,4 @@ func (c Config) compileTime() time.Duration {
 // graphTime is the CUDA graphs' capture: 10 real seconds, under TimeScale.
 func (c Config) graphTime() time.Duration {
 	return time.Duration(10 * c.TimeScale * float64(time.Second))
-}
-
-// prefillTime is how long prefilling uncached prompt tokens takes: PrefillBase plus PrefillTime
-// each, capped at PrefillMax.
-func (c Config) prefillTime(uncached int) time.Duration {
-	d := c.PrefillBase + time.Duration(max(uncached, 0))*c.PrefillTime
-	if c.PrefillMax > 0 {
-		d = min(d, c.PrefillMax)
-	}
-	return d
 }
