@@ -34,7 +34,7 @@ func main() {
 	flag.DurationVar(&c.ScaleDownDelay, "scale-down-delay", 2*time.Minute, "every model's spec.autoscaling.scaleDownDelaySeconds")
 	flag.DurationVar(&c.LoadTime, "load-time", 20*time.Second, "a new pod's weights load before it is ready (the local cluster's --vllm-load-time)")
 	flag.IntVar(&c.MaxInFlight, "max-in-flight", 400, "each model's bound on requests in flight; one past it is not sent and counts as failed")
-	sigs := flag.String("signals", "queue,kvcache", "comma-separated signals, each on a model of its own")
+	sigs := flag.String("signals", "queue,kvcache,ttft", "comma-separated signals, each on a model of its own")
 	flag.BoolVar(&c.Keep, "keep", false, "keep the cluster's directory")
 	out := flag.String("out", "bench-ramp.json", "where to write the JSON results")
 	svg := flag.String("svg", "docs/ramp.svg", "where to write the plot")

@@ -61,6 +61,9 @@ const (
 	samplePer   = 2 * time.Second
 )
 
+// The TTFT row's objective per pod and its window.
+const ttftTarget, ttftWindow = 400, 30
+
 // signal is one row: the model's name and its spec.autoscaling beyond the bounds.
 type signal struct {
 	name   string
@@ -68,11 +71,14 @@ type signal struct {
 	auto   map[string]any
 }
 
-// signals are the signals the ramp compares, each on a model of its own. A new signal is one
-// row (the time to first token: {"metric": "ttft", ...} once spec.autoscaling has it).
+// signals are the signals the ramp compares, each on a model of its own; a new signal is one
+// row. The TTFT row's target sits under the ramp's 500 ms objective by more than the HPA's
+// tolerance (it acts only above 1.1 x target), over the ramp's own 30 s window.
 var signals = []signal{
 	{name: "queue", target: fmt.Sprintf("%d waiting a pod, the default", reconcile.TargetQueueLength), auto: map[string]any{"metric": crd.AutoscalingMetricQueue}},
 	{name: "kvcache", target: fmt.Sprintf("%d%% KV use a pod, the default", crd.DefaultTargetKVCacheUsagePercent), auto: map[string]any{"metric": crd.AutoscalingMetricKVCache}},
+	{name: "ttft", target: fmt.Sprintf("p95 %d ms a pod over %d s", ttftTarget, ttftWindow), auto: map[string]any{"metric": crd.AutoscalingMetricTTFT,
+		"targetTTFTMilliseconds": ttftTarget, "ttftWindowSeconds": ttftWindow}},
 }
 
 func logf(c Config, format string, args ...any) {
