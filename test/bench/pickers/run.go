@@ -63,15 +63,25 @@ type Result struct {
 	LoadErrors     int64              `json:"loadErrors"`
 	LoadFirstError string             `json:"loadFirstError,omitempty"`
 	OperatorRSSMiB float64            `json:"operatorRSSMiB"`
+	// Without: the same N models at one replica forever (maxReplicas 1), so without a picker
+	// (the Service route), created after on the same cluster: what the pool route adds is the
+	// difference.
+	WithoutRouteP50S    float64 `json:"withoutPickerCreateToRouteP50Seconds"`
+	WithoutRouteP99S    float64 `json:"withoutPickerCreateToRouteP99Seconds"`
+	WithoutWritesPerISV float64 `json:"withoutPickerWritesPerModel"`
 }
 
 const (
 	namespace = "pickers"
+	// without holds the models at one replica forever: no picker.
+	without   = "pickers-without"
 	parent    = "gateway-system/public"
 	baseModel = "Qwen/Qwen3-0.6B"
 )
 
-func logf(c Config, format string, args ...any) { fmt.Fprintf(c.Log, "bench-pickers: "+format+"\n", args...) }
+func logf(c Config, format string, args ...any) {
+	fmt.Fprintf(c.Log, "bench-pickers: "+format+"\n", args...)
+}
 
 // Run measures each N in turn; an N above what the machine holds is extrapolated.
 func Run(ctx context.Context, c Config) ([]Result, error) {
@@ -115,7 +125,7 @@ func fitPickers(r Result) int {
 // depend on the pace the cluster creates pods at, not on a sum).
 func extrapolate(r Result, n int) Result {
 	k := float64(n) / float64(r.N)
-	return Result{N: n, Extrapolated: true, Pickers: n, WritesPerISV: r.WritesPerISV, Objects: r.Objects,
+	return Result{N: n, Extrapolated: true, Pickers: n, WritesPerISV: r.WritesPerISV, WithoutWritesPerISV: r.WithoutWritesPerISV, Objects: r.Objects,
 		RestRSSMiB: r.RestRSSMiB * k, RestCPUCores: r.RestCPUCores * k, LoadRSSMiB: r.LoadRSSMiB * k}
 }
 
@@ -124,7 +134,7 @@ func memAvailable() (int64, error) { return statusLike("/proc/meminfo", "MemAvai
 func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, error) {
 	r := Result{N: n}
 	logf(c, "N=%d: starting the cluster", n)
-	e, err := testenv.Setup(ctx, cluster.Options{Nodes: n/8 + 1, ExtraArgs: []string{
+	e, err := testenv.Setup(ctx, cluster.Options{Nodes: 2*n/8 + 1, ExtraArgs: []string{
 		"--exec-image=" + operator.EPPImageRepository + "=" + eppBin, "--controller-qps=200"}}, "pickers")
 	if err != nil {
 		return r, err
@@ -137,6 +147,9 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 	if _, _, err := e.Cluster.Kubectl(ctx, "create", "namespace", namespace); err != nil {
+		return r, err
+	}
+	if _, _, err := e.Cluster.Kubectl(ctx, "create", "namespace", without); err != nil {
 		return r, err
 	}
 	gwAddr, _, stopGW, err := operator.StartGateway(ctx, gwBin, filepath.Join(e.Dir, "gateway.log"), "--kubeconfig="+e.Cluster.KubeconfigPath(), "--gateway="+parent)
@@ -157,19 +170,12 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 
-	created := make([]time.Time, n)
-	for i := 0; i < n; i++ {
-		u, err := model(i)
-		if err != nil {
-			return r, err
-		}
-		created[i] = time.Now()
-		if _, err := e.Dyn.Resource(crd.Resource).Namespace(namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return r, fmt.Errorf("create %s: %w", u.GetName(), err)
-		}
+	created, err := createModels(ctx, e, namespace, n, `{"gateway":{"route":"/`+namespace+`/%s"}}`)
+	if err != nil {
+		return r, err
 	}
 	logf(c, "N=%d: %d models created in %.1fs; waiting for their pool routes", n, n, time.Since(created[0]).Seconds())
-	routed, err := waitRouted(ctx, e, created, c.RouteTimeout)
+	routed, err := waitRouted(ctx, e, namespace, reconcile.ReasonPoolRoute, created, c.RouteTimeout)
 	if err != nil {
 		return r, err
 	}
@@ -211,35 +217,71 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 	if rss, err := op.RSSBytes(); err == nil {
 		r.OperatorRSSMiB = float64(rss) / (1 << 20)
 	}
+
+	logf(c, "N=%d: the same models at one replica forever, without a picker", n)
+	w3, err := op.Writes()
+	if err != nil {
+		return r, err
+	}
+	created, err = createModels(ctx, e, without, n, `{"gateway":{"route":"/`+without+`/%s"},"autoscaling":{"minReplicas":1,"maxReplicas":1},"replicasUnset":true}`)
+	if err != nil {
+		return r, err
+	}
+	routed, err = waitRouted(ctx, e, without, reconcile.ReasonServiceRoute, created, c.RouteTimeout)
+	if err != nil {
+		return r, err
+	}
+	r.WithoutRouteP50S, r.WithoutRouteP99S = quantile(routed, 0.5), quantile(routed, 0.99)
+	w4, err := op.Writes()
+	if err != nil {
+		return r, err
+	}
+	r.WithoutWritesPerISV = (w4 - w3) / float64(n)
 	return r, nil
+}
+
+// createModels creates n models in ns, one after another, each with ext (its %s the model's
+// name) as its v1beta1 fields, and returns when each create was sent.
+func createModels(ctx context.Context, e *testenv.Env, ns string, n int, ext string) ([]time.Time, error) {
+	created := make([]time.Time, n)
+	for i := 0; i < n; i++ {
+		u, err := model(ns, modelName(i), fmt.Sprintf(ext, modelName(i)))
+		if err != nil {
+			return nil, err
+		}
+		created[i] = time.Now()
+		if _, err := e.Dyn.Resource(crd.Resource).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("create %s/%s: %w", ns, u.GetName(), err)
+		}
+	}
+	return created, nil
 }
 
 func modelName(i int) string { return fmt.Sprintf("m-%04d", i) }
 
-// model is the i-th model: one pod that the HPA may scale to 3 (so it gets a picker), a
-// gateway route of its own.
-func model(i int) (*unstructured.Unstructured, error) {
-	name := modelName(i)
+// model is a model of one pod with ext as its v1beta1 fields: with a gateway route alone the
+// HPA may scale it to 3 (so it gets a picker); with maxReplicas 1 it gets none.
+func model(ns, name, ext string) (*unstructured.Unstructured, error) {
 	doc := fmt.Sprintf(`apiVersion: %s
 kind: %s
 metadata:
   name: %s
   namespace: %s
-  annotations: {%s: '{"gateway":{"route":"/%s/%s"}}'}
+  annotations: {%s: '%s'}
 spec: {model: %s, replicas: 1, gpusPerReplica: 1}
-`, crd.GroupVersion, crd.Kind, name, namespace, crd.AnnotationV1beta1Spec, namespace, name, baseModel)
+`, crd.GroupVersion, crd.Kind, name, ns, crd.AnnotationV1beta1Spec, ext, baseModel)
 	u := &unstructured.Unstructured{}
 	return u, yaml.Unmarshal([]byte(doc), &u.Object)
 }
 
-// waitRouted polls the models until each has Routed InferencePoolRoute, and returns each one's
+// waitRouted polls ns's models until each has Routed True for reason, and returns each one's
 // time from its create, in seconds.
-func waitRouted(ctx context.Context, e *testenv.Env, created []time.Time, timeout time.Duration) ([]float64, error) {
+func waitRouted(ctx context.Context, e *testenv.Env, ns, reason string, created []time.Time, timeout time.Duration) ([]float64, error) {
 	at := make([]float64, len(created))
 	left := len(created)
 	deadline := time.Now().Add(timeout)
 	for left > 0 {
-		list, err := e.Dyn.Resource(crd.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		list, err := e.Dyn.Resource(crd.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		now := time.Now()
 		if err == nil {
 			for _, u := range list.Items {
@@ -250,7 +292,7 @@ func waitRouted(ctx context.Context, e *testenv.Env, created []time.Time, timeou
 				conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 				for _, c := range conds {
 					m, _ := c.(map[string]any)
-					if m["type"] == crd.ConditionRouted && m["reason"] == reconcile.ReasonPoolRoute && m["status"] == "True" {
+					if m["type"] == crd.ConditionRouted && m["reason"] == reason && m["status"] == "True" {
 						at[i] = now.Sub(created[i]).Seconds()
 						left--
 					}
@@ -258,7 +300,7 @@ func waitRouted(ctx context.Context, e *testenv.Env, created []time.Time, timeou
 			}
 		}
 		if now.After(deadline) {
-			return nil, fmt.Errorf("%d of %d models without InferencePoolRoute after %s", left, len(created), timeout)
+			return nil, fmt.Errorf("%d of %d models in %s without Routed %s after %s", left, len(created), ns, reason, timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -270,8 +312,9 @@ func waitRouted(ctx context.Context, e *testenv.Env, created []time.Time, timeou
 }
 
 // objectsPerModel counts the pool route's objects in the namespace, by kind, per model: the
-// picker's by its label (the ReplicaSet and Pod inherit it), its EndpointSlices by their
-// Service, and the InferencePools.
+// picker's by its label (the ReplicaSet and Pod inherit it) and the InferencePools. (A real
+// cluster adds the picker Service's EndpointSlice; the local one runs no EndpointSlice
+// controller.)
 func objectsPerModel(ctx context.Context, e *testenv.Env, n int) (map[string]float64, error) {
 	sel := metav1.ListOptions{LabelSelector: kinds.PickerLabel}
 	count := map[string]float64{}
@@ -294,15 +337,6 @@ func objectsPerModel(ctx context.Context, e *testenv.Env, n int) (map[string]flo
 		return nil, err
 	}
 	count["InferencePool"] = float64(len(pools.Items)) / float64(n)
-	slices, err := e.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range slices.Items {
-		if strings.HasSuffix(s.Labels["kubernetes.io/service-name"], "-epp") {
-			count["EndpointSlice"] += 1 / float64(n)
-		}
-	}
 	return count, nil
 }
 
@@ -370,7 +404,7 @@ func quantile(xs []float64, q float64) float64 {
 // PrintTable writes the results as a table.
 func PrintTable(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "N\tpickers\tcreate->pool p50 s\tp99 s\twrites/model\twrites at rest\tobjects/model\trest RSS MiB (per picker)\trest CPU cores\tload RSS MiB (per picker)\tload CPU cores\tload req ok/err\toperator RSS MiB")
+	fmt.Fprintln(tw, "N\tpickers\tcreate->pool p50 s\tp99 s\twithout picker: create->Service p50 s\tp99 s\twrites/model\twithout picker\twrites at rest\tobjects/model\trest RSS MiB (per picker)\trest CPU cores\tload RSS MiB (per picker)\tload CPU cores\tload req ok/err\toperator RSS MiB")
 	for _, r := range rs {
 		per := func(v float64) string {
 			if r.Pickers == 0 {
@@ -385,10 +419,10 @@ func PrintTable(w io.Writer, rs []Result) {
 		n := strconv.Itoa(r.N)
 		if r.Extrapolated {
 			n += " (extrapolated)"
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\t%.2f\t-\t%.0f\t%s\t%.3f\t%s\t-\t-\t-\n", n, r.Pickers, r.WritesPerISV, tot, per(r.RestRSSMiB), r.RestCPUCores, per(r.LoadRSSMiB))
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t%.2f\t%.2f\t-\t%.0f\t%s\t%.3f\t%s\t-\t-\t-\n", n, r.Pickers, r.WritesPerISV, r.WithoutWritesPerISV, tot, per(r.RestRSSMiB), r.RestCPUCores, per(r.LoadRSSMiB))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.2f\t%.0f\t%.0f\t%s\t%.3f\t%s\t%.3f\t%d/%d\t%.1f\n", n, r.Pickers, r.RouteP50S, r.RouteP99S, r.WritesPerISV, r.RestWrites, tot,
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%.3f\t%s\t%.3f\t%d/%d\t%.1f\n", n, r.Pickers, r.RouteP50S, r.RouteP99S, r.WithoutRouteP50S, r.WithoutRouteP99S, r.WritesPerISV, r.WithoutWritesPerISV, r.RestWrites, tot,
 			per(r.RestRSSMiB), r.RestCPUCores, per(r.LoadRSSMiB), r.LoadCPUCores, r.LoadRequests, r.LoadErrors, r.OperatorRSSMiB)
 	}
 	_ = tw.Flush()
