@@ -180,7 +180,7 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 	r.RouteP50S, r.RouteP99S = quantile(routed, 0.5), quantile(routed, 0.99)
-	w1, err := op.Writes()
+	w1, err := settled(ctx, op)
 	if err != nil {
 		return r, err
 	}
@@ -232,12 +232,37 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 	r.WithoutRouteP50S, r.WithoutRouteP99S = quantile(routed, 0.5), quantile(routed, 0.99)
-	w4, err := op.Writes()
+	w4, err := settled(ctx, op)
 	if err != nil {
 		return r, err
 	}
 	r.WithoutWritesPerISV = (w4 - w3) / float64(n)
 	return r, nil
+}
+
+// settled is the operator's writes once they have not changed for 10 s (its last status
+// writes, such as the HPA's first report, come after Routed), within 3 minutes.
+func settled(ctx context.Context, op *operator.Process) (float64, error) {
+	last, err := op.Writes()
+	if err != nil {
+		return 0, err
+	}
+	still, deadline := time.Now(), time.Now().Add(3*time.Minute)
+	for time.Since(still) < 10*time.Second && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		w, err := op.Writes()
+		if err != nil {
+			return 0, err
+		}
+		if w != last {
+			last, still = w, time.Now()
+		}
+	}
+	return last, nil
 }
 
 // createModels creates n models in ns, one after another, each with ext (its %s the model's
@@ -274,8 +299,8 @@ spec: {model: %s, replicas: 1, gpusPerReplica: 1}
 	return u, yaml.Unmarshal([]byte(doc), &u.Object)
 }
 
-// waitRouted polls ns's models until each has Routed True for reason, and returns each one's
-// time from its create, in seconds.
+// waitRouted polls ns's models until each has a ready pod and Routed True for reason (each
+// serves through the gateway), and returns each one's time from its create, in seconds.
 func waitRouted(ctx context.Context, e *testenv.Env, ns, reason string, created []time.Time, timeout time.Duration) ([]float64, error) {
 	at := make([]float64, len(created))
 	left := len(created)
@@ -287,6 +312,9 @@ func waitRouted(ctx context.Context, e *testenv.Env, ns, reason string, created 
 			for _, u := range list.Items {
 				i, err := strconv.Atoi(strings.TrimPrefix(u.GetName(), "m-"))
 				if err != nil || i >= len(at) || at[i] != 0 {
+					continue
+				}
+				if ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas"); ready < 1 {
 					continue
 				}
 				conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
