@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,15 +111,19 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	return rs, nil
 }
 
-// fitPickers is how many pickers this machine's available memory holds beside what runs now,
-// at r's resident memory per picker under load, keeping a quarter of it free.
+// fitPickers is how many pickers this machine holds beside what runs now: its available memory
+// at r's resident memory per picker under load, keeping a quarter free, and half its cores at
+// r's CPU per picker at rest (each picker reads its pods' metrics every 50 ms, idle or not;
+// past that the cluster's own processes starve, probes time out and pickers restart: on 2
+// cores an attempt at 100 never had them all up).
 func fitPickers(r Result) int {
 	avail, err := memAvailable()
-	if err != nil || r.Pickers == 0 || r.LoadRSSMiB == 0 {
+	if err != nil || r.Pickers == 0 || r.LoadRSSMiB == 0 || r.RestCPUCores == 0 {
 		return 0
 	}
-	per := r.LoadRSSMiB / float64(r.Pickers) * (1 << 20)
-	return int(float64(avail) * 0.75 / per)
+	perMem := r.LoadRSSMiB / float64(r.Pickers) * (1 << 20)
+	perCPU := r.RestCPUCores / float64(r.Pickers)
+	return min(int(float64(avail)*0.75/perMem), int(float64(runtime.NumCPU())*0.5/perCPU))
 }
 
 // extrapolate is r's per-picker and per-model figures at n models; the times are not (they
