@@ -91,14 +91,15 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		return nil, fmt.Errorf("%s and %s must name the picker and the gateway (make epp)", operator.EPPBinEnv, operator.GatewayBinEnv)
 	}
 	var rs []Result
+	var measured *Result // the largest N run
 	for _, n := range c.N {
 		fit := c.MaxPickers
-		if fit == 0 && len(rs) > 0 {
-			fit = fitPickers(rs[len(rs)-1])
+		if fit == 0 && measured != nil {
+			fit = fitPickers(*measured)
 		}
-		if fit > 0 && n > fit && len(rs) > 0 {
-			logf(c, "N=%d: %d pickers do not fit this machine (at most %d): extrapolated per picker from N=%d", n, n, fit, rs[len(rs)-1].N)
-			rs = append(rs, extrapolate(rs[len(rs)-1], n))
+		if fit > 0 && n > fit && measured != nil {
+			logf(c, "N=%d: %d pickers do not fit this machine (at most %d): extrapolated per picker from N=%d", n, n, fit, measured.N)
+			rs = append(rs, extrapolate(*measured, n))
 			continue
 		}
 		r, err := runN(ctx, c, n, eppBin, gwBin)
@@ -106,6 +107,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			return rs, fmt.Errorf("N=%d: %w", n, err)
 		}
 		rs = append(rs, r)
+		measured = &rs[len(rs)-1]
 		PrintTable(c.Log, rs)
 	}
 	return rs, nil
