@@ -9,7 +9,7 @@ export CGO_ENABLED = 0
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing fuzz faults-full soak soak-ci release release-check bench-activator bench-ramp
+.PHONY: demo plugin test unit e2e incluster build image docker-build cluster helm krew kubectl kueue lws epp manifests lint bench bench-10k bench-kserve bench-adapter bench-routing bench-pickers fuzz faults-full soak soak-ci release release-check bench-activator bench-ramp
 
 # Run the operator's main job on the embedded local cluster. The cluster, kubectl and the demo
 # are built first with their progress shown (a fresh machine compiles for several minutes).
@@ -262,3 +262,15 @@ bench-routing:
 	test/kubectl/build.sh $(KUBECTL_BIN)
 	test/epp/build.sh $(EPP_BIN)
 	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) run ./test/routing
+
+# The pool route's cost per model (test/bench/pickers): at each N of PICKERS_N, on a fresh
+# cluster, N models each with a real picker process: create -> InferencePoolRoute p50/p99, the
+# operator's writes and the objects per model, the pickers' RSS and CPU at rest and under a
+# bounded load through the test gateway. An N whose pickers do not fit this machine's memory
+# is extrapolated per picker from the largest N run, and says so.
+PICKERS_N ?= 10,100,1000
+bench-pickers:
+	test/localcluster/build.sh $(LOCALCLUSTER_BIN)
+	test/kubectl/build.sh $(KUBECTL_BIN)
+	test/epp/build.sh $(EPP_BIN)
+	LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) KUBECTL_BIN=$(KUBECTL_BIN) EPP_BIN=$(EPP_BIN) GATEWAY_BIN=$(GATEWAY_BIN) $(GO) run ./test/bench/pickers -n $(PICKERS_N)

@@ -135,6 +135,28 @@ type poolChildren struct {
 	PickerService  *corev1.Service
 	ServiceAccount *unstructured.Unstructured
 	RoleBinding    *unstructured.Unstructured
+	// NoPicker says why a model that asks for the pool route (spec.gateway on a cluster with
+	// InferencePools) gets none (pickerWanted); the Routed condition repeats it.
+	NoPicker string
+}
+
+// pickerWanted decides whether the pool route pays for a model: a picker chooses a pod per
+// request from what each server knows (its queue, KV cache, prefix cache and adapters), which
+// helps only where there is more than one pod to choose, or adapters to place. A model whose
+// scale can never pass one pod (spec.autoscaling.maxReplicas 1, or replicas 0 without
+// autoscaling) and that serves no adapters would pay a picker's five objects, its pod (100m
+// CPU and 128Mi requested) and an ext_proc hop per request for a choice among one: it keeps the
+// Service route, and why is returned for the Routed condition. spec.replicas 1 is not one pod
+// forever here: the HPA may scale it to 3 (hpaBounds).
+func pickerWanted(sc Scale, ext *crd.SpecExtensions) (bool, string) {
+	if len(ext.Adapters) > 0 || sc.Max > 1 {
+		return true, ""
+	}
+	bound := "spec.autoscaling.maxReplicas " + strconv.Itoa(int(sc.Max))
+	if ext.Autoscaling == nil {
+		bound = "spec.replicas " + strconv.Itoa(int(sc.Replicas)) + " without autoscaling"
+	}
+	return false, "at most one replica (" + bound + ") and no adapters: the endpoint picker has nothing to choose between, so no InferencePool or picker is made"
 }
 
 // pickerLabels are on the picker's objects and pods: not the model's InstanceLabel, so its pods
@@ -164,10 +186,14 @@ func poolSelector(isvc *crd.InferenceService, ext *crd.SpecExtensions) map[strin
 }
 
 // desiredPool builds the pool route's children when the route wants them: spec.gateway on a
-// cluster whose Features say InferencePools.
+// cluster whose Features say InferencePools, for a model where a picker has a choice to make
+// (pickerWanted).
 func desiredPool(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features) poolChildren {
 	if !f.InferencePools || ext.Gateway == nil {
 		return poolChildren{}
+	}
+	if ok, why := pickerWanted(scaleOf(isvc, ext), ext); !ok {
+		return poolChildren{NoPicker: why}
 	}
 	name := PickerName(isvc.Name)
 	sel := map[string]interface{}{}

@@ -280,3 +280,66 @@ func TestPoolOlderCRDPrunesAppProtocol(t *testing.T) {
 		t.Fatalf("written appProtocol %q", p)
 	}
 }
+
+// TestPickerWanted: the pool route pays where a picker has a choice: more than one pod
+// possible, or adapters to place. One pod forever and no adapters: no picker, and why.
+func TestPickerWanted(t *testing.T) {
+	adapters := []crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}}
+	for _, c := range []struct {
+		name string
+		sc   Scale
+		ext  crd.SpecExtensions
+		want bool
+		why  string
+	}{
+		{"replicas 1: the HPA may reach 3", Scale{Replicas: 1, Min: 1, Max: 3, Fixed: true}, crd.SpecExtensions{}, true, ""},
+		{"replicas 2", Scale{Replicas: 2, Min: 1, Max: 6, Fixed: true}, crd.SpecExtensions{}, true, ""},
+		{"autoscaling 1 to 4", Scale{Min: 1, Max: 4}, crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 4}}, true, ""},
+		{"maxReplicas 1 with adapters", Scale{Min: 1, Max: 1}, crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 1}, Adapters: adapters}, true, ""},
+		{"maxReplicas 1", Scale{Min: 1, Max: 1}, crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 1}}, false,
+			"at most one replica (spec.autoscaling.maxReplicas 1) and no adapters: the endpoint picker has nothing to choose between, so no InferencePool or picker is made"},
+		{"zero to one", Scale{Min: 0, Max: 1}, crd.SpecExtensions{Autoscaling: &crd.Autoscaling{MinReplicas: 0, MaxReplicas: 1}}, false,
+			"at most one replica (spec.autoscaling.maxReplicas 1) and no adapters: the endpoint picker has nothing to choose between, so no InferencePool or picker is made"},
+		{"replicas 0 without autoscaling", Scale{Replicas: 0, Min: 1, Max: 0, Fixed: true}, crd.SpecExtensions{}, false,
+			"at most one replica (spec.replicas 0 without autoscaling) and no adapters: the endpoint picker has nothing to choose between, so no InferencePool or picker is made"},
+	} {
+		got, why := pickerWanted(c.sc, &c.ext)
+		if got != c.want || why != c.why {
+			t.Errorf("%s: pickerWanted = %v, %q; want %v, %q", c.name, got, why, c.want, c.why)
+		}
+	}
+}
+
+// TestPoolRouteOneReplicaNoPicker: a model whose maximum drops to one pod loses its picker and
+// pool, its route goes to the Service and Routed says why; raised again, the picker comes back.
+func TestPoolRouteOneReplicaNoPicker(t *testing.T) {
+	w := poolWorld()
+	w.apply(w.reconcile().Actions)
+	w.apply(w.reconcile().Actions)
+	if w.obs.Picker == nil || w.obs.InferencePool == nil {
+		t.Fatal("replicas 1 (the HPA may reach 3): no picker")
+	}
+	w.ext.Autoscaling = &crd.Autoscaling{MinReplicas: 1, MaxReplicas: 1}
+	out := w.reconcile()
+	got := verbs(out.Actions)
+	for _, k := range []string{"delete InferencePool", "delete EndpointPicker", "delete EndpointPickerService", "delete ServiceAccount", "delete RoleBinding"} {
+		if !strings.Contains(got, k) {
+			t.Fatalf("maxReplicas 1: %s; want %s", got, k)
+		}
+	}
+	w.apply(out.Actions)
+	acceptRoute(w)
+	out = w.reconcile()
+	if got := routeBackend(t, w); got != "Service/qwen3" {
+		t.Fatalf("maxReplicas 1: the route goes to %s", got)
+	}
+	c := routedOf(out.Status)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonServiceRoute ||
+		!strings.Contains(c.Message, "at most one replica (spec.autoscaling.maxReplicas 1) and no adapters: the endpoint picker has nothing to choose between") {
+		t.Fatalf("Routed at maxReplicas 1: %+v", c)
+	}
+	w.ext.Adapters = []crd.Adapter{{Name: "sql", StorageURI: "hf://org/sql-lora"}}
+	if got := verbs(w.reconcile().Actions); !strings.Contains(got, "create InferencePool") || !strings.Contains(got, "create EndpointPicker") {
+		t.Fatalf("maxReplicas 1 with an adapter: %s", got)
+	}
+}

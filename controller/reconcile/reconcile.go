@@ -226,7 +226,7 @@ func Reconcile(in Input) Output {
 	autoscaler.set(&out.Status, isvc, in.Now)
 	admitted := decideAdmission(in)
 	admitted.set(&out.Status, isvc, in.Now)
-	decideRouted(in, wantR, wantPool.Pool != nil, activated).withConflict(routeConflict).set(&out.Status, isvc, in.Now)
+	decideRouted(in, wantR, wantPool, activated).withConflict(routeConflict).set(&out.Status, isvc, in.Now)
 	out.StatusExt = statusExtensions(in, want.HTTPRoute, activated)
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.StatusExt.Cache = weights.status

@@ -116,7 +116,7 @@ func (r routed) set(st *crd.InferenceServiceStatus, isvc *crd.InferenceService, 
 // decideRouted reads the route layer from the caches: the HTTPRoute accepted by its Gateway,
 // and with the pool route the pool accepted, its picker ready and its ready pods. It says only
 // what the objects' statuses say: which pod a request reaches is the picker's choice.
-func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool, activated bool) routed {
+func decideRouted(in Input, wantRoute *unstructured.Unstructured, pool poolChildren, activated bool) routed {
 	isvc, obs, f := in.ISVC, in.Observed, in.Features
 	if wantRoute == nil {
 		return routed{}
@@ -135,7 +135,11 @@ func decideRouted(in Input, wantRoute *unstructured.Unstructured, wantPool, acti
 		return routed{true, metav1.ConditionTrue, ReasonActivatorRoute, "HTTPRoute " + key + " on Gateway " + parent + " sends requests to the activator " + f.Activator.String() +
 			", which holds them while the model is at zero and forwards them to its ready pods (spec.autoscaling.minReplicas 0)"}
 	}
-	if !wantPool {
+	if pool.Pool == nil && pool.NoPicker != "" {
+		return routed{true, metav1.ConditionTrue, ReasonServiceRoute, "HTTPRoute " + key + " on Gateway " + parent + " sends requests to Service " + key +
+			": " + pool.NoPicker}
+	}
+	if pool.Pool == nil {
 		why := "this cluster serves no InferencePool API (" + InferencePoolGVR.GroupVersion().String() + ")"
 		if !f.PoolServed {
 			return routed{true, metav1.ConditionTrue, ReasonServiceRoute, "HTTPRoute " + key + " on Gateway " + parent + " sends requests to Service " + key +

@@ -279,3 +279,38 @@ spec: {model: Qwen/Qwen3-8B, replicas: 2, gpusPerReplica: 1}
 		return nil
 	})
 }
+
+// TestPoolRouteOneReplicaNoPicker: a model that can never pass one pod (maxReplicas 1) and
+// serves no adapters asks for the pool route and gets none: no InferencePool and no picker,
+// its route on the Service, and Routed says why.
+func TestPoolRouteOneReplicaNoPicker(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	withGateway(t, ns, "gateway-one-replica.log")
+	applyYAML(t, ns, `apiVersion: ai.example.com/v1alpha1
+kind: InferenceService
+metadata:
+  name: one
+  annotations: {`+crd.AnnotationV1beta1Spec+`: '{"gateway":{"route":"/`+ns+`/one"},"autoscaling":{"minReplicas":1,"maxReplicas":1},"replicasUnset":true}'}
+spec: {model: Qwen/Qwen3-0.6B, replicas: 1, gpusPerReplica: 1}
+`)
+	testenv.Eventually(t, 3*time.Minute, "Routed ServiceRoute, saying why no picker", func() error {
+		i, err := env.ISVC(ns, "one")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRouted)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reconcile.ReasonServiceRoute || i.Status.ReadyReplicas < 1 ||
+			!strings.Contains(c.Message, "the endpoint picker has nothing to choose between") {
+			return fmt.Errorf("ready %d, Routed %+v", i.Status.ReadyReplicas, c)
+		}
+		t.Logf("Routed: %s %s: %s", c.Status, c.Reason, c.Message)
+		return nil
+	})
+	if _, err := env.Dyn.Resource(reconcile.InferencePoolGVR).Namespace(ns).Get(ctx, "one", metav1.GetOptions{}); err == nil {
+		t.Fatal("an InferencePool for a model at one replica forever")
+	}
+	if _, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, reconcile.PickerName("one"), metav1.GetOptions{}); err == nil {
+		t.Fatal("a picker Deployment for a model at one replica forever")
+	}
+}

@@ -58,7 +58,7 @@ var fileSeconds = map[string]int{
 	"autoscaling_test.go":       47,
 	"saturation_test.go":        46,
 	"plugin_test.go":            42,
-	"pool_test.go":              85,
+	"pool_test.go":              105,
 	"template_test.go":          38,
 	"gateway_picker_test.go":    32,
 	"start_phases_test.go":      27,
