@@ -136,7 +136,7 @@ func (c *Controller) snapshot(ctx context.Context, reader PodMetrics, pods []*co
 			if err != nil {
 				return
 			}
-			s, err := rollout.ParsePage(page, ttft)
+			s, err := ParsePage(page, ttft)
 			if err != nil {
 				return
 			}
