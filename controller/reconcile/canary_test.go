@@ -245,3 +245,54 @@ func equalJSON(t *testing.T, a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// TestCanaryPodsFencedAsTheStables: with NetworkPolicies on, the model's policy covers its
+// canary's pods while the canary runs (they serve the same port to the same callers, and a
+// tenant of another namespace must not reach them), and goes back to the stable's pods alone
+// once the canary is gone; a model without a rollout keeps its policy as it always was.
+func TestCanaryPodsFencedAsTheStables(t *testing.T) {
+	w := newWorld(2)
+	w.ext = crd.SpecExtensions{Gateway: &crd.Gateway{}, Rollout: &crd.Rollout{Strategy: crd.RolloutCanary,
+		Steps: []crd.RolloutStep{{Weight: 10, DurationSeconds: 60}}}}
+	w.f = Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"},
+		NetworkPolicies: true, NetworkPolicy: npOptions()}
+	for range 3 {
+		w.apply(w.reconcile().Actions)
+	}
+	w.podsReady()
+	acceptRoute(w)
+	w.apply(w.reconcile().Actions)
+	selects := func() string {
+		np := typedNP(t, w.obs.NetworkPolicy)
+		s := fmt.Sprint(np.Spec.PodSelector.MatchLabels)
+		for _, e := range np.Spec.PodSelector.MatchExpressions {
+			s += fmt.Sprint(" ", e.Key, " ", e.Operator, " ", e.Values)
+		}
+		return s
+	}
+	stableOnly := fmt.Sprint(map[string]string{kinds.InstanceLabel: "qwen3"})
+	if got := selects(); got != stableOnly {
+		t.Fatalf("before a rollout the policy selects %s, want %s", got, stableOnly)
+	}
+	w.isvc.Spec.Image = "vllm/vllm-openai:v0.12.0"
+	w.apply(w.reconcile().Actions)
+	if w.obs.CanaryDeployment == nil {
+		t.Fatal("no canary")
+	}
+	if got, want := selects(), "map[] "+kinds.InstanceLabel+" In [qwen3 qwen3.canary]"; got != want {
+		t.Fatalf("with a canary the policy selects %s, want %s", got, want)
+	}
+	if out := w.reconcile(); len(out.Actions) > 0 {
+		t.Fatalf("the widened policy drifts: %s", verbs(out.Actions))
+	}
+	w.isvc.Spec.Image = "" // the change taken back: the canary goes
+	for range 3 {
+		w.apply(w.reconcile().Actions)
+	}
+	if w.obs.CanaryDeployment != nil {
+		t.Fatal("the canary stayed after its change was taken back")
+	}
+	if got := selects(); got != stableOnly {
+		t.Fatalf("after the canary the policy selects %s, want %s", got, stableOnly)
+	}
+}

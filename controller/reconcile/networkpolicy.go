@@ -204,3 +204,13 @@ func NetworkPolicyOptionsOf(install, gateway, peers string, gatewayParent string
 	}
 	return o, nil
 }
+
+// withCanaryPods widens the model's policy to its canary's pods (CanaryInstance), which serve
+// the same port to the same callers. Only while a canary runs: a model without a rollout keeps
+// the policy it always had, so an upgrade writes no policy.
+func withCanaryPods(np *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	out := np.DeepCopy()
+	_ = unstructured.SetNestedField(out.Object, map[string]interface{}{"matchExpressions": []interface{}{map[string]interface{}{
+		"key": kinds.InstanceLabel, "operator": "In", "values": []interface{}{name, CanaryInstance(name)}}}}, "spec", "podSelector")
+	return out
+}

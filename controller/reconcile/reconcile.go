@@ -144,6 +144,10 @@ func Reconcile(in Input) Output {
 	if wantR != nil && cnr.plan.Weight > 0 {
 		wantR = withCanaryBackend(wantR, isvc.Name, cnr.plan.Weight)
 	}
+	// A canary's pods are fenced as the stable's while any of them may run.
+	if wantNP != nil && (cnr.deployment != nil || in.Observed.CanaryDeployment != nil) {
+		wantNP = withCanaryPods(wantNP, isvc.Name)
+	}
 
 	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
 		upd := live.DeepCopy()
