@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,7 @@ func decideCanary(in *Input, want *Desired, liveD *appsv1.Deployment, poolRoute 
 	d := desiredCanary(isvc, want.Deployment, r.Replicas(), c.revision)
 	if live := in.Observed.CanaryDeployment; live != nil && ControlledBy(live, isvc) && live.Annotations[RevisionAnnotation] == c.revision {
 		f.CanaryWant, f.CanaryReady = r.Replicas(), live.Status.ReadyReplicas
+		f.CanarySince, f.ReadyWithin = live.CreationTimestamp.Time, canaryReadyWithin(&in.Ext)
 		if live.Status.ObservedGeneration < live.Generation || live.Status.UpdatedReplicas < f.CanaryWant {
 			f.CanaryReady = min(f.CanaryReady, live.Status.UpdatedReplicas)
 		}
@@ -114,6 +116,12 @@ func decideCanary(in *Input, want *Desired, liveD *appsv1.Deployment, poolRoute 
 		c.deployment, c.service = d, desiredCanaryService(isvc)
 	}
 	return c
+}
+
+// canaryReadyWithin is how long a canary's pods may take to serve: the model's startup budget
+// and five minutes more for scheduling and the image pull, which the budget does not cover.
+func canaryReadyWithin(ext *crd.SpecExtensions) time.Duration {
+	return time.Duration(startupBudget(ext))*time.Second + 5*time.Minute
 }
 
 // rolledOut reports whether a Deployment runs its current template on all its pods.

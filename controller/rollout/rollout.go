@@ -37,6 +37,10 @@ type Facts struct {
 	StableRolledOut bool
 	// CanaryReady and CanaryWant are the canary Deployment's ready pods and the pods it wants.
 	CanaryReady, CanaryWant int32
+	// CanarySince is when the canary Deployment of this revision was made (zero: not yet);
+	// ReadyWithin how long its pods may take to be ready before the rollout fails (0: forever).
+	CanarySince time.Time
+	ReadyWithin time.Duration
 	// Window is the current step's metrics, from the snapshots taken at its start; nil while
 	// none is read (the step's traffic has not started, or the pods did not answer).
 	Window *Window
@@ -100,9 +104,20 @@ func Decide(f Facts) Plan {
 	next.Steps = int32(len(steps))
 	plan := Plan{Status: &next, Canary: true, HoldStable: true, ConditionStatus: "Unknown", Reason: ReasonProgressing}
 	if f.CanaryReady < f.CanaryWant {
+		waited := f.Now.Sub(f.CanarySince)
+		if f.ReadyWithin > 0 && !f.CanarySince.IsZero() && waited >= f.ReadyWithin {
+			// A version whose pods never serve (a crash loop, a bad image, no room) fails as any
+			// step would: the stable has served all along, and the same spec is not tried again.
+			next.Phase, next.Weight, next.StepStartedAt, next.FailedRevision = crd.RolloutRolledBack, 0, "", f.Desired
+			next.Message = fmt.Sprintf("step %d/%d: the canary's pods were not ready within %s (%d of %d ready)", st.Step, len(steps), f.ReadyWithin, f.CanaryReady, f.CanaryWant)
+			return Plan{Status: &next, Changed: true, HoldStable: true, ConditionStatus: "False", Reason: ReasonRolledBack, Message: next.Message}
+		}
 		next.Weight, next.StepStartedAt = 0, ""
 		next.Message = fmt.Sprintf("step %d/%d: waiting for the canary's pods (%d of %d ready)", st.Step, len(steps), f.CanaryReady, f.CanaryWant)
 		plan.Message, plan.Changed = next.Message, next.Weight != st.Weight || next.StepStartedAt != st.StepStartedAt
+		if f.ReadyWithin > 0 && !f.CanarySince.IsZero() {
+			plan.Recheck = f.ReadyWithin - waited
+		}
 		return plan
 	}
 	next.Weight = step.Weight
