@@ -121,7 +121,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 	for _, ns := range namespaces {
 		sc := &scope{}
 		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, maps.Clone(opts.InferenceServiceIndexers), nil).Informer()
-		must(sc.isvcInf.SetTransform(DecodeInferenceService))
+		must(sc.isvcInf.SetTransform(newInferenceServiceDecoder().decode))
 		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak),

@@ -32,7 +32,7 @@ var modelKinds = []struct {
 	packed  bool
 	indexed bool
 }{
-	{"isvc.json", DecodeInferenceService, false, false},
+	{"isvc.json", newInferenceServiceDecoder().decode, false, false},
 	{"deploy.json", kinds.StripDeployment, true, false},
 	{"rs.json", kinds.StripReplicaSet, true, true},
 	{"pod.json", func(obj any) (any, error) { return kinds.StripPodSeen(obj, nil, time.Now()) }, true, true},
