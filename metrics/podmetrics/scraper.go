@@ -105,7 +105,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
 	} else {
 		client.Transport = &http.Transport{
 			// No connection kept between periods: a kept one costs its two goroutines and
-			// buffers, about 35 KB a pod (most of the adapter's memory above its base at 1,000
+			// buffers, tens of KB a pod (most of the adapter's memory above its base at 1,000
 			// pods, docs/benchmarks.md), against one plain-HTTP handshake a pod a period.
 			DisableKeepAlives:  true,
 			DisableCompression: true,

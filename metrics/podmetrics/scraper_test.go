@@ -329,7 +329,7 @@ func TestReadsEachPodInItsEnginesSeries(t *testing.T) {
 }
 
 // A pod's read keeps no connection to it between periods: at 1,000 pods, a kept connection
-// each (its two goroutines and buffers, about 35 KB) was most of the adapter's memory above its
+// each (its two goroutines and buffers, tens of KB) was most of the adapter's memory above its
 // base (issue 55), against one TCP handshake per pod per period, which the pod serves on
 // plain HTTP.
 func TestReadsKeepNoConnectionBetweenPeriods(t *testing.T) {
