@@ -190,9 +190,11 @@ bench-adapter:
 	METRICS_BENCH=full $(GO) test -count=1 -timeout 20m -v -run 'TestHPAReadsEveryModelAmongSilentAndImpostorPods$$' ./metrics/custommetrics/
 
 # 10,000 InferenceServices: creation, rest and memory only (the baseline and the spec change
-# would take hours on 2 cores); the controller manager's client is lifted so pods keep up.
+# would take hours on 2 cores); the controller manager's client is lifted so pods keep up. The
+# operator's heap profile at rest lands in bench-10k-profile/heap-10000.pprof
+# (go tool pprof -sample_index=inuse_space -top bench-10k-profile/heap-10000.pprof).
 bench-10k:
-	$(GO) run ./test/bench -n 10000 -skip-baseline -skip-change -qps 100 -cluster-args=--controller-qps=200 -out bench-10k.json
+	$(GO) run ./test/bench -n 10000 -skip-baseline -skip-change -qps 100 -cluster-args=--controller-qps=200 -profile bench-10k-profile -out bench-10k.json
 
 # The operator and KServe's controller (Standard mode) side by side, each on a fresh cluster per
 # N. Not part of `make test`: KServe's manager is built from its module by test/kserve/build.sh

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
+	"github.com/example/inferenceservice-operator/informers/kinds"
 	"github.com/example/inferenceservice-operator/queue"
 )
 
@@ -363,5 +366,44 @@ func TestNoRewriteFromACacheBehindOurWrite(t *testing.T) {
 	}
 	if got := f.calls(); got != "update inferenceservices/status" {
 		t.Fatalf("past echoWait: %s", got)
+	}
+}
+
+// A model's way to Ready on a cluster without a metrics adapter costs one status write, not
+// two: its Ready write says the HPA cannot read the queue, so the HPA's own report after it
+// writes nothing (issue 55: at 1,000 models, a fifth of them paid a third status write).
+func TestNoStatusWriteForTheHPAsForeseenReport(t *testing.T) {
+	isvc := newISVCObject(2)
+	want := desired(t, isvc)
+	f := newFixture(t, isvc, nil)
+	f.caches.api = kinds.MetricsAPI{Known: true, Why: "no APIService registers custom.metrics.k8s.io"}
+	hpa := want.HPA.DeepCopy() // created, not reported yet
+	f.caches.d, f.caches.svc, f.caches.hpa = readyDeployment(t, isvc), want.Service, hpa
+	writes := 0
+	sync := func() {
+		t.Helper()
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		writes += strings.Count(f.calls(), "update inferenceservices/status")
+		f.caches.isvc.Status = f.storedStatus() // the status's own event updates the cache
+	}
+	sync()
+	reported := hpa.DeepCopy()
+	reported.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionFalse,
+		Reason: "FailedGetPodsMetric", Message: "the HPA was unable to compute the replica count: unable to get metric vllm:num_requests_waiting: no custom metrics API (custom.metrics.k8s.io) registered",
+		LastTransitionTime: metav1.NewTime(f.now)}}
+	f.caches.hpa = reported
+	f.now = f.now.Add(15 * time.Second)
+	sync()
+	st := f.caches.isvc.Status
+	if c := meta.FindStatusCondition(st.Conditions, crd.ConditionAutoscalingActive); st.Phase != crd.PhaseReady || c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("status %s, AutoscalingActive %+v: want Ready, False", st.Phase, c)
+	}
+	if writes != 1 {
+		t.Fatalf("%d status writes on the way to Ready and the HPA's first report, want 1", writes)
+	}
+	if ev := f.drainEvents(); len(ev) != 1 || !strings.Contains(ev[0], "Warning") {
+		t.Fatalf("events %v: want the one Warning", ev)
 	}
 }

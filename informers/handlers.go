@@ -51,7 +51,7 @@ func (s *Set) AddEventHandlers(h Handlers) error {
 			}
 		}
 		for _, inf := range sc.optionalInf {
-			if err := add(inf, h.Child); err != nil {
+			if err := add(inf, unpackedJSON(h.Child)); err != nil {
 				return err
 			}
 		}

@@ -48,7 +48,7 @@ type Options struct {
 	// Resource is the InferenceService version to watch; zero means crd.Resource (v1alpha1).
 	Resource schema.GroupVersionResource
 	// Optional are children kinds from CRDs that may be absent (ServiceMonitors, HTTPRoutes):
-	// watched, label-scoped like the others, only when listed.
+	// watched, label-scoped like the others, only when listed, and cached as their JSON (packJSON).
 	Optional []schema.GroupVersionResource
 	// Workloads watches Kueue's Workloads (kinds.KueueWorkloadGVR), not label-scoped since
 	// Kueue makes them, stripped to what WorkloadOf reads and indexed by the pod owning them
@@ -121,7 +121,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 	for _, ns := range namespaces {
 		sc := &scope{}
 		sc.isvcInf = dynamicinformer.NewFilteredDynamicInformer(dyn, res, ns, opts.Resync, maps.Clone(opts.InferenceServiceIndexers), nil).Informer()
-		must(sc.isvcInf.SetTransform(DecodeInferenceService))
+		must(sc.isvcInf.SetTransform(newInferenceServiceDecoder().decode))
 		tweak := func(o *metav1.ListOptions) { o.LabelSelector = managed }
 		sc.children = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak),
@@ -159,7 +159,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		sc.optionalInf = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
 		for _, gvr := range opts.Optional {
 			inf := sc.optional.ForResource(gvr).Informer()
-			must(inf.SetTransform(StripManagedFields))
+			must(inf.SetTransform(packJSON(StripManagedFields)))
 			sc.optionalInf[gvr] = inf
 		}
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,

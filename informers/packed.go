@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -146,6 +147,9 @@ func unpackedOrNil[T any, PT interface {
 
 // instanceOf is the namespace and InstanceLabel of a cached object, packed or not.
 func instanceOf(obj interface{}) (namespace, instance string, ok bool) {
+	if p, isPacked := obj.(*packedJSON); isPacked {
+		obj = &p.packed
+	}
 	if p, isPacked := obj.(*packed); isPacked {
 		ns, _, _ := strings.Cut(p.key, "/")
 		return ns, p.instance, p.instance != ""
@@ -156,4 +160,98 @@ func instanceOf(obj interface{}) (namespace, instance string, ok bool) {
 	}
 	instance, ok = acc.GetLabels()[kinds.InstanceLabel]
 	return acc.GetNamespace(), instance, ok
+}
+
+// packedJSON is an optional child (unstructured, from a dynamic informer) as the cache keeps
+// it: its key and its JSON, decoded on each read. Its maps and interfaces take about three
+// times its JSON (a model's NetworkPolicy: the largest part of the heap that grew with the
+// models at 10,000 before this, docs/benchmarks.md).
+type packedJSON struct {
+	packed
+}
+
+// packJSON is the optional children's informer transform: strip, then keep the JSON. An
+// object already packed, or not unstructured, is kept as it is.
+func packJSON(strip cache.TransformFunc) cache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		if _, ok := obj.(*packedJSON); ok {
+			return obj, nil
+		}
+		obj, err := strip(obj)
+		if err != nil {
+			return nil, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		raw, err := u.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("packing %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+		return &packedJSON{packed{key: u.GetNamespace() + "/" + u.GetName(), instance: u.GetLabels()[kinds.InstanceLabel], raw: raw}}, nil
+	}
+}
+
+// unpackJSON decodes what an optional child's cache holds into a new object; anything else
+// must already be unstructured.
+func unpackJSON(obj interface{}) (*unstructured.Unstructured, error) {
+	p, ok := obj.(*packedJSON)
+	if !ok {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return u, nil
+		}
+		return nil, fmt.Errorf("cache holds %T, not an unstructured object", obj)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(p.raw); err != nil {
+		return nil, fmt.Errorf("unpacking %s: %w", p.key, err)
+	}
+	return u, nil
+}
+
+// unpackedJSON hands eh the decoded objects of an optional child's cache (nil for no handler).
+func unpackedJSON(eh cache.ResourceEventHandler) cache.ResourceEventHandler {
+	if eh == nil {
+		return nil
+	}
+	decode := func(obj interface{}) (interface{}, bool) {
+		u, err := unpackJSON(obj)
+		if err != nil {
+			utilruntime.HandleError(err)
+			return nil, false
+		}
+		return u, true
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, initial bool) {
+			if u, ok := decode(obj); ok {
+				eh.OnAdd(u, initial)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok := decode(oldObj)
+			if !ok {
+				return
+			}
+			n := o
+			if oldObj != newObj {
+				if n, ok = decode(newObj); !ok {
+					return
+				}
+			}
+			eh.OnUpdate(o, n)
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				if d.Obj, ok = decode(d.Obj); ok {
+					eh.OnDelete(d)
+				}
+				return
+			}
+			if u, ok := decode(obj); ok {
+				eh.OnDelete(u)
+			}
+		},
+	}
 }

@@ -122,7 +122,7 @@ func (s *Set) Optional(gvr schema.GroupVersionResource, namespace, name string) 
 	if !ok || sc.optionalInf[gvr] == nil {
 		return nil, false, nil
 	}
-	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, cast[*unstructured.Unstructured], namespace, name)
+	return get(s, func(sc *scope) cache.SharedIndexInformer { return sc.optionalInf[gvr] }, unpackJSON, namespace, name)
 }
 
 // Pod returns a cached pod of a model, decoded for the caller.

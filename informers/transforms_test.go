@@ -4,10 +4,13 @@ import (
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
 
@@ -115,5 +118,45 @@ func TestStripClusterQueueAndIndex(t *testing.T) {
 	unstructured.RemoveNestedField(wl.Object, "status")
 	if keys, _ := clusterQueueIndex(wl); len(keys) != 0 {
 		t.Fatalf("a pending Workload indexed under %v", keys)
+	}
+}
+
+// Cached isvcs asking the same spec.resources share one copy, which reads as each decoded
+// alone; other resources get their own.
+func TestInferenceServicesShareResources(t *testing.T) {
+	d := newInferenceServiceDecoder()
+	read := func(i int, cpu string) *crd.InferenceService {
+		u := decodeModelObject(t, "isvc.json", modelJSON(t, "isvc.json", i)).(*unstructured.Unstructured)
+		if cpu != "" {
+			if err := unstructured.SetNestedField(u.Object, cpu, "spec", "resources", "requests", "cpu"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plain, err := DecodeInferenceService(u.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := d.decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isvc := obj.(*crd.InferenceService)
+		if !equality.Semantic.DeepEqual(isvc, plain) {
+			t.Fatalf("shared resources changed the isvc:\n%+v\nwant\n%+v", isvc.Spec.Resources, plain.(*crd.InferenceService).Spec.Resources)
+		}
+		return isvc
+	}
+	a, b, c := read(1, ""), read(2, ""), read(3, "20m")
+	if a.Spec.Resources == nil || a.Spec.Resources != b.Spec.Resources {
+		t.Fatal("the same spec.resources not shared")
+	}
+	if c.Spec.Resources == a.Spec.Resources {
+		t.Fatal("other spec.resources shared")
+	}
+	// A reconcile's copy shares nothing with the cached one.
+	cp := a.DeepCopy()
+	cp.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
+	if q := b.Spec.Resources.Requests[corev1.ResourceCPU]; q.String() != "10m" {
+		t.Fatalf("a copy's change reached the shared resources: cpu %s", q.String())
 	}
 }

@@ -35,7 +35,8 @@ type autoscaling struct {
 
 // decideAutoscaling reads the HPA the spec wants (want, nil when none) from its cached live
 // version: False with the HPA's reason and message when it cannot read its metric or is held
-// at its maximum above target, True while it reads it, Unknown until it says, and Unknown
+// at its maximum above target, True while it reads it, Unknown until it says (False at once,
+// FailedGetPodsMetric, when the custom metrics API is known not served), and Unknown
 // while no pod has served for HPASyncGrace and the HPA's failure dates from before the first
 // one did, unless the isvc already says False for the same reason (a rollout's new pods change
 // nothing for the HPA) or the custom metrics API is not available (api: no pod changes that).
@@ -46,6 +47,13 @@ func decideAutoscaling(isvc *crd.InferenceService, live, want *autoscalingv2.Hor
 	}
 	metric := queueMetricOf(want)
 	a = decideFromHPA(isvc, live, metric)
+	if a.reason == ReasonAutoscalerNotReported && api.Known && !api.Available && metric != "" {
+		// The HPA's verdict is foreseen: it reads its Pods metric through the custom metrics
+		// API, which is not served. Said now, the model's first status carries it and the HPA's
+		// report later (same status and reason) is no write of its own.
+		return autoscaling{true, metav1.ConditionFalse, ReasonFailedGetPodsMetric,
+			"the custom metrics API is not available (" + api.Why + "): the HorizontalPodAutoscaler cannot read " + metric}, 0
+	}
 	if a.status != metav1.ConditionFalse || a.reason == ReasonTooManyReplicas {
 		return a, 0
 	}

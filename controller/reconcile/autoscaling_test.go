@@ -366,3 +366,44 @@ func TestAutoscalingBlindThroughRollout(t *testing.T) {
 		t.Fatal("a second Warning for the same blindness")
 	}
 }
+
+// TestAutoscalingVerdictKnownWithoutTheAPI: with the custom metrics API known not to be
+// served, the HPA's verdict is foreseen before it reports (FailedGetPodsMetric, the HPA
+// controller's reason for a Pods metric it cannot get), so the model's first status carries
+// it; the HPA's own report later, same status and reason, is no status write and no second
+// Warning (issue 55: the third write at 1,000 models came from that report).
+func TestAutoscalingVerdictKnownWithoutTheAPI(t *testing.T) {
+	w := servingWorld(t)
+	api := kinds.MetricsAPI{Known: true, Why: "no APIService for custom.metrics.k8s.io"}
+	w.setHPAStatus(autoscalingv2.HorizontalPodAutoscalerStatus{}) // not reported yet
+	stored := w.isvc.Status
+	obs := w.cached()
+	obs.MetricsAPI = api
+	first := Reconcile(Input{ISVC: w.isvc, Observed: obs, Now: w.now()})
+	got := meta.FindStatusCondition(first.Status.Conditions, conditionAutoscaling)
+	if got == nil || got.Status != metav1.ConditionFalse || got.Reason != ReasonFailedGetPodsMetric {
+		t.Fatalf("before the HPA reports, without the API: %+v, want False %s", got, ReasonFailedGetPodsMetric)
+	}
+	if _, warn := AutoscalingWarning(w.isvc, &stored, &first.Status); !warn {
+		t.Fatal("no Warning with the verdict")
+	}
+	w.isvc.Status = first.Status
+	w.setHPAStatus(hpaStatus(corev1.ConditionFalse, "FailedGetPodsMetric", blindMessage, "", -1))
+	obs = w.cached()
+	obs.MetricsAPI = api
+	next := Reconcile(Input{ISVC: w.isvc, Observed: obs, Now: w.now()})
+	if WorthWriting(&w.isvc.Status, &next.Status) {
+		t.Fatalf("the HPA's own report of the foreseen verdict is a status write:\n%+v\n->\n%+v", w.isvc.Status.Conditions, next.Status.Conditions)
+	}
+	if _, warn := AutoscalingWarning(w.isvc, &w.isvc.Status, &next.Status); warn {
+		t.Fatal("a second Warning for the same verdict")
+	}
+	// The API served: nothing is foreseen, the HPA is waited for as before.
+	w.setHPAStatus(autoscalingv2.HorizontalPodAutoscalerStatus{})
+	obs = w.cached()
+	obs.MetricsAPI = kinds.MetricsAPI{Known: true, Available: true}
+	out := Reconcile(Input{ISVC: w.isvc, Observed: obs, Now: w.now()})
+	if c := meta.FindStatusCondition(out.Status.Conditions, conditionAutoscaling); c == nil || c.Status != metav1.ConditionUnknown {
+		t.Fatalf("with the API served: %+v, want Unknown until the HPA reports", c)
+	}
+}

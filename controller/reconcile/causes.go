@@ -115,6 +115,9 @@ const (
 	// ReasonAwaitingReadyPod: the HPA cannot read the queue before a pod serves, nor before its
 	// next sync after one does; its failure then is the model starting, not the metric missing.
 	ReasonAwaitingReadyPod = "AwaitingReadyPod"
+	// ReasonFailedGetPodsMetric is the HPA controller's ScalingActive reason for a Pods metric it
+	// cannot get; said before the HPA reports when the custom metrics API is known not served.
+	ReasonFailedGetPodsMetric = "FailedGetPodsMetric"
 )
 
 // Reasons of the managed weights cache (spec.cache with size).

@@ -107,10 +107,11 @@ func New(cfg Config, reg prometheus.Registerer) (*Scraper, error) {
 		client = *cfg.Client
 	} else {
 		client.Transport = &http.Transport{
-			// One kept connection per pod: a period's read reuses it instead of a handshake.
-			MaxIdleConnsPerHost: 1,
-			IdleConnTimeout:     3 * cfg.Period,
-			DisableCompression:  true,
+			// No connection kept between periods: a kept one costs its two goroutines and
+			// buffers, tens of KB a pod (most of the adapter's memory above its base at 1,000
+			// pods, docs/benchmarks.md), against one plain-HTTP handshake a pod a period.
+			DisableKeepAlives:  true,
+			DisableCompression: true,
 		}
 	}
 	// A model pod runs its tenant's image: a redirect would have the adapter read, from its own

@@ -327,3 +327,43 @@ func TestReadsEachPodInItsEnginesSeries(t *testing.T) {
 		return nil
 	})
 }
+
+// A pod's read keeps no connection to it between periods: at 1,000 pods, a kept connection
+// each (its two goroutines and buffers, tens of KB) was most of the adapter's memory above its
+// base (issue 55), against one TCP handshake per pod per period, which the pod serves on
+// plain HTTP.
+func TestReadsKeepNoConnectionBetweenPeriods(t *testing.T) {
+	const n = 50
+	var open atomic.Int32
+	var pods []*corev1.Pod
+	for i := range n {
+		srv := httptest.NewUnstartedServer(page(i))
+		srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				open.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				open.Add(-1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		p, _ := strconv.Atoi(port)
+		pods = append(pods, modelPod(fmt.Sprint("p", i), "m", host, int32(p), true))
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	s, err := New(Config{Period: time.Minute, Timeout: time.Second, Concurrency: 4, Clock: clk, Owners: owned(pods...),
+		Pods: func() ([]*corev1.Pod, error) { return pods, nil }}, prometheus.NewPedanticRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s)
+	eventually(t, "every pod read", s.Ready)
+	eventually(t, "no connection kept after the pass", func() error {
+		if o := open.Load(); o != 0 {
+			return fmt.Errorf("%d of %d pods' connections still open", o, n)
+		}
+		return nil
+	})
+}
