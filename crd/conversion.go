@@ -44,6 +44,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		StartupTimeoutSeconds: spec.StartupTimeoutSeconds,
 		MultiNode:             spec.MultiNode,
 		Parallelism:           spec.Parallelism,
+		Rollout:               spec.Rollout,
 		Placement:             spec.Placement,
 	}
 	if spec.ReplicasUnset {
@@ -63,6 +64,7 @@ func ConvertToV1beta1(in *InferenceService) (*InferenceServiceV1beta1, error) {
 		ModelName: status.ModelName, RoutePath: status.RoutePath, LastColdStart: clonePtr(status.LastColdStart),
 		Cache:     clonePtr(status.Cache),
 		LastStart: status.LastStart.clone(),
+		Rollout:   clonePtr(status.Rollout),
 	}
 	return out, nil
 }
@@ -87,6 +89,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 		StartupTimeoutSeconds: clonePtr(s.StartupTimeoutSeconds),
 		MultiNode:             cloneMultiNode(s.MultiNode),
 		Parallelism:           clonePtr(s.Parallelism),
+		Rollout:               s.Rollout.DeepCopy(),
 		Placement:             s.Placement.DeepCopy(),
 	}
 	replicas := spec.derivedReplicas()
@@ -111,7 +114,7 @@ func ConvertFromV1beta1(in *InferenceServiceV1beta1) (*InferenceService, error) 
 	}
 	status := StatusExtensions{LoadedAdapters: append([]string(nil), st.LoadedAdapters...), Endpoint: st.Endpoint,
 		ModelName: st.ModelName, RoutePath: st.RoutePath, LastColdStart: clonePtr(st.LastColdStart),
-		Cache: clonePtr(st.Cache), LastStart: st.LastStart.clone()}
+		Cache: clonePtr(st.Cache), LastStart: st.LastStart.clone(), Rollout: clonePtr(st.Rollout)}
 	if err := putAnnotation(&out.ObjectMeta, AnnotationV1beta1Spec, &spec, spec.empty()); err != nil {
 		return nil, err
 	}

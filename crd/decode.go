@@ -82,6 +82,7 @@ func StatusToUnstructuredV1beta1(s *InferenceServiceStatus, ext *StatusExtension
 		LastColdStart: ext.LastColdStart,
 		Cache:         ext.Cache,
 		LastStart:     ext.LastStart,
+		Rollout:       ext.Rollout,
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 }
@@ -136,6 +137,7 @@ func ValidateDecoded(isvc *InferenceService, ext *SpecExtensions, extErr error) 
 	}
 	errs = append(errs, validateExtensions(ext)...)
 	errs = append(errs, validateTimeouts(ext)...)
+	errs = append(errs, rolloutErrors(isvc, ext)...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -53,6 +53,9 @@ func versionV1beta1() apiextensionsv1.CustomResourceDefinitionVersion {
 			{Name: "Ready", Type: "integer", JSONPath: ".status.readyReplicas", Description: "Replicas ready to serve"},
 			{Name: "Phase", Type: "string", JSONPath: ".status.phase", Description: "Progressing, Ready, Failed or Terminating"},
 			{Name: "Reason", Type: "string", JSONPath: ".status.reason", Description: "Why the model is not Ready, if it is not"},
+			{Name: "Rollout", Type: "string", JSONPath: ".status.rollout.phase", Description: "The last canary rollout: Progressing, Promoted or RolledBack", Priority: 0},
+			{Name: "Step", Type: "integer", JSONPath: ".status.rollout.step", Description: "The canary rollout's step (of status.rollout.steps)", Priority: 1},
+			{Name: "Canary", Type: "integer", JSONPath: ".status.rollout.weight", Description: "Percent of the route's requests to the canary", Priority: 1},
 			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 		},
 	}
@@ -209,6 +212,8 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		{Rule: RuleTimeoutHoldsColdStart, Message: RuleTimeoutHoldsColdStartMs},
 	}
 	spec.XValidations = append(spec.XValidations, engineRules()...)
+	props["rollout"] = rolloutSchema()
+	spec.XValidations = append(spec.XValidations, rolloutSpecRules()...)
 	s.Properties["spec"] = spec
 
 	status := s.Properties["status"]
@@ -237,6 +242,7 @@ func openAPISchemaV1beta1() *apiextensionsv1.JSONSchemaProps {
 		},
 	}
 	status.Properties["lastStart"] = lastStartSchema()
+	status.Properties["rollout"] = rolloutStatusSchema()
 	s.Properties["status"] = status
 	return s
 }

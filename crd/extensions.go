@@ -32,6 +32,8 @@ type SpecExtensions struct {
 	// ReplicasUnset: v1beta1 had no spec.replicas; v1alpha1's required replicas was derived
 	// (autoscaling.minReplicas, else 0) and is not the user's.
 	ReplicasUnset bool `json:"replicasUnset,omitempty"`
+	// Rollout is spec.rollout.
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// Placement is the pods' placement and identity fields (spec.nodeSelector ...).
 	Placement `json:",inline"`
 }
@@ -39,7 +41,7 @@ type SpecExtensions struct {
 func (e *SpecExtensions) empty() bool {
 	return e.Engine == "" && len(e.Adapters) == 0 && e.Autoscaling == nil && e.Gateway == nil && !e.ReplicasUnset &&
 		e.EngineArgs == nil && e.Env == nil && e.Cache == nil && e.StartupTimeoutSeconds == nil && e.MultiNode == nil &&
-		e.Parallelism == nil && e.Placement.Empty()
+		e.Parallelism == nil && e.Rollout == nil && e.Placement.Empty()
 }
 
 // EngineName is the engine the model runs on: spec.engine, vLLM when it names none.
@@ -88,9 +90,11 @@ type StatusExtensions struct {
 	// Cache is a managed weights cache's state (status.cache).
 	Cache     *CacheStatus `json:"cache,omitempty"`
 	LastStart *StartRecord `json:"lastStart,omitempty"`
+	// Rollout is status.rollout.
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 func (e *StatusExtensions) empty() bool {
 	return len(e.LoadedAdapters) == 0 && e.Endpoint == "" && e.ModelName == "" && e.RoutePath == "" && e.LastColdStart == nil &&
-		e.Cache == nil && e.LastStart == nil
+		e.Cache == nil && e.LastStart == nil && e.Rollout == nil
 }

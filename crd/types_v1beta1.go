@@ -74,6 +74,9 @@ type InferenceServiceSpecV1beta1 struct {
 	// MultiNode spreads each replica over several nodes, for a model larger than one node:
 	// the replica becomes a LeaderWorkerSet group of one pod per node.
 	MultiNode *MultiNode `json:"multiNode,omitempty"`
+	// Rollout is how a new version of the model server is rolled out: a rolling update (the
+	// default) or a canary judged by its own metrics (rollout.go).
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// Placement is the pods' node selector, tolerations, affinity, topology spread, pull
 	// secrets, ServiceAccount, RuntimeClass and added labels and annotations, flat under spec.
 	Placement `json:",inline"`
@@ -353,6 +356,9 @@ type InferenceServiceStatusV1beta1 struct {
 	// LastStart is where the last pod start's time went, phase by phase, read from the pod's
 	// conditions and its model server's own start log.
 	LastStart *StartRecord `json:"lastStart,omitempty"`
+
+	// Rollout is the last canary rollout's state (spec.rollout.strategy Canary).
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // StartRecord is one pod's start, creation to serving, and its phases.
