@@ -225,20 +225,21 @@ type rolloutCase struct {
 // kubectl isvc why the verdict. The cases run side by side, each in its own namespace.
 func TestCanaryRollout(t *testing.T) {
 	eppBin, gwBin := poolBins(t)
-	crdDir := filepath.Join(operator.EPPManifests(eppBin), "crd")
-	// The route to the Services: the HTTPRoute and ReferenceGrant CRDs, not the InferencePool
-	// (where a pool is served, a canary is refused). Served before the operator starts, which
-	// discovers them then; removed last, after the suite's CRD and operator are back.
-	routeCRDs := []string{"-f", filepath.Join(crdDir, "httproute-crd.yaml"), "-f", filepath.Join(crdDir, "referencegrant-crd.yaml")}
-	env.Kubectl(t, append([]string{"apply"}, routeCRDs...)...)
-	env.Kubectl(t, append(append([]string{"wait", "--for=condition=Established"}, routeCRDs...), "--timeout=60s")...)
+	// The gateway's CRDs (the test gateway watches InferencePools too), served before the
+	// operator starts, which discovers them then; removed last, after the suite's CRD and
+	// operator are back.
+	crds := filepath.Join(operator.EPPManifests(eppBin), "crd")
+	env.Kubectl(t, "apply", "-f", crds)
+	env.Kubectl(t, "wait", "--for=condition=Established", "-f", crds, "--timeout=60s")
 	t.Cleanup(func() {
 		stopOperator(t)
-		env.Kubectl(t, append(append([]string{"delete"}, routeCRDs...), "--wait=true", "--timeout=60s")...)
+		env.Kubectl(t, "delete", "-f", crds, "--wait=true", "--timeout=60s")
 		restartOperator(t)
 	})
-	// status.rollout is v1beta1's: the v1beta1 install, its operator with the gateway's parent.
+	// status.rollout is v1beta1's: the v1beta1 install, its operator with the gateway's parent
+	// and routes to the Services (--inference-pool=off: on the pool route a canary is refused).
 	w := useWebhookCRD(t)
+	startRolloutOperator(t, w)
 	gwAddr, _, stopGW, err := operator.StartGateway(testenv.Ctx(t, time.Minute), gwBin, filepath.Join(env.Dir, "gateway-rollout.log"),
 		"--kubeconfig="+env.Cluster.KubeconfigPath(), "--gateway="+gatewayParent)
 	if err != nil {
@@ -260,6 +261,18 @@ func TestCanaryRollout(t *testing.T) {
 			t.Parallel()
 			testCanaryRollout(t, c, w, gwAddr, pluginDir, &restartMu)
 		})
+	}
+}
+
+// startRolloutOperator (re)starts the shared operator as the v1beta1 install runs it (w.start),
+// with routes to the models' Services.
+func startRolloutOperator(t *testing.T, w *webhookInstall) {
+	t.Helper()
+	stopOperator(t)
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", w.port),
+		"--webhook-cert-dir="+w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s",
+		"--gateway-parent="+gatewayParent, "--inference-pool=off"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -347,7 +360,7 @@ spec:
 			t.Logf("%5.1fs %s: %s", time.Since(changed).Seconds(), key, r.Message)
 		}
 		if r.Phase == crd.RolloutProgressing && r.StepStartedAt != "" && getDuring == "" {
-			getDuring = kubectl("get", "isvc", name, "-n", ns)
+			getDuring = kubectl("get", "isvc", name, "-n", ns, "-o", "wide")
 			t.Logf("kubectl get isvc during step %d:\n%s", r.Step, getDuring)
 		}
 		if s, err := time.Parse(time.RFC3339, r.StepStartedAt); err == nil && r.Step == 1 {
@@ -360,9 +373,8 @@ spec:
 			}
 			canaryUID, revBefore, stepAtStop = d.UID, r.CanaryRevision, r.Step
 			restartMu.Lock()
-			stopOperator(t)
-			t.Logf("operator stopped at step %d (canary %s, Deployment %s)", r.Step, r.CanaryRevision, d.UID)
-			w.start(t)
+			t.Logf("operator restarted at step %d (canary %s, Deployment %s)", r.Step, r.CanaryRevision, d.UID)
+			startRolloutOperator(t, w)
 			restartMu.Unlock()
 			restarted = true
 		}
@@ -502,10 +514,16 @@ spec:
 			t.Errorf("kubectl isvc why does not say the rollback and its number:\n%s", why)
 		}
 	}
-	// the step in kubectl get isvc
+	// the step in kubectl get isvc -o wide (its Rollout, Step and Canary columns) while one
+	// runs, the verdict in kubectl get isvc after
 	if getDuring == "" {
 		t.Errorf("no step was seen running")
-	} else if !strings.Contains(getDuring, "1/2") && !strings.Contains(getDuring, "2/2") {
-		t.Errorf("kubectl get isvc does not show the step:\n%s", getDuring)
+	} else if !regexp.MustCompile(`\bProgressing\s+[12]\s+(25|50)\s`).MatchString(getDuring) {
+		t.Errorf("kubectl get isvc -o wide does not show the rollout's step and weight:\n%s", getDuring)
+	}
+	if got := kubectl("get", "isvc", name, "-n", ns); !strings.Contains(got, c.want) {
+		t.Errorf("kubectl get isvc does not show the verdict %s:\n%s", c.want, got)
+	} else {
+		t.Logf("kubectl get isvc after:\n%s", got)
 	}
 }
