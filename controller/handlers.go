@@ -138,7 +138,11 @@ func (c *Controller) enqueueDeploymentOwner(obj metav1.Object) {
 func (c *Controller) enqueuePodOwner(obj metav1.Object) {
 	if name, ok := obj.GetLabels()[kinds.InstanceLabel]; ok {
 		// The instance label is ours and immutable on the template; pods of a rollout in
-		// progress may belong to a ReplicaSet the cache has not seen yet.
+		// progress may belong to a ReplicaSet the cache has not seen yet. A canary's pods
+		// name their model with a suffix no model's name has.
+		if stable, canary := reconcile.StableOfCanary(name); canary {
+			name = stable
+		}
 		c.queue.Add(queue.Key{Namespace: obj.GetNamespace(), Name: name})
 	}
 }

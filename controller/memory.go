@@ -27,11 +27,12 @@ type remembered struct {
 	attempts  map[attemptKey]attempt // adapters.go: the adapter calls made and their back-off
 	namesakes map[namesake]struct{}  // namesakes.go: children whose create found another's object
 	served    map[string]podServed   // adapters.go: per pod, what its server's adapter answers listed
+	canary    *canaryWindow          // canary.go: the running canary step's start and snapshots
 }
 
 // empty reports that r remembers nothing, so its key can go.
 func (r *remembered) empty() bool {
-	return r.hold == nil && r.echo == nil && r.expect == nil && len(r.attempts) == 0 && len(r.namesakes) == 0 && len(r.served) == 0
+	return r.hold == nil && r.echo == nil && r.expect == nil && len(r.attempts) == 0 && len(r.namesakes) == 0 && len(r.served) == 0 && r.canary == nil
 }
 
 // lookup is k's memory, nil when there is none. The caller holds mu.

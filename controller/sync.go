@@ -137,6 +137,9 @@ func (c *Controller) observeAll(ctx context.Context, p *pass) error {
 	ev, p.evidenceWait = c.evidence.Read(ctx, p.key, p.in)
 	ev.AddTo(&p.in.Observed)
 	p.in.Observed.StoredLastStart = p.storedExt.LastStart
+	if err := c.observeCanary(ctx, p); err != nil {
+		return err
+	}
 	p.in.Adapters = c.observeAdapters(ctx, p.key, isvc, ext, &p.storedExt, p.in.Observed)
 	return nil
 }
@@ -193,7 +196,9 @@ func (c *Controller) report(ctx context.Context, p *pass, a acted) (queue.Outcom
 
 	c.observeMetrics(isvc, &p.in.Ext, &st, p.in.Observed)
 	settled := len(a.extra) == 0 && a.regCond == nil
-	if (len(out.Actions) > 0 || a.called > 0 && a.failed == 0) && settled {
+	// A rollout's move (a step passed, a rollback) is written with its actions: the next pass
+	// decides from it, and the canary it removes takes its metrics with it.
+	if (len(out.Actions) > 0 || a.called > 0 && a.failed == 0) && settled && !out.RolloutChanged {
 		// The children's own events reconcile again within moments and write the status the
 		// actions led to; writing the intermediate one as well would double the writes per
 		// change. The recheck covers an action whose event never comes, and observes the
@@ -202,7 +207,7 @@ func (c *Controller) report(ctx context.Context, p *pass, a acted) (queue.Outcom
 	}
 	// A registration's outcome is never held: it is stored only in status, and is read back to
 	// register once per generation.
-	if settled && reconcile.WorthWriting(&isvc.Status, &st) {
+	if settled && !out.RolloutChanged && reconcile.WorthWriting(&isvc.Status, &st) {
 		if held, next := c.deferStatus(p.key, isvc, &st, reconcile.Unobserved(p.in)); held {
 			return withDiagnosisRecheck(next, soonest(out.Recheck, a.adapterWait, p.evidenceWait)), nil
 		}
@@ -211,6 +216,9 @@ func (c *Controller) report(ctx context.Context, p *pass, a acted) (queue.Outcom
 	echoWait, err := c.writeStatus(ctx, isvc, &st, &p.storedExt, &out.StatusExt)
 	if err != nil {
 		return queue.Done(), errors.Join(a.err, err)
+	}
+	if echoWait == 0 && c.version == crd.VersionV1beta1 {
+		c.eventRollout(isvc, p.storedExt.Rollout, out.StatusExt.Rollout)
 	}
 	if a.err != nil {
 		return queue.Done(), a.err

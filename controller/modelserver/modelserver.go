@@ -137,6 +137,13 @@ func (c *Client) Models(ctx context.Context, ip string) ([]Model, error) {
 	return nil, err
 }
 
+// MetricsPage is the server's Prometheus page (GET /metrics), for a canary's judgement.
+func (c *Client) MetricsPage(ctx context.Context, ip string) ([]byte, error) {
+	body, err := c.do(ctx, c.timeout, http.MethodGet, ip, "/metrics", nil)
+	c.observed("metrics", err)
+	return body, err
+}
+
 // LoadAdapter loads the adapter at path under name through api.LoadPath. vLLM answers 400 when
 // the name is already loaded and 404 when nothing is found at path; SGLang 400 for either,
 // with its error_message. Where the server's refusal of a name it has says so

@@ -73,6 +73,9 @@ func deploymentDrifted(live, want *appsv1.Deployment, sc Scale) bool {
 		live.Annotations[AsleepSinceAnnotation] != want.Annotations[AsleepSinceAnnotation] || live.Annotations[AwakeSinceAnnotation] != want.Annotations[AwakeSinceAnnotation] {
 		return true
 	}
+	if r, ok := want.Annotations[RevisionAnnotation]; ok && live.Annotations[RevisionAnnotation] != r {
+		return true // a canary rollout's record of the stable's revision: metadata only, no pod rolls
+	}
 	if _, change := wantedReplicas(live, sc); change {
 		return true
 	}

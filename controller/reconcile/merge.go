@@ -72,6 +72,13 @@ func Remerge(live Child, a Action) (Child, bool) {
 			setPicker(l, d)
 			return l, true
 		}
+		if IsCanary(d) {
+			if !canaryDrifted(l, d) {
+				return nil, false
+			}
+			setCanary(l, d)
+			return l, true
+		}
 		if !deploymentDrifted(l, d, a.Scale) {
 			return nil, false
 		}

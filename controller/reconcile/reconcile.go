@@ -52,6 +52,7 @@ func Reconcile(in Input) Output {
 	liveD := in.Observed.Deployment
 	hold := decideRaise(anchorAnnotations(liveD, in.Observed.LeaderWorkerSet), sc, in.Observed.Pods, DefaultRaiseHold, in.Now.Time)
 	hold.apply(want)
+	var cnr canary           // a canary rollout's decision (canary.go); off without one
 	var anchor metav1.Object // the live child the others hang on: the Deployment or the LeaderWorkerSet
 	var queueCause *Cause
 	if wantD := want.Deployment; wantD != nil {
@@ -64,6 +65,13 @@ func Reconcile(in Input) Output {
 		}
 		liveH := in.Observed.HPA
 		wantD, dsc := holdForHPAMin(liveD, wantD, liveH, liveH != nil && want.HPA != nil && ControlledBy(liveH, isvc), sc)
+		if cnr = decideCanary(&in, want, liveD, want.Pool.Pool != nil); cnr.on {
+			if cnr.plan.HoldStable && liveD != nil && ControlledBy(liveD, isvc) {
+				wantD = holdStable(wantD, liveD)
+			} else {
+				wantD = withRevision(wantD, cnr.revision)
+			}
+		}
 		switch {
 		case liveD == nil:
 			out.Actions = append(out.Actions, Action{Verb: Create, Kind: "Deployment", Object: wantD, Scale: sc})
@@ -132,6 +140,9 @@ func Reconcile(in Input) Output {
 	if wantR != nil && wantPool.Pool != nil && pickerServes(in) {
 		wantR = withPoolBackend(wantR, isvc.Name)
 	}
+	if wantR != nil && cnr.plan.Weight > 0 {
+		wantR = withCanaryBackend(wantR, isvc.Name, cnr.plan.Weight)
+	}
 
 	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {
 		upd := live.DeepCopy()
@@ -175,6 +186,9 @@ func Reconcile(in Input) Output {
 			setUnstructured(upd, o.want)
 			out.add(Update, o.kind, upd)
 		}
+	}
+	if anchored {
+		cnr.children(&out, &in)
 	}
 	decidePool(&out, in, wantPool)
 	decideGatewayPolicies(&out, in, wantGP)
@@ -231,6 +245,11 @@ func Reconcile(in Input) Output {
 	out.StatusExt.LoadedAdapters = plan.loaded
 	out.StatusExt.Cache = weights.status
 	withSlowStart(&out.Status, out.StatusExt.LastStart, &in.Ext)
+	out.StatusExt.Rollout = in.Observed.StoredRollout
+	if cnr.on {
+		out.StatusExt.Rollout, out.RolloutChanged = cnr.plan.Status, cnr.plan.Changed
+	}
+	cnr.setCondition(&out.Status, isvc, in.Now)
 	out.Recheck = diagnosisRecheck(in)
 	var groupsRecheck time.Duration
 	if WantsGroupFailures(in) {
@@ -240,7 +259,7 @@ func Reconcile(in Input) Output {
 	if !hold.until.IsZero() {
 		holdRecheck = hold.until.Sub(in.Now.Time)
 	}
-	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck, sleep.recheck, weights.recheck()} {
+	for _, r := range []time.Duration{autoscalingRecheck, admitted.recheck, groupsRecheck, holdRecheck, sleep.recheck, weights.recheck(), cnr.plan.Recheck} {
 		if r > 0 && (out.Recheck <= 0 || r < out.Recheck) {
 			out.Recheck = r
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/controller/engine/vllm"
+	"github.com/example/inferenceservice-operator/controller/rollout"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -44,6 +45,8 @@ type world struct {
 	loadFails map[string]string
 	// later moves the clock past the resourceVersion's seconds.
 	later time.Duration
+	// window is a canary step's metrics, as the I/O layer reads them (canary_test.go).
+	window *rollout.Window
 }
 
 // cached is what the informers hold of the live objects: copies through their transforms.
@@ -101,10 +104,16 @@ func (w *world) live(obj Child) Child {
 		if IsPicker(obj) {
 			return w.obs.Picker
 		}
+		if IsCanary(obj) {
+			return w.obs.CanaryDeployment
+		}
 		return w.obs.Deployment
 	case *corev1.Service:
 		if IsPicker(obj) {
 			return w.obs.PickerService
+		}
+		if IsCanary(obj) {
+			return w.obs.CanaryService
 		}
 		return w.obs.Service
 	case *autoscalingv2.HorizontalPodAutoscaler:
@@ -128,8 +137,9 @@ func (w *world) now() metav1.Time {
 }
 
 func (w *world) reconcile() Output {
-	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now(), Adapters: w.answers()})
+	out := Reconcile(Input{ISVC: w.isvc, Ext: w.ext, Features: w.f, Observed: w.cached(), Now: w.now(), Adapters: w.answers(), RolloutWindow: w.window})
 	w.isvc.Status = out.Status
+	w.obs.StoredRollout = out.StatusExt.Rollout
 	return out
 }
 
@@ -191,6 +201,15 @@ func (w *world) apply(actions []Action) {
 				}
 				continue
 			}
+			if IsCanary(o) {
+				if w.obs.CanaryDeployment = o; a.Verb == Delete {
+					w.obs.CanaryDeployment = nil
+				} else {
+					o.Generation++
+					serverDefaults(o)
+				}
+				continue
+			}
 			if a.Verb == Delete {
 				w.obs.Deployment = nil
 				continue
@@ -202,6 +221,12 @@ func (w *world) apply(actions []Action) {
 			if IsPicker(o) {
 				if w.obs.PickerService = o; a.Verb == Delete {
 					w.obs.PickerService = nil
+				}
+				continue
+			}
+			if IsCanary(o) {
+				if w.obs.CanaryService = o; a.Verb == Delete {
+					w.obs.CanaryService = nil
 				}
 				continue
 			}

@@ -163,7 +163,7 @@ func statusEqual(a, b *crd.InferenceServiceStatus) bool {
 func ExtensionsEqual(a, b *crd.StatusExtensions) bool {
 	return a.Endpoint == b.Endpoint && a.ModelName == b.ModelName && a.RoutePath == b.RoutePath &&
 		slices.Equal(a.LoadedAdapters, b.LoadedAdapters) && ptr.Equal(a.LastColdStart, b.LastColdStart) &&
-		ptr.Equal(a.Cache, b.Cache) && equality.Semantic.DeepEqual(a.LastStart, b.LastStart)
+		ptr.Equal(a.Cache, b.Cache) && equality.Semantic.DeepEqual(a.LastStart, b.LastStart) && ptr.Equal(a.Rollout, b.Rollout)
 }
 
 // WorthWriting reports whether next differs from stored in something a user acts on.

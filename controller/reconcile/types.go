@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/example/inferenceservice-operator/controller/rollout"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
 )
@@ -93,6 +94,12 @@ type Observed struct {
 	// Weights is a managed cache's claim, fill Job and fill log (cache.go), read by the I/O
 	// layer when spec.cache.size is set.
 	Weights Weights
+	// A canary rollout's children (canary.go): the canary's Deployment and Service (CanaryName)
+	// and its pods (InstanceLabel CanaryInstance); StoredRollout is status.rollout as stored.
+	CanaryDeployment *appsv1.Deployment
+	CanaryService    *corev1.Service
+	CanaryPods       []*corev1.Pod
+	StoredRollout    *crd.RolloutStatus
 }
 
 // Input is everything Reconcile depends on.
@@ -106,6 +113,9 @@ type Input struct {
 	// Adapters is what each server-ready pod answered on /v1/models, from the controller's I/O layer;
 	// nil when not observed (the model has no adapters, or no client is configured).
 	Adapters []PodAdapters
+	// RolloutWindow is a canary step's metrics since its first read, from the I/O layer; nil
+	// while none is read.
+	RolloutWindow *rollout.Window
 }
 
 // Verb is what to do with a child.
@@ -167,6 +177,9 @@ type Output struct {
 	// Recheck, when positive, is how long until Status changes with time alone (a started
 	// pod's readiness window ends with no event to say so).
 	Recheck time.Duration
+	// RolloutChanged: status.rollout moved (a step passed, a rollback, a promotion): the status
+	// is written in this pass, with its actions, so the decision is kept whatever follows.
+	RolloutChanged bool
 }
 
 func (o *Output) add(v Verb, kind string, obj Child) {
