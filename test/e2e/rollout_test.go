@@ -34,6 +34,9 @@ import (
 // (LOCALCLUSTER_VLLM_ERROR_RATE, the local vLLM's faults.go), one whose first token is 3x slower
 // (LOCALCLUSTER_VLLM_TTFT_FACTOR), and a plain one with the operator restarted mid-step.
 
+// isvcV1beta1 is the resource kubectl gets on the v1beta1 install: its columns are v1beta1's.
+const isvcV1beta1 = "inferenceservices.v1beta1.ai.example.com"
+
 // rolloutSteps are the two short steps every case rolls through.
 const rolloutSteps = `[{"weight":25,"durationSeconds":30},{"weight":50,"durationSeconds":30}]`
 
@@ -360,7 +363,7 @@ spec:
 			t.Logf("%5.1fs %s: %s", time.Since(changed).Seconds(), key, r.Message)
 		}
 		if r.Phase == crd.RolloutProgressing && r.StepStartedAt != "" && getDuring == "" {
-			getDuring = kubectl("get", "isvc", name, "-n", ns, "-o", "wide")
+			getDuring = kubectl("get", isvcV1beta1, name, "-n", ns, "-o", "wide")
 			t.Logf("kubectl get isvc during step %d:\n%s", r.Step, getDuring)
 		}
 		if s, err := time.Parse(time.RFC3339, r.StepStartedAt); err == nil && r.Step == 1 {
@@ -521,7 +524,7 @@ spec:
 	} else if !regexp.MustCompile(`\bProgressing\s+[12]\s+(25|50)\s`).MatchString(getDuring) {
 		t.Errorf("kubectl get isvc -o wide does not show the rollout's step and weight:\n%s", getDuring)
 	}
-	if got := kubectl("get", "isvc", name, "-n", ns); !strings.Contains(got, c.want) {
+	if got := kubectl("get", isvcV1beta1, name, "-n", ns); !strings.Contains(got, c.want) {
 		t.Errorf("kubectl get isvc does not show the verdict %s:\n%s", c.want, got)
 	} else {
 		t.Logf("kubectl get isvc after:\n%s", got)
