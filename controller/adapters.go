@@ -271,16 +271,32 @@ func servingPods(isvc *crd.InferenceService, obs reconcile.Observed) []*corev1.P
 			ours[string(rs.UID)] = true
 		}
 	}
+	pods := ownPods(obs.Pods, ours, isvc.Name)
+	// A canary rollout's pods load the model's adapters as the stable's do (canary.go).
+	if cd := obs.CanaryDeployment; cd != nil && reconcile.ControlledBy(cd, isvc) {
+		canary := map[string]bool{}
+		for _, rs := range obs.CanaryReplicaSets {
+			if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.UID == cd.UID {
+				canary[string(rs.UID)] = true
+			}
+		}
+		pods = append(pods, ownPods(obs.CanaryPods, canary, reconcile.CanaryInstance(isvc.Name))...)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+// ownPods are the server-ready running pods with an IP of the ReplicaSets ours, labelled instance.
+func ownPods(all []*corev1.Pod, ours map[string]bool, instance string) []*corev1.Pod {
 	var pods []*corev1.Pod
-	for _, p := range obs.Pods {
+	for _, p := range all {
 		ref := metav1.GetControllerOfNoCopy(p)
-		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[kinds.InstanceLabel] != isvc.Name ||
+		if ref == nil || ref.Kind != "ReplicaSet" || !ours[string(ref.UID)] || p.Labels[kinds.InstanceLabel] != instance ||
 			p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !reconcile.ServerReady(p) {
 			continue
 		}
 		pods = append(pods, p)
 	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	return pods
 }
 

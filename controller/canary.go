@@ -83,6 +83,9 @@ func (c *Controller) observeCanary(ctx context.Context, p *pass) error {
 	if obs.CanaryPods, err = c.caches.Pods(ns, reconcile.CanaryInstance(name)); err != nil {
 		return err
 	}
+	if obs.CanaryReplicaSets, err = c.caches.ReplicaSets(ns, reconcile.CanaryInstance(name)); err != nil {
+		return err
+	}
 	st := obs.StoredRollout
 	if !p.in.Ext.Rollout.IsCanary() || st == nil || st.Phase != crd.RolloutProgressing || st.Weight == 0 {
 		c.memory.canaries().drop(p.key)
@@ -133,7 +136,7 @@ func (c *Controller) snapshot(ctx context.Context, reader PodMetrics, pods []*co
 			if err != nil {
 				return
 			}
-			s, err := rollout.ParsePage(page, ttft)
+			s, err := ParsePage(page, ttft)
 			if err != nil {
 				return
 			}

@@ -8,6 +8,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -205,7 +206,11 @@ func Reconcile(in Input) Output {
 
 	plan := planAdapters(in.Ext.Adapters, in.Adapters)
 	out.AdapterSteps = plan.steps
-	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, in.Observed.Pods)
+	gated := in.Observed.Pods
+	if len(in.Observed.CanaryPods) > 0 { // a canary's pods wait for the adapters as the stable's do
+		gated = append(slices.Clone(gated), in.Observed.CanaryPods...)
+	}
+	out.AdapterGates = adapterGates(in.Ext.Adapters, in.Adapters, gated)
 
 	out.Causes = causesOf(in, out.Actions, out.Conflicts)
 	if queueCause != nil {

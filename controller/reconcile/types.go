@@ -99,7 +99,9 @@ type Observed struct {
 	CanaryDeployment *appsv1.Deployment
 	CanaryService    *corev1.Service
 	CanaryPods       []*corev1.Pod
-	StoredRollout    *crd.RolloutStatus
+	// CanaryReplicaSets are the canary Deployment's, whose pods load the adapters too.
+	CanaryReplicaSets []*appsv1.ReplicaSet
+	StoredRollout     *crd.RolloutStatus
 }
 
 // Input is everything Reconcile depends on.

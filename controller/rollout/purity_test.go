@@ -44,7 +44,7 @@ func TestPure(t *testing.T) {
 		t.Skipf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "k8s.io/client-go/") { // expfmt brings net/http for content negotiation, unused here
+		if strings.HasPrefix(dep, "k8s.io/client-go/") {
 			t.Errorf("depends on %s", dep)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -110,6 +111,12 @@ func Build(o Objects) Report {
 	if spec, st, err := crd.ExtensionsOf(i); err == nil && st.LastStart != nil {
 		r.LastStart = &StartLayer{StartRecord: *st.LastStart}
 		r.LastStart.SlowStart, _ = reconcile.SlowStart(st.LastStart, &spec)
+	}
+	if _, st, err := crd.ExtensionsOf(i); err == nil && st.Rollout != nil {
+		r.Rollout = &RolloutLayer{RolloutStatus: *st.Rollout}
+		if c := meta.FindStatusCondition(i.Status.Conditions, crd.ConditionRollout); c != nil {
+			r.Rollout.Reason = c.Reason
+		}
 	}
 	return r
 }

@@ -113,8 +113,18 @@ func RenderWhy(w io.Writer, r Report) error {
 			row(LayerRoute, "InferencePool "+p.Name, fmt.Sprintf("Accepted %s, %s", orDash(p.Accepted), picker))
 		}
 	}
+	if ro := r.Rollout; ro != nil {
+		n := fmt.Sprintf("%s, step %d/%d, %d%% to the canary; revision %s -> %s", ro.Phase, ro.Step, ro.Steps, ro.Weight, orDash(ro.StableRevision), orDash(ro.CanaryRevision))
+		if ro.Reason != "" {
+			n += "; " + ro.Reason
+		}
+		row(LayerRollout, "canary "+r.Name+"-canary", n)
+	}
 	tw.Flush()
 
+	if ro := r.Rollout; ro != nil && ro.Message != "" {
+		fmt.Fprintf(b, "\nRollout:\n  %s\n", ro.Message)
+	}
 	if len(r.Causes) > 0 {
 		fmt.Fprintf(b, "\nWhy:\n")
 		for _, c := range r.Causes {

@@ -44,6 +44,15 @@ func TestRenderWhy(t *testing.T) {
 			o.ISVC.Annotations = map[string]string{crd.AnnotationV1beta1Status: string(b)}
 			return Build(o)
 		}(),
+		"why-rollback.txt": func() Report {
+			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), readyPod("qwen3-7b6cd-p2"))
+			b, _ := json.Marshal(crd.StatusExtensions{Rollout: &crd.RolloutStatus{Phase: crd.RolloutRolledBack, Step: 2, Steps: 3, Weight: 0,
+				StableRevision: "3f2a9c1b0d", CanaryRevision: "8e7d6c5b4a", FailedRevision: "8e7d6c5b4a",
+				Message: "step 2/3: canary error rate 21.0% above 5% (stable 0.0%, 48 canary requests)"}})
+			o.ISVC.Annotations = map[string]string{crd.AnnotationV1beta1Status: string(b)}
+			o.ISVC.Status.Conditions = append(o.ISVC.Status.Conditions, metav1.Condition{Type: crd.ConditionRollout, Status: metav1.ConditionFalse, Reason: "RolledBack"})
+			return Build(o)
+		}(),
 		"why-operator-down.txt": func() Report {
 			o := model(2, 2).withPods(readyPod("qwen3-7b6cd-p1"), unschedulablePod("qwen3-7b6cd-p2"))
 			o.Deployment.Status.ReadyReplicas = 1

@@ -16,6 +16,8 @@ const (
 	LayerPods       = "Pods"
 	// LayerRoute is the gateway's way to the pods: HTTPRoute, InferencePool, endpoint picker.
 	LayerRoute = "Route"
+	// LayerRollout is a canary rollout (status.rollout): its step, weight and verdict.
+	LayerRollout = "Rollout"
 )
 
 // Report is the walk's outcome, what `why` prints and `--output json` encodes.
@@ -42,6 +44,15 @@ type Report struct {
 	// LastStart is where the last pod start's time went (status.lastStart), and its SlowStart
 	// when it was slow; nil before a start was told.
 	LastStart *StartLayer `json:"lastStart,omitempty"`
+
+	// Rollout is the last canary rollout (status.rollout) and its Rollout condition; nil without one.
+	Rollout *RolloutLayer `json:"rollout,omitempty"`
+}
+
+// RolloutLayer is a canary rollout: status.rollout, and the Rollout condition's reason.
+type RolloutLayer struct {
+	crd.RolloutStatus
+	Reason string `json:"reason,omitempty"`
 }
 
 // StartLayer is the isvc's last start.

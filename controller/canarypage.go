@@ -1,7 +1,7 @@
 // Reading a model server's /metrics page into a Sample: its requests and errors
 // (http_requests_total) and its time-to-first-token histogram.
 
-package rollout
+package controller
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/example/inferenceservice-operator/controller/rollout"
 )
 
 // RequestsSeries is vLLM's request counter: prometheus_fastapi_instrumentator's default
@@ -26,15 +28,15 @@ var countedHandlers = []string{
 	"/v1/audio/transcriptions", "/v1/audio/translations", "/v1/score", "/v1/rerank", "/pooling", "/classify",
 }
 
-// ParsePage reads the requests, errors (5xx) and the ttftSeries histogram of one page. A page
+// ParsePage reads, for a canary step (canary.go), the requests, errors (5xx) and the ttftSeries histogram of one page. A page
 // without RequestsSeries counts no request; a page that does not parse is an error.
-func ParsePage(page []byte, ttftSeries string) (Sample, error) {
+func ParsePage(page []byte, ttftSeries string) (rollout.Sample, error) {
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
-		return Sample{}, fmt.Errorf("parsing metrics: %w", err)
+		return rollout.Sample{}, fmt.Errorf("parsing metrics: %w", err)
 	}
-	var s Sample
+	var s rollout.Sample
 	if f, ok := families[RequestsSeries]; ok {
 		for _, m := range f.GetMetric() {
 			handler, status := "", ""
