@@ -341,6 +341,7 @@ spec:
 		last        rolloutView
 		getDuring   string // kubectl get isvc while a step runs
 		restarted   bool
+		resumedSame bool // the canary Deployment seen again after the restart
 		canaryUID   types.UID
 		revBefore   string
 		stepAtStop  int32
@@ -368,6 +369,18 @@ spec:
 		}
 		if s, err := time.Parse(time.RFC3339, r.StepStartedAt); err == nil && r.Step == 1 {
 			stepStarted = s
+		}
+		if restarted && !resumedSame && r.Phase == crd.RolloutProgressing {
+			// the restarted operator carries the same canary on: its Deployment not recreated
+			d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name+"-canary", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if d.UID != canaryUID {
+				t.Errorf("the canary Deployment was recreated after the restart: %s, before %s", d.UID, canaryUID)
+			}
+			resumedSame = true
+			t.Logf("after the restart: step %d, the same canary Deployment %s", r.Step, d.UID)
 		}
 		if c.restart && !restarted && r.Phase == crd.RolloutProgressing && r.Step == 1 && r.StepStartedAt != "" {
 			d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name+"-canary", metav1.GetOptions{})
@@ -477,7 +490,9 @@ spec:
 			if n := strings.Count(strings.Join(events, "\n"), "Normal Progressing"); n != 1 {
 				t.Errorf("%d Progressing Events: the restarted operator started the rollout over", n)
 			}
-			t.Logf("canary Deployment before the restart %s (the same one carried on: one Progressing Event)", canaryUID)
+			if !resumedSame {
+				t.Errorf("the canary was not seen running after the restart")
+			}
 		}
 	case crd.RolloutRolledBack:
 		if r.Phase != crd.RolloutRolledBack || r.Step != 1 {
