@@ -8,6 +8,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -133,7 +134,7 @@ func Decide(f Facts) Plan {
 		return plan
 	}
 	// Every step passed: the stable takes the new template; settled() finishes once it is rolled out.
-	next.Message = v.Message + "; promoting: the stable Deployment takes the canary's version"
+	next.Message = v.Message + "; " + promotingMark + "the stable Deployment takes the canary's version"
 	return Plan{Status: &next, Changed: true, Canary: true, Weight: step.Weight, ConditionStatus: "Unknown", Reason: ReasonStepPassed, Message: next.Message}
 }
 
@@ -152,7 +153,7 @@ func settled(f Facts) Plan {
 	}
 	if !f.StableRolledOut {
 		// Promoting: the canary keeps its share until the stable runs its version everywhere.
-		next.Message = fmt.Sprintf("promoting: every step passed; the stable Deployment is rolling to revision %s", f.Desired)
+		next.Message = fmt.Sprintf("%severy step passed; the stable Deployment is rolling to revision %s", promotingMark, f.Desired)
 		return Plan{Status: &next, Changed: next.Message != st.Message, Canary: true, Weight: st.Weight,
 			ConditionStatus: "Unknown", Reason: ReasonStepPassed, Message: next.Message, Recheck: 5 * time.Second}
 	}
@@ -193,6 +194,12 @@ func messageOf(st *crd.RolloutStatus) string {
 	return st.Message
 }
 
+// promotingMark begins the part of a message that says every step passed and the stable is
+// taking the canary's version.
+const promotingMark = "promoting: "
+
+func promoting(st *crd.RolloutStatus) bool { return strings.Contains(st.Message, promotingMark) }
+
 // Transition is the Event a change of status.rollout from old to next deserves: its reason,
 // whether it is a Warning, and its message; ok false when none.
 func Transition(old, next *crd.RolloutStatus) (reason string, warning bool, msg string, ok bool) {
@@ -207,8 +214,8 @@ func Transition(old, next *crd.RolloutStatus) (reason string, warning bool, msg 
 		return ReasonPromoted, false, next.Message, true
 	case next.Phase == crd.RolloutProgressing && !same:
 		return ReasonProgressing, false, fmt.Sprintf("canary rollout of revision %s started (stable %s): %d steps", next.CanaryRevision, next.StableRevision, next.Steps), true
-	case next.Phase == crd.RolloutProgressing && old.Step != next.Step:
-		return ReasonStepPassed, false, next.Message, true
+	case next.Phase == crd.RolloutProgressing && (old.Step != next.Step || promoting(next) && !promoting(old)):
+		return ReasonStepPassed, false, next.Message, true // the last step's pass starts the promotion
 	}
 	return "", false, "", false
 }

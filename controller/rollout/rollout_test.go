@@ -136,6 +136,16 @@ func TestTransition(t *testing.T) {
 	if r, _, _, ok := Transition(running(1, 10, ""), running(2, 50, "")); !ok || r != ReasonStepPassed {
 		t.Errorf("step: %q %v", r, ok)
 	}
+	last := running(2, 50, "")
+	last.Message = "step 2/2 passed: ...; promoting: the stable Deployment takes the canary's version"
+	if r, _, _, ok := Transition(running(2, 50, ""), last); !ok || r != ReasonStepPassed {
+		t.Errorf("last step: %q %v", r, ok)
+	}
+	rolling := running(2, 50, "")
+	rolling.Message = "promoting: every step passed; the stable Deployment is rolling to revision new"
+	if _, _, _, ok := Transition(last, rolling); ok {
+		t.Error("promotion going on, a second StepPassed")
+	}
 	if _, _, _, ok := Transition(running(1, 10, ""), running(1, 10, "x")); ok {
 		t.Error("no change, an Event")
 	}
