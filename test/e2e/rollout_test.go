@@ -412,8 +412,12 @@ spec:
 		if v.backends != name+"=1" && v.backends != name+"=<nil>" && v.backends != name+"=100" {
 			return fmt.Errorf("route %s", v.backends)
 		}
-		if _, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name+"-canary", metav1.GetOptions{}); !isNotFound(err) {
-			return fmt.Errorf("canary Deployment: %v", err)
+		if d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, name+"-canary", metav1.GetOptions{}); !isNotFound(err) {
+			st := "none"
+			if r := v.rollout; r != nil {
+				st = fmt.Sprintf("%s step %d, canary %s, failed %s: %s", r.Phase, r.Step, r.CanaryRevision, r.FailedRevision, r.Message)
+			}
+			return fmt.Errorf("canary Deployment %v (created %v, error %v); status.rollout %s", d.GetName(), d.GetCreationTimestamp(), err, st)
 		}
 		if _, err := env.Kube.CoreV1().Services(ns).Get(ctx, name+"-canary", metav1.GetOptions{}); !isNotFound(err) {
 			return fmt.Errorf("canary Service: %v", err)
