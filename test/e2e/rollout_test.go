@@ -417,7 +417,11 @@ spec:
 			if r := v.rollout; r != nil {
 				st = fmt.Sprintf("%s step %d, canary %s, failed %s: %s", r.Phase, r.Step, r.CanaryRevision, r.FailedRevision, r.Message)
 			}
-			return fmt.Errorf("canary Deployment %v (created %v, error %v); status.rollout %s", d.GetName(), d.GetCreationTimestamp(), err, st)
+			created := "?"
+			if d != nil {
+				created = d.CreationTimestamp.Format(time.RFC3339)
+			}
+			return fmt.Errorf("canary Deployment there (created %s, error %v); status.rollout %s", created, err, st)
 		}
 		if _, err := env.Kube.CoreV1().Services(ns).Get(ctx, name+"-canary", metav1.GetOptions{}); !isNotFound(err) {
 			return fmt.Errorf("canary Service: %v", err)
