@@ -516,6 +516,9 @@ spec:
 		if ev == "" || !strings.Contains(ev, c.failed) || !regexp.MustCompile(`\d+(\.\d+)?(%|s)`).MatchString(ev) {
 			t.Errorf("Warning RolledBack Event %q does not name the %s's number", ev, c.failed)
 		}
+		if n := strings.Count(strings.Join(events, "\n"), "Warning RolledBack"); n != 1 {
+			t.Errorf("%d Warning RolledBack Events, want one: the step was judged again after the rollback", n)
+		}
 		if strings.Contains(strings.Join(events, "\n"), "StepPassed") {
 			t.Errorf("a step passed before the rollback: %v", events)
 		}
