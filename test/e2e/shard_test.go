@@ -59,6 +59,7 @@ var fileSeconds = map[string]int{
 	"saturation_test.go":        46,
 	"plugin_test.go":            42,
 	"pool_test.go":              105,
+	"rollout_test.go":           150, // TestCanaryRollout's four cases side by side, measured alone
 	"template_test.go":          38,
 	"gateway_picker_test.go":    32,
 	"start_phases_test.go":      27,

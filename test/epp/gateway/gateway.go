@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"reflect"
@@ -61,9 +62,9 @@ type gateway struct {
 	grants  cache.GenericLister
 	slices  cache.Indexer
 	trigger chan struct{}
-	// backendRR and endpointRR turn apart: one counter for both stepped the endpoints by two,
-	// so a Service's requests went to every other pod.
-	backendRR, endpointRR atomic.Uint64
+	// endpointRR turns the endpoints of a Service (a counter shared with the backends' choice
+	// stepped them by two, so a Service's requests went to every other pod).
+	endpointRR            atomic.Uint64
 	mu                    sync.Mutex
 	conns                 map[string]*grpc.ClientConn // picker address -> connection
 	istio                 istioMode                   // --istio: reach pickers as Istio does (istio.go)
@@ -248,7 +249,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.forward(w, r, kind, endpoint, path, setHeaders, body, rule.Timeouts.Bound(g.routeTimeout))
 }
 
-// chooseBackend picks among the rule's backends by weight, round-robin.
+// chooseBackend picks among the rule's backends by weight as Envoy's weighted clusters do: a
+// draw per request below the total weight, the backend whose cumulative weight it falls under.
+// (A counter stepping through the total, as before, sent a weight's requests in one run: at
+// 80/20 a short window went all to the first, and a counter shared by every rule let another
+// route's requests in between decide which backend a rule got.) Weight 0 gets none.
 func (g *gateway) chooseBackend(bs []Backend) (Backend, bool) {
 	var total int64
 	for _, b := range bs {
@@ -257,7 +262,7 @@ func (g *gateway) chooseBackend(bs []Backend) (Backend, bool) {
 	if total == 0 {
 		return Backend{}, false
 	}
-	n := int64(g.backendRR.Add(1)-1) % total
+	n := rand.Int64N(total)
 	for _, b := range bs {
 		if n < max(b.Weight, 0) {
 			return b, true

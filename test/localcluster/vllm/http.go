@@ -33,7 +33,10 @@ func (s *Server) routes() [][2]string {
 
 // ServeHTTP routes a request as vLLM's FastAPI app does.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	// status is the answer's, for http_requests_total once it is done (httpmetrics.go)
+	status := 0
 	w := proc.NewAccessLog(rw, func(code int) { // a request that ends unanswered logs no access line
+		status = code
 		if s.args.accessLog {
 			s.uvicorn(`%s - "%s %s HTTP/%d.%d" %d %s`, r.RemoteAddr, r.Method, r.URL.RequestURI(),
 				r.ProtoMajor, r.ProtoMinor, code, http.StatusText(code))
@@ -51,6 +54,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	defer func() { s.httpReqs.count(s.routes(), r, status) }()
 	methods := ""
 	for _, rt := range s.routes() {
 		if rt[0] == r.URL.Path {
@@ -74,6 +78,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"server_load": s.eng.load()})
 	case "/metrics":
 		var b strings.Builder
+		s.httpReqs.write(&b)
 		s.eng.writeMetrics(&b, s.args.served[0])
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write([]byte(b.String()))
@@ -311,7 +316,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model), "model")
 		return
 	}
-	if s.dead.Load() {
+	if s.dead.Load() || s.faults.fail() { // a failing version answers as a dead engine (faults.go)
 		vllmError(w, http.StatusInternalServerError, "InternalServerError", "EngineCore encountered an issue. See stack trace (above) for the root cause.", nil)
 		return
 	}
@@ -371,6 +376,20 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 			s.api("INFO", "loggers.py:127", "%s", line)
 		}
 	}()
+	// A slow version (faults.go) holds its slot before its prompt joins the batch, (factor-1)
+	// times what its first token takes alone: the server's own TTFT histogram counts it.
+	if d := s.faults.firstTokenDelay(s.eng.steps.duration(prompt-seq.cached, 0, 0) + s.eng.steps.duration(0, 1, prompt)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-s.life.Stopped():
+			t.Stop()
+			return
+		}
+	}
 	// running: the engine's steps prefill its prompt, then give it a token each (step.go)
 	q := s.eng.join(prompt-seq.cached, seq.cached, maxTokens)
 	defer s.eng.leave(q)

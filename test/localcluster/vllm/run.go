@@ -127,6 +127,13 @@ func (s *Server) run() {
 		s.apiKeys = a.apiKeys
 	}
 	s.runtimeLoRA = envTrue(sp.Env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"])
+	if f, err := parseFaults(sp.Env); err != nil {
+		s.failPython(nil, "ValueError: "+err.Error())
+		return
+	} else if f.active() != "" {
+		s.faults = f
+		s.api("WARNING", "faults.go:1", "the fake's fault knobs are set: %s", f.active())
+	}
 
 	// where the weights come from
 	model := a.model

@@ -157,6 +157,9 @@ type Server struct {
 	loras        []loraAdapter
 	runtimeLoRA  bool // VLLM_ALLOW_RUNTIME_LORA_UPDATING
 	requestCount uint64
+
+	faults   *faults      // the container's fault knobs (faults.go); nil: none
+	httpReqs httpRequests // http_requests_total (httpmetrics.go)
 }
 
 // startModelServer starts the process: it writes its log, loads the weights (the port stays
