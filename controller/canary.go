@@ -68,6 +68,9 @@ func (c *Controller) observeCanary(ctx context.Context, p *pass) error {
 	obs, isvc := &p.in.Observed, p.isvc
 	ns, name := isvc.Namespace, isvc.Name
 	obs.StoredRollout = p.storedExt.Rollout
+	if own, ok := c.memory.echoes().rollout(p.key, isvc, c.now()); ok {
+		obs.StoredRollout = own // the cache is behind this replica's last write
+	}
 	var ok bool
 	var err error
 	if obs.CanaryDeployment, ok, err = c.caches.Deployment(ns, reconcile.CanaryName(name)); err != nil {

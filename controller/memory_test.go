@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,4 +101,31 @@ func ownedService(k queue.Key) *corev1.Service {
 	meta := owned(k.Name, k.Name)
 	meta.Namespace = k.Namespace
 	return &corev1.Service{ObjectMeta: meta}
+}
+
+// A rollout is decided from this replica's own last status write while the cache is behind it:
+// a cache still showing step 1 running after the rollback was written would judge the step
+// again. Once the cache shows the write, or it lapses, the cache's rollout stands.
+func TestRolloutReadFromOwnWriteWhileTheCacheIsBehind(t *testing.T) {
+	var m memory
+	k := queue.Key{Namespace: "ns", Name: "a"}
+	isvc := &crd.InferenceService{}
+	isvc.UID, isvc.ResourceVersion = "u", "6" // the cache: before the write
+	back := &crd.RolloutStatus{Phase: crd.RolloutRolledBack, Step: 1, FailedRevision: "new"}
+	m.echoes().record(k, "u", "7", &crd.InferenceServiceStatus{}, &crd.StatusExtensions{Rollout: back}, t0)
+	if got, ok := m.echoes().rollout(k, isvc, t0.Add(time.Second)); !ok || got == nil || *got != *back {
+		t.Fatalf("behind the write: %+v %v, want the written %+v", got, ok, back)
+	}
+	if _, ok := m.echoes().rollout(k, isvc, t0.Add(echoWait)); ok {
+		t.Fatal("the write still trusted after echoWait")
+	}
+	isvc.ResourceVersion = "7"
+	if _, ok := m.echoes().rollout(k, isvc, t0.Add(time.Second)); ok {
+		t.Fatal("the write read over a cache that shows it")
+	}
+	other := isvc.DeepCopy()
+	other.UID, other.ResourceVersion = "v", "6" // a namesake made anew
+	if _, ok := m.echoes().rollout(k, other, t0.Add(time.Second)); ok {
+		t.Fatal("another object's write read")
+	}
 }

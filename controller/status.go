@@ -219,6 +219,27 @@ func (e *echoes) pending(k queue.Key, isvc *crd.InferenceService, st *crd.Infere
 	return left, true
 }
 
+// rollout is status.rollout as this replica last wrote it for isvc, while the cache has not
+// shown that write yet: a rollout's moves are decided from its last state, and a cache behind
+// it would judge a step again (a second rollback Event, a canary made anew after it was removed).
+func (e *echoes) rollout(k queue.Key, isvc *crd.InferenceService, now time.Time) (*crd.RolloutStatus, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := (*memory)(e).lookup(k)
+	if r == nil || r.echo == nil {
+		return nil, false
+	}
+	en := r.echo
+	if en.uid != isvc.UID || en.rv == isvc.ResourceVersion || now.Sub(en.at) >= echoWait {
+		return nil, false
+	}
+	if en.ext.Rollout == nil {
+		return nil, true
+	}
+	own := *en.ext.Rollout // no pointers in it
+	return &own, true
+}
+
 // holds remembers since when each isvc's status for its generation has been held. A view of
 // the controller's memory.
 type holds memory

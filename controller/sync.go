@@ -218,7 +218,7 @@ func (c *Controller) report(ctx context.Context, p *pass, a acted) (queue.Outcom
 		return queue.Done(), errors.Join(a.err, err)
 	}
 	if echoWait == 0 && c.version == crd.VersionV1beta1 {
-		c.eventRollout(isvc, p.storedExt.Rollout, out.StatusExt.Rollout)
+		c.eventRollout(isvc, p.in.Observed.StoredRollout, out.StatusExt.Rollout)
 	}
 	if a.err != nil {
 		return queue.Done(), a.err
