@@ -129,3 +129,22 @@ func TestRolloutReadFromOwnWriteWhileTheCacheIsBehind(t *testing.T) {
 		t.Fatal("another object's write read")
 	}
 }
+
+// A status write the cache has shown is forgotten when the next pass weighs the status, even
+// when there is nothing to write: a model at rest keeps no copy of its status.
+func TestEchoForgottenOnceTheCacheShowsIt(t *testing.T) {
+	var m memory
+	k := queue.Key{Namespace: "ns", Name: "a"}
+	isvc := &crd.InferenceService{}
+	isvc.UID, isvc.ResourceVersion = "u", "6"
+	m.echoes().record(k, "u", "7", &crd.InferenceServiceStatus{}, &crd.StatusExtensions{}, t0)
+	m.echoes().settle(k, isvc, t0.Add(time.Second))
+	if r := m.keys[k]; r == nil || r.echo == nil {
+		t.Fatal("forgotten while the cache is behind it")
+	}
+	isvc.ResourceVersion = "7"
+	m.echoes().settle(k, isvc, t0.Add(time.Second))
+	if len(m.keys) != 0 {
+		t.Fatalf("kept at rest: %+v", m.keys[k])
+	}
+}

@@ -27,10 +27,11 @@ import (
 // write of the same status (echoes): the caller looks again after it.
 func (c *Controller) writeStatus(ctx context.Context, isvc *crd.InferenceService, st *crd.InferenceServiceStatus, stored, ext *crd.StatusExtensions) (time.Duration, error) {
 	v1beta1 := c.version == crd.VersionV1beta1
+	key := queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}
+	c.memory.echoes().settle(key, isvc, c.now())
 	if !reconcile.WorthWriting(&isvc.Status, st) && (!v1beta1 || reconcile.ExtensionsEqual(stored, ext)) {
 		return 0, nil
 	}
-	key := queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}
 	if wait, ok := c.memory.echoes().pending(key, isvc, st, ext, v1beta1, c.now()); ok {
 		return wait, nil
 	}
@@ -195,6 +196,21 @@ func (e *echoes) record(k queue.Key, uid types.UID, rv string, st *crd.Inference
 		en.ext.LoadedAdapters = slices.Clone(ext.LoadedAdapters)
 	}
 	(*memory)(e).entry(k).echo = en
+}
+
+// settle forgets the last write once the cache shows it (or it lapsed, or the object is
+// another): a model at rest keeps no copy of its status in the memory.
+func (e *echoes) settle(k queue.Key, isvc *crd.InferenceService, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := (*memory)(e).lookup(k)
+	if r == nil || r.echo == nil {
+		return
+	}
+	if en := r.echo; en.uid != isvc.UID || en.rv == isvc.ResourceVersion || now.Sub(en.at) >= echoWait {
+		r.echo = nil
+		(*memory)(e).tidy(k)
+	}
 }
 
 // pending says whether st is what this replica last wrote for isvc while the cached isvc is
