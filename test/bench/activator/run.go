@@ -25,6 +25,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/bench/host"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -70,7 +71,7 @@ func logf(c Config, format string, args ...any) {
 
 // Run does one measurement on a fresh cluster.
 func Run(ctx context.Context, c Config) (Result, error) {
-	r := Result{Machine: machine()}
+	r := Result{Machine: host.Machine()}
 	dir, err := os.MkdirTemp("", "isvc-bench-activator-")
 	if err != nil {
 		return r, err
@@ -175,7 +176,7 @@ type activatorProcess struct {
 func (a activatorProcess) proxy() string      { return a.ip + ":8080" }
 func (a activatorProcess) metricsURL() string { return "http://" + a.ip + ":9090/metrics" }
 func (a activatorProcess) rssMiB() (float64, error) {
-	b, err := statusBytes("/proc", a.pid, "VmRSS:")
+	b, err := host.Status(host.Proc, a.pid, "VmRSS:")
 	return float64(b) / (1 << 20), err
 }
 
@@ -205,7 +206,7 @@ func startedActivator(ctx context.Context, e *testenv.Env, bin string) (activato
 	if err != nil {
 		return a, err
 	}
-	a.pid, err = findPID("/proc", bin)
+	a.pid, err = host.FindOne(host.Proc, bin)
 	return a, err
 }
 
@@ -439,7 +440,7 @@ func measureThroughput(ctx context.Context, c Config, client *http.Client, url s
 	t := Throughput{Concurrency: n}
 	logf(c, "throughput: %d at once for %s to %s", n, c.RPSDuration, url)
 	body := completionBody(1, false)
-	cpu0, err := cpuSeconds("/proc", pid)
+	cpu0, err := host.CPUSeconds(host.Proc, pid)
 	if err != nil {
 		return t, err
 	}
@@ -468,7 +469,7 @@ func measureThroughput(ctx context.Context, c Config, client *http.Client, url s
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	cpu1, err := cpuSeconds("/proc", pid)
+	cpu1, err := host.CPUSeconds(host.Proc, pid)
 	if err != nil {
 		return t, err
 	}
@@ -722,41 +723,4 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func() e
 		case <-tick.C:
 		}
 	}
-}
-
-// machine describes this host: CPU model and count, memory.
-func machine() string {
-	cpu, cores := "unknown CPU", 0
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			switch k = strings.TrimSpace(k); {
-			case ok && k == "model name":
-				cpu = strings.TrimSpace(v)
-			case ok && k == "processor":
-				cores++
-			}
-		}
-	}
-	mem := ""
-	if b, err := statusLike("/proc/meminfo", "MemTotal:"); err == nil {
-		mem = fmt.Sprintf(", %.1f GiB", float64(b)/(1<<30))
-	}
-	return fmt.Sprintf("%d × %s%s, shared with other engineers' test runs", cores, cpu, mem)
-}
-
-// statusLike reads a kB field of a /proc file laid out as /proc/PID/status is.
-func statusLike(path, field string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
-			var kb int64
-			_, err := fmt.Sscan(f[1], &kb)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in %s", field, path)
 }

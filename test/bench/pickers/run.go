@@ -29,6 +29,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/bench/host"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -136,7 +137,7 @@ func extrapolate(r Result, n int) Result {
 		RestRSSMiB: r.RestRSSMiB * k, RestCPUCores: r.RestCPUCores * k, LoadRSSMiB: r.LoadRSSMiB * k}
 }
 
-func memAvailable() (int64, error) { return statusLike("/proc/meminfo", "MemAvailable:") }
+func memAvailable() (int64, error) { return host.KB("/proc/meminfo", "MemAvailable:") }
 
 func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, error) {
 	r := Result{N: n}
@@ -196,7 +197,7 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 
-	pids, err := findPIDs("/proc", eppBin)
+	pids, err := host.Find(host.Proc, eppBin)
 	if err != nil {
 		return r, err
 	}
@@ -205,10 +206,10 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, fmt.Errorf("%d picker processes run %s for %d models", r.Pickers, eppBin, n)
 	}
 	logf(c, "N=%d: all routed (p50 %.1fs, p99 %.1fs); %d pickers at rest for %s", n, r.RouteP50S, r.RouteP99S, r.Pickers, c.Rest)
-	cpu0 := sumCPU(pids)
+	cpu0 := host.SumCPUSeconds(host.Proc, pids)
 	time.Sleep(c.Rest) // the measurement window itself, not a wait for state
-	r.RestCPUCores = (sumCPU(pids) - cpu0) / c.Rest.Seconds()
-	r.RestRSSMiB = sumRSSMiB(pids)
+	r.RestCPUCores = (host.SumCPUSeconds(host.Proc, pids) - cpu0) / c.Rest.Seconds()
+	r.RestRSSMiB = host.SumRSSMiB(host.Proc, pids)
 	w2, err := op.Writes()
 	if err != nil {
 		return r, err
@@ -216,11 +217,11 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 	r.RestWrites = w2 - w1
 
 	logf(c, "N=%d: %d requests in flight through the gateway for %s", n, c.Workers, c.Load)
-	cpu0 = sumCPU(pids)
+	cpu0 = host.SumCPUSeconds(host.Proc, pids)
 	start := time.Now()
 	r.LoadRequests, r.LoadErrors, r.LoadFirstError = load(ctx, gwAddr, n, c.Workers, c.Load)
-	r.LoadCPUCores = (sumCPU(pids) - cpu0) / time.Since(start).Seconds()
-	r.LoadRSSMiB = sumRSSMiB(pids)
+	r.LoadCPUCores = (host.SumCPUSeconds(host.Proc, pids) - cpu0) / time.Since(start).Seconds()
+	r.LoadRSSMiB = host.SumRSSMiB(host.Proc, pids)
 	if rss, err := op.RSSBytes(); err == nil {
 		r.OperatorRSSMiB = float64(rss) / (1 << 20)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/reconcile"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/test/bench/host"
 	"github.com/example/inferenceservice-operator/test/cluster"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
@@ -87,7 +88,7 @@ func logf(c Config, format string, args ...any) {
 
 // Run does one ramp on a fresh cluster.
 func Run(ctx context.Context, c Config) (Result, error) {
-	r := Result{Machine: machine(), Concurrent: true, Schedule: c.Schedule, ObjectiveMs: ms(c.Objective),
+	r := Result{Machine: host.Machine(), Concurrent: true, Schedule: c.Schedule, ObjectiveMs: ms(c.Objective),
 		WindowS: c.Window.Seconds(), Model: servedModel, Load: loadEach10s(c.Schedule)}
 	var rows []signal
 	for _, s := range signals {
@@ -327,21 +328,4 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func() e
 		case <-tick.C:
 		}
 	}
-}
-
-// machine describes this host: CPU model and count.
-func machine() string {
-	cpu, cores := "unknown CPU", 0
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			switch k = strings.TrimSpace(k); {
-			case ok && k == "model name":
-				cpu = strings.TrimSpace(v)
-			case ok && k == "processor":
-				cores++
-			}
-		}
-	}
-	return fmt.Sprintf("%d × %s, shared with other engineers' test runs", cores, cpu)
 }
