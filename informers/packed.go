@@ -101,37 +101,7 @@ func unpacked[T any, PT interface {
 		}
 		return t, true
 	}
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj interface{}, initial bool) {
-			if t, ok := decode(obj); ok {
-				eh.OnAdd(t, initial)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, ok := decode(oldObj)
-			if !ok {
-				return
-			}
-			n := o
-			if oldObj != newObj {
-				if n, ok = decode(newObj); !ok {
-					return
-				}
-			}
-			eh.OnUpdate(o, n)
-		},
-		DeleteFunc: func(obj interface{}) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				if d.Obj, ok = decode(d.Obj); ok {
-					eh.OnDelete(d)
-				}
-				return
-			}
-			if t, ok := decode(obj); ok {
-				eh.OnDelete(t)
-			}
-		},
-	}
+	return decoded(eh, decode)
 }
 
 // unpackedOrNil is unpacked, and nil for no handler.
@@ -223,10 +193,17 @@ func unpackedJSON(eh cache.ResourceEventHandler) cache.ResourceEventHandler {
 		}
 		return u, true
 	}
+	return decoded(eh, decode)
+}
+
+// decoded hands eh the objects decode makes of a cache's stored form; one that does not
+// decode is reported and not handed on. A resync's update, the same cached object as old and
+// new, is decoded once.
+func decoded(eh cache.ResourceEventHandler, decode func(interface{}) (interface{}, bool)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj interface{}, initial bool) {
-			if u, ok := decode(obj); ok {
-				eh.OnAdd(u, initial)
+			if t, ok := decode(obj); ok {
+				eh.OnAdd(t, initial)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
@@ -249,8 +226,8 @@ func unpackedJSON(eh cache.ResourceEventHandler) cache.ResourceEventHandler {
 				}
 				return
 			}
-			if u, ok := decode(obj); ok {
-				eh.OnDelete(u)
+			if t, ok := decode(obj); ok {
+				eh.OnDelete(t)
 			}
 		},
 	}
