@@ -18,8 +18,8 @@ import (
 // 20 ms a token) to a model whose pods run 2 requests at once. At 1 replica 2 requests wait
 // a whole request's time for a slot, so the time to first token is about 2 s, over the
 // objective of 500 ms; at 2 replicas nothing waits and it is the prefill and one token, tens
-// of ms. The fake vLLM's first token grows with load through queueing only (its slots are
-// --max-num-seqs), which is enough here: the objective is missed by the queue's wait.
+// of ms. The fake vLLM's first token grows with load through the batch's steps and through
+// queueing (its slots are --max-num-seqs); the queue's wait alone misses the objective here.
 const (
 	ttftClients = 4
 	ttftTarget  = 500 // ms
