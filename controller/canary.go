@@ -122,14 +122,19 @@ func (c *Controller) observeCanary(ctx context.Context, p *pass) error {
 // memory (after a restart: Prometheus kept the series, so the step goes on where it was).
 func (c *Controller) observeCanaryProm(ctx context.Context, p *pass, st *crd.RolloutStatus, ttft string) {
 	now := c.now()
-	start := now
-	if t, err := time.Parse(time.RFC3339, st.StepStartedAt); err == nil && !t.After(now) {
-		start = t
-	}
-	w := c.memory.canaries().window(p.key, st.CanaryRevision, st.Step, start, nil, nil)
+	w := c.memory.canaries().window(p.key, st.CanaryRevision, st.Step, promStepStart(st, now), nil, nil)
 	ctx, cancel := context.WithTimeout(ctx, observeBudget)
 	defer cancel()
 	p.in.RolloutWindow, p.in.RolloutWaiting = promWindow(ctx, c.rolloutProm, p.isvc.Namespace, p.isvc.Name, ttft, w.start, now)
+}
+
+// promStepStart is when a step read from Prometheus started, for a replica with none in
+// memory: the stored stepStartedAt (written from the first read's window), or now.
+func promStepStart(st *crd.RolloutStatus, now time.Time) time.Time {
+	if t, err := time.Parse(time.RFC3339, st.StepStartedAt); err == nil && !t.After(now) {
+		return t
+	}
+	return now
 }
 
 // snapshot reads the ready pods' pages at once, bounded by observeBudget; a pod that does not

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/inferenceservice-operator/crd"
 )
 
 // TestCanaryQueriesSelectByTheModelsLabel: each side's queries select its pods by namespace
@@ -238,6 +240,26 @@ func TestNewRolloutPrometheusWantsAnHTTPURL(t *testing.T) {
 	for _, bad := range []string{"prometheus:9090", "ftp://p:9090", "http://"} {
 		if _, err := NewRolloutPrometheus(bad); err == nil || !strings.Contains(err.Error(), "--rollout-prometheus-url") {
 			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// TestPromStepStartResumesTheStoredStep: a replica without the step in memory (restarted)
+// goes on from the stored stepStartedAt, Prometheus having kept the series; a step not yet
+// started, or a start in the future (a skewed clock), starts now.
+func TestPromStepStartResumesTheStoredStep(t *testing.T) {
+	now := promStart.Add(time.Hour)
+	for _, c := range []struct {
+		stored string
+		want   time.Time
+	}{
+		{promStart.Add(50 * time.Minute).Format(time.RFC3339), promStart.Add(50 * time.Minute)},
+		{"", now},
+		{"not a time", now},
+		{now.Add(time.Minute).Format(time.RFC3339), now},
+	} {
+		if got := promStepStart(&crd.RolloutStatus{StepStartedAt: c.stored}, now); !got.Equal(c.want) {
+			t.Errorf("stored %q: start %s, want %s", c.stored, got, c.want)
 		}
 	}
 }
