@@ -68,6 +68,7 @@ type options struct {
 	networkPolicies                                    bool
 	npInstall, npGateway, npPeers                      string
 	autoscaler, kedaPrometheus                         string
+	rolloutPrometheus                                  string
 	migrationPeriod                                    time.Duration
 	modelServerTimeout, adapterLoadTimeout             time.Duration
 }
@@ -125,6 +126,7 @@ func defineFlags(o *options) {
 	flag.BoolVar(&o.serviceMonitors, "service-monitors", true, "Create a ServiceMonitor per model when the Prometheus Operator's CRD (monitoring.coreos.com/v1) is served.")
 	flag.StringVar(&o.autoscaler, "autoscaler", controller.AutoscalerHPA, "What scales each model on its queue: hpa (a HorizontalPodAutoscaler on the custom metric of the model's engine's queue: num_requests_waiting for vLLM, num_queue_reqs for SGLang) or keda (a KEDA ScaledObject with a Prometheus trigger, when KEDA's keda.sh/v1alpha1 CRD is served; without it, the HPA stays and each model's AutoscalingActive condition says so). keda needs manifests/overlays/keda's RBAC.")
 	flag.StringVar(&o.kedaPrometheus, "keda-prometheus-address", "", "With --autoscaler=keda, the http(s) URL of the Prometheus that scrapes the models (vllm:num_requests_waiting, sglang:num_queue_reqs), which KEDA's triggers query; required there.")
+	flag.StringVar(&o.rolloutPrometheus, "rollout-prometheus-url", "", "The http(s) URL of a Prometheus that scrapes the models (their ServiceMonitors): a canary rollout's steps are judged from its queries instead of the pods' own /metrics; empty reads the pods.")
 	flag.DurationVar(&o.modelServerTimeout, "model-server-timeout", modelserver.DefaultTimeout, "Timeout of one GET /v1/models or adapter unload on a model pod (asked only for models with LoRA adapters).")
 	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modelserver.DefaultLoadTimeout, "Timeout of one LoRA adapter load on a model pod (vLLM downloads and reads the adapter meanwhile).")
 }
@@ -253,12 +255,17 @@ func run(ctx context.Context, o options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
 
+	rolloutProm, err := controller.NewRolloutPrometheus(o.rolloutPrometheus)
+	if err != nil {
+		return err
+	}
 	ctrl := controller.New(controller.Config{
 		Kube: cs.ControllerKube, Dynamic: cs.ControllerDynamic, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw,
 		Metrics: m, Version: apiVersion, Features: features, BudgetContended: cs.Budget.Contended, ProgressHold: o.progressHold,
 		DeregisterTimeout: o.deregisterTimeout,
 		ModelServers: modelserver.New(modelserver.Options{Port: reconcile.Port, Timeout: o.modelServerTimeout,
 			LoadTimeout: o.adapterLoadTimeout, Observe: m.ModelServerCall}),
+		RolloutPrometheus: rolloutProm,
 	})
 	if err := caches.AddEventHandlers(ctrl.Handlers()); err != nil {
 		return err

@@ -94,13 +94,17 @@ func (c *Controller) observeCanary(ctx context.Context, p *pass) error {
 		c.memory.canaries().drop(p.key)
 		return nil
 	}
-	reader, ok := c.modelServers.(PodMetrics)
-	if !ok {
-		return nil
-	}
 	ttft := "vllm:time_to_first_token_seconds"
 	if e := engine.For(p.in.Ext.EngineName()); e != nil {
 		ttft = e.Metrics().TTFT
+	}
+	if c.rolloutProm != nil {
+		c.observeCanaryProm(ctx, p, st, ttft)
+		return nil
+	}
+	reader, ok := c.modelServers.(PodMetrics)
+	if !ok {
+		return nil
 	}
 	stable := c.snapshot(ctx, reader, obs.Pods, ttft)
 	canary := c.snapshot(ctx, reader, obs.CanaryPods, ttft)
@@ -111,6 +115,26 @@ func (c *Controller) observeCanary(ctx context.Context, p *pass) error {
 	w := c.memory.canaries().window(p.key, st.CanaryRevision, st.Step, now, stable, canary)
 	p.in.RolloutWindow = &rollout.Window{Start: w.start, Stable: stable.Since(w.stable), Canary: canary.Since(w.canary)}
 	return nil
+}
+
+// observeCanaryProm reads the step's window from Prometheus (canaryprom.go). The step starts
+// at its first read, or at the stored status' stepStartedAt when this replica has none in
+// memory (after a restart: Prometheus kept the series, so the step goes on where it was).
+func (c *Controller) observeCanaryProm(ctx context.Context, p *pass, st *crd.RolloutStatus, ttft string) {
+	now := c.now()
+	w := c.memory.canaries().window(p.key, st.CanaryRevision, st.Step, promStepStart(st, now), nil, nil)
+	ctx, cancel := context.WithTimeout(ctx, observeBudget)
+	defer cancel()
+	p.in.RolloutWindow, p.in.RolloutWaiting = promWindow(ctx, c.rolloutProm, p.isvc.Namespace, p.isvc.Name, ttft, w.start, now)
+}
+
+// promStepStart is when a step read from Prometheus started, for a replica with none in
+// memory: the stored stepStartedAt (written from the first read's window), or now.
+func promStepStart(st *crd.RolloutStatus, now time.Time) time.Time {
+	if t, err := time.Parse(time.RFC3339, st.StepStartedAt); err == nil && !t.After(now) {
+		return t
+	}
+	return now
 }
 
 // snapshot reads the ready pods' pages at once, bounded by observeBudget; a pod that does not

@@ -120,6 +120,9 @@ type Config struct {
 	// its route has failed for that long since the deletion; 0 waits for the gateway (except
 	// in a namespace being deleted).
 	DeregisterTimeout time.Duration
+	// RolloutPrometheus, when set, is where a canary step's metrics window is read
+	// (canaryprom.go) instead of the pods' own /metrics.
+	RolloutPrometheus PromQuerier
 }
 
 // Controller reconciles InferenceServices.
@@ -147,6 +150,8 @@ type Controller struct {
 	modelServers ModelServers
 	// evidence reads what the diagnosis needs beyond the caches, and remembers it (evidence/).
 	evidence *evidence.Reader
+	// rolloutProm reads canary steps' windows from Prometheus; nil reads the pods (canary.go).
+	rolloutProm PromQuerier
 }
 
 // New builds a controller; call Handlers to wire it to informers, then Run.
@@ -164,7 +169,7 @@ func New(cfg Config) *Controller {
 		isvcs:    cfg.Dynamic.Resource(schema.GroupVersion{Group: crd.Group, Version: version}.WithResource(crd.Plural)),
 		recorder: rec, gateway: cfg.Gateway, metrics: cfg.Metrics, version: version, now: time.Now,
 		budgetContended: cfg.BudgetContended, progressHold: cfg.ProgressHold, deregisterTimeout: cfg.DeregisterTimeout,
-		modelServers: cfg.ModelServers, evidence: evidence.New(evidenceConfig(cfg)),
+		modelServers: cfg.ModelServers, evidence: evidence.New(evidenceConfig(cfg)), rolloutProm: cfg.RolloutPrometheus,
 	}
 }
 

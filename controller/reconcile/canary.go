@@ -87,7 +87,7 @@ func decideCanary(in *Input, want *Desired, liveD *appsv1.Deployment, poolRoute 
 	}
 	wt := &want.Deployment.Spec.Template
 	c := canary{on: true, revision: TemplateRevision(wt)}
-	f := rollout.Facts{Spec: r, Stored: stored, Desired: c.revision, Now: in.Now.Time, Window: in.RolloutWindow}
+	f := rollout.Facts{Spec: r, Stored: stored, Desired: c.revision, Now: in.Now.Time, Window: in.RolloutWindow, WindowWaiting: in.RolloutWaiting}
 	if liveD == nil || !ControlledBy(liveD, isvc) {
 		f.Stable = c.revision // nothing to roll from: the first pods start as the spec says
 	} else {

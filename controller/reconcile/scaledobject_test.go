@@ -337,3 +337,23 @@ func TestQueueQuerySelectsByTheModelsLabel(t *testing.T) {
 		t.Fatalf("the ServiceMonitor's podTargetLabels %v, want [%s]", labels, kinds.InstanceLabel)
 	}
 }
+
+// TestServiceMonitorScrapesTheCanary: the model's ServiceMonitor selects its Service and its
+// canary's, so that a rollout judged from Prometheus (--rollout-prometheus-url) finds the
+// canary's series under its own model label.
+func TestServiceMonitorScrapesTheCanary(t *testing.T) {
+	w := newWorld(1)
+	sm := desiredServiceMonitor(w.isvc)
+	exprs, _, _ := unstructured.NestedSlice(sm.Object, "spec", "selector", "matchExpressions")
+	if len(exprs) != 1 {
+		t.Fatalf("selector %v, want one expression", sm.Object["spec"])
+	}
+	e := exprs[0].(map[string]interface{})
+	values, _ := e["values"].([]interface{})
+	if e["key"] != kinds.InstanceLabel || e["operator"] != "In" || len(values) != 2 || values[0] != w.isvc.Name || values[1] != CanaryInstance(w.isvc.Name) {
+		t.Fatalf("selector expression %v, want %s In [%s %s]", e, kinds.InstanceLabel, w.isvc.Name, CanaryInstance(w.isvc.Name))
+	}
+	if got := desiredCanaryService(w.isvc).Labels[kinds.InstanceLabel]; got != CanaryInstance(w.isvc.Name) {
+		t.Fatalf("the canary Service's model label %q", got)
+	}
+}

@@ -18,7 +18,12 @@ const metricsPath = "/metrics"
 func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructured {
 	u := newChildUnstructured(isvc, "monitoring.coreos.com/v1", KindServiceMonitor)
 	u.Object["spec"] = map[string]interface{}{
-		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{kinds.InstanceLabel: isvc.Name}},
+		// The model's Service and its canary's (canary.go): a canary rollout judged from
+		// Prometheus (--rollout-prometheus-url) reads both sides' series, told apart by the
+		// InstanceLabel podTargetLabels carries (the canary's is CanaryInstance).
+		"selector": map[string]interface{}{"matchExpressions": []interface{}{map[string]interface{}{
+			"key": kinds.InstanceLabel, "operator": "In", "values": []interface{}{isvc.Name, CanaryInstance(isvc.Name)},
+		}}},
 		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{isvc.Namespace}},
 		// The model's label on its series: KEDA's query selects the model by it (QueueQuery).
 		"podTargetLabels": []interface{}{kinds.InstanceLabel},

@@ -118,6 +118,9 @@ type Input struct {
 	// RolloutWindow is a canary step's metrics since its first read, from the I/O layer; nil
 	// while none is read.
 	RolloutWindow *rollout.Window
+	// RolloutWaiting is why RolloutWindow is nil when it could not be read (a Prometheus query
+	// failed or found no series); "" otherwise.
+	RolloutWaiting string
 }
 
 // Verb is what to do with a child.

@@ -44,6 +44,9 @@ type Facts struct {
 	// Window is the current step's metrics, from the snapshots taken at its start; nil while
 	// none is read (the step's traffic has not started, or the pods did not answer).
 	Window *Window
+	// WindowWaiting is why Window is nil when its read failed (a Prometheus query's error or
+	// empty answer): the step waits, and its message says why.
+	WindowWaiting string
 	// Unsupported says why a canary cannot run on this cluster (the pool route); "" when it can.
 	Unsupported string
 	Now         time.Time
@@ -124,6 +127,9 @@ func Decide(f Facts) Plan {
 	plan.Weight = step.Weight
 	if f.Window == nil {
 		next.Message = fmt.Sprintf("step %d/%d: %d%% to the canary; reading the pods' metrics", st.Step, len(steps), step.Weight)
+		if f.WindowWaiting != "" {
+			next.Message = fmt.Sprintf("step %d/%d: %d%% to the canary; waiting for its metrics: %s", st.Step, len(steps), step.Weight, f.WindowWaiting)
+		}
 		plan.Message, plan.Changed = next.Message, next.Weight != st.Weight
 		plan.Recheck = 5 * time.Second
 		return plan

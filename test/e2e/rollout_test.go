@@ -268,13 +268,13 @@ func TestCanaryRollout(t *testing.T) {
 }
 
 // startRolloutOperator (re)starts the shared operator as the v1beta1 install runs it (w.start),
-// with routes to the models' Services.
-func startRolloutOperator(t *testing.T, w *webhookInstall) {
+// with routes to the models' Services, and extra flags.
+func startRolloutOperator(t *testing.T, w *webhookInstall, extra ...string) {
 	t.Helper()
 	stopOperator(t)
-	if err := startOperator(testenv.Ctx(t, 2*time.Minute), fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", w.port),
-		"--webhook-cert-dir="+w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s",
-		"--gateway-parent="+gatewayParent, "--inference-pool=off"); err != nil {
+	if err := startOperator(testenv.Ctx(t, 2*time.Minute), append([]string{fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", w.port),
+		"--webhook-cert-dir=" + w.certDir, "--webhook-ca-sync-period=1s", "--storage-migration-period=1s",
+		"--gateway-parent=" + gatewayParent, "--inference-pool=off"}, extra...)...); err != nil {
 		t.Fatal(err)
 	}
 }
