@@ -255,7 +255,7 @@ func TestCanaryPodsFencedAsTheStables(t *testing.T) {
 	w.ext = crd.SpecExtensions{Gateway: &crd.Gateway{}, Rollout: &crd.Rollout{Strategy: crd.RolloutCanary,
 		Steps: []crd.RolloutStep{{Weight: 10, DurationSeconds: 60}}}}
 	w.f = Features{HTTPRoutes: true, GatewayParent: types.NamespacedName{Namespace: "gw", Name: "public"},
-		NetworkPolicies: true, NetworkPolicy: npOptions()}
+		NetworkPolicies: true, NetworkPolicy: npOptions(), ServiceMonitors: true}
 	for range 3 {
 		w.apply(w.reconcile().Actions)
 	}
@@ -282,6 +282,9 @@ func TestCanaryPodsFencedAsTheStables(t *testing.T) {
 	if got, want := selects(), "map[] "+kinds.InstanceLabel+" In [qwen3 qwen3.canary]"; got != want {
 		t.Fatalf("with a canary the policy selects %s, want %s", got, want)
 	}
+	if exprs, _, _ := unstructured.NestedSlice(w.obs.ServiceMonitor.Object, "spec", "selector", "matchExpressions"); len(exprs) != 1 {
+		t.Fatalf("with a canary the ServiceMonitor selects %v", w.obs.ServiceMonitor.Object["spec"])
+	}
 	if out := w.reconcile(); len(out.Actions) > 0 {
 		t.Fatalf("the widened policy drifts: %s", verbs(out.Actions))
 	}
@@ -294,5 +297,8 @@ func TestCanaryPodsFencedAsTheStables(t *testing.T) {
 	}
 	if got := selects(); got != stableOnly {
 		t.Fatalf("after the canary the policy selects %s, want %s", got, stableOnly)
+	}
+	if m, _, _ := unstructured.NestedStringMap(w.obs.ServiceMonitor.Object, "spec", "selector", "matchLabels"); m[kinds.InstanceLabel] != "qwen3" {
+		t.Fatalf("after the canary the ServiceMonitor selects %v", w.obs.ServiceMonitor.Object["spec"])
 	}
 }

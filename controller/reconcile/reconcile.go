@@ -144,9 +144,14 @@ func Reconcile(in Input) Output {
 	if wantR != nil && cnr.plan.Weight > 0 {
 		wantR = withCanaryBackend(wantR, isvc.Name, cnr.plan.Weight)
 	}
-	// A canary's pods are fenced as the stable's while any of them may run.
-	if wantNP != nil && (cnr.deployment != nil || in.Observed.CanaryDeployment != nil) {
-		wantNP = withCanaryPods(wantNP, isvc.Name)
+	// While a canary may run, its pods are fenced and scraped as the stable's.
+	if canaryRuns := cnr.deployment != nil || in.Observed.CanaryDeployment != nil; canaryRuns {
+		if wantNP != nil {
+			wantNP = withCanaryPods(wantNP, isvc.Name)
+		}
+		if wantSM != nil {
+			wantSM = withCanaryService(wantSM, isvc.Name)
+		}
 	}
 
 	if live := in.Observed.Service; decideChild(&out, isvc, "Service", live, wantS, live == nil, wantS == nil) && serviceDrifted(live, wantS) {

@@ -338,15 +338,18 @@ func TestQueueQuerySelectsByTheModelsLabel(t *testing.T) {
 	}
 }
 
-// TestServiceMonitorScrapesTheCanary: the model's ServiceMonitor selects its Service and its
-// canary's, so that a rollout judged from Prometheus (--rollout-prometheus-url) finds the
-// canary's series under its own model label.
+// TestServiceMonitorScrapesTheCanary: the model's ServiceMonitor selects its Service alone,
+// and its canary's too while a canary runs, so that a rollout judged from Prometheus
+// (--rollout-prometheus-url) finds the canary's series under its own model label.
 func TestServiceMonitorScrapesTheCanary(t *testing.T) {
 	w := newWorld(1)
 	sm := desiredServiceMonitor(w.isvc)
-	exprs, _, _ := unstructured.NestedSlice(sm.Object, "spec", "selector", "matchExpressions")
+	if got, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels"); got[kinds.InstanceLabel] != w.isvc.Name || len(got) != 1 {
+		t.Fatalf("without a canary the selector is %v", sm.Object["spec"])
+	}
+	exprs, _, _ := unstructured.NestedSlice(withCanaryService(sm, w.isvc.Name).Object, "spec", "selector", "matchExpressions")
 	if len(exprs) != 1 {
-		t.Fatalf("selector %v, want one expression", sm.Object["spec"])
+		t.Fatalf("with a canary: %v, want one expression", exprs)
 	}
 	e := exprs[0].(map[string]interface{})
 	values, _ := e["values"].([]interface{})

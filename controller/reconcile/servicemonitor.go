@@ -18,12 +18,7 @@ const metricsPath = "/metrics"
 func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructured {
 	u := newChildUnstructured(isvc, "monitoring.coreos.com/v1", KindServiceMonitor)
 	u.Object["spec"] = map[string]interface{}{
-		// The model's Service and its canary's (canary.go): a canary rollout judged from
-		// Prometheus (--rollout-prometheus-url) reads both sides' series, told apart by the
-		// InstanceLabel podTargetLabels carries (the canary's is CanaryInstance).
-		"selector": map[string]interface{}{"matchExpressions": []interface{}{map[string]interface{}{
-			"key": kinds.InstanceLabel, "operator": "In", "values": []interface{}{isvc.Name, CanaryInstance(isvc.Name)},
-		}}},
+		"selector":          map[string]interface{}{"matchLabels": map[string]interface{}{kinds.InstanceLabel: isvc.Name}},
 		"namespaceSelector": map[string]interface{}{"matchNames": []interface{}{isvc.Namespace}},
 		// The model's label on its series: KEDA's query selects the model by it (QueueQuery).
 		"podTargetLabels": []interface{}{kinds.InstanceLabel},
@@ -32,4 +27,15 @@ func desiredServiceMonitor(isvc *crd.InferenceService) *unstructured.Unstructure
 		}},
 	}
 	return u
+}
+
+// withCanaryService widens the model's ServiceMonitor to its canary's Service while a canary
+// runs (canary.go): a rollout judged from Prometheus (--rollout-prometheus-url) reads both sides'
+// series, told apart by the InstanceLabel podTargetLabels carries (the canary's is
+// CanaryInstance). Only then, so a model without a rollout keeps its ServiceMonitor as it was.
+func withCanaryService(sm *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	out := sm.DeepCopy()
+	_ = unstructured.SetNestedField(out.Object, map[string]interface{}{"matchExpressions": []interface{}{map[string]interface{}{
+		"key": kinds.InstanceLabel, "operator": "In", "values": []interface{}{name, CanaryInstance(name)}}}}, "spec", "selector")
+	return out
 }
