@@ -112,10 +112,55 @@ func decideCanary(in *Input, want *Desired, liveD *appsv1.Deployment, poolRoute 
 		f.CanaryWant = r.Replicas()
 	}
 	c.plan = rollout.Decide(f)
-	if c.plan.Canary {
+	switch {
+	case c.plan.Canary:
 		c.deployment, c.service = d, desiredCanaryService(isvc)
+	case canaryStillRouted(in):
+		// The rollout is over (rolled back or promoted) and the route goes back to the stable,
+		// but the gateway may still send the canary what it routed before: its pods serve until
+		// the gateway has taken the route without it (a deleted Service would answer 503).
+		c.deployment, c.service = ownedOrNil(in.Observed.CanaryDeployment, isvc), ownedOrNil(in.Observed.CanaryService, isvc)
 	}
 	return c
+}
+
+// canaryStillRouted reports whether the model's route, as the caches show it, may still send
+// requests to its canary: the route names the canary's Service, or a gateway that reports on
+// the route has not yet accepted its latest generation (a route without a gateway's report
+// waits for nothing).
+func canaryStillRouted(in *Input) bool {
+	r := in.Observed.HTTPRoute
+	if r == nil || in.Observed.CanaryDeployment == nil && in.Observed.CanaryService == nil {
+		return false
+	}
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	for _, rule := range rules {
+		refs, _, _ := unstructured.NestedSlice(rule.(map[string]interface{}), "backendRefs")
+		for _, ref := range refs {
+			if m, ok := ref.(map[string]interface{}); ok && m["name"] == CanaryName(in.ISVC.Name) {
+				return true
+			}
+		}
+	}
+	for _, conds := range parentConditions(r, in.Features.GatewayParent) {
+		for _, cm := range conds {
+			if gen, found, _ := unstructured.NestedInt64(cm, "observedGeneration"); cm["type"] == "Accepted" && found && gen < r.GetGeneration() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownedOrNil is obj when isvc controls it, else nil (a typed nil would not read as absent).
+func ownedOrNil[T interface {
+	*appsv1.Deployment | *corev1.Service
+	metav1.Object
+}](obj T, isvc *crd.InferenceService) T {
+	if obj != nil && ControlledBy(obj, isvc) {
+		return obj
+	}
+	return nil
 }
 
 // canaryReadyWithin is how long a canary's pods may take to serve: the model's startup budget

@@ -165,7 +165,7 @@ func TestCanaryPromoted(t *testing.T) {
 	}
 	w.podsReady()
 	out = w.reconcile()
-	if got := verbs(out.Actions); got != "update HTTPRoute, delete CanaryDeployment, delete CanaryService" ||
+	if got := verbs(out.Actions); got != "update HTTPRoute" ||
 		out.StatusExt.Rollout.Phase != crd.RolloutPromoted || rolloutCondition(out.Status) != "True/Promoted" {
 		t.Fatalf("stable rolled out: %s, rollout %+v", got, out.StatusExt.Rollout)
 	}
@@ -173,8 +173,24 @@ func TestCanaryPromoted(t *testing.T) {
 	if routeWeights(w) != "qwen3=1" || w.obs.Deployment.Annotations[RevisionAnnotation] != out.StatusExt.Rollout.CanaryRevision {
 		t.Fatalf("after promotion: route %s, stable revision %q", routeWeights(w), w.obs.Deployment.Annotations[RevisionAnnotation])
 	}
+	canaryGoesOnceTheGatewayTookTheRoute(t, w)
+}
+
+// canaryGoesOnceTheGatewayTookTheRoute: a rollout's end routes to the stable alone; the canary
+// serves what the gateway still sends it until the gateway accepted that route, then goes.
+func canaryGoesOnceTheGatewayTookTheRoute(t *testing.T, w *world) {
+	t.Helper()
+	if out := w.reconcile(); len(out.Actions) > 0 {
+		t.Fatalf("the canary removed before the gateway took the route without it: %s", verbs(out.Actions))
+	}
+	acceptRoute(w)
+	out := w.reconcile()
+	if got := verbs(out.Actions); got != "delete CanaryDeployment, delete CanaryService" {
+		t.Fatalf("the gateway took the route: %s", got)
+	}
+	w.apply(out.Actions)
 	if out = w.reconcile(); len(out.Actions) > 0 {
-		t.Fatalf("promoted, not converged: %s", verbs(out.Actions))
+		t.Fatalf("not converged after the rollout: %s", verbs(out.Actions))
 	}
 }
 
@@ -191,7 +207,7 @@ func TestCanaryRolledBack(t *testing.T) {
 	w.window = window(w.now().Time, 8, 0.2)
 	w.later += 61 * time.Second
 	out := w.reconcile()
-	if got := verbs(out.Actions); got != "update HTTPRoute, delete CanaryDeployment, delete CanaryService" {
+	if got := verbs(out.Actions); got != "update HTTPRoute" {
 		t.Fatalf("failed step: %s", got)
 	}
 	r := out.StatusExt.Rollout
@@ -204,6 +220,7 @@ func TestCanaryRolledBack(t *testing.T) {
 	if routeWeights(w) != "qwen3=1" || !equalJSON(t, stable, &w.obs.Deployment.Spec.Template) {
 		t.Fatalf("route %s; stable changed", routeWeights(w))
 	}
+	canaryGoesOnceTheGatewayTookTheRoute(t, w)
 	if out = w.reconcile(); len(out.Actions) > 0 {
 		t.Fatalf("the failed revision was tried again: %s", verbs(out.Actions))
 	}

@@ -260,6 +260,7 @@ func (w *world) apply(actions []Action) {
 			switch o.GetKind() {
 			case KindHTTPRoute:
 				slot = &w.obs.HTTPRoute
+				o.SetGeneration(o.GetGeneration() + 1) // every write here changes its spec
 			case KindLeaderWorkerSet:
 				slot = &w.obs.LeaderWorkerSet
 				o.SetGeneration(o.GetGeneration() + 1)
