@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -224,11 +225,32 @@ func pointConversionAt(t *testing.T, ns, url, caFile string) {
 	// The CRD outlives the release (crds.keep): the next test's install applies the chart's
 	// Service, which must not meet this URL.
 	t.Cleanup(func() { unpointConversion(t, ns) })
+	// Conversions answer through it: a v1beta1 object read as v1alpha1 converts whatever else
+	// is stored, where a list of an empty store converts nothing and passed while the API server
+	// still called the chart's Service, whose name, looked up outside the cluster, reached
+	// whatever answers it there (a run saw a certificate for proxy.golang.org).
+	probes++
+	probeNS := env.CreateNamespace(t, fmt.Sprintf("conversion-probe-%d", probes))
+	beta := crd.Resource.GroupResource().WithVersion(crd.VersionV1beta1)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.GroupVersionV1beta1.String(), "kind": crd.Kind,
+		"metadata": map[string]any{"name": "conversion-probe", "namespace": probeNS},
+		"spec":     map[string]any{"baseModel": "Qwen/Qwen3-0.6B", "replicas": int64(0)},
+	}}
 	testenv.Eventually(t, 30*time.Second, "conversions through "+url, func() error {
-		_, err := env.Dyn.Resource(crd.Resource).List(context.Background(), metav1.ListOptions{Limit: 1})
+		if _, err := env.Dyn.Resource(beta).Namespace(probeNS).Create(context.Background(), probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		_, err := env.Dyn.Resource(crd.Resource).Namespace(probeNS).Get(context.Background(), "conversion-probe", metav1.GetOptions{})
 		return err
 	})
+	if err := env.Dyn.Resource(beta).Namespace(probeNS).Delete(context.Background(), "conversion-probe", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
+
+// probes numbers pointConversionAt's probe namespaces: a test may point conversions twice.
+var probes int
 
 // unpointConversion puts the chart's webhook Service (of the release in ns) back in the CRD
 // (pointConversionAt) and

@@ -54,8 +54,13 @@ func TestAutoscalesOnTheQueue(t *testing.T) {
 	w := useWebhookCRD(t)
 	adapter := startMetricsAdapter(t)
 	adapter.waitAvailable(t)
+	// The engines side by side: each its own namespace and model; the CRD and the adapter stay
+	// until both have ended (a parent's cleanup waits for its parallel subtests).
 	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) { testAutoscalesOnTheQueue(t, w, e) })
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			testAutoscalesOnTheQueue(t, w, e)
+		})
 	}
 }
 

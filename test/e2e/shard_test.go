@@ -30,7 +30,7 @@ var fileSeconds = map[string]int{
 	"adapters_engines_test.go":  90,
 	"faults_test.go":            119,
 	"watchexpiry_test.go":       110,
-	"autoscaling_scale_test.go": 211,
+	"autoscaling_scale_test.go": 115, // its engines side by side since 2026-12-07
 	"autoscaling_kv_test.go":    80,
 	"autoscaling_ttft_test.go":  105,
 	"metricsadapter_test.go":    100,
