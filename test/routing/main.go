@@ -138,12 +138,8 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 
 	var results []Result
 	for _, mode := range []string{"off", "auto"} {
-		op, err := operator.Start(ctx, e.Bin, filepath.Join(e.Dir, "operator-"+mode+".log"), "--kubeconfig="+e.SAKubeconfig,
-			"--gateway-parent="+parent, "--inference-pool="+mode, "--resync=5s", "-v=2")
+		op, err := e.StartOperator(ctx, "operator-"+mode+".log", "--gateway-parent="+parent, "--inference-pool="+mode, "--resync=5s", "-v=2")
 		if err != nil {
-			return nil, err
-		}
-		if err := op.WaitReady(ctx, time.Minute); err != nil {
 			return nil, err
 		}
 		if mode == "off" {

@@ -91,6 +91,20 @@ func (e *Env) Install(ctx context.Context) error {
 	return nil
 }
 
+// StartOperator runs the env's operator binary as its ServiceAccount, logging to log in the
+// env's directory, and waits up to a minute for it to be ready; it is stopped on any error.
+func (e *Env) StartOperator(ctx context.Context, log string, args ...string) (*operator.Process, error) {
+	op, err := operator.Start(ctx, e.Bin, filepath.Join(e.Dir, log), append([]string{"--kubeconfig=" + e.SAKubeconfig}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := op.WaitReady(ctx, time.Minute); err != nil {
+		_ = op.Stop(30 * time.Second)
+		return nil, err
+	}
+	return op, nil
+}
+
 // Teardown stops the cluster and removes the scratch directory unless keep is set.
 func (e *Env) Teardown(keep bool) {
 	if e.Cluster != nil {

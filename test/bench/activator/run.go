@@ -90,14 +90,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	// No NetworkPolicies: the benchmark calls the model's pod from this host, beside the
 	// activator (the local kubelet would refuse it, as a cluster enforcing them would).
-	op, err := operator.Start(ctx, e.Bin, filepath.Join(e.Dir, "operator.log"), "--kubeconfig="+e.SAKubeconfig, "--resync=10s", "--network-policies=false")
+	op, err := e.StartOperator(ctx, "operator.log", "--resync=10s", "--network-policies=false")
 	if err != nil {
 		return r, err
 	}
 	defer func() { _ = op.Stop(30 * time.Second) }()
-	if err := op.WaitReady(ctx, time.Minute); err != nil {
-		return r, err
-	}
 	logf(c, "operator ready; installing the activator as manifests/activator ships it")
 	if err := operator.InstallActivator(ctx, e.Cluster, dir, 1); err != nil {
 		return r, fmt.Errorf("install the activator: %w", err)

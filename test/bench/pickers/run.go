@@ -165,14 +165,11 @@ func runN(ctx context.Context, c Config, n int, eppBin, gwBin string) (Result, e
 		return r, err
 	}
 	defer func() { _ = stopGW() }()
-	op, err := operator.Start(ctx, e.Bin, filepath.Join(e.Dir, "operator.log"), "--kubeconfig="+e.SAKubeconfig, "--gateway-parent="+parent)
+	op, err := e.StartOperator(ctx, "operator.log", "--gateway-parent="+parent)
 	if err != nil {
 		return r, err
 	}
 	defer func() { _ = op.Stop(30 * time.Second) }()
-	if err := op.WaitReady(ctx, time.Minute); err != nil {
-		return r, err
-	}
 	w0, err := op.Writes()
 	if err != nil {
 		return r, err

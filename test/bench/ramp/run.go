@@ -111,14 +111,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return r, err
 	}
 	// No NetworkPolicies: the client calls the pods from this host.
-	op, err := operator.Start(ctx, e.Bin, filepath.Join(e.Dir, "operator.log"), "--kubeconfig="+e.SAKubeconfig, "--resync=10s", "--network-policies=false")
+	op, err := e.StartOperator(ctx, "operator.log", "--resync=10s", "--network-policies=false")
 	if err != nil {
 		return r, err
 	}
 	defer func() { _ = op.Stop(30 * time.Second) }()
-	if err := op.WaitReady(ctx, time.Minute); err != nil {
-		return r, err
-	}
 	adapter, err := operator.InstallMetricsAdapter(ctx, e.Cluster, e.Dir, "--scrape-period=3s")
 	if err != nil {
 		return r, fmt.Errorf("metrics adapter: %w", err)
