@@ -2,6 +2,7 @@ package custommetrics
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -139,25 +140,7 @@ func TestServesEachEnginesQueueUnderItsName(t *testing.T) {
 		{queued, map[string]string{"qwen-1": "3", "qwen-2": "500m"}},
 		{waiting, map[string]string{"qwen-old": "8"}},
 	} {
-		list, err := p.GetMetricBySelector(context.Background(), "a", sel, c.info, labels.Everything())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, v := range list.Items {
-			got[v.DescribedObject.Name] = v.Value.String()
-			if v.Metric.Name != c.info.Metric {
-				t.Errorf("%s: item named %s", c.info.Metric, v.Metric.Name)
-			}
-		}
-		if len(got) != len(c.want) {
-			t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
-		}
-		for k, w := range c.want {
-			if got[k] != w {
-				t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
-			}
-		}
+		wantBySelector(t, p, sel, c.info, c.want)
 	}
 	if v, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-1"}, queued, labels.Everything()); err != nil || v.Value.String() != "3" || v.Metric.Name != "num_queue_reqs" {
 		t.Errorf("qwen-1 by name: %v, %v", v, err)
@@ -184,25 +167,7 @@ func TestServesEachEnginesKVCacheUnderItsName(t *testing.T) {
 		{vllmKV, map[string]string{"llama-1": "500m"}},
 		{queued, map[string]string{"qwen-1": "3", "qwen-2": "0"}},
 	} {
-		list, err := p.GetMetricBySelector(context.Background(), "a", sel, c.info, labels.Everything())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, v := range list.Items {
-			got[v.DescribedObject.Name] = v.Value.String()
-			if v.Metric.Name != c.info.Metric {
-				t.Errorf("%s: item named %s", c.info.Metric, v.Metric.Name)
-			}
-		}
-		if len(got) != len(c.want) {
-			t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
-		}
-		for k, w := range c.want {
-			if got[k] != w {
-				t.Errorf("%s: %v, want %v", c.info.Metric, got, c.want)
-			}
-		}
+		wantBySelector(t, p, sel, c.info, c.want)
 	}
 	if v, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "llama-1"}, vllmKV, labels.Everything()); err != nil || v.Value.String() != "500m" || v.Metric.Name != "kv_cache_usage_perc" {
 		t.Errorf("llama-1 by name: %v, %v", v, err)
@@ -269,5 +234,25 @@ func TestServesTheTTFTP95OverTheSelectorsWindow(t *testing.T) {
 	}
 	if _, err := p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "a", Name: "qwen-2"}, ttftP95, labels.Everything()); !apierrors.IsNotFound(err) {
 		t.Errorf("qwen-2 without a p95: %v, want NotFound", err)
+	}
+}
+
+// wantBySelector asks p for info over namespace a's pods of sel and wants exactly the values
+// want (pod name: quantity), each item named as asked.
+func wantBySelector(t *testing.T, p *Provider, sel labels.Selector, info provider.CustomMetricInfo, want map[string]string) {
+	t.Helper()
+	list, err := p.GetMetricBySelector(context.Background(), "a", sel, info, labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range list.Items {
+		got[v.DescribedObject.Name] = v.Value.String()
+		if v.Metric.Name != info.Metric {
+			t.Errorf("%s: item named %s", info.Metric, v.Metric.Name)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s: %v, want %v", info.Metric, got, want)
 	}
 }
