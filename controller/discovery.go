@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,10 +172,14 @@ const (
 // RoleBindings are watched whenever HTTPRoutes are on, and pools whenever they are served, so a
 // switch back to the Service route (off, after a restart) finds the pool route's children to
 // delete; so are Istio's DestinationRules and GKE's HealthCheckPolicies where served, which the
-// pools get (gatewaypolicy.go).
-func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clusterRole string, f *reconcile.Features) ([]schema.GroupVersionResource, error) {
+// pools get (gatewaypolicy.go). The pickers run image, bound to clusterRole, reading their pods
+// every refresh.
+func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clusterRole string, refresh time.Duration, f *reconcile.Features) ([]schema.GroupVersionResource, error) {
 	if mode != InferencePoolAuto && mode != InferencePoolOff {
 		return nil, fmt.Errorf("--inference-pool=%q: want %s or %s", mode, InferencePoolAuto, InferencePoolOff)
+	}
+	if err := reconcile.CheckPickerRefreshMetricsInterval(refresh); err != nil {
+		return nil, err
 	}
 	if !f.HTTPRoutes {
 		return nil, nil
@@ -207,7 +212,7 @@ func DiscoverInferencePool(disco discovery.DiscoveryInterface, mode, image, clus
 	}
 	f.PoolServed = true
 	f.InferencePools = mode == InferencePoolAuto
-	f.PickerImage, f.PickerClusterRole = image, clusterRole
+	f.PickerImage, f.PickerClusterRole, f.PickerRefreshMetricsInterval = image, clusterRole, refresh
 	return append(watch, reconcile.InferencePoolGVR), nil
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,17 +75,26 @@ func TestDiscoverInferencePool(t *testing.T) {
 		pools, serve bool
 		watched      int
 		errors       bool
+		refresh      time.Duration
 	}{
-		{"served, auto", InferencePoolAuto, routes, discoveryServing(pools), true, true, 3, false},
-		{"served, off: watched, so the pool route's children can go", InferencePoolOff, routes, discoveryServing(pools), false, true, 3, false},
-		{"not served", InferencePoolAuto, routes, discoveryServing(), false, false, 2, false},
-		{"no HTTPRoutes", InferencePoolAuto, reconcile.Features{}, discoveryServing(pools), false, false, 0, false},
-		{"bad mode", "on", routes, discoveryServing(pools), false, false, 0, true},
+		{"served, auto", InferencePoolAuto, routes, discoveryServing(pools), true, true, 3, false, time.Second},
+		{"served, off: watched, so the pool route's children can go", InferencePoolOff, routes, discoveryServing(pools), false, true, 3, false, time.Second},
+		{"not served", InferencePoolAuto, routes, discoveryServing(), false, false, 2, false, time.Second},
+		{"no HTTPRoutes", InferencePoolAuto, reconcile.Features{}, discoveryServing(pools), false, false, 0, false, time.Second},
+		{"bad mode", "on", routes, discoveryServing(pools), false, false, 0, true, time.Second},
+		{"refresh 0: the picker would read every 50 ms", InferencePoolAuto, routes, discoveryServing(pools), false, false, 0, true, 0},
+		{"refresh 5ms", InferencePoolAuto, routes, discoveryServing(pools), false, false, 0, true, 5 * time.Millisecond},
+		{"refresh 2m", InferencePoolAuto, routes, discoveryServing(pools), false, false, 0, true, 2 * time.Minute},
+		{"refresh 10ms", InferencePoolAuto, routes, discoveryServing(pools), true, true, 3, false, 10 * time.Millisecond},
+		{"refresh 1m", InferencePoolAuto, routes, discoveryServing(pools), true, true, 3, false, time.Minute},
 	} {
 		f := c.f
-		watch, err := DiscoverInferencePool(c.disco, c.mode, "img", "role", &f)
+		watch, err := DiscoverInferencePool(c.disco, c.mode, "img", "role", c.refresh, &f)
 		if (err != nil) != c.errors || f.InferencePools != c.pools || f.PoolServed != c.serve || len(watch) != c.watched {
 			t.Errorf("%s: pools %v served %v watch %v err %v", c.name, f.InferencePools, f.PoolServed, watch, err)
+		}
+		if c.pools && (f.PickerImage != "img" || f.PickerClusterRole != "role" || f.PickerRefreshMetricsInterval != c.refresh) {
+			t.Errorf("%s: picker features %q %q %s", c.name, f.PickerImage, f.PickerClusterRole, f.PickerRefreshMetricsInterval)
 		}
 	}
 }
@@ -133,7 +143,7 @@ func TestDiscoverGatewayPolicies(t *testing.T) {
 		{"no HTTPRoutes", reconcile.Features{}, discoveryServing(pools, dr, hcp), false, false, nil},
 	} {
 		f := c.f
-		watch, err := DiscoverInferencePool(c.disco, InferencePoolAuto, "img", "role", &f)
+		watch, err := DiscoverInferencePool(c.disco, InferencePoolAuto, "img", "role", reconcile.DefaultPickerRefreshMetricsInterval, &f)
 		if err != nil || f.DestinationRules != c.dr || f.HealthCheckPolicies != c.hcp {
 			t.Errorf("%s: DestinationRules %v HealthCheckPolicies %v err %v", c.name, f.DestinationRules, f.HealthCheckPolicies, err)
 		}

@@ -52,7 +52,7 @@ func TestChartAcceptsGoodValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--set", "operator.gogc=off,operator.goMemLimit=900MiB,image.pullPolicy=IfNotPresent,image.tag=v0.1.0"},
 		{"--set", "operator.gogc=50,operator.goMemLimit=943718400,operator.replicas=0"},
-		{"--set", "gateway.parent=gateway-system/inference,gateway.inferencePool=off,gateway.deregisterTimeout=1h30m,gateway.endpointPickerImage=registry.example.com/epp:v1"},
+		{"--set", "gateway.parent=gateway-system/inference,gateway.inferencePool=off,gateway.deregisterTimeout=1h30m,gateway.endpointPickerImage=registry.example.com/epp:v1,gateway.endpointPickerRefreshMetricsInterval=1s"},
 		{"--set-json", `operator.extraArgs=["--workers=16"]`, "--set", "crds.install=false,crds.keep=false", "--namespace", "my-ns"},
 		{"--set", "global.imageRegistry=registry.example.com"},
 		{"--kube-version", "1.30.0"},

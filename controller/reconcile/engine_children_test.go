@@ -24,7 +24,7 @@ func TestSGLangModelsChildren(t *testing.T) {
 	if q := so.Object["spec"].(map[string]interface{})["triggers"].([]interface{})[0].(map[string]interface{})["metadata"].(map[string]interface{})["query"].(string); !strings.HasPrefix(q, "sum(sglang:num_queue_reqs{") {
 		t.Fatalf("query %s", q)
 	}
-	if args := PickerArgs(w.isvc); !strings.Contains(strings.Join(args, " "), "queuedRequestsSpec: \"sglang:num_queue_reqs\"") {
+	if args := PickerArgs(w.isvc, w.f); !strings.Contains(strings.Join(args, " "), "queuedRequestsSpec: \"sglang:num_queue_reqs\"") {
 		t.Fatalf("picker args %v", args)
 	}
 }

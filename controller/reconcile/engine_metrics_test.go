@@ -120,11 +120,15 @@ type pickerConfig struct {
 				LoRASpec            *string `json:"loraSpec"`
 				CacheInfoSpec       *string `json:"cacheInfoSpec"`
 			} `json:"engineConfigs"`
-			AutoTune             *bool `json:"autoTune"`
-			BlockSizeTokens      int   `json:"blockSizeTokens"`
-			LRUCapacityPerServer int   `json:"lruCapacityPerServer"`
+			AutoTune                  *bool  `json:"autoTune"`
+			BlockSizeTokens           int    `json:"blockSizeTokens"`
+			LRUCapacityPerServer      int    `json:"lruCapacityPerServer"`
+			MetricsStalenessThreshold string `json:"metricsStalenessThreshold"`
 		} `json:"parameters"`
 	} `json:"plugins"`
+	SaturationDetector *struct {
+		PluginRef string `json:"pluginRef"`
+	} `json:"saturationDetector"`
 	SchedulingProfiles []struct {
 		Name    string `json:"name"`
 		Plugins []struct {
@@ -134,15 +138,15 @@ type pickerConfig struct {
 	} `json:"schedulingProfiles"`
 }
 
-// TestPickerArgsPerEngine: a vLLM model's picker runs exactly the configuration every picker
-// ran before engines (its Deployment does not roll); an SGLang model's reads SGLang's queue,
+// TestPickerArgsPerEngine: a vLLM model's picker runs exactly the configuration written out
+// here (a change of it rolls every vLLM model's picker once: say so in CHANGELOG.md); an SGLang model's reads SGLang's queue,
 // running requests and token usage as its default engine, and no LoRA nor cache-config
 // series, which SGLang v0.5 does not export; both score alike.
 func TestPickerArgsPerEngine(t *testing.T) {
 	isvc := newWorld(1).isvc
 	configOf := func(e engine.Engine) (string, pickerConfig) {
 		t.Helper()
-		args := PickerArgsOn(e, isvc)
+		args := PickerArgsOn(e, isvc, DefaultPickerRefreshMetricsInterval)
 		i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--config-text=") })
 		if i < 0 {
 			t.Fatalf("%s: no --config-text in %v", e.Name(), args)
@@ -161,8 +165,8 @@ func TestPickerArgsPerEngine(t *testing.T) {
 	}
 
 	text, v := configOf(engine.For(engine.VLLM))
-	const before = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n- type: kv-cache-utilization-scorer\n- type: prefix-cache-scorer\n  parameters: {autoTune: true, blockSizeTokens: 16, lruCapacityPerServer: 31250}\n- type: lora-affinity-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - {pluginRef: queue-scorer, weight: 2}\n  - {pluginRef: kv-cache-utilization-scorer, weight: 2}\n  - {pluginRef: prefix-cache-scorer, weight: 3}\n  - {pluginRef: lora-affinity-scorer, weight: 1}\n"
-	if text != before {
+	const want = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n- type: kv-cache-utilization-scorer\n- type: prefix-cache-scorer\n  parameters: {autoTune: true, blockSizeTokens: 16, lruCapacityPerServer: 31250}\n- type: lora-affinity-scorer\n- type: utilization-detector\n  parameters: {metricsStalenessThreshold: 1s}\nsaturationDetector: {pluginRef: utilization-detector}\nschedulingProfiles:\n- name: default\n  plugins:\n  - {pluginRef: queue-scorer, weight: 2}\n  - {pluginRef: kv-cache-utilization-scorer, weight: 2}\n  - {pluginRef: prefix-cache-scorer, weight: 3}\n  - {pluginRef: lora-affinity-scorer, weight: 1}\n"
+	if text != want {
 		t.Errorf("vLLM's picker config changed:\n%s", text)
 	}
 
@@ -171,10 +175,10 @@ func TestPickerArgsPerEngine(t *testing.T) {
 	for _, p := range s.Plugins {
 		types = append(types, p.Type)
 	}
-	if want := []string{"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "lora-affinity-scorer", "core-metrics-extractor"}; !slices.Equal(types, want) {
+	if want := []string{"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "lora-affinity-scorer", "utilization-detector", "core-metrics-extractor"}; !slices.Equal(types, want) {
 		t.Fatalf("SGLang's plugins %v, want %v", types, want)
 	}
-	ex := s.Plugins[4].Parameters
+	ex := s.Plugins[5].Parameters
 	if ex == nil || ex.DefaultEngine != "sglang" || len(ex.EngineConfigs) != 1 {
 		t.Fatalf("the extractor's parameters %+v: want SGLang's one engine config as the default", ex)
 	}
@@ -187,18 +191,19 @@ func TestPickerArgsPerEngine(t *testing.T) {
 		!slices.Equal(s.SchedulingProfiles[0].Plugins, v.SchedulingProfiles[0].Plugins) {
 		t.Fatalf("the engines' profiles differ: %+v, %+v", s.SchedulingProfiles, v.SchedulingProfiles)
 	}
-	if PickerArgs(isvc)[5] != "--config-text="+PickerConfigFor(engineOf(isvc)) {
+	if PickerArgs(isvc, Features{})[5] != "--config-text="+PickerConfigFor(engineOf(isvc), DefaultPickerRefreshMetricsInterval) {
 		t.Fatal("PickerArgs is not the model's engine's")
 	}
 }
 
-// TestPickerConfigGolden keeps testdata/picker-config-ENGINE.yaml what PickerConfigFor writes:
-// test/epp/picker's TestOperatorConfigsReadEachEngine loads them into v1.5.0's picker (that
-// module does not import this one) and reads each engine's page through them.
+// TestPickerConfigGolden keeps testdata/picker-config-ENGINE.yaml what PickerConfigFor writes
+// at the default interval: test/epp/picker's TestOperatorConfigsReadEachEngine loads them into
+// v1.5.0's picker (that module does not import this one) and reads each engine's page through
+// them, and TestOperatorConfigsKeepReadingsFreshForTheirInterval asks their saturation detector.
 func TestPickerConfigGolden(t *testing.T) {
 	for _, name := range engine.Names() {
 		path := filepath.Join("testdata", "picker-config-"+name+".yaml")
-		want := PickerConfigFor(engine.For(name))
+		want := PickerConfigFor(engine.For(name), DefaultPickerRefreshMetricsInterval)
 		got, err := os.ReadFile(path)
 		if os.Getenv("UPDATE_GOLDEN") != "" {
 			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {

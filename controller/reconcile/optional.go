@@ -80,6 +80,9 @@ type Features struct {
 	// ServiceAccount is bound to; empty means the defaults (DefaultPickerImage, DefaultPickerClusterRole).
 	PickerImage       string
 	PickerClusterRole string
+	// PickerRefreshMetricsInterval is how often each picker reads its pods' metrics
+	// (--endpoint-picker-refresh-metrics-interval); zero means DefaultPickerRefreshMetricsInterval.
+	PickerRefreshMetricsInterval time.Duration
 	// DestinationRules and HealthCheckPolicies: with HTTPRoutes, Istio's DestinationRule and
 	// GKE's HealthCheckPolicy are served, so each pool gets what that gateway needs to use it
 	// (gatewaypolicy.go).

@@ -9,9 +9,11 @@
 package reconcile
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,20 +63,79 @@ const (
 	DefaultPickerClusterRole = "inferenceservice-operator-endpoint-picker"
 )
 
-// PickerConfig is the picker's EndpointPickerConfig for a vLLM model: the extension's default
-// profile (queue 2, KV cache 2, prefix cache 3) plus LoRA affinity, so a request for an adapter
-// goes to a pod that has it loaded. The prefix scorer sizes its index from vLLM's
-// cache_config_info (autoTune). The pods' series are read in the picker's built-in vLLM names
-// (its core-metrics-extractor's default engine, v1.5.0's
+// How often a picker reads each of its pods' /metrics (--refresh-metrics-interval), and how
+// old a reading may grow before the picker takes it as stale.
+//
+// v1.5.0 reads every 50 ms: one goroutine per pod with its own ticker (datalayer.Runtime's
+// NewEndpoint, datalayer.Collector's loop), each tick a GET of the pod's whole /metrics page,
+// parsed and extracted, whether or not a request came. That is 19-25 millicores a picker at
+// rest on this project's bench (docs/benchmarks.md), about 20 cores at 1,000 models, and 20
+// page renders a second asked of each model server. The scorers read the last reading
+// whatever its age (queue-scorer: num_requests_waiting; kv-cache-utilization-scorer:
+// kv_cache_usage_perc; lora-affinity-scorer: lora_requests_info's adapters; the prefix scorer
+// its own index of what it routed, and from the readings only the cache's geometry): a longer
+// interval only makes their figures older. The queue and KV cache turn over with requests,
+// which last hundreds of milliseconds at the least (a prefill of up to 250 ms and a 20 ms
+// decode step for a one-token answer on the fake vLLM; seconds for an answer of hundreds of
+// tokens): 250 ms keeps a reading within about one short request of the truth, at a fifth of
+// the reads. The pickers' routing with it against 50 ms: docs/benchmarks.md.
+const (
+	DefaultPickerRefreshMetricsInterval = 250 * time.Millisecond
+	// MinPickerRefreshMetricsInterval and MaxPickerRefreshMetricsInterval bound the flag: a
+	// read takes up to 1s (the collector's timeout) and a picker is one pod's page every tick;
+	// past a minute its queue and KV cache figures say nothing of now.
+	MinPickerRefreshMetricsInterval = 10 * time.Millisecond
+	MaxPickerRefreshMetricsInterval = time.Minute
+	// pickerStalenessReads: a reading is stale after four reads missed, v1.5.0's own ratio (its
+	// utilization detector's 200 ms threshold over its 50 ms reads).
+	pickerStalenessReads = 4
+	// pickerPoolMetricsStaleness is v1.5.0's --metrics-staleness-threshold (2s), which only
+	// its own pool gauges read (inference_pool_average_kv_cache_utilization and the rest, over
+	// the pods with a fresher reading); kept unless four reads are longer.
+	pickerPoolMetricsStaleness = 2 * time.Second
+)
+
+// CheckPickerRefreshMetricsInterval refuses an interval outside the flag's bounds.
+func CheckPickerRefreshMetricsInterval(d time.Duration) error {
+	if d < MinPickerRefreshMetricsInterval || d > MaxPickerRefreshMetricsInterval {
+		return fmt.Errorf("--endpoint-picker-refresh-metrics-interval=%s: want from %s to %s", d, MinPickerRefreshMetricsInterval, MaxPickerRefreshMetricsInterval)
+	}
+	return nil
+}
+
+// pickerRefresh is f's interval, the default when unset.
+func pickerRefresh(f Features) time.Duration {
+	if f.PickerRefreshMetricsInterval > 0 {
+		return f.PickerRefreshMetricsInterval
+	}
+	return DefaultPickerRefreshMetricsInterval
+}
+
+// vllmPickerConfig is the picker's EndpointPickerConfig for a vLLM model reading its pods every
+// refresh: the extension's default profile (queue 2, KV cache 2, prefix cache 3) plus LoRA
+// affinity, so a request for an adapter goes to a pod that has it loaded. The prefix scorer
+// sizes its index from vLLM's cache_config_info (autoTune). The pods' series are read in the
+// picker's built-in vLLM names (its core-metrics-extractor's default engine, v1.5.0's
 // pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go: vllm:num_requests_waiting,
 // vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:lora_requests_info,
-// vllm:cache_config_info), vllm.Metrics()'s; left implicit so that the config, the pickers'
-// arguments and so their Deployments stay what every vLLM model's picker already runs.
-const PickerConfig = pickerPlugins + pickerProfiles
+// vllm:cache_config_info), vllm.Metrics()'s, left implicit.
+//
+// The utilization detector is the saturation detector every v1.5.0 picker runs (the config
+// loader's ensureSaturationDetector adds it when none is named); written here only to give it
+// a staleness threshold of four reads: its own 200 ms (four of v1.5.0's 50 ms reads) would
+// call a pod read every 250 ms saturated most of the time (utilization.Detector.Saturation
+// counts a pod whose reading is older as fully saturated), and the picker would shed every
+// sheddable request (an InferenceObjective of negative priority: requestcontrol's
+// LegacyAdmissionController) as if the pool were full. Its queue and KV cache thresholds stay
+// v1.5.0's (5, 0.8); it is no filter of the profile.
+func vllmPickerConfig(refresh time.Duration) string {
+	return pickerPlugins(refresh) + pickerProfiles
+}
 
-// pickerPlugins and pickerProfiles are PickerConfig's plugins and its scheduling profile.
-const (
-	pickerPlugins = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+// pickerPlugins is the config's head and plugins; pickerProfiles its saturation detector and
+// scheduling profile.
+func pickerPlugins(refresh time.Duration) string {
+	return `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: queue-scorer
@@ -82,8 +143,14 @@ plugins:
 - type: prefix-cache-scorer
   parameters: {autoTune: true, blockSizeTokens: 16, lruCapacityPerServer: 31250}
 - type: lora-affinity-scorer
+- type: utilization-detector
+  parameters: {metricsStalenessThreshold: ` + (pickerStalenessReads * refresh).String() + `}
 `
-	pickerProfiles = `schedulingProfiles:
+}
+
+const (
+	pickerProfiles = `saturationDetector: {pluginRef: utilization-detector}
+schedulingProfiles:
 - name: default
   plugins:
   - {pluginRef: queue-scorer, weight: 2}
@@ -93,8 +160,8 @@ plugins:
 `
 )
 
-// PickerConfigFor is the picker's EndpointPickerConfig for a model served by e: PickerConfig,
-// and for any engine but vLLM the core-metrics-extractor told e's series, as the extension
+// PickerConfigFor is the picker's EndpointPickerConfig for a model served by e, its pods read
+// every refresh: vllmPickerConfig, and for any engine but vLLM the core-metrics-extractor told e's series, as the extension
 // documents for SGLang (site-src/implementations/model-servers.md; its metric-name flags,
 // --total-queued-requests-metric and the rest, are refused since v1.5.0: "configure metrics
 // via engineConfigs"). The pods carry no inference.networking.k8s.io/engine-type label (one
@@ -107,12 +174,12 @@ plugins:
 // pod: adapter requests are routed on queue, KV cache and prefix alone, and any pod serves
 // them (the operator loads every adapter on every pod). Without the cache's geometry the
 // prefix scorer keeps blockSizeTokens and its default capacity.
-func PickerConfigFor(e engine.Engine) string {
+func PickerConfigFor(e engine.Engine, refresh time.Duration) string {
 	if e.Name() == engine.VLLM {
-		return PickerConfig
+		return vllmPickerConfig(refresh)
 	}
 	m := e.Metrics()
-	return pickerPlugins + `- type: core-metrics-extractor
+	return pickerPlugins(refresh) + `- type: core-metrics-extractor
   parameters:
     defaultEngine: ` + e.Name() + `
     engineConfigs:
@@ -222,19 +289,25 @@ func desiredPool(isvc *crd.InferenceService, ext *crd.SpecExtensions, f Features
 	return poolChildren{Pool: pool, Picker: desiredPicker(isvc, meta, f), PickerService: desiredPickerService(meta), ServiceAccount: sa, RoleBinding: rb}
 }
 
-// PickerArgs are the picker's flags for isvc's engine (PickerArgsOn).
-func PickerArgs(isvc *crd.InferenceService) []string { return PickerArgsOn(engineOf(isvc), isvc) }
+// PickerArgs are the picker's flags for isvc's engine under f (PickerArgsOn).
+func PickerArgs(isvc *crd.InferenceService, f Features) []string {
+	return PickerArgsOn(engineOf(isvc), isvc, pickerRefresh(f))
+}
 
-// PickerArgsOn are the picker's flags for a model served by e: its pool, the scoring
-// configuration in e's metric names (PickerConfigFor), and no tracing (an OTel console
-// exporter by default), no pprof, and metrics without TokenReview (which would need a
-// ClusterRoleBinding per model): the metrics port is for the cluster's Prometheus.
-func PickerArgsOn(e engine.Engine, isvc *crd.InferenceService) []string {
+// PickerArgsOn are the picker's flags for a model served by e whose pods it reads every
+// refresh: its pool, the scoring configuration in e's metric names (PickerConfigFor), the
+// interval and the pool gauges' staleness (at least v1.5.0's 2s, at least four reads), and no
+// tracing (an OTel console exporter by default), no pprof, and metrics without TokenReview
+// (which would need a ClusterRoleBinding per model): the metrics port is for the cluster's
+// Prometheus.
+func PickerArgsOn(e engine.Engine, isvc *crd.InferenceService, refresh time.Duration) []string {
 	return []string{
 		"--pool-name=" + isvc.Name, "--pool-namespace=" + isvc.Namespace,
 		"--grpc-port=" + strconv.Itoa(PickerGRPCPort), "--grpc-health-port=" + strconv.Itoa(PickerHealthPort),
 		"--metrics-port=" + strconv.Itoa(PickerMetricsPort),
-		"--config-text=" + PickerConfigFor(e),
+		"--config-text=" + PickerConfigFor(e, refresh),
+		"--refresh-metrics-interval=" + refresh.String(),
+		"--metrics-staleness-threshold=" + max(pickerPoolMetricsStaleness, pickerStalenessReads*refresh).String(),
 		"--tracing=false", "--enable-pprof=false", "--metrics-endpoint-auth=false",
 	}
 }
@@ -268,7 +341,7 @@ func desiredPicker(isvc *crd.InferenceService, meta metav1.ObjectMeta, f Feature
 					// itself drains its gRPC server within controller-runtime's 30s.)
 					TerminationGracePeriodSeconds: ptr.To[int64](600),
 					Containers: []corev1.Container{{
-						Name: kinds.PickerContainerName, Image: image, Args: PickerArgs(isvc),
+						Name: kinds.PickerContainerName, Image: image, Args: PickerArgs(isvc, f),
 						Ports: []corev1.ContainerPort{
 							{Name: "grpc", ContainerPort: PickerGRPCPort, Protocol: corev1.ProtocolTCP},
 							{Name: "grpc-health", ContainerPort: PickerHealthPort, Protocol: corev1.ProtocolTCP},

@@ -116,9 +116,10 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 
 // fitPickers is how many pickers this machine holds beside what runs now: its available memory
 // at r's resident memory per picker under load, keeping a quarter free, and half its cores at
-// r's CPU per picker at rest (each picker reads its pods' metrics every 50 ms, idle or not;
-// past that the cluster's own processes starve, probes time out and pickers restart: on 2
-// cores an attempt at 100 never had them all up).
+// r's CPU per picker at rest (each picker reads its pods' metrics every
+// --endpoint-picker-refresh-metrics-interval, idle or not; past that the cluster's own
+// processes starve, probes time out and pickers restart: on 2 cores an attempt at 100, at
+// v1.5.0's 50 ms, never had them all up).
 func fitPickers(r Result) int {
 	avail, err := memAvailable()
 	if err != nil || r.Pickers == 0 || r.LoadRSSMiB == 0 || r.RestCPUCores == 0 {

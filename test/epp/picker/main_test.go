@@ -169,3 +169,48 @@ sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="
 		})
 	}
 }
+
+// TestOperatorConfigsKeepReadingsFreshForTheirInterval: the operator's pickers read their pods
+// every 250 ms (--endpoint-picker-refresh-metrics-interval's default), not v1.5.0's 50 ms, so
+// their saturation detector (the utilization detector every v1.5.0 picker runs: it sheds
+// sheddable requests when the pool is saturated, and counts a pod whose reading is older than
+// its threshold as saturated) must take a reading up to four reads old as fresh: v1.5.0's own
+// 200 ms would call every pod saturated for most of each 250 ms. A reading older than four
+// reads is still stale.
+func TestOperatorConfigsKeepReadingsFreshForTheirInterval(t *testing.T) {
+	for _, name := range []string{"vllm", "sglang"} {
+		t.Run(name, func(t *testing.T) {
+			text, err := os.ReadFile(filepath.Join("..", "..", "..", "controller", "reconcile", "testdata", "picker-config-"+name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := runserver.NewOptions()
+			opts.ConfigText = string(text)
+			raw, _, err := parseConfigurationPhaseOne(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := datastore.NewDatastore(ctx, datalayer.NewRuntime(250*time.Millisecond), 0)
+			cfg, _, _, err := parseConfigurationPhaseTwo(ctx, raw, ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := func(age time.Duration) fwkdl.Endpoint {
+				m := fwkdl.NewMetrics()
+				m.KVCacheUsagePercent, m.UpdateTime = 0.4, time.Now().Add(-age)
+				return fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, m)
+			}
+			// Half of the detector's 0.8 KV threshold: a fresh reading is half saturated.
+			for _, c := range []struct {
+				age  time.Duration
+				want float64
+			}{{0, 0.5}, {600 * time.Millisecond, 0.5}, {900 * time.Millisecond, 0.5}, {1500 * time.Millisecond, 1}} {
+				if got := cfg.SaturationDetector.Saturation(ctx, []fwkdl.Endpoint{pod(c.age)}); got != c.want {
+					t.Errorf("a reading %s old: saturation %.2f, want %.2f", c.age, got, c.want)
+				}
+			}
+		})
+	}
+}
