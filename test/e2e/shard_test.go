@@ -61,6 +61,7 @@ var fileSeconds = map[string]int{
 	"pool_test.go":              105,
 	"rollout_test.go":           150, // TestCanaryRollout's four cases side by side, measured alone
 	"rollout_prom_test.go":      80,  // TestCanaryRolloutOnPrometheus: the errors case on Prometheus, measured alone
+	"drain_test.go":             35,  // TestPodDeletionUnderLoad, measured alone
 	"template_test.go":          38,
 	"gateway_picker_test.go":    32,
 	"start_phases_test.go":      27,
