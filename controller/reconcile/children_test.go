@@ -25,10 +25,11 @@ func TestMain(m *testing.M) {
 		Env             []corev1.EnvVar
 		Command         []string
 		APIVersion      string
+		Drain           *corev1.Lifecycle
 	}
 	snapshot := func() parts {
 		return parts{health.DeepCopy(), readinessProbe.DeepCopy(), livenessProbe.DeepCopy(),
-			slices.Clone(serverPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion}
+			slices.Clone(serverPorts), shmSource.DeepCopy(), []corev1.EnvVar{*runtimeLoRA.DeepCopy(), *cacheEnv.DeepCopy()}, slices.Clone(server.Command), apiVersion, drain.DeepCopy()}
 	}
 	// Every engine's container parts (engine.go), likewise.
 	engines := func() map[string]serverParts {

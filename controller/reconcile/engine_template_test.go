@@ -68,7 +68,8 @@ func goldenTemplates(t *testing.T) []byte {
 // TestVLLMTemplatesUnchanged: a vLLM model stored before spec.engine (with the image the schema
 // defaulted then, and no engine) renders the very pod templates it rendered before, so its pod
 // template hash does not change and the operator's upgrade rolls no pod. testdata/
-// vllm-templates.json was rendered by the operator before spec.engine.
+// vllm-templates.json was rendered by the operator before spec.engine, and again when the
+// model server got its preStop sleep (PreStopSleepSeconds), which rolls every model once.
 func TestVLLMTemplatesUnchanged(t *testing.T) {
 	got := goldenTemplates(t)
 	path := filepath.Join("testdata", "vllm-templates.json")

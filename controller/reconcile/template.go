@@ -37,7 +37,17 @@ var (
 	// modulesEnv is where transformers writes a remote-code model's modules (HF_MODULES_CACHE,
 	// $HF_HOME/modules by default), on the ModulesVolume beside a managed, read-only cache.
 	modulesEnv = corev1.EnvVar{Name: "HF_MODULES_CACHE", Value: ModulesPath}
+	// drain keeps a deleted pod serving before SIGTERM (vLLM and SGLang stop their HTTP server
+	// at once on it, cutting requests in flight) while its endpoint is withdrawn from gateways
+	// and kube-proxy; see PreStopSleepSeconds.
+	drain = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: PreStopSleepSeconds}}}
 )
+
+// PreStopSleepSeconds is the model server's preStop sleep: 5 s covers the EndpointSlice
+// controller's update and its watchers' (gateways, kube-proxy) apply on a loaded cluster; it
+// counts against the pod's terminationGracePeriodSeconds, the API server's default 30 (the
+// template sets none), which leaves the server 25 s after SIGTERM.
+const PreStopSleepSeconds = 5
 
 // ModulesPath is where ModulesVolume is mounted: outside the read-only cache's mount.
 const ModulesPath = "/var/cache/hf-modules"
@@ -154,6 +164,7 @@ func desiredContainer(spec *crd.InferenceServiceSpec, ext *crd.SpecExtensions) c
 		StartupProbe:   startupProbe(ext, p.health),
 		ReadinessProbe: p.readiness,
 		LivenessProbe:  p.liveness,
+		Lifecycle:      drain,
 		VolumeMounts:   mounts,
 		Resources:      desiredResources(spec),
 	}
@@ -236,6 +247,7 @@ func setTemplate(t, want *corev1.PodTemplateSpec, prev prior) {
 		c.Image, c.Command, c.Args, c.Ports = wc.Image, wc.Command, wc.Args, wc.Ports
 		c.Env = setEnv(c.Env, wc.Env, prevEnv)
 		c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = wc.StartupProbe, wc.ReadinessProbe, wc.LivenessProbe
+		setPreStop(c, preStopOf(&wc))
 		c.Resources.Limits, c.Resources.Requests = wc.Resources.Limits, wc.Resources.Requests
 		for _, m := range wc.VolumeMounts {
 			if !hasMount(c.VolumeMounts, m) {
@@ -284,12 +296,39 @@ func containerDrifted(have, want *corev1.Container) bool {
 		probeDrifted(have.LivenessProbe, want.LivenessProbe) {
 		return true
 	}
+	// The API server defaults nothing in a sleep hook, so the stored one compares as built.
+	if !equality.Semantic.DeepEqual(preStopOf(have), preStopOf(want)) {
+		return true
+	}
 	for _, m := range want.VolumeMounts {
 		if !hasMount(have.VolumeMounts, m) {
 			return true
 		}
 	}
 	return false
+}
+
+// preStopOf is the container's preStop hook, the one lifecycle field the operator owns.
+func preStopOf(c *corev1.Container) *corev1.LifecycleHandler {
+	if c.Lifecycle == nil {
+		return nil
+	}
+	return c.Lifecycle.PreStop
+}
+
+// setPreStop sets the container's preStop hook, keeping the rest of its lifecycle (a postStart
+// hook, a stop signal) on a copy: the hook may be a shared desired part.
+func setPreStop(c *corev1.Container, h *corev1.LifecycleHandler) {
+	var l corev1.Lifecycle
+	if c.Lifecycle != nil {
+		l = *c.Lifecycle
+	}
+	l.PreStop = h
+	if l == (corev1.Lifecycle{}) {
+		c.Lifecycle = nil
+		return
+	}
+	c.Lifecycle = &l
 }
 
 func probeDrifted(have, want *corev1.Probe) bool {

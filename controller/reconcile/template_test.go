@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/example/inferenceservice-operator/crd"
@@ -249,5 +250,52 @@ func TestServeCommand(t *testing.T) {
 	w.apply(out.Actions)
 	if got := w.obs.Deployment.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{"vllm", "serve"}) {
 		t.Fatalf("command kept: %q", got)
+	}
+}
+
+// TestTemplatePreStopSleep: every model server container (vLLM's, SGLang's, a multi-node
+// group's leader and workers) sleeps PreStopSleepSeconds in preStop, within the grace period
+// the template leaves at the API server's 30 s default (validation refuses a longer sleep); a
+// Deployment stored without the hook drifts, and once set does not, keeping a postStart hook
+// someone else put there.
+func TestTemplatePreStopSleep(t *testing.T) {
+	sleep := func(c *corev1.Container) int64 {
+		if h := preStopOf(c); h != nil && h.Sleep != nil {
+			return h.Sleep.Seconds
+		}
+		return -1
+	}
+	ps, c := templateOf(t, 1, &crd.SpecExtensions{})
+	if got := sleep(c); got != PreStopSleepSeconds || ps.TerminationGracePeriodSeconds != nil || PreStopSleepSeconds >= 30 {
+		t.Fatalf("vLLM: preStop sleep %d, grace %v", got, ps.TerminationGracePeriodSeconds)
+	}
+	isvc, ext := sglangISVC(t, crd.InferenceServiceSpec{Model: "Qwen/Qwen3-8B", Replicas: 1, GPUsPerReplica: ptr.To[int32](1)}, crd.SpecExtensions{})
+	if got := sleep(&DesiredChildren(isvc, ext, Features{}).Deployment.Spec.Template.Spec.Containers[0]); got != PreStopSleepSeconds {
+		t.Fatalf("SGLang: preStop sleep %d", got)
+	}
+	w := newWorld(1)
+	w.isvc.Spec.GPUsPerReplica = ptr.To[int32](4)
+	lws := DesiredChildren(w.isvc, &crd.SpecExtensions{MultiNode: &crd.MultiNode{Nodes: 2}}, Features{}).LeaderWorkerSet
+	for _, role := range []string{"leaderTemplate", "workerTemplate"} {
+		cs, _, _ := unstructured.NestedSlice(lws.Object, "spec", "leaderWorkerTemplate", role, "spec", "containers")
+		got, _, _ := unstructured.NestedInt64(cs[0].(map[string]any), "lifecycle", "preStop", "sleep", "seconds")
+		if got != PreStopSleepSeconds {
+			t.Fatalf("LeaderWorkerSet %s: preStop sleep %d", role, got)
+		}
+	}
+
+	want := DesiredChildren(newWorld(1).isvc, &crd.SpecExtensions{}, Features{})
+	live := want.Deployment.DeepCopy()
+	postStart := &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}
+	live.Spec.Template.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: postStart}
+	if !deploymentDrifted(live, want.Deployment, want.Scale) {
+		t.Fatal("a Deployment without the preStop hook did not drift")
+	}
+	setDeployment(live, want.Deployment, want.Scale)
+	if deploymentDrifted(live, want.Deployment, want.Scale) {
+		t.Fatal("drifted after set")
+	}
+	if l := live.Spec.Template.Spec.Containers[0].Lifecycle; l.PostStart != postStart || sleep(&live.Spec.Template.Spec.Containers[0]) != PreStopSleepSeconds {
+		t.Fatalf("after set: %+v", l)
 	}
 }

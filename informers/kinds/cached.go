@@ -124,10 +124,20 @@ func stripPodSpec(ps *corev1.PodSpec) corev1.PodSpec {
 				Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, Ports: c.Ports, VolumeMounts: c.VolumeMounts,
 				Resources:    corev1.ResourceRequirements{Limits: c.Resources.Limits, Requests: c.Resources.Requests},
 				StartupProbe: c.StartupProbe, ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe,
+				Lifecycle: preStopOnly(c.Lifecycle),
 			}}
 		}
 	}
 	return out
+}
+
+// preStopOnly keeps of a container's lifecycle the preStop hook, the part the operator sets
+// (reconcile/template.go) and compares.
+func preStopOnly(l *corev1.Lifecycle) *corev1.Lifecycle {
+	if l == nil || l.PreStop == nil {
+		return nil
+	}
+	return &corev1.Lifecycle{PreStop: l.PreStop}
 }
 
 // StripReplicaSet keeps what the diagnosis reads of a ReplicaSet (identity, owner, revision,

@@ -84,7 +84,10 @@ type kubelet struct {
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
-	wg      sync.WaitGroup
+	// terminating are the deleted pods whose deletePod runs, so the updates that come while
+	// their preStop hooks sleep start no second one.
+	terminating map[types.UID]bool
+	wg          sync.WaitGroup
 }
 
 type podWorker struct {
@@ -96,19 +99,20 @@ type podWorker struct {
 
 func newKubelet(client kubernetes.Interface, cfg kubeletConfig, nodeCount int, ips *ipAllocator) *kubelet {
 	k := &kubelet{
-		client:    client,
-		cfg:       cfg,
-		nodes:     map[string]int{},
-		recorders: map[string]record.EventRecorder{},
-		workers:   map[types.UID]*podWorker{},
-		ips:       ips,
-		probers:   newProbers(),
-		logs:      map[string]*logRun{},
-		podLogs:   map[types.UID][]string{},
-		faults:    map[string]proc.GPUFault{},
-		parts:     newPartitions(),
-		images:    newNodeImages(),
-		procs:     newExecProcs(),
+		client:      client,
+		cfg:         cfg,
+		nodes:       map[string]int{},
+		recorders:   map[string]record.EventRecorder{},
+		workers:     map[types.UID]*podWorker{},
+		terminating: map[types.UID]bool{},
+		ips:         ips,
+		probers:     newProbers(),
+		logs:        map[string]*logRun{},
+		podLogs:     map[types.UID][]string{},
+		faults:      map[string]proc.GPUFault{},
+		parts:       newPartitions(),
+		images:      newNodeImages(),
+		procs:       newExecProcs(),
 	}
 	if k.cfg.server.Ray == nil {
 		k.cfg.server.Ray = vllm.NewRayCluster() // every fake node's pods are one network
@@ -164,6 +168,9 @@ func (k *kubelet) run(ctx context.Context) error {
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
 				k.stopWorker(pod.UID)
+				k.mu.Lock()
+				delete(k.terminating, pod.UID)
+				k.mu.Unlock()
 				k.ips.release(pod.UID)
 				k.dropLogs(pod.UID)
 				k.wg.Go(func() {
@@ -198,8 +205,13 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 		return
 	}
 	if pod.DeletionTimestamp != nil {
-		k.stopWorker(pod.UID)
-		k.wg.Go(func() { k.deletePod(ctx, pod) })
+		k.mu.Lock()
+		started := k.terminating[pod.UID]
+		k.terminating[pod.UID] = true
+		k.mu.Unlock()
+		if !started {
+			k.wg.Go(func() { k.deletePod(ctx, pod) })
+		}
 		return
 	}
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
@@ -239,7 +251,7 @@ func (k *kubelet) stopWorker(uid types.UID) {
 // kubelet bounds it; without it they exit at once.
 const stopSecondsAnnotation = "kubelet.fake/stop-seconds"
 
-// stopDelay is how long a deleted pod's containers run before they are stopped.
+// stopDelay is how long a deleted pod's containers take to exit once stopped.
 func stopDelay(pod *v1.Pod) time.Duration {
 	n, err := strconv.Atoi(pod.Annotations[stopSecondsAnnotation])
 	if err != nil || n <= 0 {
@@ -252,17 +264,40 @@ func stopDelay(pod *v1.Pod) time.Duration {
 	return d
 }
 
-// deletePod finishes a graceful deletion the way a kubelet does once the
-// containers are stopped: delete with grace period 0.
-func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
-	if d := stopDelay(pod); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+// preStopSleep is how long a deleted pod's containers keep running, and serving, before they
+// are stopped: the longest of their preStop sleep hooks (lifecycle.preStop.sleep.seconds),
+// bounded by the deletion's grace period. The kubelet runs a container's preStop hook before
+// SIGTERM and no longer than the grace period (kuberuntime_container.go killContainer,
+// executePreStopHook; lifecycle/handlers.go runSleepHandler), the containers in parallel.
+func preStopSleep(pod *v1.Pod) time.Duration {
+	var d time.Duration
+	for _, c := range pod.Spec.Containers {
+		if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			d = max(d, time.Duration(l.PreStop.Sleep.Seconds)*time.Second)
 		}
+	}
+	return min(d, podGrace(pod))
+}
+
+// minStopGrace is what the kubelet leaves a container after its preStop hook, however much
+// of the grace period the hook took (kuberuntime_manager.go minimumGracePeriodInSeconds).
+const minStopGrace = 2 * time.Second
+
+// deletePod finishes a graceful deletion the way a kubelet does: the preStop hooks' sleep
+// while the containers serve on, then the containers stopped within what is left of the grace
+// period, then delete with grace period 0.
+func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
+	pre := preStopSleep(pod)
+	if !sleepCtx(ctx, pre) {
+		return
+	}
+	k.stopWorker(pod.UID)
+	stop := stopDelay(pod)
+	if pre > 0 {
+		stop = min(stop, max(podGrace(pod)-pre, minStopGrace))
+	}
+	if !sleepCtx(ctx, stop) {
+		return
 	}
 	rec := k.recorders[pod.Spec.NodeName]
 	for _, c := range pod.Spec.Containers {
@@ -277,6 +312,21 @@ func (k *kubelet) deletePod(ctx context.Context, pod *v1.Pod) {
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
 		klog.ErrorS(err, "fake kubelet: delete failed", "pod", klog.KObj(pod))
+	}
+}
+
+// sleepCtx waits d, false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
