@@ -43,6 +43,7 @@ var fileSeconds = map[string]int{
 	"core_test.go":              84,
 	"creating_test.go":          77,
 	"ownership_test.go":         74,
+	"tampered_packed_test.go":   20,
 	"kueue_test.go":             73,
 	"weights_cache_test.go":     72,
 	"weights_fill_test.go":      72,
