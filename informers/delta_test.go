@@ -180,3 +180,49 @@ func TestEditsOfOwnedFieldsReadBack(t *testing.T) {
 		}
 	}
 }
+
+// The first pod an informer packs is pending: the running pods after it, unlike it, remake the
+// dictionary and are then kept in a fraction of their size; objects of two shapes in turn make
+// at most maxDictionaries.
+func TestDictionaryRemadeForUnlikeObjects(t *testing.T) {
+	transform := cachedForm(3)
+	if modelKinds[3].file != "pod.json" {
+		t.Fatal("modelKinds[3] is not the pod")
+	}
+	pod := func(i int, pending bool) *packed {
+		p := decodeModelObject(t, "pod.json", modelJSON(t, "pod.json", i)).(*corev1.Pod)
+		if pending {
+			p.Spec.NodeName, p.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
+		}
+		obj, err := transform(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*packed)
+	}
+	first := pod(0, true)
+	if first.dict != nil {
+		t.Fatal("the first pod kept against a dictionary")
+	}
+	if pod(1, false).dict != nil {
+		t.Fatal("a running pod kept against the pending pod's dictionary")
+	}
+	p := pod(2, false)
+	b, err := p.bytes()
+	if err != nil || p.dict == nil || 3*len(p.raw) > len(b) {
+		t.Fatalf("the next running pod kept in %d bytes of %d (%v)", len(p.raw), len(b), err)
+	}
+	dicts := map[*dictionary]bool{}
+	for i := range 40 {
+		p := pod(3+i, i%2 == 0)
+		if p.dict != nil {
+			dicts[p.dict] = true
+		}
+		if _, err := unpack[corev1.Pod](p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dicts) > maxDictionaries {
+		t.Fatalf("%d dictionaries", len(dicts))
+	}
+}

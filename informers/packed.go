@@ -31,21 +31,34 @@ type packed struct {
 	dict     *dictionary
 }
 
-// packer is one informer's dictionary, made of the first object it packs.
+// packer is one informer's dictionary, made of the first object it packs, and remade of a
+// later one that it writes poorly (more than half its size): the first pod an informer sees is
+// pending, without the status every running pod has, the first HPA has not reported yet. An
+// object keeps the dictionary it was written against; a new one serves the objects written
+// after it (every later update of the older ones too), and the old one goes with the last
+// object that points at it. At most maxDictionaries are made, so objects of two shapes
+// written in turn cannot make one each.
 type packer struct {
 	dict atomic.Pointer[dictionary]
+	made atomic.Int32
 }
 
+const maxDictionaries = 8
+
 // store sets p's bytes from b: as differences from the dictionary where they are shorter,
-// else b itself (the first object, which makes the dictionary, or one unlike it).
+// else b itself (an object that makes a dictionary, or one unlike it).
 func (k *packer) store(p *packed, b []byte) {
 	p.raw, p.dict = b, nil
 	d := k.dict.Load()
-	if d == nil {
-		k.dict.CompareAndSwap(nil, newDictionary(b))
+	var enc []byte
+	if d != nil {
+		enc = d.encode(b)
+	}
+	if (d == nil || 2*len(enc) > len(b)) && k.made.Add(1) <= maxDictionaries {
+		k.dict.CompareAndSwap(d, newDictionary(b))
 		return
 	}
-	if enc := d.encode(b); len(enc) < len(b) {
+	if d != nil && len(enc) < len(b) {
 		p.raw, p.dict = enc, d
 	}
 }
