@@ -226,3 +226,23 @@ func TestDictionaryRemadeForUnlikeObjects(t *testing.T) {
 		t.Fatalf("%d dictionaries", len(dicts))
 	}
 }
+
+// What is kept is its length: not the room it grew in (the first run of 2,000 models after
+// the dictionary held about as much room as bytes).
+func TestDeltaKeptWithoutRoom(t *testing.T) {
+	for k, mk := range modelKinds {
+		if !mk.packed {
+			continue
+		}
+		transform := cachedForm(k)
+		for i := range 3 {
+			obj, err := transform(decodeModelObject(t, mk.file, modelJSON(t, mk.file, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := obj.(*packed); p.dict != nil && cap(p.raw) != len(p.raw) {
+				t.Fatalf("%s model %d: %d bytes kept in %d", mk.file, i, len(p.raw), cap(p.raw))
+			}
+		}
+	}
+}
