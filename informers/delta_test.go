@@ -65,7 +65,7 @@ func TestDeltaRoundTrip(t *testing.T) {
 		return b
 	}
 	for range 2000 {
-		dict := randBytes(r.IntN(300))
+		dict := randBytes(16 + r.IntN(300)) // s2 takes no dictionary under 16 bytes
 		d := newDictionary(dict)
 		src := randBytes(r.IntN(300))
 		if len(dict) > 0 && r.IntN(2) == 0 {
@@ -88,7 +88,10 @@ func TestDeltaRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newDictionary([]byte("abc")).decode([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}); err == nil {
+	if newDictionary([]byte("abc")) != nil {
+		t.Fatal("a dictionary of 3 bytes, under s2's least")
+	}
+	if _, err := newDictionary([]byte("sixteen bytes at least")).decode([]byte{0xff, 0xff, 0xff, 0xff, 0x07}); err == nil {
 		t.Fatal("a size past maxPacked decoded")
 	}
 }
