@@ -3,6 +3,7 @@ package informers
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,11 +21,58 @@ import (
 // on each read. A typed object's structs, maps and strings take five times its protobuf (a
 // model's Deployment, ReplicaSet, Pod, Service and HPA: 16 KB typed, 5.5 KB packed with keys
 // and index entries, TestCachedBytesPerModel), and the caches are most of the operator's heap.
+// The protobuf is kept as its differences from the informer's dictionary (delta.go), a fifth
+// of its size for a model's children (issue 55: 10,000 models in 128 MiB).
 type packed struct {
 	key      string // namespace/name
 	instance string // kinds.InstanceLabel's value; empty without it
 	node     string // a pod's spec.nodeName
-	raw      []byte
+	raw      []byte // the protobuf (JSON for packedJSON), or its differences from dict
+	dict     *dictionary
+}
+
+// packer is one informer's dictionary, made of the first object it packs, and remade of a
+// later one that it writes poorly (more than half its size): the first pod an informer sees is
+// pending, without the status every running pod has, the first HPA has not reported yet. An
+// object keeps the dictionary it was written against; a new one serves the objects written
+// after it (every later update of the older ones too), and the old one goes with the last
+// object that points at it. At most maxDictionaries are made, so objects of two shapes
+// written in turn cannot make one each.
+type packer struct {
+	dict atomic.Pointer[dictionary]
+	made atomic.Int32
+}
+
+const maxDictionaries = 8
+
+// store sets p's bytes from b: as differences from the dictionary where they are shorter,
+// else b itself (an object that makes a dictionary, or one unlike it).
+func (k *packer) store(p *packed, b []byte) {
+	p.raw, p.dict = b, nil
+	d := k.dict.Load()
+	var enc []byte
+	if d != nil {
+		enc = d.encode(b)
+	}
+	if (d == nil || 2*len(enc) > len(b)) && k.made.Add(1) <= maxDictionaries {
+		k.dict.CompareAndSwap(d, newDictionary(b))
+		return
+	}
+	if d != nil && len(enc) < len(b) {
+		p.raw, p.dict = enc, d
+	}
+}
+
+// bytes is what store was given.
+func (p *packed) bytes() ([]byte, error) {
+	if p.dict == nil {
+		return p.raw, nil
+	}
+	b, err := p.dict.decode(p.raw)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking %s: %w", p.key, err)
+	}
+	return b, nil
 }
 
 // GetObjectMeta gives the store's key function (meta.Accessor) the namespace and name.
@@ -44,6 +92,7 @@ type protoObject interface {
 // pack is an informer transform: strip, then pack. An object already packed (a transform may
 // be handed one again) or of no generated type is kept as it is.
 func pack(strip cache.TransformFunc) cache.TransformFunc {
+	k := &packer{}
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(*packed); ok {
 			return obj, nil
@@ -60,7 +109,8 @@ func pack(strip cache.TransformFunc) cache.TransformFunc {
 		if err != nil {
 			return nil, fmt.Errorf("packing %T %s/%s: %w", obj, o.GetNamespace(), o.GetName(), err)
 		}
-		p := &packed{key: o.GetNamespace() + "/" + o.GetName(), instance: o.GetLabels()[kinds.InstanceLabel], raw: raw}
+		p := &packed{key: o.GetNamespace() + "/" + o.GetName(), instance: o.GetLabels()[kinds.InstanceLabel]}
+		k.store(p, raw)
 		if pod, ok := obj.(*corev1.Pod); ok {
 			p.node = pod.Spec.NodeName
 		}
@@ -80,8 +130,12 @@ func unpack[T any, PT interface {
 		}
 		return nil, fmt.Errorf("cache holds %T, not %T", obj, PT(nil))
 	}
+	b, err := p.bytes()
+	if err != nil {
+		return nil, err
+	}
 	t := PT(new(T))
-	if err := t.Unmarshal(p.raw); err != nil {
+	if err := t.Unmarshal(b); err != nil {
 		return nil, fmt.Errorf("unpacking %T %s: %w", t, p.key, err)
 	}
 	return t, nil
@@ -143,6 +197,7 @@ type packedJSON struct {
 // packJSON is the optional children's informer transform: strip, then keep the JSON. An
 // object already packed, or not unstructured, is kept as it is.
 func packJSON(strip cache.TransformFunc) cache.TransformFunc {
+	k := &packer{}
 	return func(obj interface{}) (interface{}, error) {
 		if _, ok := obj.(*packedJSON); ok {
 			return obj, nil
@@ -159,7 +214,9 @@ func packJSON(strip cache.TransformFunc) cache.TransformFunc {
 		if err != nil {
 			return nil, fmt.Errorf("packing %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
-		return &packedJSON{packed{key: u.GetNamespace() + "/" + u.GetName(), instance: u.GetLabels()[kinds.InstanceLabel], raw: raw}}, nil
+		p := &packedJSON{packed{key: u.GetNamespace() + "/" + u.GetName(), instance: u.GetLabels()[kinds.InstanceLabel]}}
+		k.store(&p.packed, raw)
+		return p, nil
 	}
 }
 
@@ -173,8 +230,12 @@ func unpackJSON(obj interface{}) (*unstructured.Unstructured, error) {
 		}
 		return nil, fmt.Errorf("cache holds %T, not an unstructured object", obj)
 	}
+	b, err := p.bytes()
+	if err != nil {
+		return nil, err
+	}
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(p.raw); err != nil {
+	if err := u.UnmarshalJSON(b); err != nil {
 		return nil, fmt.Errorf("unpacking %s: %w", p.key, err)
 	}
 	return u, nil

@@ -43,6 +43,9 @@ type Config struct {
 	// Env (KEY=VALUE) is added to, and overrides, the env the shipped Deployment gives the
 	// operator: to measure a GOGC or GOMEMLIMIT before shipping it.
 	Env []string
+	// OperatorArgs are added after the benchmark's own flags of the operator (a later flag
+	// wins): to measure a flag's cost, e.g. --network-policies=false.
+	OperatorArgs []string
 	// Adapter runs the metrics adapter, with every pod serving vLLM's /metrics, and measures
 	// what serving the HPAs' metric costs over the steady period.
 	Adapter bool
@@ -107,8 +110,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	if sys.name != SystemOperator && (c.Adapter || c.ProfileDir != "" || len(c.Env) > 0) {
-		return r, fmt.Errorf("-adapter, -profile and -env measure the operator only")
+	if sys.name != SystemOperator && (c.Adapter || c.ProfileDir != "" || len(c.Env) > 0 || len(c.OperatorArgs) > 0) {
+		return r, fmt.Errorf("-adapter, -profile, -env and -operator-args measure the operator only")
 	}
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
 	// The benchmark measures the control plane's work, so pods follow the kubelet's schedule
@@ -381,6 +384,10 @@ func startOperator(ctx context.Context, c Config, e *testenv.Env) (*operator.Pro
 		"--resync=" + c.Resync.String(), "--namespaces=bench"}
 	if c.ProfileDir != "" {
 		args = append(args, "--pprof")
+	}
+	if len(c.OperatorArgs) > 0 {
+		args = append(args, c.OperatorArgs...)
+		logf(c, "operator args (the bench's, then -operator-args): %v", args[1:])
 	}
 	root, err := cluster.RepoRoot()
 	if err != nil {

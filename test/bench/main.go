@@ -5,6 +5,7 @@
 //	go run ./test/bench -n 100,1000                # the documented run
 //	go run ./test/bench -n 20 -hold 2 -resync 3s   # what CI runs (TestBenchSmall in bench_test.go)
 //	go run ./test/bench -system=operator,kserve -n 100 -skip-change   # side by side with KServe (make bench-kserve)
+//	go run ./test/bench -n 1000 -skip-baseline -skip-change -operator-args=--network-policies=false   # a flag's cost
 package main
 
 import (
@@ -28,6 +29,7 @@ func main() {
 	skipChange := flag.Bool("skip-change", false, "stop after the steady period: no spec change, no delete")
 	profile := flag.String("profile", "", "directory for the operator's heap profile at rest (runs it with --pprof)")
 	env := flag.String("env", "", "space-separated KEY=VALUE added to (and overriding) the operator's env from the shipped Deployment, e.g. GOGC=50")
+	operatorArgs := flag.String("operator-args", "", "space-separated extra flags for the operator, after the bench's own (a later flag wins), e.g. --network-policies=false")
 	clusterArgs := flag.String("cluster-args", "", "space-separated extra flags for the local cluster, e.g. --controller-qps=200 (its controller manager's client, 20 by default, paces pod creation)")
 	adapter := flag.Bool("adapter", false, "run the metrics adapter (every pod serving vLLM's /metrics) and measure what serving the HPAs' metric costs at rest")
 	scrapePeriod := flag.Duration("scrape-period", 10*time.Second, "the adapter's --scrape-period, with -adapter")
@@ -43,7 +45,7 @@ func main() {
 		for _, sys := range strings.Split(*systems, ",") {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
 			r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
-				SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env),
+				SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env), OperatorArgs: strings.Fields(*operatorArgs),
 				Adapter: *adapter, ScrapePeriod: *scrapePeriod, System: strings.TrimSpace(sys)})
 			cancel()
 			if err != nil {

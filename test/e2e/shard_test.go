@@ -66,6 +66,7 @@ var fileSeconds = map[string]int{
 	"saturation_test.go":        34,
 	"parallelism_test.go":       24,
 	"start_phases_test.go":      23,
+	"tampered_packed_test.go":   20, // measured alone
 	"drain_test.go":             35, // measured alone
 	"gateway_picker_test.go":    22,
 	"upgrade_default_test.go":   21,
