@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -161,16 +160,10 @@ type drainResult struct {
 }
 
 // drainLoad runs drainWorkers back-to-back senders until ended or for at most limit.
-type drainLoad struct {
-	mu      sync.Mutex
-	results []drainResult
-	stop    chan struct{}
-	once    sync.Once
-	done    sync.WaitGroup
-}
+type drainLoad = loadRecord[drainResult]
 
 func startDrainLoad(url string, limit time.Duration) *drainLoad {
-	l := &drainLoad{stop: make(chan struct{})}
+	l := newLoadRecord[drainResult]()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: drainWorkers}}
 	body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "prompt": "a pod goes while this is answered", "max_tokens": drainTokens})
 	deadline := time.Now().Add(limit)
@@ -205,23 +198,9 @@ func startDrainLoad(url string, limit time.Duration) *drainLoad {
 					}
 				}
 				r.end = time.Now()
-				l.mu.Lock()
-				l.results = append(l.results, r)
-				l.mu.Unlock()
+				l.add(r)
 			}
 		})
 	}
 	return l
-}
-
-func (l *drainLoad) end() []drainResult {
-	l.once.Do(func() { close(l.stop) })
-	l.done.Wait()
-	return l.snapshot()
-}
-
-func (l *drainLoad) snapshot() []drainResult {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]drainResult(nil), l.results...)
 }

@@ -54,16 +54,10 @@ type rolloutResult struct {
 }
 
 // rolloutLoad sends completions to url at a fixed pace from two workers until stopped.
-type rolloutLoad struct {
-	mu      sync.Mutex
-	results []rolloutResult
-	stop    chan struct{}
-	stopped sync.Once
-	done    sync.WaitGroup
-}
+type rolloutLoad = loadRecord[rolloutResult]
 
 func startRolloutLoad(url string, perSecond int) *rolloutLoad {
-	l := &rolloutLoad{stop: make(chan struct{})}
+	l := newLoadRecord[rolloutResult]()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
 	body, _ := json.Marshal(map[string]any{"model": "Qwen/Qwen3-0.6B", "prompt": "a canary step judged by its own numbers", "max_tokens": 2})
 	for w := 0; w < 2; w++ {
@@ -90,25 +84,11 @@ func startRolloutLoad(url string, perSecond int) *rolloutLoad {
 						r.body = string(bytes.TrimSpace(msg))
 					}
 				}
-				l.mu.Lock()
-				l.results = append(l.results, r)
-				l.mu.Unlock()
+				l.add(r)
 			}
 		}()
 	}
 	return l
-}
-
-func (l *rolloutLoad) end() []rolloutResult {
-	l.stopped.Do(func() { close(l.stop) })
-	l.done.Wait()
-	return l.snapshot()
-}
-
-func (l *rolloutLoad) snapshot() []rolloutResult {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]rolloutResult(nil), l.results...)
 }
 
 // rolloutTally sorts the load's results: answered by a stable pod, by another (the canary's),
