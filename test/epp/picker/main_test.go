@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -108,23 +109,9 @@ sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="
 	}
 	for _, name := range []string{"vllm", "sglang"} {
 		t.Run(name, func(t *testing.T) {
-			text, err := os.ReadFile(filepath.Join("..", "..", "..", "controller", "reconcile", "testdata", "picker-config-"+name+".yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			opts := runserver.NewOptions()
-			opts.ConfigText = string(text)
-			raw, _, err := parseConfigurationPhaseOne(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ds := datastore.NewDatastore(ctx, datalayer.NewRuntime(time.Second), 0)
-			cfg, _, _, err := parseConfigurationPhaseTwo(ctx, raw, ds)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := loadOperatorConfig(ctx, t, name, time.Second)
 			var extractors []fwkdl.Extractor
 			if cfg.DataConfig != nil {
 				for _, s := range cfg.DataConfig.Sources {
@@ -180,23 +167,9 @@ sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="
 func TestOperatorConfigsKeepReadingsFreshForTheirInterval(t *testing.T) {
 	for _, name := range []string{"vllm", "sglang"} {
 		t.Run(name, func(t *testing.T) {
-			text, err := os.ReadFile(filepath.Join("..", "..", "..", "controller", "reconcile", "testdata", "picker-config-"+name+".yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			opts := runserver.NewOptions()
-			opts.ConfigText = string(text)
-			raw, _, err := parseConfigurationPhaseOne(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ds := datastore.NewDatastore(ctx, datalayer.NewRuntime(250*time.Millisecond), 0)
-			cfg, _, _, err := parseConfigurationPhaseTwo(ctx, raw, ds)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := loadOperatorConfig(ctx, t, name, 250*time.Millisecond)
 			pod := func(age time.Duration) fwkdl.Endpoint {
 				m := fwkdl.NewMetrics()
 				m.KVCacheUsagePercent, m.UpdateTime = 0.4, time.Now().Add(-age)
@@ -213,4 +186,25 @@ func TestOperatorConfigsKeepReadingsFreshForTheirInterval(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadOperatorConfig loads the operator's golden picker configuration for engine (its
+// testdata, controller/reconcile) as the picker's main does, reading pods every interval.
+func loadOperatorConfig(ctx context.Context, t *testing.T, engine string, interval time.Duration) *config.Config {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("..", "..", "..", "controller", "reconcile", "testdata", "picker-config-"+engine+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := runserver.NewOptions()
+	opts.ConfigText = string(text)
+	raw, _, err := parseConfigurationPhaseOne(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, _, err := parseConfigurationPhaseTwo(ctx, raw, datastore.NewDatastore(ctx, datalayer.NewRuntime(interval), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
