@@ -24,7 +24,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -256,31 +255,21 @@ func etStart(t *testing.T) (*fake.Clientset, *kubelet, context.Context) {
 		return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{
 			Token: "tok-" + strconv.Itoa(tokens), ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}}, nil
 	})
-	nc := nodeConfig{count: 1, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(0), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(0, nil)}
-	if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := kubeletConfig{serve: true, crashBackoffInitial: 300 * time.Millisecond, crashBackoffMax: 600 * time.Millisecond,
-		crashRun: time.Second, terminatedFor: 100 * time.Millisecond,
-		execImages: execImages{{prefix: execTestImage, path: self}}, apiServer: "https://127.0.0.1:1", caFile: ca, execDir: filepath.Join(dir, "exec")}
-	k := newKubelet(client, cfg, nc.count, newIPAllocator(202))
-	if err := k.run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Registered first, so it runs after the kubelet's own cleanup: a pod worker may still be
+	// writing a run's files as it winds down (seen once on a loaded machine: TempDir's
+	// RemoveAll found the pod's directory refilled); the directory is gone before TempDir's
+	// own cleanup runs.
 	t.Cleanup(func() {
-		cancel()
-		k.wg.Wait()
-		k.stopProcesses(time.Second)
-		// A pod worker may still be writing a run's files as it winds down (seen once on a
-		// loaded machine: TempDir's RemoveAll found the pod's directory refilled); the
-		// directory is gone before TempDir's own cleanup runs.
 		exec := filepath.Join(dir, "exec")
 		deadline := time.Now().Add(5 * time.Second)
 		for err := os.RemoveAll(exec); err != nil && time.Now().Before(deadline); err = os.RemoveAll(exec) {
 			time.Sleep(50 * time.Millisecond) // poll interval
 		}
 	})
+	cfg := kubeletConfig{serve: true, crashBackoffInitial: 300 * time.Millisecond, crashBackoffMax: 600 * time.Millisecond,
+		crashRun: time.Second, terminatedFor: 100 * time.Millisecond,
+		execImages: execImages{{prefix: execTestImage, path: self}}, apiServer: "https://127.0.0.1:1", caFile: ca, execDir: filepath.Join(dir, "exec")}
+	k := oneNodeKubelet(t, ctx, cancel, client, cfg, 202)
 	return client, k, ctx
 }
 

@@ -25,21 +25,8 @@ import (
 func TestServingDispatchesSGLang(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset()
-	nc := nodeConfig{count: 1, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(0), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(0, nil)}
-	if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	k := newKubelet(client, kubeletConfig{serve: true, crashBackoffInitial: time.Second, crashBackoffMax: 2 * time.Second,
-		server: vllm.Config{TokenTime: time.Millisecond}}, nc.count, newIPAllocator(203))
-	if err := k.run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		k.wg.Wait()
-		k.stopProcesses(time.Second)
-	})
+	oneNodeKubelet(t, ctx, cancel, client, kubeletConfig{serve: true, crashBackoffInitial: time.Second, crashBackoffMax: 2 * time.Second,
+		server: vllm.Config{TokenTime: time.Millisecond}}, 203)
 	pod := func(name, image string, command, args []string) {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
 			Spec: v1.PodSpec{NodeName: nodeName(0), Containers: []v1.Container{{Name: "server", Image: image, Command: command, Args: args,

@@ -76,21 +76,8 @@ func TestPreStopSleepBoundedByGrace(t *testing.T) {
 func TestPreStopSleepKeepsServing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset()
-	nc := nodeConfig{count: 1, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(0), Labels: map[string]string{fakeNodeLabel: "true"}}, Status: nc.nodeStatus(0, nil)}
-	if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	k := newKubelet(client, kubeletConfig{serve: true, crashBackoffInitial: time.Second, crashBackoffMax: 2 * time.Second,
-		server: vllm.Config{TokenTime: time.Millisecond}}, nc.count, newIPAllocator(204))
-	if err := k.run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		k.wg.Wait()
-		k.stopProcesses(time.Second)
-	})
+	oneNodeKubelet(t, ctx, cancel, client, kubeletConfig{serve: true, crashBackoffInitial: time.Second, crashBackoffMax: 2 * time.Second,
+		server: vllm.Config{TokenTime: time.Millisecond}}, 204)
 	const hook = 3 * time.Second
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "uid-m"},
 		Spec: v1.PodSpec{NodeName: nodeName(0), Containers: []v1.Container{{Name: "server", Image: "vllm/vllm-openai:v0.11.0",
