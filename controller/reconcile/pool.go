@@ -69,7 +69,7 @@ const (
 // v1.5.0 reads every 50 ms: one goroutine per pod with its own ticker (datalayer.Runtime's
 // NewEndpoint, datalayer.Collector's loop), each tick a GET of the pod's whole /metrics page,
 // parsed and extracted, whether or not a request came. That is 19-34 millicores a picker at
-// rest on this project's bench (docs/benchmarks.md), about 20 cores at 1,000 models, and 20
+// rest on this project's bench (docs/benchmarks.md), 20-34 cores at 1,000 models, and 20
 // page renders a second asked of each model server. The scorers read the last reading
 // whatever its age (queue-scorer: num_requests_waiting; kv-cache-utilization-scorer:
 // kv_cache_usage_perc; lora-affinity-scorer: lora_requests_info's adapters; the prefix scorer
