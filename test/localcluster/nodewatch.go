@@ -30,14 +30,17 @@ func (k *kubelet) watchNodes(ctx context.Context, followers ...func(context.Cont
 			follow(ctx, node)
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onNode,
 		UpdateFunc: func(_, obj any) { onNode(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	// The handlers, not only the store: a pod seen before its node's add was handled would
+	// start on a slow node as if its image were present.
+	cache.WaitForCacheSync(ctx.Done(), reg.HasSynced)
 	go func() {
 		<-ctx.Done()
 		factory.Shutdown()
