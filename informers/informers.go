@@ -31,6 +31,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/informers/kinds"
+	"github.com/example/inferenceservice-operator/informers/unserved"
 )
 
 // Options scope the caches.
@@ -76,6 +77,7 @@ type Set struct {
 	// Kueue's ClusterQueues, cluster-wide, nil unless Options.ClusterQueues.
 	clusterQueues dynamicinformer.DynamicSharedInformerFactory
 	cqInf         cache.SharedIndexInformer
+	cqSynced      cache.InformerSynced
 	// APIServices, cluster-wide, nil unless Options.APIServices.
 	apiServices   dynamicinformer.DynamicSharedInformerFactory
 	apiServiceInf cache.SharedIndexInformer
@@ -96,6 +98,9 @@ type scope struct {
 	// optional children, unstructured, through their own label-scoped dynamic factory
 	optional    dynamicinformer.DynamicSharedInformerFactory
 	optionalInf map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// synced checks of the informers of CRDs' kinds (the optional children, Workloads): a
+	// kind whose CRD goes between discovery and the first list counts as synced and empty
+	crdSynced []cache.InformerSynced
 	// ResourceQuotas are an admin's, not labelled by the operator: their own unscoped factory,
 	// read only by the metrics collector at scrape time, so no resync.
 	quotas   informers.SharedInformerFactory
@@ -161,6 +166,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			inf := sc.optional.ForResource(gvr).Informer()
 			must(inf.SetTransform(packJSON(StripManagedFields)))
 			sc.optionalInf[gvr] = inf
+			sc.crdSynced = append(sc.crdSynced, mustSynced(inf, gvr))
 		}
 		sc.quotas = informers.NewSharedInformerFactoryWithOptions(kube, 0,
 			informers.WithNamespace(ns), informers.WithTransform(StripManagedFields))
@@ -173,6 +179,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 			sc.workloadInf = sc.workloads.ForResource(kinds.KueueWorkloadGVR).Informer()
 			must(sc.workloadInf.AddIndexers(cache.Indexers{byPodOwner: podOwnerIndex, byClusterQueue: clusterQueueIndex}))
 			must(sc.workloadInf.SetTransform(StripWorkload))
+			sc.crdSynced = append(sc.crdSynced, mustSynced(sc.workloadInf, kinds.KueueWorkloadGVR))
 		}
 		s.scopes[ns] = sc
 	}
@@ -188,6 +195,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		s.clusterQueues = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 		s.cqInf = s.clusterQueues.ForResource(kinds.KueueClusterQueueGVR).Informer()
 		must(s.cqInf.SetTransform(StripClusterQueue))
+		s.cqSynced = mustSynced(s.cqInf, kinds.KueueClusterQueueGVR)
 	}
 	if opts.APIServices {
 		s.apiServices = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
@@ -195,6 +203,13 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) *Set {
 		must(s.apiServiceInf.SetTransform(kinds.StripAPIService))
 	}
 	return s
+}
+
+// mustSynced is unserved.Synced of an informer not started yet.
+func mustSynced(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource) cache.InformerSynced {
+	synced, err := unserved.Synced(inf, gvr.String())
+	must(err)
+	return synced
 }
 
 func must(err error) {
@@ -227,7 +242,7 @@ func (s *Set) Start(ctx context.Context) {
 
 // HasSynced reports whether every cache has been filled once; /readyz uses it.
 func (s *Set) HasSynced() bool {
-	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqInf != nil && !s.cqInf.HasSynced() || s.apiServiceInf != nil && !s.apiServiceInf.HasSynced() {
+	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqSynced != nil && !s.cqSynced() || s.apiServiceInf != nil && !s.apiServiceInf.HasSynced() {
 		return false
 	}
 	for _, sc := range s.scopes {
@@ -236,13 +251,10 @@ func (s *Set) HasSynced() bool {
 				return false
 			}
 		}
-		for _, inf := range sc.optionalInf {
-			if !inf.HasSynced() {
+		for _, synced := range sc.crdSynced {
+			if !synced() {
 				return false
 			}
-		}
-		if sc.workloadInf != nil && !sc.workloadInf.HasSynced() {
-			return false
 		}
 	}
 	return true

@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/example/inferenceservice-operator/informers/unserved"
 )
 
 // LWSGroupVersion is the LeaderWorkerSet API the operator's multi-node models use.
@@ -22,6 +24,7 @@ type OwnerCaches struct {
 	pods      corelisters.PodLister
 	listers   map[schema.GroupKind]cache.GenericLister
 	informers []cache.SharedIndexInformer
+	synced    []cache.InformerSynced
 }
 
 var _ Owners = (*OwnerCaches)(nil)
@@ -58,6 +61,14 @@ func NewOwnerCaches(client metadata.Interface, pods corelisters.PodLister, leade
 		_ = inf.Informer().SetTransform(stripOwner)
 		o.listers[src.kind] = inf.Lister()
 		o.informers = append(o.informers, inf.Informer())
+		synced := inf.Informer().HasSynced
+		if src.kind == lwsKind {
+			// LeaderWorkerSet uninstalled after discovery must not keep the adapter unready.
+			if s, err := unserved.Synced(inf.Informer(), src.resource.String()); err == nil {
+				synced = s
+			}
+		}
+		o.synced = append(o.synced, synced)
 	}
 	return o
 }
@@ -69,10 +80,11 @@ func (o *OwnerCaches) Start(stop <-chan struct{}) {
 	}
 }
 
-// HasSynced is true once every cache has listed.
+// HasSynced is true once every cache has listed (LeaderWorkerSets no longer served count as
+// listed and empty).
 func (o *OwnerCaches) HasSynced() bool {
-	for _, inf := range o.informers {
-		if !inf.HasSynced() {
+	for _, synced := range o.synced {
+		if !synced() {
 			return false
 		}
 	}

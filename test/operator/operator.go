@@ -6,7 +6,6 @@ package operator
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,13 +140,13 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("operator not ready after %s", timeout)
+			return fmt.Errorf("operator not ready after %s; log %s ends:\n%s", timeout, p.log.Name(), logTail(p.log.Name(), 30))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.done:
-			return errors.New("operator exited")
+			return fmt.Errorf("operator exited; log %s ends:\n%s", p.log.Name(), logTail(p.log.Name(), 30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
