@@ -43,7 +43,7 @@ S3_BIN ?= $(CURDIR)/test/s3/bin/s3
 # How many of the e2e tests that may run side by side do (2 cores; they mostly wait on the cluster).
 E2E_PARALLEL ?= 4
 # How many processes the e2e package runs as in make test, each with its own cluster.
-E2E_SHARDS ?= 2
+E2E_SHARDS ?= 3
 EPP_BIN ?= $(CURDIR)/test/epp/bin/epp
 # build.sh builds the test gateway next to the picker.
 GATEWAY_BIN ?= $(dir $(EPP_BIN))gateway

@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 go="${GO:-go}"
-shards="${E2E_SHARDS:-2}"
+shards="${E2E_SHARDS:-3}"
 parallel="${E2E_PARALLEL:-4}"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
