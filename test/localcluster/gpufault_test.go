@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/example/inferenceservice-operator/test/localcluster/proc"
 )
@@ -57,13 +56,8 @@ func TestAllocatablePatch(t *testing.T) {
 // GPUs, undoes a status write that restores them while the fault lasts (a heartbeat racing
 // the fault), wakes that node's pod workers, and restores the GPUs when the node heals.
 func TestGPUFaultFollowsNode(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := fake.NewClientset()
-	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(200))
-	defer k.broadcaster.Shutdown()
 	nc := nodeConfig{count: 2, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}
-	createFakeNodes(t, client, nc)
+	ctx, client, k := nodesKubelet(t, nc, 200)
 	sick := &podWorker{node: nodeName(1), faults: make(chan struct{}, 1)}
 	other := &podWorker{node: nodeName(0), faults: make(chan struct{}, 1)}
 	k.workers["sick"], k.workers["other"] = sick, other

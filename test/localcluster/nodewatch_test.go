@@ -16,12 +16,7 @@ import (
 // could start on a node whose pull time (or GPU fault) was not applied yet (CI's
 // TestSlowPull: "Container image ... already present on machine" on a 2 s pull node).
 func TestWatchNodesReturnsAfterFollowing(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := fake.NewClientset()
-	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(202))
-	defer k.broadcaster.Shutdown()
-	createFakeNodes(t, client, nodeConfig{count: 2, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110})
+	ctx, _, k := nodesKubelet(t, nodeConfig{count: 2, cpu: resource.MustParse("32"), memory: resource.MustParse("256Gi"), gpus: 8, pods: 110}, 202)
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	slow := func(_ context.Context, n *v1.Node) {
@@ -38,4 +33,19 @@ func TestWatchNodesReturnsAfterFollowing(t *testing.T) {
 	if !seen[nodeName(0)] || !seen[nodeName(1)] {
 		t.Fatalf("watchNodes returned having followed %v, want both nodes", seen)
 	}
+}
+
+// nodesKubelet is a two-node fake kubelet, not run, over a fake clientset holding nc's nodes,
+// for the tests of what it follows in its nodes; ctx ends with the test.
+func nodesKubelet(t *testing.T, nc nodeConfig, ipBlock int) (context.Context, *fake.Clientset, *kubelet) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	client := fake.NewClientset()
+	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(ipBlock))
+	t.Cleanup(func() {
+		cancel()
+		k.broadcaster.Shutdown()
+	})
+	createFakeNodes(t, client, nc)
+	return ctx, client, k
 }

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestNodePartitioned(t *testing.T) {
@@ -27,12 +25,7 @@ func TestNodePartitioned(t *testing.T) {
 // update does not reach its worker; when it comes back the node posts Ready at once and its
 // pods are synced again.
 func TestPartitionStopsTheNodesWrites(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := fake.NewClientset()
-	k := newKubelet(client, kubeletConfig{}, 2, newIPAllocator(201))
-	defer k.broadcaster.Shutdown()
-	createFakeNodes(t, client, nodeConfig{count: 2})
+	ctx, client, k := nodesKubelet(t, nodeConfig{count: 2}, 201)
 	cut := &podWorker{node: nodeName(1), updates: make(chan *v1.Pod, 1), faults: make(chan struct{}, 1)}
 	k.workers["p"] = cut
 	if err := k.watchNodes(ctx, k.followPartition); err != nil {
