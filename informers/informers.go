@@ -240,7 +240,8 @@ func (s *Set) Start(ctx context.Context) {
 	}
 }
 
-// HasSynced reports whether every cache has been filled once; /readyz uses it.
+// HasSynced reports whether every cache has been filled once (a CRD kind no longer served
+// counts as filled and empty: informers/unserved); /readyz uses it.
 func (s *Set) HasSynced() bool {
 	if s.nodeInf != nil && !s.nodeInf.HasSynced() || s.cqSynced != nil && !s.cqSynced() || s.apiServiceInf != nil && !s.apiServiceInf.HasSynced() {
 		return false
