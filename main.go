@@ -36,6 +36,7 @@ import (
 	"github.com/example/inferenceservice-operator/controller/process/servingcert"
 	"github.com/example/inferenceservice-operator/controller/process/urlcheck"
 	"github.com/example/inferenceservice-operator/controller/reconcile"
+	"github.com/example/inferenceservice-operator/controller/recorder"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/crd/storage"
 	"github.com/example/inferenceservice-operator/crd/webhook"
@@ -252,17 +253,16 @@ func run(ctx context.Context, o options) error {
 	qcfg.BaseDelay, qcfg.MaxDelay, qcfg.MetricsProvider = o.backoffBase, o.backoffMax, m.Workqueue
 	q := queue.New(qcfg, m)
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.ControllerEvents.EventsV1()})
-	broadcaster.StartRecordingToSink(ctx.Done())
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, controller.FieldManager)
+	rec := recorder.New(&events.EventSinkImpl{Interface: cs.ControllerEvents.EventsV1()},
+		recorder.Options{Scheme: scheme.Scheme, Controller: controller.FieldManager, Dropped: m.EventDropped})
+	go rec.Run(ctx)
 
 	rolloutProm, err := controller.NewRolloutPrometheus(o.rolloutPrometheus)
 	if err != nil {
 		return err
 	}
 	ctrl := controller.New(controller.Config{
-		Kube: cs.ControllerKube, Dynamic: cs.ControllerDynamic, Caches: caches, Queue: q, Recorder: recorder, Gateway: gw,
+		Kube: cs.ControllerKube, Dynamic: cs.ControllerDynamic, Caches: caches, Queue: q, Recorder: rec, Gateway: gw,
 		Metrics: m, Version: apiVersion, Features: features, BudgetContended: cs.Budget.Contended, ProgressHold: o.progressHold,
 		DeregisterTimeout: o.deregisterTimeout,
 		ModelServers: modelserver.New(modelserver.Options{Port: reconcile.Port, Timeout: o.modelServerTimeout,
@@ -312,7 +312,7 @@ func run(ctx context.Context, o options) error {
 			if list := splitList(o.namespaces); len(list) > 0 {
 				ns = list[0]
 			}
-			go webhook.RunReportingProbe(ctx, cs.Dynamic, ns, apiVersion, o.webhookCASync, m.SetConversionUp, recorder)
+			go webhook.RunReportingProbe(ctx, cs.Dynamic, ns, apiVersion, o.webhookCASync, m.SetConversionUp, rec)
 		}
 		ctrl.Run(ctx, o.workers)
 	}

@@ -61,6 +61,8 @@ type Metrics struct {
 	podLogReads *prometheus.CounterVec
 	// podEventReads counts reads of the Events of pods still being created, by result.
 	podEventReads *prometheus.CounterVec
+	// eventsDropped counts the operator's own Events not written, by why.
+	eventsDropped *prometheus.CounterVec
 	Workqueue     *WorkqueueProvider
 
 	// startPhases are the phases of model pods' starts, by phase: where a slow start's minutes went.
@@ -125,6 +127,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		podEventReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferenceservice_operator_pod_event_reads_total", Help: "Reads of the Events of a model pod still being created long after it was scheduled (a pull in progress, a volume that will not mount), by result (ok, forbidden, error). At most three pods a model, each once per --creating-evidence-after; none at rest.",
 		}, []string{"result"}),
+		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferenceservice_operator_events_dropped_total", Help: "Events the operator made and did not write, by reason: queue-full (more than 1,000 waiting for the API server), rejected (refused, e.g. invalid or forbidden), retries (12 tries failed on the way). Normal Events shed while the request budget is contended are not counted.",
+		}, []string{"reason"}),
 	}
 	// Buckets from a second to about an hour (the default startup budget): a download or a
 	// compile takes minutes, a process start seconds.
@@ -139,7 +144,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}, []string{"version"})
 	build.WithLabelValues(version).Set(1)
 	reg.MustRegister(m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.conflictRetries, m.apiErrors, m.routesAbandoned, m.fencedWrites,
-		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, m.podLogReads, m.podEventReads, build)
+		m.requestLatency, m.requestResult, m.rateLimiter, m.requestRetries, m.maxReconciles, m.models, m.leader, m.conversion, m.modelServer, m.podLogReads, m.podEventReads, m.eventsDropped, build)
 	for _, r := range results {
 		m.reconcileTotal.WithLabelValues(ControllerName, r)
 	}
@@ -148,11 +153,17 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.podLogReads.WithLabelValues(r) // exported at 0: a rate over them needs a start
 		m.podEventReads.WithLabelValues(r)
 	}
+	for _, r := range []string{"queue-full", "rejected", "retries"} {
+		m.eventsDropped.WithLabelValues(r)
+	}
 	return m
 }
 
 // PodLogRead counts one read of a crashed container's log by its result (ok, forbidden, error).
 func (m *Metrics) PodLogRead(result string) { m.podLogReads.WithLabelValues(result).Inc() }
+
+// EventDropped counts one of the operator's Events not written, by why (queue-full, rejected, retries).
+func (m *Metrics) EventDropped(reason string) { m.eventsDropped.WithLabelValues(reason).Inc() }
 
 // PodEventRead counts one read of a creating pod's Events by its result (ok, forbidden, error).
 func (m *Metrics) PodEventRead(result string) { m.podEventReads.WithLabelValues(result).Inc() }
