@@ -16,14 +16,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/example/inferenceservice-operator/controller/process/memlimit"
 	"github.com/example/inferenceservice-operator/crd"
 	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/memcg"
 	"github.com/example/inferenceservice-operator/test/operator"
 	"github.com/example/inferenceservice-operator/test/testenv"
 )
@@ -53,6 +56,13 @@ type Config struct {
 	ScrapePeriod time.Duration
 	// System is the controller measured: SystemOperator (the default) or SystemKServe.
 	System string
+	// MemoryLimit, when set, runs the operator in a memory cgroup of that many bytes with
+	// MEMORY_LIMIT set as the Deployment's downward API sets it: the kernel, not a reading,
+	// says whether the run fits.
+	MemoryLimit int64
+	// Settle waits after the steady period for the runtime's own collection at rest (it
+	// forces one every 2 minutes) and the scavenger, and reads the memory again.
+	Settle bool
 }
 
 // Result is one run's figures.
@@ -75,6 +85,17 @@ type Result struct {
 	EventToActionP99Ms       float64 `json:"event_to_action_p99_ms"`
 	RSSMiB                   float64 `json:"rss_mib"`
 	RSSAnonMiB               float64 `json:"rss_anon_mib"`
+	// PeakRSSMiB is the most the resident set was at once (VmHWM), from start to rest.
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// With Settle: the memory after a collection at rest and the scavenger's return of it.
+	SettledRSSMiB     float64 `json:"settled_rss_mib,omitempty"`
+	SettledRSSAnonMiB float64 `json:"settled_rss_anon_mib,omitempty"`
+	SettledHeapMiB    float64 `json:"settled_heap_mib,omitempty"`
+	// With MemoryLimit: the limit, the most the cgroup was charged (anonymous memory and the
+	// page cache it touched) and the kernel's OOM kills (the run fails on one).
+	MemoryLimitMiB float64 `json:"memory_limit_mib,omitempty"`
+	CgroupPeakMiB  float64 `json:"cgroup_peak_mib,omitempty"`
+	OOMKills       int64   `json:"oom_kills,omitempty"`
 	// CPUSeconds is the operator's CPU time from its start to the end of the steady period
 	// (creation, convergence, resyncs), GCs the collections in that time: what memory
 	// settings cost.
@@ -104,15 +125,23 @@ func logf(c Config, format string, args ...any) {
 }
 
 // Run does one measurement on a fresh cluster.
-func Run(ctx context.Context, c Config) (Result, error) {
+func Run(ctx context.Context, c Config) (_ Result, err error) {
 	r := Result{System: c.System, N: c.N, QPS: c.QPS}
 	sys, err := systemNamed(c.System)
 	if err != nil {
 		return r, err
 	}
-	if sys.name != SystemOperator && (c.Adapter || c.ProfileDir != "" || len(c.Env) > 0 || len(c.OperatorArgs) > 0) {
-		return r, fmt.Errorf("-adapter, -profile, -env and -operator-args measure the operator only")
+	if sys.name != SystemOperator && (c.Adapter || c.ProfileDir != "" || len(c.Env) > 0 || len(c.OperatorArgs) > 0 || c.MemoryLimit > 0) {
+		return r, fmt.Errorf("-adapter, -profile, -env, -operator-args and -memory-limit measure the operator only")
 	}
+	// The operator's exit mid-run (an OOM kill under -memory-limit) ends the run with its cause.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if err != nil && context.Cause(ctx) != nil && context.Cause(ctx) != ctx.Err() {
+			err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+		}
+	}()
 	// Pods need room for the baseline's and the operator's: small requests, 250 per fake node.
 	// The benchmark measures the control plane's work, so pods follow the kubelet's schedule
 	// model instead of running model servers (their cost is in test/localcluster/README.md).
@@ -159,6 +188,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 	var ctl process
 	var heapProfile func(path string) error
+	var group *memcg.Group
 	if sys.name == SystemKServe {
 		k, err := startKServe(ctx, e, c)
 		if err != nil {
@@ -167,11 +197,44 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		defer k.Stop(30 * time.Second)
 		ctl = k
 	} else {
-		op, err := startOperator(ctx, c, e)
+		if c.MemoryLimit > 0 {
+			if group, err = memcg.New(fmt.Sprintf("bench-operator-%d", os.Getpid()), c.MemoryLimit); err != nil {
+				return r, err
+			}
+			defer func() {
+				if err := group.Close(); err != nil {
+					logf(c, "%v", err)
+				}
+			}()
+			r.MemoryLimitMiB = float64(c.MemoryLimit) / (1 << 20)
+		}
+		op, err := startOperator(ctx, c, e, group)
 		if err != nil {
+			if group != nil {
+				if kills, kerr := group.OOMKills(); kerr == nil && kills > 0 {
+					err = fmt.Errorf("%w: OOM-killed under %s", err, resource.NewQuantity(c.MemoryLimit, resource.BinarySI))
+				}
+			}
 			return r, err
 		}
-		defer op.Stop(30 * time.Second)
+		stopped := make(chan struct{})
+		defer func() { close(stopped); op.Stop(30 * time.Second) }()
+		go func() {
+			select {
+			case <-op.Exited():
+				cause := fmt.Errorf("the operator exited mid-run; see %s", filepath.Join(e.Dir, "operator.log"))
+				if group != nil {
+					kills, kerr := group.OOMKills()
+					if kerr != nil {
+						kills = -1 // unknown: the kernel does not count them
+					}
+					cause = fmt.Errorf("the operator exited mid-run, OOM kills under %s: %d; see %s",
+						resource.NewQuantity(c.MemoryLimit, resource.BinarySI), kills, filepath.Join(e.Dir, "operator.log"))
+				}
+				cancel(cause)
+			case <-stopped:
+			}
+		}()
 		ctl, heapProfile = op, op.HeapProfile
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
@@ -296,6 +359,31 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	r.CPUSeconds = operator.SumCounter(fams, "process_cpu_seconds_total", nil)
 	r.GCs = operator.SumCounter(fams, "go_gc_duration_seconds", nil)
 	logf(c, "%s CPU %.1f s, %v GCs since its start", sys.name, r.CPUSeconds, r.GCs)
+	if peak, err := ctl.PeakRSSBytes(); err == nil {
+		r.PeakRSSMiB = float64(peak) / (1 << 20)
+	}
+	if group != nil {
+		peak, err := group.Peak()
+		if err != nil {
+			return r, err
+		}
+		r.CgroupPeakMiB = float64(peak) / (1 << 20)
+		if r.OOMKills, err = group.OOMKills(); err != nil {
+			return r, err
+		}
+		logf(c, "under a %.0f MiB memory cgroup: peak charge %.1f MiB (page cache included), %d OOM kills",
+			r.MemoryLimitMiB, r.CgroupPeakMiB, r.OOMKills)
+	}
+	logf(c, "peak RSS %.1f MiB", r.PeakRSSMiB)
+	if c.Settle {
+		rss, anon, h, err := settledMemory(ctx, ctl)
+		if err != nil {
+			return r, fmt.Errorf("settling: %w", err)
+		}
+		r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB = float64(rss)/(1<<20), float64(anon)/(1<<20), h/(1<<20)
+		logf(c, "settled after a collection at rest: RSS %.1f MiB (anonymous %.1f), heap in use %.1f MiB",
+			r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB)
+	}
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6
 	r.BytesPerCachedObject = heap / float64(r.CachedObjects)
@@ -378,7 +466,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 // startOperator runs the operator as deployed (the shipped Deployment's env, then -env) with
 // the ServiceAccount's RBAC, at the benchmark's QPS, watching the bench namespace.
-func startOperator(ctx context.Context, c Config, e *testenv.Env) (*operator.Process, error) {
+func startOperator(ctx context.Context, c Config, e *testenv.Env, group *memcg.Group) (*operator.Process, error) {
 	args := []string{"--kubeconfig=" + e.SAKubeconfig,
 		fmt.Sprintf("--kube-api-qps=%d", c.QPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.QPS),
 		"--resync=" + c.Resync.String(), "--namespaces=bench"}
@@ -397,9 +485,13 @@ func startOperator(ctx context.Context, c Config, e *testenv.Env) (*operator.Pro
 	if err != nil {
 		return nil, err
 	}
+	if c.MemoryLimit > 0 {
+		// What the Deployment's resourceFieldRef gives the container under a limit.
+		env = mergeEnv(env, []string{fmt.Sprintf("%s=%d", memlimit.MemoryLimitEnv, c.MemoryLimit)})
+	}
 	env = mergeEnv(env, c.Env)
 	logf(c, "operator env (the manifest's, then -env): %v", env)
-	op, err := operator.StartEnv(ctx, env, e.Bin, filepath.Join(e.Dir, "operator.log"), args...)
+	op, err := operator.StartEnvIn(ctx, group, env, e.Bin, filepath.Join(e.Dir, "operator.log"), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/example/inferenceservice-operator/test/operator"
 )
 
 // eventWrites counts the controller's Event writes in ns.
@@ -118,6 +120,13 @@ func PrintTable(out io.Writer, rs []Result) {
 		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.0f\t%.1f\t%.1f\t\n", r.N, r.AdapterCPUSecondsPerMin, r.AdapterPeriodSeconds, r.AdapterReadErrors, r.AdapterRSSMiB, r.AdapterRSSAnonMiB)
 	}
 	tw.Flush()
+	for i, r := range rs {
+		if i == 0 {
+			fmt.Fprintln(tw, "\nN\tpeak RSS MiB\tsettled RSS MiB\t(anonymous)\tsettled heap MiB\tmemory limit MiB\tcgroup peak MiB\tOOM kills\t")
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%d\t\n", r.N, r.PeakRSSMiB, r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB, r.MemoryLimitMiB, r.CgroupPeakMiB, r.OOMKills)
+	}
+	tw.Flush()
 }
 
 // printRatios writes, for each N measured with both systems, KServe's figures over the
@@ -151,4 +160,70 @@ func printRatios(tw *tabwriter.Writer, rs []Result) {
 		}
 	}
 	tw.Flush()
+}
+
+// settledMemory waits for the runtime's own collection at rest (it forces one when none has
+// run for 2 minutes) and then for the scavenger to hand back what it freed, and reads the
+// memory: what a cluster carries for hours, where the reading right after a burst still holds
+// the burst's garbage below the next collection's goal.
+func settledMemory(ctx context.Context, op process) (rss, anon int64, heap float64, err error) {
+	gcs := func() (float64, float64, error) {
+		fams, err := op.Scrape()
+		if err != nil {
+			return 0, 0, err
+		}
+		return operator.SumCounter(fams, "go_gc_duration_seconds", nil), operator.SumCounter(fams, "go_memstats_heap_inuse_bytes", nil), nil
+	}
+	tick := func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second): // sampling interval
+			return nil
+		}
+	}
+	first, _, err := gcs()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if err := tick(); err != nil {
+			return 0, 0, 0, err
+		}
+		n, h, err := gcs()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if n > first {
+			heap = h
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("no collection at rest in 3m (%v so far)", n)
+		}
+	}
+	// The scavenger returns freed pages at a bounded pace: read until the resident set holds
+	// still for a sample, or 2 minutes.
+	last, err := op.RSSAnonBytes()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+		if err := tick(); err != nil {
+			return 0, 0, 0, err
+		}
+		a, err := op.RSSAnonBytes()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if still := last - a; still < 1<<20 && still > -(1<<20) {
+			break
+		}
+		last = a
+	}
+	if rss, err = op.RSSBytes(); err != nil {
+		return 0, 0, 0, err
+	}
+	anon, err = op.RSSAnonBytes()
+	return rss, anon, heap, err
 }

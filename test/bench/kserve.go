@@ -366,6 +366,11 @@ func (p *kserveProcess) RSSAnonBytes() (int64, error) {
 	return procStatusKB(p.cmd.Process.Pid, "RssAnon:")
 }
 
+// PeakRSSBytes reads the most its resident set has been.
+func (p *kserveProcess) PeakRSSBytes() (int64, error) {
+	return procStatusKB(p.cmd.Process.Pid, "VmHWM:")
+}
+
 // procStatusKB reads a kB field of /proc/PID/status in bytes.
 func procStatusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

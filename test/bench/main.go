@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func main() {
@@ -34,7 +36,18 @@ func main() {
 	adapter := flag.Bool("adapter", false, "run the metrics adapter (every pod serving vLLM's /metrics) and measure what serving the HPAs' metric costs at rest")
 	scrapePeriod := flag.Duration("scrape-period", 10*time.Second, "the adapter's --scrape-period, with -adapter")
 	systems := flag.String("system", SystemOperator, "comma-separated controllers to measure, each on a fresh cluster per N: operator, kserve (KServe's manager in Standard mode, built by test/kserve/build.sh)")
+	memoryLimit := flag.String("memory-limit", "", "run the operator in a kernel memory cgroup of this size (e.g. 128Mi) with MEMORY_LIMIT set as its Deployment sets it; an OOM kill fails the run (cgroup v1, root)")
+	settle := flag.Bool("settle", false, "after the steady period, wait for a collection at rest and the scavenger, and read the memory again")
 	flag.Parse()
+	var limit int64
+	if *memoryLimit != "" {
+		q, err := resource.ParseQuantity(*memoryLimit)
+		if err != nil || q.Value() <= 0 {
+			fmt.Fprintln(os.Stderr, "bad -memory-limit:", *memoryLimit, err)
+			os.Exit(2)
+		}
+		limit = q.Value()
+	}
 	var results []Result
 	for _, s := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -46,7 +59,7 @@ func main() {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
 			r, err := Run(ctx, Config{N: n, QPS: *qps, HoldPeriods: *hold, Resync: *resync, Log: os.Stderr,
 				SkipBaseline: *skipBaseline, SkipChange: *skipChange, ProfileDir: *profile, ClusterArgs: strings.Fields(*clusterArgs), Env: strings.Fields(*env), OperatorArgs: strings.Fields(*operatorArgs),
-				Adapter: *adapter, ScrapePeriod: *scrapePeriod, System: strings.TrimSpace(sys)})
+				Adapter: *adapter, ScrapePeriod: *scrapePeriod, System: strings.TrimSpace(sys), MemoryLimit: limit, Settle: *settle})
 			cancel()
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "bench %s n=%d: %v\n", sys, n, err)

@@ -135,4 +135,5 @@ type process interface {
 	Scrape() (map[string]*dto.MetricFamily, error)
 	RSSBytes() (int64, error)
 	RSSAnonBytes() (int64, error)
+	PeakRSSBytes() (int64, error)
 }

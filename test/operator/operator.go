@@ -28,6 +28,7 @@ import (
 
 	"github.com/example/inferenceservice-operator/test/buildprogress"
 	"github.com/example/inferenceservice-operator/test/cluster"
+	"github.com/example/inferenceservice-operator/test/memcg"
 )
 
 // Build compiles the operator into dir and returns the binary's path.
@@ -69,9 +70,18 @@ func Start(ctx context.Context, bin, logPath string, args ...string) (*Process, 
 
 // StartEnv is Start with env (NAME=value) added to the inherited environment.
 func StartEnv(ctx context.Context, env []string, bin, logPath string, args ...string) (*Process, error) {
+	return StartEnvIn(ctx, nil, env, bin, logPath, args...)
+}
+
+// StartEnvIn is StartEnv in memory cgroup g (nil: this process's own), as a container with a
+// memory limit runs it.
+func StartEnvIn(ctx context.Context, g *memcg.Group, env []string, bin, logPath string, args ...string) (*Process, error) {
 	full := append([]string{"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), env...)
+	if g != nil {
+		g.Enter(cmd)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -235,6 +245,9 @@ func (p *Process) RSSBytes() (int64, error) { return p.statusBytes("VmRSS:") }
 // RSSAnonBytes reads the anonymous part of the resident set (the heap, stacks and runtime; the
 // rest is the binary's pages, which the kernel can drop and read back).
 func (p *Process) RSSAnonBytes() (int64, error) { return p.statusBytes("RssAnon:") }
+
+// PeakRSSBytes reads the most the resident set has been since the process started.
+func (p *Process) PeakRSSBytes() (int64, error) { return p.statusBytes("VmHWM:") }
 
 func (p *Process) statusBytes(field string) (int64, error) { return procStatusBytes(p.Pid(), field) }
 
