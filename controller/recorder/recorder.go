@@ -66,23 +66,13 @@ var _ events.EventRecorder = (*Recorder)(nil)
 
 // New returns a Recorder writing to sink; nothing is written before Run.
 func New(sink events.EventSink, o Options) *Recorder {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&o.Series, 4096)
-	def(&o.Queue, 1000)
-	def(&o.Workers, 4)
-	def(&o.Tries, 12)
-	defDur(&o.Finish, 6*time.Minute)
-	defDur(&o.Refresh, 30*time.Minute)
-	defDur(&o.Retry, 10*time.Second)
+	orDefault(&o.Series, 4096)
+	orDefault(&o.Queue, 1000)
+	orDefault(&o.Workers, 4)
+	orDefault(&o.Tries, 12)
+	orDefault(&o.Finish, 6*time.Minute)
+	orDefault(&o.Refresh, 30*time.Minute)
+	orDefault(&o.Retry, 10*time.Second)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -92,6 +82,13 @@ func New(sink events.EventSink, o Options) *Recorder {
 	host, _ := os.Hostname()
 	return &Recorder{o: o, sink: sink, instance: o.Controller + "-" + host, queue: make(chan write, o.Queue),
 		series: newSeries(o.Series, o.Finish, o.Refresh)}
+}
+
+// orDefault sets an unset (zero or negative) setting to its default.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Eventf records an Event regarding an object, as client-go's recorder makes it.
@@ -155,7 +152,9 @@ func (r *Recorder) enqueue(w write) {
 	select {
 	case r.queue <- w:
 	default:
-		klog.V(2).InfoS("Event dropped: too many waiting to be written", "reason", w.event.Reason, "object", klog.KRef(w.event.Regarding.Namespace, w.event.Regarding.Name))
+		// A series' count carries only its Event's name: the Event, not its object, is named.
+		klog.V(2).InfoS("Event dropped: too many waiting to be written", "event", klog.KObj(w.event), "reason", w.event.Reason,
+			"object", klog.KRef(w.event.Regarding.Namespace, w.event.Regarding.Name), "countOnly", w.patchOnly)
 		r.o.Dropped("queue-full")
 	}
 }
