@@ -96,6 +96,9 @@ type Result struct {
 	MemoryLimitMiB float64 `json:"memory_limit_mib,omitempty"`
 	CgroupPeakMiB  float64 `json:"cgroup_peak_mib,omitempty"`
 	OOMKills       int64   `json:"oom_kills,omitempty"`
+	// WorkingSetMiB is the group's working set at the end (settled, with Settle), as the
+	// kubelet and kubectl top count a container's memory.
+	WorkingSetMiB float64 `json:"working_set_mib,omitempty"`
 	// CPUSeconds is the operator's CPU time from its start to the end of the steady period
 	// (creation, convergence, resyncs), GCs the collections in that time: what memory
 	// settings cost.
@@ -383,6 +386,14 @@ func Run(ctx context.Context, c Config) (_ Result, err error) {
 		r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB = float64(rss)/(1<<20), float64(anon)/(1<<20), h/(1<<20)
 		logf(c, "settled after a collection at rest: RSS %.1f MiB (anonymous %.1f), heap in use %.1f MiB",
 			r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB)
+	}
+	if group != nil {
+		ws, err := group.WorkingSet()
+		if err != nil {
+			return r, err
+		}
+		r.WorkingSetMiB = float64(ws) / (1 << 20)
+		logf(c, "the cgroup's working set (kubectl top's figure): %.1f MiB", r.WorkingSetMiB)
 	}
 	// The isvc and its Deployment, ReplicaSet, Service, HPA and Pod.
 	r.CachedObjects = c.N * 6

@@ -122,9 +122,9 @@ func PrintTable(out io.Writer, rs []Result) {
 	tw.Flush()
 	for i, r := range rs {
 		if i == 0 {
-			fmt.Fprintln(tw, "\nN\tpeak RSS MiB\tsettled RSS MiB\t(anonymous)\tsettled heap MiB\tmemory limit MiB\tcgroup peak MiB\tOOM kills\t")
+			fmt.Fprintln(tw, "\nN\tpeak RSS MiB\tsettled RSS MiB\t(anonymous)\tsettled heap MiB\tmemory limit MiB\tcgroup peak MiB\tworking set MiB\tOOM kills\t")
 		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%d\t\n", r.N, r.PeakRSSMiB, r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB, r.MemoryLimitMiB, r.CgroupPeakMiB, r.OOMKills)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t%.1f\t%d\t\n", r.N, r.PeakRSSMiB, r.SettledRSSMiB, r.SettledRSSAnonMiB, r.SettledHeapMiB, r.MemoryLimitMiB, r.CgroupPeakMiB, r.WorkingSetMiB, r.OOMKills)
 	}
 	tw.Flush()
 }

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // v1Root is where the v1 memory controller is mounted.
@@ -84,38 +86,79 @@ func parseOwnGroup(s string) (string, error) {
 
 // Enter makes cmd join the group before it execs its program: a shell writes its own pid to
 // the group and execs in place, so everything the program allocates from its first
-// instruction is charged, and cmd.Process.Pid is the program's. Call it before cmd.Start.
-func (g *Group) Enter(cmd *exec.Cmd) {
+// instruction is charged, and cmd.Process.Pid is the program's. The program's file is first
+// dropped from the page cache: a page is charged to the group that reads it first, and a
+// container reads its binary's pages itself. Call it before cmd.Start.
+func (g *Group) Enter(cmd *exec.Cmd) error {
+	if err := uncache(cmd.Path); err != nil {
+		return err
+	}
 	argv := append([]string{"sh", "-c", `echo $$ > "$1" && shift && exec "$@"`, "sh",
 		filepath.Join(g.dir, "cgroup.procs"), cmd.Path}, cmd.Args[1:]...)
 	cmd.Path, cmd.Args = "/bin/sh", argv
+	return nil
+}
+
+// uncache writes path's dirty pages and drops its pages from the page cache.
+func uncache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("memcg: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("memcg: %w", err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("memcg: dropping %s from the page cache: %w", path, err)
+	}
+	return nil
+}
+
+// WorkingSet is what the kubelet and kubectl top count as the group's memory, and evict on:
+// its charge less the page cache it has not touched lately (usage - total_inactive_file).
+func (g *Group) WorkingSet() (int64, error) {
+	usage, err := g.read("memory.usage_in_bytes")
+	if err != nil {
+		return 0, err
+	}
+	inactive, err := g.Stat("total_inactive_file")
+	if err != nil {
+		return 0, err
+	}
+	return max(usage-inactive, 0), nil
 }
 
 // Limit is the limit the kernel holds the group to.
 func (g *Group) Limit() (int64, error) { return g.read("memory.limit_in_bytes") }
 
 // Peak is the most the group was charged at once: anonymous memory and the page cache its
-// processes touched (which the kernel reclaims before it kills).
+// processes read first (which the kernel reclaims before it kills).
 func (g *Group) Peak() (int64, error) { return g.read("memory.max_usage_in_bytes") }
 
-// OOMKills counts the group's processes the kernel killed for memory.
-func (g *Group) OOMKills() (int64, error) {
-	b, err := os.ReadFile(filepath.Join(g.dir, "memory.oom_control"))
+// OOMKills counts the group's processes the kernel killed for memory (kernels before 4.13
+// do not count them: an error).
+func (g *Group) OOMKills() (int64, error) { return g.field("memory.oom_control", "oom_kill") }
+
+// Stat reads one counter of the group's memory.stat (bytes, for the size fields).
+func (g *Group) Stat(key string) (int64, error) { return g.field("memory.stat", key) }
+
+// field reads a "key value" line of one of the group's files.
+func (g *Group) field(file, key string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(g.dir, file))
 	if err != nil {
 		return 0, fmt.Errorf("memcg: %w", err)
 	}
-	return parseOOMKills(string(b))
+	return parseField(string(b), file, key)
 }
 
-// parseOOMKills reads "oom_kill N" from memory.oom_control; kernels before 4.13 lack the
-// line, and their kills cannot be counted.
-func parseOOMKills(s string) (int64, error) {
+func parseField(s, file, key string) (int64, error) {
 	for _, line := range strings.Split(s, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
 			return strconv.ParseInt(f[1], 10, 64)
 		}
 	}
-	return 0, errors.New("memcg: memory.oom_control has no oom_kill count (kernel before 4.13)")
+	return 0, fmt.Errorf("memcg: %s has no %s", file, key)
 }
 
 // Close removes the group; the kernel refuses while a process is still in it.

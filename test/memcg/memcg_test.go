@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,13 +32,17 @@ func TestParseOwnGroup(t *testing.T) {
 	}
 }
 
-func TestParseOOMKills(t *testing.T) {
-	got, err := parseOOMKills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+func TestParseField(t *testing.T) {
+	got, err := parseField("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "memory.oom_control", "oom_kill")
 	if err != nil || got != 3 {
 		t.Errorf("got %d, %v; want 3", got, err)
 	}
-	if _, err := parseOOMKills("oom_kill_disable 0\nunder_oom 0\n"); err == nil {
+	// A kernel before 4.13 has no oom_kill line: unknown, not 0 kills.
+	if _, err := parseField("oom_kill_disable 0\nunder_oom 0\n", "memory.oom_control", "oom_kill"); err == nil {
 		t.Error("no oom_kill line: want an error, not 0 kills")
+	}
+	if got, err := parseField("cache 4096\ntotal_inactive_file 8192\ninactive_file 0\n", "memory.stat", "inactive_file"); err != nil || got != 0 {
+		t.Errorf("inactive_file: got %d, %v; want 0 (not total_inactive_file's)", got, err)
 	}
 }
 
@@ -89,9 +94,20 @@ func child(t *testing.T, g *Group, mib int) (*exec.Cmd, string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "-test.run=^$")
+	// A copy: the test binary's own pages are mapped by this process and cannot be dropped.
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(t.TempDir(), "child")
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prog, "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", allocEnv, mib))
-	g.Enter(cmd)
+	if err := g.Enter(cmd); err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.Output()
 	return cmd, string(out), err
 }
@@ -105,6 +121,10 @@ func TestUnderTheLimitRunsAndIsCharged(t *testing.T) {
 	// The program itself, not only the shell before it, ran in the group.
 	if !strings.Contains(out, g.dir[len(v1Root):]) {
 		t.Errorf("child's /proc/self/cgroup does not name the group %s:\n%s", g.dir, out)
+	}
+	// The program's pages were read by it, as a container reads its binary's, and charged.
+	if cache, err := g.Stat("total_cache"); err != nil || cache < 1<<20 {
+		t.Errorf("total_cache = %d, %v; want the program's pages (over 1 MiB)", cache, err)
 	}
 	if limit, err := g.Limit(); err != nil || limit != 64<<20 {
 		t.Errorf("Limit() = %d, %v; want %d", limit, err, 64<<20)

@@ -80,7 +80,9 @@ func StartEnvIn(ctx context.Context, g *memcg.Group, env []string, bin, logPath 
 	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), env...)
 	if g != nil {
-		g.Enter(cmd)
+		if err := g.Enter(cmd); err != nil {
+			return nil, err
+		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(logPath)
