@@ -160,7 +160,13 @@ func Run(ctx context.Context, c Config) (_ Result, err error) {
 	}
 	e, err := testenv.Setup(ctx, cluster.Options{Nodes: c.N/100 + 1, GPUsPerNode: gpus, ExtraArgs: append(clusterArgs, c.ClusterArgs...)}, "bench")
 	if e != nil {
-		defer e.Teardown(false)
+		// A failed run keeps its directory: the operator's log says why.
+		defer func() {
+			if err != nil {
+				logf(c, "kept %s", e.Dir)
+			}
+			e.Teardown(err != nil)
+		}()
 	}
 	if err != nil {
 		return r, err
@@ -239,6 +245,9 @@ func Run(ctx context.Context, c Config) (_ Result, err error) {
 			}
 		}()
 		ctl, heapProfile = op, op.HeapProfile
+		if c.ProfileDir != "" {
+			go profilePeaks(op, filepath.Join(c.ProfileDir, fmt.Sprintf("heap-%d-peak.pprof", c.N)), stopped)
+		}
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
 		return r, err

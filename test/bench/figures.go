@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -226,4 +227,29 @@ func settledMemory(ctx context.Context, op process) (rss, anon int64, heap float
 	}
 	anon, err = op.RSSAnonBytes()
 	return rss, anon, heap, err
+}
+
+// profilePeaks keeps at path the heap profile taken when the operator's anonymous memory was
+// the highest seen, sampled every 30 s until stop: what a memory limit has to hold is the
+// peak, which an OOM kill can end before the profile at rest is taken.
+func profilePeaks(op *operator.Process, path string, stop <-chan struct{}) {
+	var most int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-op.Exited():
+			return
+		case <-time.After(30 * time.Second): // sampling interval
+		}
+		anon, err := op.RSSAnonBytes()
+		if err != nil || anon < most+1<<20 {
+			continue
+		}
+		most = anon
+		// Written aside then renamed: a kill mid-copy leaves the last whole profile.
+		if err := op.HeapProfile(path + ".tmp"); err == nil {
+			_ = os.Rename(path+".tmp", path)
+		}
+	}
 }
