@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -233,6 +234,10 @@ func settledMemory(ctx context.Context, op process) (rss, anon int64, heap float
 // the highest seen, sampled every 30 s until stop: what a memory limit has to hold is the
 // peak, which an OOM kill can end before the profile at rest is taken.
 func profilePeaks(op *operator.Process, path string, stop <-chan struct{}) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "peak profiles:", err)
+		return
+	}
 	var most int64
 	for {
 		select {
