@@ -150,6 +150,11 @@ func (c *Controller) isvcHandler() cache.ResourceEventHandlerFuncs {
 	}
 	h.UpdateFunc = func(oldObj, newObj interface{}) {
 		update(oldObj, newObj)
+		// The cache now shows what it shows: a status write it echoes is forgotten here, not at
+		// the model's next reconcile, which a busy queue holds for minutes (10,000 statuses).
+		if isvc, ok := newObj.(*crd.InferenceService); ok {
+			c.memory.echoes().settle(queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}, isvc, c.now())
+		}
 		o, err1 := metaOf(oldObj)
 		n, err2 := metaOf(newObj)
 		if err1 == nil && err2 == nil && o.GetResourceVersion() != n.GetResourceVersion() {

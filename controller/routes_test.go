@@ -141,3 +141,26 @@ func TestSweepActivatorGrant(t *testing.T) {
 		t.Fatalf("a grant made by hand: %v, calls %v", err, dyn.Actions())
 	}
 }
+
+// The watch event of a status write forgets its echo at once: a busy queue reaches the model's
+// next reconcile minutes later, and 10,000 statuses held until then were 5.7 MB at the peak.
+func TestEchoForgottenOnTheWriteWatchEvent(t *testing.T) {
+	before := gatewayISVC("a", "llama", `{"gateway":{}}`)
+	before.UID, before.ResourceVersion = "u", "6"
+	c, _, _ := routeController(t, nil, before)
+	k := queue.Key{Namespace: "a", Name: "llama"}
+	c.memory.echoes().record(k, "u", "7", &crd.InferenceServiceStatus{}, nil, c.now())
+	behind := before.DeepCopy()
+	behind.Labels = map[string]string{"x": "y"}
+	behind.ResourceVersion = "6"
+	c.isvcHandler().OnUpdate(before, behind)
+	if r := c.memory.keys[k]; r == nil || r.echo == nil {
+		t.Fatal("forgotten by an event the write is not in")
+	}
+	shown := before.DeepCopy()
+	shown.ResourceVersion = "7"
+	c.isvcHandler().OnUpdate(before, shown)
+	if r := c.memory.keys[k]; r != nil {
+		t.Fatalf("kept after the cache showed the write: %+v", r)
+	}
+}
