@@ -128,7 +128,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "inferenceservice_operator_pod_event_reads_total", Help: "Reads of the Events of a model pod still being created long after it was scheduled (a pull in progress, a volume that will not mount), by result (ok, forbidden, error). At most three pods a model, each once per --creating-evidence-after; none at rest.",
 		}, []string{"result"}),
 		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferenceservice_operator_events_dropped_total", Help: "Events the operator made and did not write, by reason: queue-full (more than 1,000 waiting for the API server), rejected (refused, e.g. invalid or forbidden), retries (12 tries failed on the way). Normal Events shed while the request budget is contended are not counted.",
+			Name: "inferenceservice_operator_events_dropped_total", Help: "Events the operator made and did not write, by reason: queue-full (more than 1,000 waiting for the API server), namespace-share (250 of its namespace's already waiting), rejected (refused, e.g. invalid or forbidden), retries (12 tries failed on the way). Normal Events shed while the request budget is contended are not counted.",
 		}, []string{"reason"}),
 	}
 	// Buckets from a second to about an hour (the default startup budget): a download or a
@@ -153,7 +153,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.podLogReads.WithLabelValues(r) // exported at 0: a rate over them needs a start
 		m.podEventReads.WithLabelValues(r)
 	}
-	for _, r := range []string{"queue-full", "rejected", "retries"} {
+	for _, r := range []string{"queue-full", "namespace-share", "rejected", "retries"} {
 		m.eventsDropped.WithLabelValues(r)
 	}
 	return m
@@ -162,7 +162,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 // PodLogRead counts one read of a crashed container's log by its result (ok, forbidden, error).
 func (m *Metrics) PodLogRead(result string) { m.podLogReads.WithLabelValues(result).Inc() }
 
-// EventDropped counts one of the operator's Events not written, by why (queue-full, rejected, retries).
+// EventDropped counts one of the operator's Events not written, by why (queue-full, namespace-share, rejected, retries).
 func (m *Metrics) EventDropped(reason string) { m.eventsDropped.WithLabelValues(reason).Inc() }
 
 // PodEventRead counts one read of a creating pod's Events by its result (ok, forbidden, error).

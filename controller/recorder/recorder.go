@@ -39,6 +39,9 @@ type Options struct {
 	Series int
 	// Queue is how many writes may wait (1000, client-go's); beyond it an Event is dropped.
 	Queue int
+	// NamespaceShare is how many of those one namespace's Events may take (a quarter of Queue):
+	// a tenant whose models fail in a burst cannot crowd out every other namespace's Events.
+	NamespaceShare int
 	// Workers write side by side (4): the client's rate limiter, not they, sets the pace.
 	Workers int
 	// Finish, Refresh, Retry and Tries are client-go's: a series ends after 6 minutes without
@@ -47,8 +50,8 @@ type Options struct {
 	Finish, Refresh, Retry time.Duration
 	Tries                  int
 	Clock                  clock.WithDelayedExecution
-	// Dropped counts an Event not written, by why: queue-full, rejected (the API server refused
-	// it), retries (every try failed).
+	// Dropped counts an Event not written, by why: queue-full, namespace-share (its namespace
+	// had its share waiting), rejected (the API server refused it), retries (every try failed).
 	Dropped func(reason string)
 }
 
@@ -60,6 +63,7 @@ type Recorder struct {
 	queue    chan write
 	mu       sync.Mutex
 	series   *series
+	waiting  map[string]int // queued writes by namespace, under mu
 }
 
 var _ events.EventRecorder = (*Recorder)(nil)
@@ -68,6 +72,7 @@ var _ events.EventRecorder = (*Recorder)(nil)
 func New(sink events.EventSink, o Options) *Recorder {
 	orDefault(&o.Series, 4096)
 	orDefault(&o.Queue, 1000)
+	orDefault(&o.NamespaceShare, max(o.Queue/4, 1))
 	orDefault(&o.Workers, 4)
 	orDefault(&o.Tries, 12)
 	orDefault(&o.Finish, 6*time.Minute)
@@ -81,7 +86,7 @@ func New(sink events.EventSink, o Options) *Recorder {
 	}
 	host, _ := os.Hostname()
 	return &Recorder{o: o, sink: sink, instance: o.Controller + "-" + host, queue: make(chan write, o.Queue),
-		series: newSeries(o.Series, o.Finish, o.Refresh)}
+		series: newSeries(o.Series, o.Finish, o.Refresh), waiting: map[string]int{}}
 }
 
 // orDefault sets an unset (zero or negative) setting to its default.
@@ -149,13 +154,35 @@ func (r *Recorder) after(d time.Duration, e *entry) {
 }
 
 func (r *Recorder) enqueue(w write) {
-	select {
-	case r.queue <- w:
-	default:
-		// A series' count carries only its Event's name: the Event, not its object, is named.
-		klog.V(2).InfoS("Event dropped: too many waiting to be written", "event", klog.KObj(w.event), "reason", w.event.Reason,
-			"object", klog.KRef(w.event.Regarding.Namespace, w.event.Regarding.Name), "countOnly", w.patchOnly)
-		r.o.Dropped("queue-full")
+	ns := w.event.Namespace
+	r.mu.Lock()
+	full := r.waiting[ns] >= r.o.NamespaceShare
+	if !full {
+		r.waiting[ns]++
+	}
+	r.mu.Unlock()
+	why := "namespace-share"
+	if !full {
+		select {
+		case r.queue <- w:
+			return
+		default:
+			r.dequeued(ns)
+			why = "queue-full"
+		}
+	}
+	// A series' count carries only its Event's name: the Event, not its object, is named.
+	klog.V(2).InfoS("Event dropped: too many waiting to be written", "why", why, "event", klog.KObj(w.event), "reason", w.event.Reason,
+		"object", klog.KRef(w.event.Regarding.Namespace, w.event.Regarding.Name), "countOnly", w.patchOnly)
+	r.o.Dropped(why)
+}
+
+// dequeued counts a write of namespace ns out of the queue.
+func (r *Recorder) dequeued(ns string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting[ns]--; r.waiting[ns] <= 0 {
+		delete(r.waiting, ns)
 	}
 }
 
@@ -169,6 +196,7 @@ func (r *Recorder) Run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				case w := <-r.queue:
+					r.dequeued(w.event.Namespace)
 					r.send(ctx, w)
 				}
 			}

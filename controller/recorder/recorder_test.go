@@ -47,12 +47,18 @@ func (h *harness) run(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// eventually polls the fake API server's Events until check passes, for up to 10 s.
+// eventually polls the fake API server's Events of team-a until check passes, for up to 10 s.
 func (h *harness) eventually(t *testing.T, what string, check func([]eventsv1.Event) bool) []eventsv1.Event {
+	t.Helper()
+	return h.eventuallyIn(t, "team-a", what, check)
+}
+
+// eventuallyIn is eventually for namespace ns.
+func (h *harness) eventuallyIn(t *testing.T, ns, what string, check func([]eventsv1.Event) bool) []eventsv1.Event {
 	t.Helper()
 	var items []eventsv1.Event
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		l, err := h.cs.EventsV1().Events("team-a").List(context.Background(), metav1.ListOptions{})
+		l, err := h.cs.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +164,7 @@ func TestRecorderRetriesWhatFailedOnTheWay(t *testing.T) {
 }
 
 func TestRecorderQueueIsBounded(t *testing.T) {
-	h := newHarness(t, Options{Queue: 2})
+	h := newHarness(t, Options{Queue: 2, NamespaceShare: 3})
 	for i := range 3 {
 		h.clock.Step(time.Millisecond) // the Event's name is the object's and the time's
 		h.rec.Eventf(pod, nil, corev1.EventTypeNormal, fmt.Sprint("Reason", i), "Create", "n")
@@ -168,6 +174,42 @@ func TestRecorderQueueIsBounded(t *testing.T) {
 	}
 	h.run(t)
 	h.eventually(t, "the two queued", func(items []eventsv1.Event) bool { return len(items) == 2 })
+}
+
+// One namespace's burst takes its share of the queue and no more: another namespace's Events
+// still find room, and a namespace whose writes went out has its share back.
+func TestRecorderNamespaceShare(t *testing.T) {
+	h := newHarness(t, Options{Queue: 4, NamespaceShare: 2})
+	other := pod.DeepCopy()
+	other.Namespace = "team-b"
+	for i := range 3 {
+		h.clock.Step(time.Millisecond)
+		h.rec.Eventf(pod, nil, corev1.EventTypeWarning, fmt.Sprint("Burst", i), "Start", "n")
+	}
+	for i := range 2 {
+		h.clock.Step(time.Millisecond)
+		h.rec.Eventf(other, nil, corev1.EventTypeNormal, fmt.Sprint("Quiet", i), "Create", "n")
+	}
+	if h.dropped["namespace-share"] != 1 || h.dropped["queue-full"] != 0 {
+		t.Fatalf("dropped %v, want the burst's third as namespace-share and nothing else", h.dropped)
+	}
+	h.run(t)
+	h.eventuallyIn(t, "team-b", "the other namespace's two", func(items []eventsv1.Event) bool { return len(items) == 2 })
+	h.eventually(t, "the burst's share", func(items []eventsv1.Event) bool { return len(items) == 2 })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		h.rec.mu.Lock()
+		n := len(h.rec.waiting)
+		h.rec.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespaces still counted waiting after their writes: %d", n)
+		}
+	}
+	h.clock.Step(time.Millisecond)
+	h.rec.Eventf(pod, nil, corev1.EventTypeWarning, "Again", "Start", "n")
+	h.eventually(t, "the share back", func(items []eventsv1.Event) bool { return len(items) == 3 })
 }
 
 func TestRecorderRefusesWhatItCannotName(t *testing.T) {
