@@ -150,8 +150,8 @@ func (c *Controller) isvcHandler() cache.ResourceEventHandlerFuncs {
 	}
 	h.UpdateFunc = func(oldObj, newObj interface{}) {
 		update(oldObj, newObj)
-		// The cache now shows what it shows: a status write it echoes is forgotten here, not at
-		// the model's next reconcile, which a busy queue holds for minutes (10,000 statuses).
+		// The cache now holds newObj: a status write it shows is forgotten here, not at the
+		// model's next reconcile, which a busy queue holds back for minutes (10,000 statuses).
 		if isvc, ok := newObj.(*crd.InferenceService); ok {
 			c.memory.echoes().settle(queue.Key{Namespace: isvc.Namespace, Name: isvc.Name}, isvc, c.now())
 		}
